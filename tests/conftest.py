@@ -1,0 +1,43 @@
+"""Test set-up: real TensorFlow on the CPU, split into 8 logical devices before any op.
+
+Simulated replicas must exist before TensorFlow initializes its devices, so
+this runs at collection time, once per session. Tests that need a different
+device layout (or a fresh process) run the CLI in a subprocess.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+REPO = Path(__file__).resolve().parents[1]
+REPLICAS = 8
+
+
+def pytest_configure(config):
+    from tpukit import runtime
+
+    runtime.configure_cpu_replicas(REPLICAS)
+
+
+@pytest.fixture(autouse=True)
+def no_global_state_leaks():
+    """Each test leaves the Keras dtype policy as it found it (style habit 7)."""
+    yield
+    if "keras" in sys.modules:
+        import keras
+
+        name = keras.config.dtype_policy().name
+        if name != "float32":
+            keras.config.set_dtype_policy("float32")
+            pytest.fail(f"test leaked the global dtype policy {name!r}")
+
+
+def run_cli(*args, timeout=300, env=None, cwd=None):
+    """Run `python -m tpukit ...` in a fresh process; returns the CompletedProcess."""
+    full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "tpukit", *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, cwd=cwd or REPO)

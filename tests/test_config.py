@@ -1,0 +1,89 @@
+"""RunConfig: validation at construction, one-line errors, derived values, JSON round trip."""
+
+import json
+import warnings
+
+import pytest
+
+from tpukit.config import ConfigError, PaddingWarning, RunConfig, padding_advice, padding_waste
+
+
+@pytest.mark.parametrize(
+    "changes, field, shown",
+    [
+        (dict(batch_size=0), "batch_size", "batch_size=0"),
+        (dict(batch_size=-3), "batch_size", "batch_size=-3"),
+        (dict(batch_size="64"), "batch_size", "batch_size='64'"),
+        (dict(precision="fp8"), "precision", "'mixed_bfloat16'"),
+        (dict(dataset="imagenet"), "dataset", "'mnist5k'"),
+        (dict(model="vit"), "model", "'resnet'"),
+        (dict(accelerator="npu"), "accelerator", "'tpu'"),
+        (dict(replicas=0), "replicas", "replicas=0"),
+        (dict(epochs=0), "epochs", "epochs=0"),
+        (dict(profile=(5, 2)), "profile", "(5, 2)"),
+        (dict(profile=(-1, 2)), "profile", "(-1, 2)"),
+        (dict(learning_rate=0), "learning_rate", "learning_rate=0"),
+        (dict(jit_compile=1), "jit_compile", "jit_compile=1"),
+        (dict(deterministic="yes"), "deterministic", "deterministic='yes'"),
+        (dict(name="a/b"), "name", "name='a/b'"),
+    ],
+)
+def test_bad_values_name_field_value_and_choices(changes, field, shown):
+    with pytest.raises(ConfigError) as info:
+        RunConfig(**changes)
+    message = str(info.value)
+    assert message.startswith(f"RunConfig.{field}:")
+    assert shown in message
+    assert "\n" not in message
+
+
+def test_mixed_float16_on_tpu_suggests_bfloat16():
+    with pytest.raises(ConfigError, match="use 'mixed_bfloat16'"):
+        RunConfig(accelerator="tpu", precision="mixed_float16", batch_size=128)
+
+
+def test_dataset_smaller_than_one_global_batch():
+    with pytest.raises(ConfigError, match=r"digits' has 1437 training examples, fewer than one global batch of 2048"):
+        RunConfig(dataset="digits", batch_size=256, replicas=8)
+    with pytest.raises(ConfigError, match="has 100 training examples"):
+        RunConfig(dataset="shapes", dataset_size=100, batch_size=128)
+    RunConfig(dataset="shapes", dataset_size=20000, batch_size=2048)  # generated sets take any size
+
+
+def test_global_batch_size_is_per_replica_times_replicas():
+    assert RunConfig(batch_size=32, replicas=8).global_batch_size == 256
+    assert RunConfig(batch_size=32).global_batch_size == 32
+
+
+def test_padding_advice_is_a_warning_with_waste_percent():
+    with pytest.warns(PaddingWarning, match=r"not a multiple of 128 on TPU: 21.9% .* try 128"):
+        RunConfig(accelerator="tpu", batch_size=100)
+    with pytest.warns(PaddingWarning, match=r"multiple of 8 on GPU: 10.7% .* try 48 or 56"):
+        RunConfig(accelerator="gpu", batch_size=50)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RunConfig(accelerator="gpu", batch_size=64)
+        RunConfig(accelerator="cpu", batch_size=50)
+    assert padding_advice(256, "tpu") is None
+    assert padding_waste(129, 128) == pytest.approx(100 * 127 / 256)
+    assert "multiple of 128" in RunConfig(batch_size=50).padding_advice("tpu")
+
+
+def test_json_round_trip_and_replace():
+    config = RunConfig(profile=(2, 4), deterministic=True, precision="mixed_bfloat16", replicas=8, jit_compile=False)
+    again = RunConfig.from_json(config.to_json())
+    assert again == config and again.profile == (2, 4)
+    assert json.loads(config.to_json())["profile"] == [2, 4]
+    assert config.replace(batch_size=16).batch_size == 16
+    with pytest.raises(ConfigError, match="batch_size=0"):
+        config.replace(batch_size=0)
+    with pytest.raises(ConfigError, match="no field 'batchsize'"):
+        config.replace(batchsize=16)
+    with pytest.raises(ConfigError, match="no field 'colour'"):
+        RunConfig.from_dict({"colour": "red"})
+
+
+def test_config_is_frozen():
+    config = RunConfig()
+    with pytest.raises(Exception):
+        config.batch_size = 3

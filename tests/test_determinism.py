@@ -1,0 +1,35 @@
+"""Seeds, op determinism and fingerprints."""
+
+import numpy as np
+
+from tpukit import determinism
+
+
+def test_fingerprint_is_short_stable_and_bit_sensitive():
+    weights = [np.arange(6, dtype="float32").reshape(2, 3), np.ones(3, dtype="float32")]
+    fp = determinism.fingerprint(weights)
+    assert len(fp) == 16 and fp == determinism.fingerprint([w.copy() for w in weights])
+    nudged = [weights[0].copy(), weights[1].copy()]
+    nudged[1][0] = np.nextafter(np.float32(1), np.float32(2))  # one bit
+    assert determinism.fingerprint(nudged) != fp
+    assert determinism.fingerprint([weights[0].astype("float64"), weights[1]]) != fp
+
+
+def test_same_seed_same_initial_weights():
+    import keras
+
+    def build():
+        determinism.set_seed(7)
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(2)])
+
+    assert determinism.fingerprint(build()) == determinism.fingerprint(build())
+    determinism.set_seed(8)
+    other = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(2)])
+    assert determinism.fingerprint(other) != determinism.fingerprint(build())
+
+
+def test_setup_says_what_holds():
+    text = determinism.setup(3, deterministic=True)
+    assert "op determinism on" in text and determinism.op_determinism_enabled()
+    # Once on, TensorFlow cannot turn it off: setup says so instead of pretending.
+    assert "cannot turn it off" in determinism.setup(3, deterministic=False)

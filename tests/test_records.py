@@ -1,0 +1,36 @@
+"""Run directories never collide; results survive as JSON."""
+
+import json
+
+import pytest
+
+from tpukit import records
+from tpukit.config import RunConfig
+
+
+def test_run_dirs_never_overwrite_each_other(tmp_path):
+    now = 1_700_000_000.0
+    dirs = [records.new_run_dir(str(tmp_path), "cnn-digits", now=now) for _ in range(3)]
+    assert len({d.name for d in dirs}) == 3
+    assert dirs[1].name.endswith("-2") and dirs[2].name.endswith("-3")
+
+
+def test_result_round_trip_listing_and_compare(tmp_path):
+    run_dir = records.new_run_dir(str(tmp_path), "a")
+    config = RunConfig(dataset="digits", replicas=2, batch_size=16)
+    records.write_json(run_dir / "config.json", config.to_dict())
+    assert records.load(run_dir).status == "running"  # config but no result yet: killed early or running
+    result = records.RunResult(run_dir=str(run_dir), status="completed", config=config.to_dict(),
+                               history={"loss": [1.0, 0.5]}, final_metrics={"loss": 0.5}, epochs_done=2,
+                               examples_per_sec=100.0, step_time_ms=3.0, fingerprint="abc", profile_files=("p",))
+    records.save_result(result)
+    assert records.load(run_dir) == result
+    assert records.load_config(run_dir) == config
+    assert [r.run_dir for r in records.list_runs(str(tmp_path))] == [str(run_dir)]
+    row = records.compare([result])[0]
+    assert row["global_batch_size"] == 32 and row["loss"] == 0.5
+    assert "COMPLETED" in result.summary() and "100 examples/s" in result.summary()
+    assert not list(run_dir.glob("*.tmp"))  # atomic writes leave no temp files
+    with pytest.raises(FileNotFoundError, match="not a tpukit run directory"):
+        records.load(tmp_path / "nope")
+    assert json.loads((run_dir / "result.json").read_text())["status"] == "completed"

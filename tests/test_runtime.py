@@ -1,0 +1,163 @@
+"""connect(): what it finds on this CPU machine, simulated replicas, and the reasons it skips TPU and GPU."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import tpukit
+from tpukit import runtime as rt
+from conftest import REPLICAS, REPO, run_cli
+
+
+def test_auto_falls_back_to_cpu_and_says_why_it_skipped_the_rest():
+    runtime = tpukit.connect()
+    assert runtime.kind == "cpu" and runtime.backend == "tensorflow" and runtime.replicas == 1
+    reasons = runtime.skipped_reasons
+    assert set(reasons) == {"tpu", "gpu"}
+    assert "no TPU found" in reasons["tpu"]
+    assert "no GPU visible" in reasons["gpu"]
+    text = runtime.describe()
+    assert "Skipped TPU: no TPU found" in text and "Skipped GPU" in text and "Precision:" in text
+
+
+def test_cpu_precision_recommendation_is_measured():
+    runtime = tpukit.connect("cpu")
+    assert runtime.precision in ("float32", "mixed_bfloat16")
+    assert "measured here" in runtime.precision_reason
+    assert runtime.peak_flops("float32") > 1e9 and runtime.peak_flops("mixed_bfloat16") > 1e9
+
+
+def test_simulated_replicas_give_per_replica_values():
+    import tensorflow as tf
+
+    runtime = tpukit.connect("cpu", replicas=REPLICAS)
+    assert runtime.replicas == REPLICAS and runtime.simulated
+    assert len(runtime.devices) == REPLICAS
+    strategy = runtime.strategy
+    assert isinstance(strategy, tf.distribute.MirroredStrategy)
+    values = strategy.run(lambda: tf.distribute.get_replica_context().replica_id_in_sync_group)
+    assert sorted(int(v) for v in strategy.experimental_local_results(values)) == list(range(REPLICAS))
+    ds = strategy.experimental_distribute_dataset(tf.data.Dataset.range(64).batch(32))
+    first = next(iter(ds))
+    shapes = [int(t.shape[0]) for t in strategy.experimental_local_results(first)]
+    assert shapes == [32 // REPLICAS] * REPLICAS  # global batch split over replicas
+
+
+def test_connecting_again_with_same_replicas_does_nothing_new():
+    a = tpukit.connect("cpu", replicas=REPLICAS)
+    assert tpukit.connect("cpu", replicas=REPLICAS) is a
+    assert tpukit.connect("cpu", replicas=4).replicas == 4  # fewer: a subset of the logical devices
+
+
+def test_more_replicas_than_configured_says_restart():
+    with pytest.raises(rt.RestartRequired, match=r"replicas=64 .* Restart the runtime"):
+        tpukit.connect("cpu", replicas=64)
+
+
+def test_explicit_gpu_on_cpu_machine_is_a_clear_error():
+    with pytest.raises(rt.ConnectError, match="no GPU visible"):
+        tpukit.connect("gpu")
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="Unknown accelerator 'npu'"):
+        tpukit.connect("npu")
+    with pytest.raises(ValueError, match="replicas=0"):
+        tpukit.connect("cpu", replicas=0)
+
+
+def test_tpu_address_from_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    monkeypatch.setattr(rt, "tpu_vm_present", lambda: False)
+    assert rt.tpu_address() is None
+    assert rt.tpu_address("my-tpu") == "my-tpu"
+    monkeypatch.setenv("TPU_NAME", "pod-1")
+    assert rt.tpu_address() == "pod-1"
+    monkeypatch.setenv("COLAB_TPU_ADDR", "10.0.0.2:8470")
+    assert rt.tpu_address() == "grpc://10.0.0.2:8470"
+
+
+def test_real_tpu_local_on_this_build_explains_no_tpu_support():
+    """Real TensorFlow, no fake: tensorflow-cpu cannot initialize a TPU; the CLI says so in one line."""
+    proc = run_cli("train", "--accelerator", "tpu", "--tpu", "local", "--dataset", "digits", "--batch-size", "128")
+    assert proc.returncode == 1
+    assert "this TensorFlow build has no TPU support" in proc.stderr
+    assert "JAX backend" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_auto_skips_a_tpu_vm_tensorflow_cannot_drive_fake_tpu(monkeypatch):
+    """Fake TPU VM (a TPU cannot exist here): the resolver fails as TF does on Colab's TPU VMs."""
+
+    def fake_resolver(address):
+        assert address == "local"
+        raise RuntimeError("TPUs not found in the cluster. No OpKernel was registered to support Op 'ConfigureDistributedTPU'")
+
+    monkeypatch.setattr(rt, "tpu_vm_present", lambda: True)
+    monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    runtime = rt._connect("auto", None, None, fake_resolver)
+    assert runtime.kind == "cpu"
+    assert "no TPU support" in runtime.skipped_reasons["tpu"]
+    with pytest.raises(rt.ConnectError, match="TPU 'local' could not be initialized"):
+        rt._connect("tpu", None, None, fake_resolver)
+
+
+def test_tpu_type_from_accelerator_type_fake_tpu(monkeypatch):
+    """Fake TPU VM environment variable: maps to the datasheet peak."""
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-1")
+    assert rt._tpu_type(None) == "TPU v5e"
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
+    assert rt._tpu_type(None) == "TPU v2"
+    assert rt.PEAK_FLOPS["TPU v2"]["bf16"] > 0
+
+
+def test_gpu_precision_rule():
+    assert rt._gpu_precision([{"name": "Tesla T4", "compute_capability": [7, 5]}])[0] == "mixed_float16"
+    precision, reason = rt._gpu_precision([{"name": "Tesla P100", "compute_capability": [6, 0]}])
+    assert precision == "float32" and "below 7.0" in reason
+    assert "TF32" in rt._gpu_precision([{"name": "NVIDIA A100", "compute_capability": [8, 0]}])[1]
+
+
+def test_tf32_switch_toggles_and_returns_previous():
+    previous = rt.set_tf32(False)
+    try:
+        assert rt.set_tf32(True) is False
+    finally:
+        rt.set_tf32(previous)
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_multi_worker_mirrored_two_local_workers(tmp_path):
+    """Two worker processes on 127.0.0.1 train one model with MultiWorkerMirroredStrategy from TF_CONFIG."""
+    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    procs = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+        env = {**os.environ, "TF_CONFIG": tf_config, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
+        cmd = [sys.executable, "-m", "tpukit", "train", "--dataset", "digits", "--model", "mlp", "--epochs", "2",
+               "--batch-size", "32", "--deterministic", "--logdir", str(tmp_path / f"w{index}"), "--json"]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err[-2000:]
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    assert [o["replicas"] for o in outs] == [2, 2]
+    assert outs[0]["global_batch_size"] == 64
+    assert outs[0]["fingerprint"] == outs[1]["fingerprint"]  # synchronous: both workers hold the same weights

@@ -1,0 +1,118 @@
+"""train(): real Keras fits on the CPU, with simulated replicas where distribution matters."""
+
+import threading
+from pathlib import Path
+
+import keras
+import pytest
+
+import tpukit
+from tpukit import records
+from tpukit.config import RunConfig
+from tpukit.training import resume, train
+from conftest import REPLICAS
+
+SMALL = dict(dataset="digits", model="mlp", epochs=2, batch_size=32)
+
+
+def _config(tmp_path, **changes):
+    return RunConfig(**{**SMALL, "logdir": str(tmp_path), **changes})
+
+
+class CallAt(keras.callbacks.Callback):
+    """Calls `action` at the end of global step `step` (test helper)."""
+
+    def __init__(self, step, action):
+        super().__init__()
+        self.step, self.action, self.seen = step, action, 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen += 1
+        if self.seen == self.step:
+            self.action()
+
+
+def test_a_run_writes_its_own_directory_and_result(tmp_path):
+    result = train(_config(tmp_path))
+    run_dir = Path(result.run_dir)
+    assert result.status == "completed" and result.epochs_done == 2
+    assert (run_dir / "config.json").exists() and (run_dir / "result.json").exists()
+    assert (run_dir / "model.weights.h5").exists()
+    assert list((run_dir / "train").glob("events.out.tfevents.*"))  # TensorBoard scalars
+    assert records.load(run_dir) == result
+    assert set(result.history) >= {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert len(result.history["loss"]) == 2 and result.final_metrics["accuracy"] > 0.5
+    assert result.examples_per_sec > 0 and result.step_time_ms > 0 and result.time_to_first_step_s > 0
+    assert result.flops_per_example > 0 and 0 < result.mfu < 1
+    assert len(result.fingerprint) == 16
+    assert not (run_dir / "backup").exists()  # a completed run needs no backup
+    second = train(_config(tmp_path))
+    assert second.run_dir != result.run_dir
+
+
+@pytest.mark.parametrize("replicas", [1, REPLICAS])
+def test_deterministic_runs_reproduce_bitwise_in_process(tmp_path, replicas):
+    config = _config(tmp_path, deterministic=True, replicas=replicas, batch_size=16)
+    a, b = train(config), train(config)
+    assert a.config["replicas"] == replicas
+    assert a.fingerprint == b.fingerprint
+    assert a.history == b.history
+
+
+def test_stop_request_keeps_the_run_and_resume_matches_uninterrupted(tmp_path):
+    config = _config(tmp_path, deterministic=True, epochs=3)
+    reference = train(config)
+    flag = threading.Event()
+    stopped = train(config, callbacks=[CallAt(60, flag.set)], stop=flag)  # mid second epoch (44 steps/epoch)
+    assert stopped.status == "stopped" and "resume" in stopped.message
+    assert stopped.resumable and stopped.epochs_done >= 1
+    assert Path(stopped.run_dir, "model.weights.h5").exists()
+    resumed = resume(stopped.run_dir)
+    assert resumed.status == "completed" and resumed.run_dir == stopped.run_dir
+    assert resumed.fingerprint == reference.fingerprint
+    assert resumed.history["loss"] == pytest.approx(reference.history["loss"], abs=0)
+
+
+def test_keyboard_interrupt_ends_the_run_as_stopped(tmp_path):
+    def interrupt():
+        raise KeyboardInterrupt
+
+    result = train(_config(tmp_path), callbacks=[CallAt(50, interrupt)])
+    assert result.status == "stopped" and "KeyboardInterrupt" in result.message
+    assert records.load(result.run_dir).status == "stopped"
+    assert result.epochs_done == 1  # the first epoch (44 steps) was kept
+
+
+def test_nan_loss_fails_with_the_likely_cause(tmp_path):
+    result = train(_config(tmp_path, optimizer="sgd", learning_rate=1e12, epochs=1))
+    assert result.status == "failed"
+    assert "loss became NaN" in result.message and "learning rate" in result.message
+
+
+def test_mixed_bfloat16_run_keeps_float32_outputs_and_restores_policy(tmp_path):
+    seen = {}
+
+    class Probe(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            seen["compute"] = self.model.layers[-2].compute_dtype
+            seen["output"] = self.model.outputs[0].dtype
+
+    result = train(_config(tmp_path, precision="mixed_bfloat16", epochs=1), callbacks=[Probe()])
+    assert result.config["precision"] == "mixed_bfloat16"
+    assert seen == {"compute": "bfloat16", "output": "float32"}
+    assert keras.config.dtype_policy().name == "float32"
+
+
+def test_auto_precision_is_resolved_and_recorded(tmp_path):
+    result = train(_config(tmp_path, epochs=1))
+    assert result.config["precision"] == tpukit.connect().precision
+    assert "measured here" in result.precision_reason
+
+
+def test_profile_window_writes_a_capture_with_step_times(tmp_path):
+    from tpukit import profiling
+
+    result = train(_config(tmp_path, epochs=1, profile=(3, 6)))
+    assert len(result.profile_files) == 1 and Path(result.profile_files[0]).exists()
+    summary = profiling.summarize(result.profile_files[0])
+    assert summary.step_time_ms > 0 and len(summary.steps) >= 3

@@ -1,0 +1,46 @@
+"""tpukit: drive a Colab TPU, a GPU or the CPU from a notebook.
+
+    import tpukit
+    runtime = tpukit.connect()                      # TPU, else GPUs, else CPU
+    result = tpukit.train(tpukit.RunConfig(epochs=2), runtime)
+    print(result.summary())
+
+Importing tpukit is cheap: TensorFlow and Keras load on first use.
+"""
+
+import importlib
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "RunConfig": "tpukit.config",
+    "ConfigError": "tpukit.config",
+    "PaddingWarning": "tpukit.config",
+    "connect": "tpukit.runtime",
+    "Runtime": "tpukit.runtime",
+    "ConnectError": "tpukit.runtime",
+    "RestartRequired": "tpukit.runtime",
+    "set_tf32": "tpukit.runtime",
+    "train": "tpukit.training",
+    "resume": "tpukit.training",
+    "RunResult": "tpukit.records",
+    "list_runs": "tpukit.records",
+    "fingerprint": "tpukit.determinism",
+    "summarize_profile": "tpukit.profiling",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tpukit' has no attribute {name!r}")
+    attr = "summarize" if name == "summarize_profile" else name
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

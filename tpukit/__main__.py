@@ -1,0 +1,5 @@
+"""`python -m tpukit ...`: see tpukit/cli.py."""
+
+from tpukit.cli import main
+
+raise SystemExit(main())

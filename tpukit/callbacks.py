@@ -1,0 +1,174 @@
+"""Keras callbacks the trainer adds to every fit: stop on request, record, back up, report progress.
+
+Written the Keras way: small hooks that call private helpers, nothing created
+before it is needed. This module imports Keras; `tpukit.training` loads it
+only when a run starts.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from typing import Callable, Dict, List, Optional
+
+import keras
+
+
+class StopOnRequest(keras.callbacks.Callback):
+    """Ends training after the current step once `flag` is set (thread-safe: a threading.Event).
+
+    The step in flight finishes, so the weights are consistent; the run is kept.
+    """
+
+    def __init__(self, flag: threading.Event):
+        super().__init__()
+        self.flag = flag
+        self.stopped_early = False
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.flag.is_set():
+            self.stopped_early = True
+            self.model.stop_training = True
+
+
+class EpochBackup(keras.callbacks.BackupAndRestore):
+    """BackupAndRestore that saves only whole epochs.
+
+    Keras calls `on_epoch_end` even when a stop request cut the epoch short.
+    Saving then would mark a half epoch as done, and a resumed run would skip
+    the rest of it; so a partial epoch is not saved and resume redoes it from
+    its start, with the same batches, which keeps a deterministic run bitwise
+    reproducible.
+    """
+
+    def __init__(self, backup_dir: str, steps_per_epoch: int):
+        super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=False)
+        self.steps_per_epoch = steps_per_epoch
+        self._seen = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._seen = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._seen = batch + 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._seen >= self.steps_per_epoch:
+            super().on_epoch_end(epoch, logs)
+
+
+class RunRecorder(keras.callbacks.Callback):
+    """Records per-epoch history and step timing; ends the run on a NaN loss.
+
+    Step time counts from one step's end to the next within an epoch, so it
+    includes the input pipeline and callback overhead but not validation.
+    The first epoch (tracing and compilation) is left out of the throughput,
+    unless it is the only epoch, where its first step is left out instead.
+    """
+
+    def __init__(self, examples_per_step: int, steps_per_execution: int = 1,
+                 on_epoch: Optional[Callable[[int, Dict[str, float]], None]] = None, clock=time.perf_counter):
+        super().__init__()
+        self.examples_per_step = examples_per_step
+        self.steps_per_execution = steps_per_execution
+        self.on_epoch = on_epoch
+        self.clock = clock
+        self.epoch_rows: List[Dict[str, float]] = []
+        self.step_times: Dict[int, List[float]] = {}
+        self.train_begin: Optional[float] = None
+        self.first_step_end: Optional[float] = None
+        self.nan_step: Optional[int] = None
+        self._epoch = 0
+        self._last: Optional[float] = None
+        self._steps = 0
+
+    def on_train_begin(self, logs=None):
+        self.train_begin = self.clock()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+        self._last = self.clock()
+        self.step_times[epoch] = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        now = self.clock()
+        if self.first_step_end is None:
+            self.first_step_end = now
+        self.step_times[self._epoch].append((now - self._last) / self.steps_per_execution)
+        self._last = now
+        self._steps += self.steps_per_execution
+        self._check_nan(logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()}}
+        self.epoch_rows.append(row)
+        if self.on_epoch:
+            self.on_epoch(epoch, row)
+
+    def _check_nan(self, logs):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.nan_step = self._steps
+            self.model.stop_training = True
+
+    # ---- derived figures ---------------------------------------------------
+    def steady_step_times(self) -> List[float]:
+        epochs = sorted(e for e, t in self.step_times.items() if t)
+        if not epochs:
+            return []
+        if len(epochs) == 1:
+            return self.step_times[epochs[0]][1:]
+        return [t for e in epochs[1:] for t in self.step_times[e]]
+
+    def step_time_ms(self) -> Optional[float]:
+        times = self.steady_step_times()
+        return 1000.0 * sum(times) / len(times) if times else None
+
+    def examples_per_sec(self) -> Optional[float]:
+        times = self.steady_step_times()
+        return self.examples_per_step * len(times) / sum(times) if times and sum(times) > 0 else None
+
+    def time_to_first_step(self) -> Optional[float]:
+        if self.first_step_end is None or self.train_begin is None:
+            return None
+        return self.first_step_end - self.train_begin
+
+
+class ProgressLogger(keras.callbacks.Callback):
+    """Compact progress on a stream (stderr by default): a line per epoch, refreshed in place on a terminal."""
+
+    def __init__(self, epochs: int, steps_per_epoch: int, stream=None, every_s: float = 1.0, clock=time.perf_counter):
+        super().__init__()
+        self.epochs = epochs
+        self.steps = steps_per_epoch
+        self.stream = stream or sys.stderr
+        self.every_s = every_s
+        self.clock = clock
+        self._tty = getattr(self.stream, "isatty", lambda: False)()
+        self._start = 0.0
+        self._shown = 0.0
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+        self._start = self._shown = self.clock()
+
+    def on_train_batch_end(self, batch, logs=None):
+        now = self.clock()
+        if self._tty and now - self._shown >= self.every_s:
+            self._shown = now
+            self.stream.write("\r" + self._line(batch + 1, logs, now))
+            self.stream.flush()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.stream.write(("\r" if self._tty else "") + self._line(self.steps, logs, self.clock(), final=True) + "\n")
+        self.stream.flush()
+
+    def _line(self, step, logs, now, final=False) -> str:
+        elapsed = max(now - self._start, 1e-9)
+        eta = (self.steps - step) * elapsed / max(step, 1)
+        metrics = "  ".join(f"{k} {float(v):.4f}" for k, v in (logs or {}).items())
+        tail = f"{elapsed:.1f}s" if final else f"ETA {eta:.0f}s"
+        return f"epoch {self._epoch + 1}/{self.epochs}  step {step}/{self.steps}  {metrics}  {tail}"

@@ -1,0 +1,208 @@
+"""The command line: `python -m tpukit train | doctor | tensorboard`.
+
+Bad arguments exit with status 2 and a short message on stderr, never a
+traceback. With `--json`, the last line of stdout is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import List, Optional
+
+EXIT_BAD_ARGS = 2
+EXIT_FAILED = 1
+EXIT_STOPPED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a two-line error instead of the whole usage block."""
+
+    def error(self, message):
+        self.exit(EXIT_BAD_ARGS, f"{self.prog}: error: {message}\nSee: {self.prog} --help\n")
+
+
+def _profile_window(text: str):
+    if text.lower() in ("off", "none", ""):
+        return None
+    try:
+        start, stop = (int(p) for p in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected START:STOP steps, e.g. 2:4. Received: {text!r}") from None
+    return (start, stop)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from tpukit.config import ACCELERATORS, OPTIMIZERS, PRECISIONS
+
+    parser = _Parser(prog="python -m tpukit", description="Connect, train and profile Keras models on TPU, GPU or CPU.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    t = sub.add_parser("train", help="train a model and record the run")
+    t.add_argument("--backend", default="tensorflow", help="Keras backend (tensorflow)")
+    t.add_argument("--accelerator", default="auto", help=f"one of {', '.join(ACCELERATORS)}")
+    t.add_argument("--tpu", default=None, metavar="ADDRESS", help="'local', grpc://host:port or a Cloud TPU name")
+    t.add_argument("--replicas", type=int, default=None, help="simulated replicas on the CPU (or the first N GPUs)")
+    t.add_argument("--dataset", default="mnist5k")
+    t.add_argument("--dataset-size", type=int, default=None, help="training examples (generated sets: any size)")
+    t.add_argument("--model", default="cnn")
+    t.add_argument("--epochs", type=int, default=3)
+    t.add_argument("--steps-per-epoch", type=int, default=None)
+    t.add_argument("--batch-size", type=int, default=64, help="per replica")
+    t.add_argument("--precision", default="auto", help=f"one of {', '.join(PRECISIONS)}")
+    t.add_argument("--deterministic", action="store_true", help="seeds + op determinism: same config, same weights")
+    t.add_argument("--seed", type=int, default=42)
+    t.add_argument("--learning-rate", type=float, default=1e-3)
+    t.add_argument("--optimizer", default="adam", help=f"one of {', '.join(OPTIMIZERS)}")
+    t.add_argument("--steps-per-execution", type=int, default=1)
+    t.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto")
+    t.add_argument("--early-stopping", type=int, default=None, metavar="PATIENCE")
+    t.add_argument("--profile", type=_profile_window, default=None, metavar="START:STOP",
+                   help="capture these training steps (inclusive) for TensorBoard's profiler")
+    t.add_argument("--logdir", default="runs")
+    t.add_argument("--name", default="")
+    t.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a stopped or killed run")
+    t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
+
+    d = sub.add_parser("doctor", help="show the accelerator, versions and recommended settings")
+    d.add_argument("--json", action="store_true")
+
+    b = sub.add_parser("tensorboard", help="start (or reuse) TensorBoard on 127.0.0.1")
+    b.add_argument("--logdir", default="runs")
+    b.add_argument("--port", type=int, default=None)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = _parser().parse_args(argv)
+    return {"train": _train, "doctor": _doctor, "tensorboard": _tensorboard}[args.command](args)
+
+
+def _bad(message: str) -> int:
+    print(f"python -m tpukit: error: {message}", file=sys.stderr)
+    return EXIT_BAD_ARGS
+
+
+def _config_from(args):
+    from tpukit.config import RunConfig
+
+    jit = {"auto": "auto", "on": True, "off": False}[args.jit_compile]
+    return RunConfig(
+        backend=args.backend, accelerator=args.accelerator, tpu=args.tpu, replicas=args.replicas,
+        dataset=args.dataset, dataset_size=args.dataset_size, model=args.model, epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch, batch_size=args.batch_size, precision=args.precision,
+        deterministic=args.deterministic, seed=args.seed, learning_rate=args.learning_rate,
+        optimizer=args.optimizer, steps_per_execution=args.steps_per_execution, jit_compile=jit,
+        early_stopping=args.early_stopping, profile=args.profile, logdir=args.logdir, name=args.name,
+    )
+
+
+def _train(args) -> int:
+    from tpukit import records
+    from tpukit.config import ConfigError
+
+    try:
+        config = records.load_config(args.resume) if args.resume else _config_from(args)
+    except (ConfigError, FileNotFoundError) as e:
+        return _bad(str(e))
+    from tpukit import runtime as rt
+    from tpukit import training
+
+    try:
+        runtime = rt.connect(config.accelerator, tpu=config.tpu, replicas=config.replicas)
+        print(runtime.describe(), file=sys.stderr)
+        if args.resume:
+            result = training.resume(args.resume, runtime, progress=sys.stderr)
+        else:
+            result = training.train(config, runtime, progress=sys.stderr)
+    except ConfigError as e:
+        return _bad(str(e))
+    except rt.ConnectError as e:
+        print(f"python -m tpukit: cannot connect: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps(_json_result(result, runtime)))
+    else:
+        _print_summary(result, config)
+    return {"completed": 0, "stopped": EXIT_STOPPED}.get(result.status, EXIT_FAILED)
+
+
+def _json_result(result, runtime) -> dict:
+    c = result.config
+    return {
+        "run_dir": result.run_dir, "status": result.status, "message": result.message,
+        "backend": c["backend"], "accelerator": runtime.kind, "devices": list(runtime.devices),
+        "replicas": c["replicas"], "precision": c["precision"], "precision_reason": result.precision_reason,
+        "deterministic": c["deterministic"], "seed": c["seed"], "batch_size": c["batch_size"],
+        "global_batch_size": c["batch_size"] * c["replicas"], "epochs": c["epochs"], "epochs_done": result.epochs_done,
+        "dataset": c["dataset"], "model": c["model"], "history": result.history, "final_metrics": result.final_metrics,
+        "examples_per_sec": result.examples_per_sec, "step_time_ms": result.step_time_ms,
+        "time_to_first_step_s": result.time_to_first_step_s, "flops_per_example": result.flops_per_example,
+        "mfu": result.mfu, "fingerprint": result.fingerprint, "profile_files": list(result.profile_files),
+    }
+
+
+def _print_summary(result, config) -> None:
+    print(result.summary())
+    if result.profile_files:
+        from tpukit import profiling
+
+        print()
+        print(profiling.summarize(result.profile_files[0]).to_text())
+    print()
+    print(f"Open TensorBoard on these runs: python -m tpukit tensorboard --logdir {config.logdir}"
+          f"  (or, in a notebook: %load_ext tensorboard; %tensorboard --logdir {config.logdir})")
+
+
+def _doctor(args) -> int:
+    import platform
+
+    from tpukit import runtime as rt
+
+    versions = {"python": platform.python_version()}
+    for name in ("tensorflow", "keras", "tensorboard", "xprof", "ipywidgets", "matplotlib", "jupytext"):
+        try:
+            from importlib.metadata import version
+
+            versions[name] = version(name if name != "tensorflow" else _tf_dist())
+        except Exception:
+            versions[name] = None
+    try:
+        runtime = rt.connect()
+        info = runtime.to_dict()
+        text = runtime.describe()
+    except rt.ConnectError as e:
+        info, text = {"error": str(e)}, f"cannot connect: {e}"
+    if args.json:
+        print(json.dumps({"versions": versions, "runtime": info}))
+    else:
+        print(text)
+        print("Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
+    return 0
+
+
+def _tf_dist() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
+        try:
+            version(dist)
+            return dist
+        except PackageNotFoundError:
+            continue
+    return "tensorflow"
+
+
+def _tensorboard(args) -> int:
+    from tpukit import tensorboard
+
+    result = tensorboard.start(args.logdir, port=args.port)
+    if isinstance(result, tensorboard.Failed):
+        print(f"python -m tpukit: TensorBoard failed: {result.message}", file=sys.stderr)
+        return EXIT_FAILED
+    verb = "Reusing" if isinstance(result, tensorboard.Reused) else "Started"
+    print(f"{verb} TensorBoard for {result.logdir} at {result.url} (pid {result.pid}, bound to 127.0.0.1)")
+    return 0

@@ -1,0 +1,218 @@
+"""RunConfig: one plain, validated description of a training run.
+
+A notebook, the widget panel and the CLI all build a `RunConfig` and hand it to
+the same engine calls. It is frozen and checked once, when it is built, so a
+bad value fails at the line that made it, with a one-line message that names
+the field, the value received and the valid choices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import warnings
+from typing import Any, Optional, Tuple
+
+BACKENDS = ("tensorflow",)
+ACCELERATORS = ("auto", "tpu", "gpu", "cpu")
+PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
+OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
+JIT_CHOICES = ("auto", True, False)
+
+# Batch-dimension tile each accelerator pads to (TPU: 128x128 matrix unit; GPU
+# Tensor Cores: multiples of 8). CPU has no such tile.
+PAD_MULTIPLE = {"tpu": 128, "gpu": 8}
+
+
+class ConfigError(ValueError):
+    """A RunConfig field got a value it cannot take. The message is one line."""
+
+
+class PaddingWarning(UserWarning):
+    """The batch does not fill the accelerator's tiles: part of each step is padding."""
+
+
+def padding_waste(size: int, multiple: int) -> float:
+    """Percent of a padded dimension that is padding when `size` is padded up to `multiple`."""
+    padded = math.ceil(size / multiple) * multiple
+    return 100.0 * (padded - size) / padded
+
+
+def padding_advice(batch_size: int, kind: str) -> Optional[str]:
+    """Advice for a per-replica batch on an accelerator kind, or None when it fits the tiles."""
+    multiple = PAD_MULTIPLE.get(kind)
+    if multiple is None or batch_size % multiple == 0:
+        return None
+    lower = (batch_size // multiple) * multiple
+    upper = lower + multiple
+    choices = f"{lower} or {upper}" if lower else f"{upper}"
+    return (
+        f"batch_size={batch_size} per replica is not a multiple of {multiple} on {kind.upper()}: "
+        f"{padding_waste(batch_size, multiple):.1f}% of each padded batch is wasted; try {choices}."
+    )
+
+
+def _fail(field: str, value: Any, expected: str) -> None:
+    raise ConfigError(f"RunConfig.{field}: expected {expected}. Received: {field}={value!r}.")
+
+
+def _check_choice(field: str, value: Any, choices) -> None:
+    if value not in choices or isinstance(value, bool) != any(
+        isinstance(c, bool) and c == value for c in choices
+    ):
+        _fail(field, value, "one of " + ", ".join(repr(c) for c in choices))
+
+
+def _check_int(field: str, value: Any, minimum: int, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        what = f"an integer >= {minimum}" + (" or None" if optional else "")
+        _fail(field, value, what)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines a run. Build it, `replace()` it, save it as JSON.
+
+    `batch_size` is per replica; `global_batch_size` is derived from it.
+    `profile` is an inclusive (start, stop) window of training steps, or None.
+
+    >>> RunConfig(batch_size=32, replicas=8).global_batch_size
+    256
+    """
+
+    backend: str = "tensorflow"
+    accelerator: str = "auto"
+    tpu: Optional[str] = None
+    replicas: Optional[int] = None
+    dataset: str = "mnist5k"
+    dataset_size: Optional[int] = None
+    model: str = "cnn"
+    epochs: int = 3
+    steps_per_epoch: Optional[int] = None
+    batch_size: int = 64
+    precision: str = "auto"
+    deterministic: bool = False
+    seed: int = 42
+    learning_rate: float = 1e-3
+    optimizer: str = "adam"
+    steps_per_execution: int = 1
+    jit_compile: Any = "auto"
+    early_stopping: Optional[int] = None
+    profile: Optional[Tuple[int, int]] = None
+    logdir: str = "runs"
+    name: str = ""
+
+    def __post_init__(self):
+        from tpukit import data, models
+
+        _check_choice("backend", self.backend, BACKENDS)
+        _check_choice("accelerator", self.accelerator, ACCELERATORS)
+        if self.tpu is not None and (not isinstance(self.tpu, str) or not self.tpu):
+            _fail("tpu", self.tpu, "a TPU name, 'local' or a grpc:// address")
+        _check_int("replicas", self.replicas, 1, optional=True)
+        _check_choice("dataset", self.dataset, data.DATASETS)
+        _check_int("dataset_size", self.dataset_size, 1, optional=True)
+        _check_choice("model", self.model, models.MODELS)
+        _check_int("epochs", self.epochs, 1)
+        _check_int("steps_per_epoch", self.steps_per_epoch, 1, optional=True)
+        _check_int("batch_size", self.batch_size, 1)
+        _check_choice("precision", self.precision, PRECISIONS)
+        if not isinstance(self.deterministic, bool):
+            _fail("deterministic", self.deterministic, "True or False")
+        _check_int("seed", self.seed, 0)
+        lr = self.learning_rate
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < math.inf:
+            _fail("learning_rate", lr, "a positive number")
+        _check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        _check_int("steps_per_execution", self.steps_per_execution, 1)
+        _check_choice("jit_compile", self.jit_compile, JIT_CHOICES)
+        _check_int("early_stopping", self.early_stopping, 1, optional=True)
+        if self.profile is not None:
+            window = self.profile
+            if isinstance(window, list):
+                window = tuple(window)
+                object.__setattr__(self, "profile", window)
+            if (
+                not isinstance(window, tuple)
+                or len(window) != 2
+                or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in window)
+                or window[1] < window[0]
+            ):
+                _fail("profile", self.profile, "None or (start, stop) steps with 0 <= start <= stop")
+        if not isinstance(self.logdir, str) or not self.logdir:
+            _fail("logdir", self.logdir, "a directory path")
+        if not isinstance(self.name, str) or any(c in self.name for c in "/\\"):
+            _fail("name", self.name, "a run name without slashes")
+        self.check_for(self.accelerator, self.replicas or 1)
+        advice = padding_advice(self.batch_size, self.accelerator)
+        if advice:
+            warnings.warn(advice, PaddingWarning, stacklevel=3)
+
+    # ---- derived values -------------------------------------------------
+    @property
+    def global_batch_size(self) -> int:
+        """Examples per step over all replicas: batch_size x replicas (1 when replicas is unset)."""
+        return self.batch_size * (self.replicas or 1)
+
+    @property
+    def run_name(self) -> str:
+        return self.name or f"{self.model}-{self.dataset}"
+
+    def padding_advice(self, kind: Optional[str] = None) -> Optional[str]:
+        """Padding advice for this batch size on `kind` (default: the configured accelerator)."""
+        return padding_advice(self.batch_size, kind or self.accelerator)
+
+    def check_for(self, kind: str, replicas: int) -> None:
+        """Checks that hold only once the hardware is known (at build time and again at connect)."""
+        from tpukit import data
+
+        if kind == "tpu" and self.precision == "mixed_float16":
+            raise ConfigError(
+                "RunConfig.precision: mixed_float16 is not supported on TPU; use 'mixed_bfloat16' "
+                "(TPUs compute in bfloat16 natively). Received: precision='mixed_float16'."
+            )
+        available = data.train_size(self.dataset, self.dataset_size)
+        global_batch = self.batch_size * replicas
+        if available < global_batch:
+            raise ConfigError(
+                f"RunConfig.batch_size: dataset '{self.dataset}' has {available} training examples, "
+                f"fewer than one global batch of {global_batch} ({self.batch_size} x {replicas} replicas). "
+                f"Received: batch_size={self.batch_size}."
+            )
+
+    # ---- copies and JSON ------------------------------------------------
+    def replace(self, **changes) -> "RunConfig":
+        """A validated copy with some fields changed."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ConfigError(
+                f"RunConfig has no field {unknown[0]!r}; fields are: "
+                + ", ".join(f.name for f in dataclasses.fields(self))
+            )
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        if self.profile is not None:
+            out["profile"] = list(self.profile)
+        return out
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "RunConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ConfigError(
+                f"RunConfig has no field {unknown[0]!r}; fields are: " + ", ".join(sorted(names))
+            )
+        return cls(**values)
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunConfig":
+        return cls.from_dict(json.loads(text))

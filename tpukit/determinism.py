@@ -1,0 +1,71 @@
+"""Seeds, op determinism and a weights fingerprint.
+
+A deterministic run seeds Python, NumPy, TensorFlow and Keras with one number,
+turns on TensorFlow's op determinism and shuffles with seeds derived from it.
+Then two runs of one config give bitwise-equal weights, which `fingerprint`
+shows as one short hash.
+
+TensorFlow has no public way to turn op determinism off again in a running
+process. "Deterministic off" in tpukit therefore means: seeds are still set
+(so runs start from the same weights), but op determinism stays on once
+enabled until the runtime restarts. `op_determinism_enabled()` tells which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+_enabled = False
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python's random, NumPy, TensorFlow and Keras' global seed generator."""
+    import keras
+
+    keras.utils.set_random_seed(int(seed))
+
+
+def enable_op_determinism() -> None:
+    """Make TensorFlow ops deterministic (the TF 2.x successor of TF_DETERMINISTIC_OPS=1).
+
+    Costs speed on GPUs (some kernels fall back to slower deterministic ones).
+    """
+    global _enabled
+    import tensorflow as tf
+
+    tf.config.experimental.enable_op_determinism()
+    _enabled = True
+
+
+def op_determinism_enabled() -> bool:
+    """Whether op determinism is on in this process (it cannot be turned off again)."""
+    return _enabled
+
+
+def setup(seed: int, deterministic: bool) -> str:
+    """Apply a run's seed and determinism; returns a sentence on what now holds."""
+    set_seed(seed)
+    if deterministic:
+        enable_op_determinism()
+        return f"seed {seed} set and op determinism on: same config, same weights."
+    if _enabled:
+        return (f"seed {seed} set; op determinism stays on in this process (TensorFlow cannot turn it off): "
+                "restart the runtime for the faster nondeterministic kernels.")
+    return f"seed {seed} set; ops may be nondeterministic, so weights can differ in the last bits between runs."
+
+
+def fingerprint(model_or_weights, length: int = 16) -> str:
+    """A short hash of every weight, bit for bit: equal fingerprints mean equal weights.
+
+    Accepts a Keras model (or layer) or a list of arrays.
+    """
+    import numpy as np
+
+    weights = model_or_weights.get_weights() if hasattr(model_or_weights, "get_weights") else model_or_weights
+    digest = hashlib.sha256()
+    for w in weights:
+        a = np.ascontiguousarray(np.asarray(w))
+        digest.update(str(a.dtype).encode())
+        digest.update(str(a.shape).encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()[:length]

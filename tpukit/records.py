@@ -1,0 +1,162 @@
+"""Every run gets its own directory with config.json and result.json.
+
+A run directory is `<logdir>/<YYYYmmdd-HHMMSS>-<name>`; a second run in the
+same second gets a `-2` suffix, so no run ever overwrites another. result.json
+is rewritten (atomically) as the run goes, so a killed run still says how far
+it got.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+STATUSES = ("running", "completed", "stopped", "failed")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What a run did. `status` is running, completed, stopped or failed."""
+
+    run_dir: str
+    status: str
+    config: Dict[str, Any]
+    history: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
+    final_metrics: Dict[str, float] = dataclasses.field(default_factory=dict)
+    epochs_done: int = 0
+    examples_per_sec: Optional[float] = None
+    step_time_ms: Optional[float] = None
+    time_to_first_step_s: Optional[float] = None
+    fingerprint: Optional[str] = None
+    profile_files: Tuple[str, ...] = ()
+    flops_per_example: Optional[int] = None
+    mfu: Optional[float] = None
+    precision_reason: str = ""
+    runtime: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    message: str = ""
+    started: Optional[float] = None
+    ended: Optional[float] = None
+
+    @property
+    def resumable(self) -> bool:
+        """A stopped or killed run can continue from its last completed epoch."""
+        return self.status in ("stopped", "running", "failed") and Path(self.run_dir, "backup").is_dir()
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["profile_files"] = list(self.profile_files)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunResult":
+        names = {f.name for f in dataclasses.fields(cls)}
+        d = {k: v for k, v in d.items() if k in names}
+        d["profile_files"] = tuple(d.get("profile_files", ()))
+        return cls(**d)
+
+    def summary(self) -> str:
+        """One readable paragraph for the console or a notebook cell."""
+        c = self.config
+        lines = [f"{self.status.upper()}: {c.get('model')} on {c.get('dataset')}, {self.epochs_done}/{c.get('epochs')} epochs, "
+                 f"{c.get('precision')}, batch {c.get('batch_size')} x {c.get('replicas')} replicas -> run dir {self.run_dir}"]
+        if self.message:
+            lines.append(self.message)
+        if self.final_metrics:
+            lines.append("final: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.final_metrics.items())))
+        if self.examples_per_sec:
+            perf = f"{self.examples_per_sec:,.0f} examples/s, {self.step_time_ms:.1f} ms/step"
+            if self.time_to_first_step_s is not None:
+                perf += f", first step after {self.time_to_first_step_s:.1f} s"
+            if self.mfu is not None:
+                perf += f", MFU {100 * self.mfu:.1f}%"
+            lines.append(perf)
+        if self.fingerprint:
+            lines.append(f"weights fingerprint {self.fingerprint}")
+        if self.profile_files:
+            lines.append(f"profile capture: {self.profile_files[0]}")
+        return "\n".join(lines)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write JSON atomically: a reader never sees half a file, even if the process dies."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable))
+    os.replace(tmp, path)
+
+
+def _jsonable(value):
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def new_run_dir(logdir: str, name: str, now: Optional[float] = None) -> Path:
+    """Create and return a fresh run directory; never returns an existing one."""
+    root = Path(logdir)
+    root.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now if now is not None else time.time()))
+    base = f"{stamp}-{name}"
+    for i in range(1, 10_000):
+        candidate = root / (base if i == 1 else f"{base}-{i}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a new run directory under {root}")
+
+
+def save_result(result: RunResult) -> None:
+    write_json(Path(result.run_dir) / "result.json", result.to_dict())
+
+
+def load(run_dir) -> RunResult:
+    """The result of the run in `run_dir` (status 'running' if it never wrote one)."""
+    run_dir = Path(run_dir)
+    result_path = run_dir / "result.json"
+    if result_path.exists():
+        return RunResult.from_dict(json.loads(result_path.read_text()))
+    config_path = run_dir / "config.json"
+    if not config_path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a tpukit run directory (no config.json)")
+    return RunResult(run_dir=str(run_dir), status="running", config=json.loads(config_path.read_text()))
+
+
+def load_config(run_dir):
+    from tpukit.config import RunConfig
+
+    path = Path(run_dir) / "config.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a tpukit run directory (no config.json)")
+    return RunConfig.from_json(path.read_text())
+
+
+def list_runs(logdir: str = "runs") -> List[RunResult]:
+    """Every run under `logdir`, oldest first."""
+    root = Path(logdir)
+    if not root.is_dir():
+        return []
+    return [load(d) for d in sorted(root.iterdir()) if (d / "config.json").exists()]
+
+
+def compare(results) -> List[Dict[str, Any]]:
+    """One row per run with the columns that tell runs apart."""
+    rows = []
+    for r in results:
+        c = r.config
+        rows.append({
+            "run": Path(r.run_dir).name, "status": r.status, "model": c.get("model"), "dataset": c.get("dataset"),
+            "precision": c.get("precision"), "batch_size": c.get("batch_size"), "replicas": c.get("replicas"),
+            "global_batch_size": (c.get("batch_size") or 0) * (c.get("replicas") or 1),
+            "deterministic": c.get("deterministic"), "examples_per_sec": r.examples_per_sec,
+            "step_time_ms": r.step_time_ms, "mfu": r.mfu, "fingerprint": r.fingerprint,
+            **{k: v for k, v in r.final_metrics.items()},
+        })
+    return rows

@@ -1,0 +1,490 @@
+"""Find the accelerator that is there and connect to it: TPU, else GPUs, else the CPU.
+
+`connect()` returns a `Runtime`: what was found, the `tf.distribute` strategy to
+train under, the precision we recommend for it (and why), and why each other
+kind was skipped. Logical CPU devices (simulated replicas) are global state
+owned by this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Tuple
+
+KINDS = ("tpu", "gpu", "cpu")
+
+# Dense peak FLOP/s per chip (16-bit matrix units, float32), from vendor datasheets.
+# A TPU core here is one TensorFlow replica: v2/v3 have 2 cores a chip.
+PEAK_FLOPS = {
+    "TPU v2": {"bf16": 45e12 / 2, "fp32": 45e12 / 2},
+    "TPU v3": {"bf16": 123e12 / 2, "fp32": 123e12 / 2},
+    "TPU v4": {"bf16": 275e12, "fp32": 275e12},
+    "TPU v5e": {"bf16": 197e12, "fp32": 197e12},
+    "TPU v5p": {"bf16": 459e12, "fp32": 459e12},
+    "TPU v6e": {"bf16": 918e12, "fp32": 918e12},
+    "Tesla T4": {"fp16": 65e12, "bf16": 8.1e12, "fp32": 8.1e12},
+    "NVIDIA L4": {"fp16": 121e12, "bf16": 121e12, "fp32": 30e12},
+    "Tesla V100": {"fp16": 125e12, "bf16": 15.7e12, "fp32": 15.7e12},
+    "Tesla P100": {"fp16": 18.7e12, "bf16": 9.3e12, "fp32": 9.3e12},
+    "NVIDIA A100": {"fp16": 312e12, "bf16": 312e12, "fp32": 156e12},  # fp32 via TF32
+    "NVIDIA H100": {"fp16": 989e12, "bf16": 989e12, "fp32": 495e12},
+    "NVIDIA H200": {"fp16": 989e12, "bf16": 989e12, "fp32": 495e12},
+}
+
+
+class ConnectError(RuntimeError):
+    """The asked-for accelerator cannot be used; the message says why and what to do."""
+
+
+class RestartRequired(ConnectError):
+    """A setting that TensorFlow fixes at start-up is needed: restart the runtime first."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    """What `connect()` found and how to train on it.
+
+    `strategy` is a `tf.distribute.Strategy`: build and compile models in
+    `strategy.scope()`. `skipped` maps each kind not used to the reason.
+    """
+
+    backend: str
+    kind: str
+    devices: Tuple[str, ...]
+    replicas: int
+    strategy: Any = dataclasses.field(repr=False, compare=False)
+    simulated: bool = False
+    workers: int = 1
+    device_facts: Tuple[Dict[str, Any], ...] = ()
+    precision: str = "float32"
+    precision_reason: str = ""
+    skipped: Tuple[Tuple[str, str], ...] = ()
+
+    @property
+    def skipped_reasons(self) -> Dict[str, str]:
+        return dict(self.skipped)
+
+    def peak_flops(self, precision: str) -> Optional[float]:
+        """Peak FLOP/s of all replicas together for a precision, or None when unknown."""
+        key = {"mixed_bfloat16": "bf16", "mixed_float16": "fp16"}.get(precision, "fp32")
+        per = [f.get("peak_flops", {}).get(key) for f in self.device_facts]
+        if self.kind == "cpu":
+            # Simulated replicas share one CPU: its peak counts once.
+            return per[0] if per and per[0] else None
+        if not per or any(p is None for p in per):
+            return None
+        return float(sum(per)) * self.workers
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "strategy"}
+        d["skipped"] = dict(self.skipped)
+        d["devices"] = list(self.devices)
+        d["device_facts"] = [dict(f) for f in self.device_facts]
+        return d
+
+    def describe(self) -> str:
+        """A few lines a person can read: what was found, what was skipped and why."""
+        what = f"{self.kind.upper()}"
+        if self.simulated:
+            what += f" with {self.replicas} simulated replicas (logical CPU devices)"
+        elif self.kind != "cpu" or self.replicas > 1:
+            what += f", {self.replicas} replica{'s' if self.replicas != 1 else ''}"
+        if self.workers > 1:
+            what += f" on {self.workers} workers"
+        names = sorted({f.get("name", "") for f in self.device_facts if f.get("name")})
+        lines = [f"Connected: {what} ({self.backend}; {', '.join(names) or 'devices: ' + ', '.join(self.devices)})"]
+        lines.append(f"Precision: {self.precision} recommended; {self.precision_reason}")
+        for kind, why in self.skipped:
+            lines.append(f"Skipped {kind.upper()}: {why}")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Module state: the last runtime (so connecting again with the same arguments is free).
+_lock = threading.Lock()
+_current: Optional[Runtime] = None
+_current_key: Optional[tuple] = None
+
+
+def current() -> Optional[Runtime]:
+    """The runtime of the last successful `connect()` in this process, if any."""
+    return _current
+
+
+def connect(
+    accelerator: str = "auto",
+    *,
+    tpu: Optional[str] = None,
+    replicas: Optional[int] = None,
+    tpu_resolver: Optional[Callable[[str], Any]] = None,
+) -> Runtime:
+    """Connect to the accelerator and return a `Runtime`.
+
+    Args:
+        accelerator: "auto" (TPU, else GPUs, else CPU), "tpu", "gpu" or "cpu".
+        tpu: TPU to use: "local" on a TPU VM, a "grpc://host:port" address on an
+            old TPU node, or a Cloud TPU name. Default: from the environment.
+        replicas: on the CPU, simulate this many replicas on logical devices
+            (MirroredStrategy); on GPUs, use the first N. Default: every device.
+        tpu_resolver: builds the TPUClusterResolver (injected by tests that fake
+            a TPU, which cannot exist on a CPU machine).
+
+    Raises:
+        ConnectError: the accelerator asked for is not usable; says why.
+        RestartRequired: simulated replicas need a fresh runtime.
+    """
+    from tpukit.config import ACCELERATORS
+
+    if accelerator not in ACCELERATORS:
+        raise ValueError(
+            f"Unknown accelerator {accelerator!r}. Choices: {', '.join(ACCELERATORS)}."
+        )
+    if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1):
+        raise ValueError(f"replicas must be a positive integer or None. Received: replicas={replicas!r}.")
+    global _current, _current_key
+    key = (accelerator, tpu, replicas, os.environ.get("TF_CONFIG"))
+    with _lock:
+        if _current is not None and _current_key == key:
+            return _current
+        if os.environ.get("TF_CONFIG"):
+            runtime = _connect_multi_worker(accelerator, replicas)
+        else:
+            runtime = _connect(accelerator, tpu, replicas, tpu_resolver)
+        _current, _current_key = runtime, key
+        return runtime
+
+
+def _connect(accelerator, tpu, replicas, tpu_resolver) -> Runtime:
+    skipped = []
+    order = KINDS if accelerator == "auto" else (accelerator,)
+    for kind in order:
+        try:
+            if kind == "tpu":
+                return _connect_tpu(tpu, tpu_resolver, tuple(skipped))
+            if kind == "gpu":
+                return _connect_gpu(replicas, tuple(skipped))
+            return _connect_cpu(replicas, tuple(skipped))
+        except ConnectError as e:
+            if accelerator != "auto" or isinstance(e, RestartRequired):
+                raise
+            skipped.append((kind, str(e)))
+    raise ConnectError("no accelerator could be used: " + "; ".join(f"{k}: {w}" for k, w in skipped))
+
+
+# ---- TPU -------------------------------------------------------------------
+def tpu_address(tpu: Optional[str] = None) -> Optional[str]:
+    """The TPU to resolve: explicit, else COLAB_TPU_ADDR (old node), TPU_NAME, or 'local' on a TPU VM."""
+    if tpu:
+        return tpu
+    if os.environ.get("COLAB_TPU_ADDR"):
+        return "grpc://" + os.environ["COLAB_TPU_ADDR"]
+    if os.environ.get("TPU_NAME"):
+        return os.environ["TPU_NAME"]
+    if tpu_vm_present():
+        return "local"
+    return None
+
+
+def tpu_vm_present() -> bool:
+    """A TPU VM exposes its chips as /dev/accel* (v2-v4) or /dev/vfio/* (v5e and later)."""
+    dev = Path("/dev")
+    return any(dev.glob("accel*")) or (
+        (dev / "vfio").is_dir() and any(p.name != "vfio" for p in (dev / "vfio").iterdir())
+    )
+
+
+def _connect_tpu(tpu, tpu_resolver, skipped) -> Runtime:
+    import tensorflow as tf
+
+    address = tpu_address(tpu)
+    if address is None:
+        raise ConnectError(
+            "no TPU found (COLAB_TPU_ADDR and TPU_NAME are unset and this is not a TPU VM)"
+        )
+    make = tpu_resolver or (lambda a: tf.distribute.cluster_resolver.TPUClusterResolver(tpu=a))
+    try:
+        resolver = make(address)
+        if address != "local":
+            tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        strategy = tf.distribute.TPUStrategy(resolver)
+    except Exception as e:  # TF raises many types here; turn each into one clear line.
+        raise ConnectError(_explain_tpu_failure(address, e)) from None
+    devices = tuple(d.name for d in tf.config.list_logical_devices("TPU"))
+    tpu_type = _tpu_type(resolver)
+    peak = PEAK_FLOPS.get(tpu_type, {})
+    facts = tuple({"name": tpu_type or "TPU", "peak_flops": peak} for _ in devices)
+    return Runtime(
+        backend="tensorflow",
+        kind="tpu",
+        devices=devices,
+        replicas=strategy.num_replicas_in_sync,
+        strategy=strategy,
+        device_facts=facts,
+        precision="mixed_bfloat16",
+        precision_reason="TPU matrix units compute in bfloat16; variables stay float32.",
+        skipped=skipped,
+    )
+
+
+def _explain_tpu_failure(address: str, error: Exception) -> str:
+    text = str(error)
+    if "ConfigureDistributedTPU" in text or "TPUs not found" in text:
+        return (
+            f"TPU '{address}' could not be initialized: this TensorFlow build has no TPU support. "
+            "On Colab's TPU runtime (a TPU VM with JAX) use the JAX backend of Keras instead."
+        )
+    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return f"TPU '{address}' could not be initialized: {first[:300]}"
+
+
+_TPU_TYPES = (("v2", "TPU v2"), ("v3", "TPU v3"), ("v4", "TPU v4"), ("v5litepod", "TPU v5e"),
+              ("v5e", "TPU v5e"), ("v5p", "TPU v5p"), ("v6e", "TPU v6e"))
+
+
+def _tpu_type(resolver) -> str:
+    """The TPU generation from TPU_ACCELERATOR_TYPE (e.g. 'v2-8', 'v5litepod-1'), for its datasheet peak."""
+    accel = os.environ.get("TPU_ACCELERATOR_TYPE", "").lower()
+    return next((name for prefix, name in _TPU_TYPES if accel.startswith(prefix)), "TPU")
+
+
+# ---- GPU -------------------------------------------------------------------
+def _connect_gpu(replicas, skipped) -> Runtime:
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        if not tf.test.is_built_with_cuda():
+            raise ConnectError("no GPU visible (this TensorFlow build has no CUDA support: tensorflow-cpu)")
+        raise ConnectError("no GPU visible to TensorFlow (CUDA_VISIBLE_DEVICES or drivers)")
+    if replicas is not None and replicas > len(gpus):
+        raise ConnectError(f"replicas={replicas} but only {len(gpus)} GPU(s) are visible")
+    gpus = gpus[: replicas or len(gpus)]
+    facts = []
+    memory = _nvidia_memory()
+    for i, gpu in enumerate(gpus):
+        details = tf.config.experimental.get_device_details(gpu)
+        name = details.get("device_name", f"GPU {i}")
+        cc = details.get("compute_capability")
+        peak = next((v for k, v in PEAK_FLOPS.items() if k.lower() in name.lower()), {})
+        facts.append({"name": name, "compute_capability": list(cc) if cc else None,
+                      "memory_mib": memory.get(i), "peak_flops": peak})
+    logical = [d.name for d in tf.config.list_logical_devices("GPU")][: len(gpus)]
+    strategy = tf.distribute.MirroredStrategy(devices=logical)
+    precision, reason = _gpu_precision(facts)
+    return Runtime(
+        backend="tensorflow",
+        kind="gpu",
+        devices=tuple(logical),
+        replicas=strategy.num_replicas_in_sync,
+        strategy=strategy,
+        device_facts=tuple(facts),
+        precision=precision,
+        precision_reason=reason,
+        skipped=skipped,
+    )
+
+
+def _gpu_precision(facts) -> Tuple[str, str]:
+    caps = [tuple(f["compute_capability"] or (0, 0)) for f in facts]
+    low = [f["name"] for f, cc in zip(facts, caps) if cc < (7, 0)]
+    if low:
+        return "float32", (f"{', '.join(low)} has compute capability below 7.0 (no Tensor Cores): "
+                           "mixed precision would run slower than float32.")
+    reason = f"compute capability {'.'.join(map(str, min(caps)))} >= 7.0: Tensor Cores run float16."
+    if min(caps) >= (8, 0):
+        reason += " Ampere or newer also uses TF32 for float32 matmuls (see set_tf32), so gains shrink."
+    return "mixed_float16", reason
+
+
+def _nvidia_memory() -> Dict[int, int]:
+    if not shutil.which("nvidia-smi"):
+        return {}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout
+        return {i: int(line.strip()) for i, line in enumerate(out.splitlines()) if line.strip()}
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return {}
+
+
+def set_tf32(enabled: bool) -> bool:
+    """Turn TensorFloat-32 for float32 matmuls on Ampere+ GPUs on or off; returns the previous setting."""
+    import tensorflow as tf
+
+    previous = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(bool(enabled))
+    return previous
+
+
+# ---- CPU -------------------------------------------------------------------
+def configure_cpu_replicas(n: int) -> int:
+    """Split the CPU into at least `n` logical devices; returns how many there are.
+
+    Must run before TensorFlow initializes its devices (before any op).
+    Asking again for up to the configured number changes nothing.
+    """
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    existing = tf.config.get_logical_device_configuration(cpu)
+    if existing and len(existing) >= n:
+        return len(existing)
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
+    except RuntimeError:
+        have = len(tf.config.list_logical_devices("CPU"))
+        if have >= n:
+            return have
+        raise RestartRequired(
+            f"replicas={n} needs {n} logical CPU devices, but TensorFlow already started with {have}. "
+            "Restart the runtime (Colab: Runtime > Restart session) and connect before any other TensorFlow work."
+        ) from None
+    return n
+
+
+def _connect_cpu(replicas, skipped) -> Runtime:
+    import tensorflow as tf
+
+    if replicas and replicas > 1:
+        configure_cpu_replicas(replicas)
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    if replicas and replicas > 1:
+        devices = devices[:replicas]
+        strategy = tf.distribute.MirroredStrategy(devices=devices)
+    else:
+        devices = devices[:1]
+        strategy = tf.distribute.get_strategy()
+    probe = cpu_probe()
+    facts = tuple({"name": probe["cpu"], "peak_flops": {"fp32": probe["fp32_flops"],
+                                                       "bf16": probe["bf16_flops"],
+                                                       "fp16": None}} for _ in devices)
+    speedup = probe["bf16_flops"] / probe["fp32_flops"]
+    if speedup > 1.2:
+        precision = "mixed_bfloat16"
+        reason = f"measured here: bfloat16 matmuls run {speedup:.1f}x faster than float32 on this CPU."
+    else:
+        precision = "float32"
+        reason = f"measured here: bfloat16 matmuls run at {speedup:.1f}x float32 speed, no gain on this CPU."
+    return Runtime(
+        backend="tensorflow",
+        kind="cpu",
+        devices=tuple(devices),
+        replicas=len(devices),
+        strategy=strategy,
+        simulated=bool(replicas and replicas > 1),
+        device_facts=facts,
+        precision=precision,
+        precision_reason=reason,
+        skipped=skipped,
+    )
+
+
+_probe: Optional[dict] = None
+
+
+def cpu_probe(cache_dir: Optional[str] = None) -> dict:
+    """Measure float32 and bfloat16 matmul FLOP/s on this CPU once; cached in memory and on disk.
+
+    The figures serve two ends: whether "auto" precision should pick bfloat16,
+    and the peak FLOP/s that MFU divides by.
+    """
+    global _probe
+    if _probe is not None:
+        return _probe
+    import tensorflow as tf
+
+    cpu = _cpu_name()
+    threads = os.cpu_count()
+    key = f"{cpu}|{threads}|{tf.__version__}"
+    path = Path(cache_dir or os.environ.get("TPUKIT_CACHE", Path.home() / ".cache" / "tpukit")) / "cpu_probe.json"
+    try:
+        cached = json.loads(path.read_text())
+        if cached.get("key") == key:
+            _probe = cached
+            return _probe
+    except (OSError, ValueError):
+        pass
+    result = {"key": key, "cpu": cpu, "fp32_flops": _matmul_flops(tf.float32), "bf16_flops": _matmul_flops(tf.bfloat16)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result))
+    except OSError:
+        pass
+    _probe = result
+    return _probe
+
+
+def _matmul_flops(dtype, n: int = 1024, reps: int = 8) -> float:
+    import tensorflow as tf
+
+    with tf.device("/CPU:0"):
+        a = tf.cast(tf.random.stateless_normal((n, n), seed=(1, 2)), dtype)
+        b = tf.cast(tf.random.stateless_normal((n, n), seed=(3, 4)), dtype)
+        matmul = tf.function(tf.matmul)
+        matmul(a, b).numpy()
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(reps):
+                out = matmul(a, b)
+            out.numpy()
+            best = min(best, (time.perf_counter() - start) / reps)
+    return 2.0 * n**3 / best
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "CPU"
+
+
+# ---- multi-worker ----------------------------------------------------------
+def _connect_multi_worker(accelerator, replicas) -> Runtime:
+    """MultiWorkerMirroredStrategy from TF_CONFIG: synchronous data parallelism across processes."""
+    import tensorflow as tf
+
+    try:
+        cluster = json.loads(os.environ["TF_CONFIG"])
+        workers = len(cluster["cluster"]["worker"])
+        task = cluster["task"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConnectError(f"TF_CONFIG is not a valid cluster spec with a 'worker' list and a 'task': {e}") from None
+    if accelerator == "tpu":
+        raise ConnectError("TF_CONFIG describes a multi-worker cluster; TPU pods use accelerator='tpu' without TF_CONFIG")
+    if replicas and replicas > 1:
+        configure_cpu_replicas(replicas)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    gpus = tf.config.list_logical_devices("GPU")
+    kind = "gpu" if gpus and accelerator != "cpu" else "cpu"
+    devices = tuple(d.name for d in (gpus if kind == "gpu" else tf.config.list_logical_devices("CPU")))
+    facts: tuple = ()
+    precision, reason = "float32", "multi-worker CPU cluster: float32."
+    if kind == "cpu":
+        probe = cpu_probe()
+        facts = ({"name": probe["cpu"], "peak_flops": {"fp32": probe["fp32_flops"], "bf16": probe["bf16_flops"]}},)
+    return Runtime(
+        backend="tensorflow",
+        kind=kind,
+        devices=devices,
+        replicas=strategy.num_replicas_in_sync,
+        strategy=strategy,
+        workers=workers,
+        device_facts=facts,
+        precision=precision,
+        precision_reason=reason + f" Worker {task.get('index')} of {workers}.",
+        skipped=(),
+    )
