@@ -1,0 +1,176 @@
+"""tpukit.tensorboard: real TensorBoard processes on 127.0.0.1, each one stopped."""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tpukit import tensorboard
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _get_json(url):
+    with _NO_PROXY.open(url, timeout=10) as response:
+        return json.loads(response.read().decode("utf-8"))
+
+
+def _listening(port):
+    """Local addresses (hex, as /proc/net/tcp* writes them) listening on `port`."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            addr, port_hex = fields[1].rsplit(":", 1)
+            if int(port_hex, 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                found.append(addr)
+    return found
+
+
+def _gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One TensorBoard for the module, stopped at the end whatever happens."""
+    logdir = str(tmp_path_factory.mktemp("served"))
+    result = tensorboard.start(logdir)
+    try:
+        assert isinstance(result, tensorboard.Launched), result
+        yield result
+    finally:
+        if not isinstance(result, tensorboard.Failed):
+            tensorboard.stop(result)
+
+
+def test_import_does_not_load_tensorflow():
+    code = "import sys, tpukit.tensorboard; assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_launched_listens_on_loopback_only(served):
+    assert served.url == f"http://127.0.0.1:{served.port}/"
+    assert _get_json(served.url + "data/logdir")["logdir"] == served.logdir
+    addresses = _listening(served.port)
+    assert addresses == ["0100007F"], addresses  # 127.0.0.1, and no wildcard socket
+    with open(f"/proc/{served.pid}/cmdline", "rb") as f:
+        argv = f.read().split(b"\0")
+    assert argv[argv.index(b"--host") + 1] == b"127.0.0.1"
+
+
+def test_same_logdir_is_reused(served):
+    started = time.monotonic()
+    again = tensorboard.start(served.logdir)
+    assert isinstance(again, tensorboard.Reused), again
+    assert (again.port, again.pid, again.url) == (served.port, served.pid, served.url)
+    assert time.monotonic() - started < 5
+    assert isinstance(tensorboard.start(served.logdir + "/", port=served.port), tensorboard.Reused)
+
+
+def test_running_lists_instances_by_logdir(served, tmp_path):
+    mine = tensorboard.running(served.logdir)
+    assert [(i.pid, i.port, i.host) for i in mine] == [(served.pid, served.port, "127.0.0.1")]
+    assert served.pid in [i.pid for i in tensorboard.running()]
+    assert tensorboard.running(tmp_path) == []
+
+
+def test_profile_url(served, tmp_path):
+    assert tensorboard.profile_url(served) == served.url + "#profile"
+    capture = os.path.join(served.logdir, "plugins", "profile", "2024_01_02_03_04_05")
+    os.makedirs(capture, exist_ok=True)
+    xplane = os.path.join(capture, "vm.xplane.pb")
+    open(xplane, "wb").close()
+    assert tensorboard.profile_url(served, run=xplane) == (
+        served.url + "?run=2024_01_02_03_04_05&tool=overview_page&host=vm#profile"
+    )
+    assert tensorboard.profile_url(served, run="train/x") == served.url + "?run=train%2Fx&tool=overview_page#profile"
+    with pytest.raises(TypeError):
+        tensorboard.profile_url(tensorboard.Failed("no"))
+
+
+def test_other_logdir_gets_its_own_instance_and_stop_kills_it(served, tmp_path):
+    other = tensorboard.start(tmp_path)
+    try:
+        assert isinstance(other, tensorboard.Launched), other
+        assert other.port != served.port and other.pid != served.pid
+        assert other.logdir == str(tmp_path)
+    finally:
+        stopped = not isinstance(other, tensorboard.Failed) and tensorboard.stop(other)
+    assert stopped is True
+    assert _gone(other.pid)
+    assert tensorboard.running(tmp_path) == []
+    assert tensorboard.stop(other) is False
+    assert tensorboard.stop(other.port) is False
+    assert _get_json(served.url + "data/logdir")["logdir"] == served.logdir  # the other one is untouched
+
+
+def test_taken_port_fails_with_a_useful_message(tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = tensorboard.start(tmp_path, port=port)
+    assert isinstance(result, tensorboard.Failed), result
+    assert f"Port {port} on 127.0.0.1 is already in use" in result.message
+    assert "port=None" in result.message
+    assert tensorboard.running(tmp_path) == []
+
+
+def test_port_of_another_tensorboard_names_it(served, tmp_path):
+    result = tensorboard.start(tmp_path, port=served.port)
+    assert isinstance(result, tensorboard.Failed), result
+    assert f"TensorBoard pid {served.pid} serving {served.logdir}" in result.message
+
+
+def test_timeout_stops_the_process_it_started(tmp_path):
+    result = tensorboard.start(tmp_path, timeout=0.3)
+    assert isinstance(result, tensorboard.Failed), result
+    assert "did not answer" in result.message and "timeout=" in result.message
+    pid = int(re.search(r"pid (\d+)", result.message).group(1))
+    assert _gone(pid)
+    assert tensorboard.running(tmp_path) == []
+    log = re.search(r"its log \((.+?)\):", result.message).group(1)
+    assert os.path.isfile(log)  # kept for the user to read
+    os.remove(log)
+
+
+def test_unusable_host_fails(tmp_path):
+    result = tensorboard.start(tmp_path, host="192.0.2.1")  # TEST-NET-1: never a local address
+    assert isinstance(result, tensorboard.Failed)
+    assert "192.0.2.1" in result.message
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"port": 0}, "port=0"),
+        ({"port": "6006"}, "port='6006'"),
+        ({"host": ""}, "host=''"),
+        ({"timeout": 0}, "timeout=0"),
+    ],
+)
+def test_bad_arguments_raise(tmp_path, kwargs, match):
+    with pytest.raises(ValueError, match=re.escape(match)):
+        tensorboard.start(tmp_path, **kwargs)
+
+
+def test_stop_rejects_other_types():
+    with pytest.raises(TypeError):
+        tensorboard.stop("6006")

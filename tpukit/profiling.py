@@ -1,0 +1,479 @@
+"""Profile a window of training steps and read the capture back as a small summary.
+
+`ProfileCallback` starts the TensorFlow profiler for an inclusive window of
+global training steps and marks each step with a `Trace(step_num=...)`, so
+TensorBoard's profile overview shows step times (Keras' own
+`TensorBoard(profile_batch=...)` captures carry no step markers and the
+overview says "No step marker observed"). `summarize` turns a capture into a
+`ProfileSummary` (step times, input-bound verdict, top ops) using xprof, the
+package behind TensorBoard's profile tab, without starting a server.
+
+Importing this module does not import TensorFlow or Keras: the callback class
+is built on first use of `ProfileCallback`, and xprof is imported by
+`summarize`.
+
+Example:
+
+    cb = ProfileCallback("logs", start=10, stop=14)
+    try:
+        model.fit(x, y, epochs=2, callbacks=[cb])
+    finally:
+        cb.close()
+    print(summarize(cb.files[0]).to_text())
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import re
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+__all__ = [
+    "OpStat",
+    "ProfileCallback",
+    "ProfileSummary",
+    "ProfilerBusyWarning",
+    "find_captures",
+    "summarize",
+]
+
+_XPLANE_SUFFIX = ".xplane.pb"
+_TOP_OPS = 10
+# Findings the overview page lists besides the input verdict.
+_TIP_STATEMENTS = (
+    "all_other_statement",
+    "kernel_launch_statement",
+    "device_collectives_statement",
+    "precision_statement",
+)
+_INPUT_PERCENT_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*% of the total step time")
+
+
+class ProfilerBusyWarning(RuntimeWarning):
+    """Another profiler session was running, so ProfileCallback did not profile."""
+
+
+# --- finding captures --------------------------------------------------------
+
+
+def find_captures(logdir) -> List[str]:
+    """Sorted paths of the `*.xplane.pb` files under `logdir/plugins/profile/*/`.
+
+    Capture directories are named by their UTC start time, so sorted order is
+    oldest first. A missing logdir gives an empty list.
+    """
+    pattern = os.path.join(glob.escape(os.fspath(logdir)), "plugins", "profile", "*", "*" + _XPLANE_SUFFIX)
+    return sorted(glob.glob(pattern))
+
+
+def _xplanes_for(path) -> Tuple[str, List[str]]:
+    """(what was analysed, its xplane files) for a file, a capture dir or a logdir."""
+    path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    if os.path.isfile(path):
+        if not path.endswith(_XPLANE_SUFFIX):
+            raise ValueError(f"Expected an {_XPLANE_SUFFIX} file, a capture directory or a logdir. Received: {path}")
+        return path, [path]
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"No profile at {path}: it does not exist.")
+    here = sorted(glob.glob(os.path.join(glob.escape(path), "*" + _XPLANE_SUFFIX)))
+    if not here:
+        captures = find_captures(path)
+        if not captures:
+            raise FileNotFoundError(
+                f"No profile capture under {path} (looked for plugins/profile/*/*{_XPLANE_SUFFIX}). "
+                "Profile some training steps with ProfileCallback first."
+            )
+        newest = os.path.dirname(captures[-1])
+        here = [c for c in captures if os.path.dirname(c) == newest]
+        path = newest
+    return (here[0] if len(here) == 1 else path), here
+
+
+# --- the callback ------------------------------------------------------------
+
+
+def _build_callback_class():
+    import keras
+    import tensorflow as tf
+
+    class ProfileCallback(keras.callbacks.Callback):
+        """Profile an inclusive window of global training steps, with step markers.
+
+        Steps are counted from 0 across epochs: the n-th call of the train
+        function in a `fit` is step n. The profiler starts before step `start`
+        and stops after step `stop`, or when training ends, or on `close()`.
+        Each profiled step runs inside `tf.profiler.experimental.Trace("train",
+        step_num=n)`, which is what gives TensorBoard its step-time graph.
+
+        If another profiler session is running, the callback warns once
+        (`ProfilerBusyWarning`) and profiles nothing: it only ever stops the
+        profiler it started.
+
+        Args:
+            logdir: Directory the capture goes to, under
+                `logdir/plugins/profile/<time>/<host>.xplane.pb`.
+            start: First step to profile (0-based).
+            stop: Last step to profile, inclusive.
+
+        Attributes:
+            files: The `.xplane.pb` files written, filled once a capture stopped.
+        """
+
+        def __init__(self, logdir, start: int, stop: int):
+            super().__init__()
+            _check_window(logdir, start, stop)
+            self.logdir = os.path.abspath(os.fspath(logdir))  # immune to later chdir
+            self.start = start
+            self.stop = stop
+            self.files: List[str] = []
+            self._step = 0
+            self._trace = None
+            self._profiling = False
+            self._before: Dict[str, int] = {}
+            self._warned = False
+
+        def on_train_begin(self, logs=None):
+            self._step = 0
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if self._step == self.start:
+                self._start_profiler()
+            if self._profiling:
+                self._enter_trace()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self._exit_trace()
+            if self._profiling and self._step >= self.stop:
+                self.close()
+            self._step += 1
+
+        def on_train_end(self, logs=None):
+            self.close()
+
+        def close(self):
+            """End the open step trace and stop the profiler if this callback started it.
+
+            Safe to call more than once, and from a `finally` after an interrupt.
+            """
+            self._exit_trace()
+            if self._profiling:
+                self._profiling = False
+                self._stop_profiler()
+
+        @property
+        def profiling(self) -> bool:
+            """Whether this callback's profiler session is running now."""
+            return self._profiling
+
+        def _start_profiler(self):
+            self._before = _mtimes(find_captures(self.logdir))
+            try:
+                tf.profiler.experimental.start(self.logdir)
+            except tf.errors.AlreadyExistsError:
+                if not self._warned:
+                    self._warned = True
+                    warnings.warn(
+                        f"Another profiler is already running, so steps {self.start}-{self.stop} "
+                        f"are not profiled into {self.logdir}. Stop the other session "
+                        "(e.g. TensorBoard(profile_batch=...)) to profile here.",
+                        ProfilerBusyWarning,
+                        stacklevel=2,
+                    )
+                return
+            self._profiling = True
+
+        def _stop_profiler(self):
+            try:
+                tf.profiler.experimental.stop()
+            except tf.errors.OpError as e:  # e.g. the logdir is not writable
+                message = f"The profile of {self.logdir} could not be saved: {e.message}"
+                warnings.warn(message, RuntimeWarning, stacklevel=3)
+            after = _mtimes(find_captures(self.logdir))
+            new = [p for p, t in after.items() if self._before.get(p) != t]
+            self.files.extend(sorted(p for p in new if p not in self.files))
+
+        def _enter_trace(self):
+            self._trace = tf.profiler.experimental.Trace("train", step_num=self._step, _r=1)
+            self._trace.__enter__()
+
+        def _exit_trace(self):
+            trace, self._trace = self._trace, None
+            if trace is not None:
+                trace.__exit__(None, None, None)
+
+    ProfileCallback.__module__ = __name__
+    ProfileCallback.__qualname__ = "ProfileCallback"
+    return ProfileCallback
+
+
+def _check_window(logdir, start, stop) -> None:
+    path = os.fspath(logdir) if isinstance(logdir, (str, os.PathLike)) else None
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"Expected logdir to be a non-empty path. Received: logdir={logdir!r}")
+    for name, value in (("start", start), ("stop", stop)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"Expected {name} to be a step number >= 0. Received: {name}={value!r}")
+    if stop < start:
+        raise ValueError(f"Expected start <= stop (an inclusive window). Received: start={start}, stop={stop}")
+
+
+def _mtimes(paths: Sequence[str]) -> Dict[str, int]:
+    out = {}
+    for p in paths:
+        try:
+            out[p] = os.stat(p).st_mtime_ns
+        except OSError:
+            pass
+    return out
+
+
+def __getattr__(name: str) -> Any:
+    # ProfileCallback subclasses keras.callbacks.Callback; build it on first use
+    # so that importing this module stays free of TensorFlow.
+    if name == "ProfileCallback":
+        cls = _build_callback_class()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | {"ProfileCallback"})
+
+
+# --- the summary -------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class OpStat:
+    """One op's share of the profiled time."""
+
+    name: str
+    category: str
+    self_time_us: float
+    self_time_percent: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileSummary:
+    """What TensorBoard's profile overview says about one capture, as plain values.
+
+    Attributes:
+        path: The `.xplane.pb` file analysed (or the capture directory, when
+            it holds one file per host).
+        hardware_type: xprof's name for the hardware, e.g. "CPU_ONLY", "GPU", "TPU".
+        step_time_ms: Average step time, or None if the capture has no step markers.
+        step_time_ms_min: Fastest step.
+        step_time_ms_max: Slowest step.
+        steps: (step name, milliseconds) per profiled step, e.g. ("train 3", 2.4).
+        input_percent: Percent of step time spent waiting for input.
+        input_bound: True if xprof calls the program highly or moderately
+            input-bound, False if not input-bound, None if it cannot tell.
+        input_conclusion: xprof's sentence about input.
+        top_ops: Up to 10 ops with the most self time (device ops when the
+            capture has any, else host ops; idle time excluded).
+        recommendation: xprof's other findings and suggested next step.
+    """
+
+    path: str
+    hardware_type: str
+    step_time_ms: Optional[float]
+    step_time_ms_min: Optional[float]
+    step_time_ms_max: Optional[float]
+    steps: Tuple[Tuple[str, float], ...]
+    input_percent: Optional[float]
+    input_bound: Optional[bool]
+    input_conclusion: str
+    top_ops: Tuple[OpStat, ...]
+    recommendation: str
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The summary as JSON-safe built-ins (tuples become lists)."""
+        d = dataclasses.asdict(self)
+        d["steps"] = [[name, ms] for name, ms in self.steps]
+        d["top_ops"] = [dataclasses.asdict(op) for op in self.top_ops]
+        return d
+
+    def to_text(self) -> str:
+        """A short readable report: step time, input verdict, top ops."""
+        lines = [f"Profile  {self.path}", f"Hardware {self.hardware_type or 'unknown'}"]
+        if self.step_time_ms is None:
+            lines.append("Step time: no step markers in this capture (profile training steps with ProfileCallback).")
+        else:
+            lines.append(
+                f"Step time {self.step_time_ms:.2f} ms average "
+                f"(min {self.step_time_ms_min:.2f}, max {self.step_time_ms_max:.2f}) over {len(self.steps)} steps"
+            )
+        verdict = {True: "input-bound", False: "not input-bound", None: "input share unknown"}[self.input_bound]
+        share = "" if self.input_percent is None else f"{self.input_percent:.1f}% of step time waiting for input: "
+        lines.append(f"Input    {share}{verdict}")
+        if self.input_conclusion:
+            lines.append(f"         {self.input_conclusion}")
+        if self.top_ops:
+            width = min(40, max(len("category"), *(len(op.category) for op in self.top_ops)))
+            lines.append("Top ops by self time")
+            lines.append(f"  {'self us':>10}  {'share':>6}  {'category':<{width}}  op")
+            for op in self.top_ops:
+                pct = f"{op.self_time_percent:>5.1f}%"
+                lines.append(f"  {op.self_time_us:>10.1f}  {pct}  {op.category[:width]:<{width}}  {op.name}")
+        if self.recommendation:
+            lines.append(f"Next     {self.recommendation}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+
+def summarize(path) -> ProfileSummary:
+    """Summarize a profile capture the way TensorBoard's overview page does.
+
+    Args:
+        path: An `.xplane.pb` file, a capture directory
+            (`logdir/plugins/profile/<time>`), or a logdir (its newest capture).
+
+    Returns:
+        A `ProfileSummary`.
+
+    Raises:
+        FileNotFoundError: There is no capture at `path`.
+        ValueError: xprof could not convert the capture.
+        ImportError: xprof is not installed.
+    """
+    shown, xplanes = _xplanes_for(path)
+    overview = _tool_data(xplanes, "overview_page")
+    op_stats = _tool_data(xplanes, "framework_op_stats")
+
+    step_table = _table_with(overview, "stepnum") or {}
+    props = step_table.get("p", {})
+    steps, input_percent = _steps(step_table)
+    times = [ms for _, ms in steps]
+    conclusion = props.get("input_conclusion", "")
+    if input_percent is None:
+        match = _INPUT_PERCENT_RE.search(conclusion)
+        input_percent = float(match.group(1)) if match else None
+    tips = (_table_with(overview, "tip_type") or {}).get("p", {})
+    notes = [tips.get(key, "") for key in _TIP_STATEMENTS]
+    notes.append(props.get("summary_nextstep", ""))
+    return ProfileSummary(
+        path=shown,
+        hardware_type=props.get("hardware_type", ""),
+        step_time_ms=sum(times) / len(times) if times else None,
+        step_time_ms_min=min(times) if times else None,
+        step_time_ms_max=max(times) if times else None,
+        steps=tuple(steps),
+        input_percent=input_percent,
+        input_bound=_input_verdict(conclusion),
+        input_conclusion=conclusion,
+        top_ops=_top_ops(op_stats),
+        recommendation=" ".join(n.strip() for n in notes if n and n.strip()),
+    )
+
+
+def _tool_data(xplanes: List[str], tool: str) -> List[Dict[str, Any]]:
+    try:
+        from xprof.convert import raw_to_tool_data
+    except ImportError as e:
+        raise ImportError(f"summarize() needs the xprof package (pip install xprof): {e}") from e
+    data = raw_to_tool_data.xspace_to_tool_data(xplanes, tool, {})
+    if isinstance(data, tuple):
+        data = data[0]
+    if not data:
+        raise ValueError(f"xprof could not build {tool} from {', '.join(xplanes)}.")
+    tables = json.loads(data)
+    return tables if isinstance(tables, list) else [tables]
+
+
+def _table_with(tables: List[Dict[str, Any]], column: str) -> Optional[Dict[str, Any]]:
+    for table in tables:
+        if isinstance(table, dict) and column in _column_ids(table):
+            return table
+    return None
+
+
+def _column_ids(table: Dict[str, Any]) -> List[str]:
+    return [c.get("id", "") for c in table.get("cols", [])]
+
+
+def _cells(row: Dict[str, Any]) -> List[Any]:
+    return [(c or {}).get("v") for c in row.get("c", [])]
+
+
+def _steps(table: Dict[str, Any]) -> Tuple[List[Tuple[str, float]], Optional[float]]:
+    """(name, ms) per step, and the percent of step time spent on input."""
+    ids = _column_ids(table)
+    if "stepnum" not in ids:
+        return [], None
+    name_i = ids.index("stepnum")
+    time_i = ids.index("stepTimeMs") if "stepTimeMs" in ids else None
+    input_i = ids.index("infeedTimeMs") if "infeedTimeMs" in ids else None
+    steps, waiting = [], 0.0
+    for row in table.get("rows", []):
+        cells = _cells(row)
+        if time_i is not None:
+            ms = cells[time_i]
+        else:  # no total column: the numeric columns are the step's breakdown
+            ms = sum(v for i, v in enumerate(cells) if i != name_i and isinstance(v, (int, float)))
+        if not isinstance(ms, (int, float)):
+            continue
+        steps.append((str(cells[name_i]), float(ms)))
+        if input_i is not None and isinstance(cells[input_i], (int, float)):
+            waiting += cells[input_i]
+    total = sum(ms for _, ms in steps)
+    percent = 100.0 * waiting / total if input_i is not None and total > 0 else None
+    return steps, percent
+
+
+def _input_verdict(conclusion: str) -> Optional[bool]:
+    text = conclusion.upper()
+    if "NOT INPUT-BOUND" in text:
+        return False
+    if "INPUT-BOUND" in text:
+        return True
+    return None
+
+
+def _has_idle(table: Dict[str, Any]) -> bool:
+    ids = _column_ids(table)
+    if "type" not in ids:
+        return False
+    i = ids.index("type")
+    return any(_cells(row)[i] == "IDLE" for row in table.get("rows", []))
+
+
+def _top_ops(tables: List[Dict[str, Any]]) -> Tuple[OpStat, ...]:
+    # xprof gives the op table twice, with and without IDLE time; shares are
+    # more telling without it.
+    candidates = [t for t in tables if isinstance(t, dict) and "total_self_time" in _column_ids(t)]
+    if not candidates:
+        return ()
+    table = next((t for t in candidates if not _has_idle(t)), candidates[0])
+    ids = _column_ids(table)
+    col = {name: ids.index(name) for name in ids}
+    rows = []
+    for row in table.get("rows", []):
+        cells = _cells(row)
+        where = cells[col["host_or_device"]] if "host_or_device" in col else "Host"
+        category = str(cells[col["type"]]) if "type" in col else ""
+        if category == "IDLE":
+            continue
+        share_key = "device_total_self_time_percent" if where == "Device" else "host_total_self_time_percent"
+        share = cells[col[share_key]] if share_key in col else 0.0
+        rows.append(
+            (
+                where,
+                OpStat(
+                    name=str(cells[col["operation"]]) if "operation" in col else category,
+                    category=category,
+                    self_time_us=float(cells[col["total_self_time"]] or 0.0),
+                    self_time_percent=100.0 * float(share or 0.0),
+                ),
+            )
+        )
+    on_device = [op for where, op in rows if where == "Device"]
+    chosen = on_device or [op for _, op in rows]
+    chosen.sort(key=lambda op: op.self_time_us, reverse=True)
+    return tuple(chosen[:_TOP_OPS])

@@ -1,0 +1,448 @@
+"""Start, find and stop TensorBoard servers for a logdir, on the loopback address.
+
+`start` reuses a TensorBoard that already serves the same logdir, or launches
+one as a detached background process and waits until it answers. It returns a
+typed result, `Launched`, `Reused` or `Failed`, instead of printing or raising,
+so the CLI can print it and the notebook panel can embed its URL.
+
+Running servers are found through the info files TensorBoard itself writes
+(`tensorboard.manager.get_all()`), the same mechanism `%tensorboard` uses, so
+an instance started from a notebook magic, the `tensorboard` command or this
+module is seen by all three.
+
+Servers listen on 127.0.0.1 unless the caller names another host: nothing here
+listens on all interfaces by default, and nothing opens a tunnel.
+
+Example:
+
+    result = tensorboard.start("logs")
+    if isinstance(result, tensorboard.Failed):
+        print(result.message)
+    else:
+        print(tensorboard.profile_url(result))
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Dict, List, Optional, Union
+
+__all__ = [
+    "DEFAULT_HOST",
+    "Failed",
+    "Instance",
+    "Launched",
+    "Reused",
+    "profile_url",
+    "running",
+    "start",
+    "stop",
+]
+
+DEFAULT_HOST = "127.0.0.1"
+_WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+_LOG_TAIL_LINES = 15
+_POLL_S = 0.25
+_STOP_WAIT_S = 5.0
+# Processes this Python process launched, by pid: kept so they can be reaped
+# (no zombies after `stop`) and so `stop` knows the pid is really ours.
+_children: Dict[int, subprocess.Popen] = {}
+_logs: Dict[int, str] = {}  # their log files, removed when `stop` ends them
+
+
+@dataclasses.dataclass(frozen=True)
+class Launched:
+    """A TensorBoard this call started. It keeps running until `stop` or the machine ends it."""
+
+    port: int
+    pid: int
+    logdir: str
+    url: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Reused:
+    """A TensorBoard that already served the same logdir and answered."""
+
+    port: int
+    pid: int
+    logdir: str
+    url: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Failed:
+    """No TensorBoard could be started; `message` says why and what to do."""
+
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Instance:
+    """A running TensorBoard, as listed by its info file.
+
+    `host` is the address it was told to listen on ("localhost" when it was
+    started without `--host`); `url` is where it answers from this machine.
+    """
+
+    port: int
+    pid: int
+    logdir: str
+    url: str
+    host: str
+    started: int  # seconds since the epoch
+
+
+Result = Union[Launched, Reused, Failed]
+
+
+def start(
+    logdir: Union[str, os.PathLike],
+    *,
+    port: Optional[int] = None,
+    host: str = DEFAULT_HOST,
+    timeout: float = 60.0,
+) -> Result:
+    """Serve `logdir` with TensorBoard, reusing a running server when one fits.
+
+    A server is reused when it serves the same absolute logdir, answers on
+    `host`, is not listening on all interfaces (unless `host` asks for that),
+    and, when `port` is given, listens on that port. Otherwise a new server is
+    launched with `python -m tensorboard.main` in its own session, so it
+    outlives an interrupted cell; its output goes to a log file in the temp dir
+    (named in `Failed` messages, removed when `stop` ends the server).
+
+    Args:
+        logdir: Directory TensorBoard reads. It need not exist yet.
+        port: Port to listen on. `None` picks a free one.
+        host: Address to listen on. The default is the loopback address.
+        timeout: Seconds to wait for a new server to answer. A server that
+            does not answer in time is stopped.
+
+    Returns:
+        `Launched`, `Reused`, or `Failed` with a message the user can act on.
+
+    Raises:
+        ValueError: An argument has a value it cannot take.
+    """
+    logdir = _absolute(logdir)
+    _check_args(port, host, timeout)
+    for inst in running(logdir):
+        if port is not None and inst.port != port:
+            continue
+        if inst.host in _WILDCARD_HOSTS and host not in _WILDCARD_HOSTS:
+            continue
+        if _answers(host, inst.port, logdir):
+            return Reused(inst.port, inst.pid, logdir, _url(host, inst.port))
+    if port is not None:
+        problem = _cannot_bind(host, port)
+        return Failed(problem) if problem else _launch(logdir, host, port, timeout)[0]
+    result = Failed("TensorBoard was not started.")
+    for _ in range(3):  # a picked port can be taken before TensorBoard binds it
+        try:
+            free = _free_port(host)
+        except OSError as e:
+            return Failed(f"Cannot listen on {host}: {e.strerror or e}. Pass a local address as host=.")
+        result, port_clash = _launch(logdir, host, free, timeout)
+        if not port_clash:
+            break
+    return result
+
+
+def running(logdir: Union[str, os.PathLike, None] = None) -> List[Instance]:
+    """List running TensorBoard servers, oldest first.
+
+    Args:
+        logdir: If given, only servers whose logdir is this directory.
+
+    Returns:
+        `Instance`s read from TensorBoard's info files whose process is alive.
+    """
+    from tensorboard import manager  # light: no TensorFlow
+
+    wanted = None if logdir is None else os.path.realpath(_absolute(logdir))
+    found = []
+    for info in manager.get_all():
+        if not info.logdir or not _is_live_tensorboard(info.pid):
+            continue
+        args, cwd = _launch_args(info.cache_key)
+        inst_logdir = os.path.join(cwd or "", os.path.expanduser(info.logdir))
+        if wanted is not None and os.path.realpath(inst_logdir) != wanted:
+            continue
+        bound = _flag(args, "--host")
+        if bound is None:
+            bound = "0.0.0.0" if "--bind_all" in args else "localhost"
+        url = _url(bound, info.port, info.path_prefix)
+        found.append(Instance(info.port, info.pid, inst_logdir, url, bound, info.start_time))
+    return sorted(found, key=lambda inst: (inst.started, inst.port))
+
+
+def stop(result_or_port: Union[Launched, Reused, Instance, int]) -> bool:
+    """Stop a TensorBoard server: SIGTERM, then SIGKILL if it lingers.
+
+    Only a process TensorBoard's info files list for that port (or one this
+    module launched) is signalled, never whatever pid a stale record names.
+
+    Args:
+        result_or_port: A `Launched`, `Reused` or `Instance`, or a port.
+
+    Returns:
+        True if a server was stopped, False if none was running there.
+    """
+    if isinstance(result_or_port, (Launched, Reused, Instance)):
+        port, pid = result_or_port.port, result_or_port.pid
+    elif isinstance(result_or_port, int) and not isinstance(result_or_port, bool):
+        port, pid = result_or_port, None
+    else:
+        raise TypeError(
+            "stop() expects a Launched, Reused or Instance result, or a port. "
+            f"Received: {result_or_port!r}"
+        )
+    known = [inst.pid for inst in running() if inst.port == port and pid in (None, inst.pid)]
+    if pid is not None and not known and pid in _children and _children[pid].poll() is None:
+        known = [pid]  # ours, still starting: no info file yet
+    if not known:
+        return False
+    for target in known:
+        _terminate(target)
+        log = _logs.pop(target, None)
+        if log is not None:
+            try:
+                os.remove(log)
+            except OSError:
+                pass
+    return True
+
+
+def profile_url(result: Union[Launched, Reused, Instance], run: Optional[str] = None) -> str:
+    """URL of the profile tab of a running TensorBoard.
+
+    Args:
+        result: The server, as `start` or `running` returned it.
+        run: Optional capture to open: a profile run name as the plugin
+            lists it ("2024_01_31_12_00_00", or "train/2024_..." for a
+            sub-run), or the path of a capture directory or `.xplane.pb`
+            file under the server's logdir (its host is then selected too).
+
+    Returns:
+        The TensorBoard URL with `#profile`, plus `?run=...&tool=overview_page`
+        (the query the profile plugin itself uses for deep links) when `run`
+        is given.
+    """
+    if isinstance(result, Failed) or not hasattr(result, "url"):
+        raise TypeError(f"profile_url() needs a running server. Received: {result!r}")
+    if run is None:
+        return result.url + "#profile"
+    query = {"run": run, "tool": "overview_page"}
+    path = os.path.abspath(os.path.expanduser(run))
+    if os.path.exists(path):
+        if path.endswith(".xplane.pb"):
+            query["host"] = os.path.basename(path)[: -len(".xplane.pb")]
+            path = os.path.dirname(path)
+        session = os.path.basename(path)
+        tb_run = os.path.relpath(os.path.dirname(os.path.dirname(os.path.dirname(path))), result.logdir)
+        query["run"] = session if tb_run == "." else f"{tb_run}/{session}"
+    return f"{result.url}?{urllib.parse.urlencode(query)}#profile"
+
+
+# --- helpers -----------------------------------------------------------------
+
+
+def _absolute(logdir) -> str:
+    path = os.fspath(logdir)
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"Expected logdir to be a non-empty path. Received: logdir={logdir!r}")
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _check_args(port, host, timeout) -> None:
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
+        raise ValueError(f"Expected port to be None or an int in 1..65535. Received: port={port!r}")
+    if not isinstance(host, str) or not host.strip():
+        raise ValueError(
+            "Expected host to be an address such as '127.0.0.1' "
+            f"(pass '0.0.0.0' to listen on all interfaces). Received: host={host!r}"
+        )
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"Expected timeout to be a positive number of seconds. Received: timeout={timeout!r}")
+
+
+def _launch(logdir: str, host: str, port: int, timeout: float):
+    """Launch one server; return (result, whether it lost the port to someone else)."""
+    url = _url(host, port)
+    fd, log_path = tempfile.mkstemp(prefix=f"tpukit-tensorboard-{port}-", suffix=".log")
+    cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", host, "--port", str(port)]
+    try:
+        with os.fdopen(fd, "wb") as log:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # detached: an interrupt in the notebook does not reach it
+            )
+    except OSError as e:
+        return Failed(f"Could not run {sys.executable} -m tensorboard.main: {e}"), False
+    _children[proc.pid] = proc
+    _logs[proc.pid] = log_path
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            _children.pop(proc.pid, None)
+            _logs.pop(proc.pid, None)  # the message points at it: keep it
+            tail = _tail(log_path)
+            clash = "already in use" in tail
+            return Failed(
+                f"TensorBoard exited with code {code} before serving {logdir} at {url}. "
+                f"Last lines of its log ({log_path}):\n{tail}"
+            ), clash
+        if _answers(host, port, logdir):
+            return Launched(port, proc.pid, logdir, url), False
+        time.sleep(_POLL_S)
+    _terminate(proc.pid)
+    _logs.pop(proc.pid, None)
+    return Failed(
+        f"TensorBoard (pid {proc.pid}) did not answer at {url} within {timeout:g} s, so it was stopped. "
+        f"Retry with a larger timeout=. Last lines of its log ({log_path}):\n{_tail(log_path)}"
+    ), False
+
+
+def _answers(host: str, port: int, logdir: Optional[str] = None) -> bool:
+    """Whether a TensorBoard answers /data/logdir on host:port (serving `logdir`, if given)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    try:
+        with opener.open(_url(host, port) + "data/logdir", timeout=2.0) as response:
+            served = json.loads(response.read().decode("utf-8")).get("logdir", "")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if logdir is None or not os.path.isabs(served):  # a relative one is relative to its own cwd
+        return True
+    return os.path.realpath(served) == os.path.realpath(logdir)
+
+
+def _url(host: str, port: int, path_prefix: str = "") -> str:
+    if host in _WILDCARD_HOSTS:
+        host = DEFAULT_HOST  # a wildcard listener answers on loopback
+    if ":" in host:
+        host = f"[{host}]"
+    prefix = path_prefix.strip("/")
+    return f"http://{host}:{port}/" + (prefix + "/" if prefix else "")
+
+
+def _family(host: str) -> int:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _cannot_bind(host: str, port: int) -> Optional[str]:
+    """None if `port` can be bound on `host`, else a message saying why not and what to do."""
+    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as TensorBoard's server does
+        try:
+            s.bind((host, port))
+            return None
+        except OSError as e:
+            error = e
+    if error.errno != errno.EADDRINUSE:
+        return f"Cannot listen on {host}:{port}: {error.strerror or error}. Pass a local address as host=."
+    holder = next((i for i in running() if i.port == port), None)
+    who = f"TensorBoard pid {holder.pid} serving {holder.logdir}" if holder else "by another program"
+    return (
+        f"Port {port} on {host} is already in use ({who}). "
+        "Pass port=None to pick a free port, or stop what holds it."
+    )
+
+
+def _terminate(pid: int) -> None:
+    """SIGTERM `pid`, wait, then SIGKILL; reap it if it is our child."""
+    child = _children.pop(pid, None)
+    for sig in (signal.SIGTERM, getattr(signal, "SIGKILL", signal.SIGTERM)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            break
+        if child is not None:
+            try:
+                child.wait(_STOP_WAIT_S)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        deadline = time.monotonic() + _STOP_WAIT_S
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.05)
+        if not _alive(pid):
+            break
+
+
+def _alive(pid: int) -> bool:
+    child = _children.get(pid)
+    if child is not None:
+        return child.poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie still has a pid; Linux tells us it is dead
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _is_live_tensorboard(pid: int) -> bool:
+    """Alive and, where /proc tells, still a TensorBoard (pids get reused)."""
+    if not _alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"tensorboard" in f.read()
+    except OSError:
+        return True
+
+
+def _launch_args(cache_key: str):
+    """The (arguments, working directory) TensorBoard recorded in its cache key, if readable."""
+    try:
+        datum = json.loads(base64.b64decode(cache_key).decode("utf-8"))
+        return list(datum.get("arguments") or []), datum.get("working_directory")
+    except (ValueError, TypeError, AttributeError):
+        return [], None
+
+
+def _flag(args: List[str], name: str) -> Optional[str]:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1 :]
+    return None
+
+
+def _tail(path: str, lines: int = _LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, "rb") as f:
+            text = f.read()[-16384:].decode("utf-8", "replace")
+    except OSError as e:
+        return f"<could not read the log: {e}>"
+    return "\n".join(text.rstrip().splitlines()[-lines:]) or "<the log is empty>"
