@@ -97,8 +97,7 @@ def _wait_for_backup(run_root, proc, epoch, timeout=120):
 @pytest.mark.slow
 def test_sigkilled_deterministic_run_resumes_to_the_same_fingerprint(tmp_path):
     """Kill -9 after epoch 1, resume: the same weights as the run left alone (and as a second plain process)."""
-    args = ["--deterministic", "--dataset", "shapes", "--dataset-size", "2048", "--model", "cnn",
-            "--epochs", "4", "--batch-size", "32"]
+    args = ["--deterministic", "--dataset", "shapes", "--model", "mlp", "--epochs", "6", "--batch-size", "32"]
     victim = _train_json(*args, logdir=tmp_path / "victim")
     plain = _train_json(*args, logdir=tmp_path / "plain")
     run_dir = _wait_for_backup(tmp_path / "victim", victim, epoch=1)

@@ -10,10 +10,8 @@ its last whole epoch and, when deterministic, ends with the same weights.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
-import sys
 import threading
 import time
 import warnings
@@ -119,7 +117,7 @@ class _Run:
         status, message = "completed", ""
         try:
             model.fit(train_ds, validation_data=eval_ds, epochs=config.epochs, initial_epoch=self.initial_epoch,
-                      steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+                      steps_per_epoch=steps, callbacks=callbacks, shuffle=False, verbose=0)
         except KeyboardInterrupt:
             status, message = "stopped", "interrupted (KeyboardInterrupt); resume continues from the last whole epoch"
         except Exception as e:
