@@ -69,6 +69,11 @@ class _Run:
 
         config = self.config
         runtime = self.runtime or rt.connect(config.accelerator, tpu=config.tpu, replicas=config.replicas)
+        if runtime.workers > 1:
+            raise rt.ConnectError(
+                "Keras 3's fit cannot train under MultiWorkerMirroredStrategy yet (keras-team/keras#20585): "
+                "the cluster is connected, use runtime.strategy in a custom training loop for now."
+            )
         config.check_for(runtime.kind, runtime.replicas)
         policy, self.precision_reason = precision.resolve(config.precision, runtime)
         advice = config.padding_advice(runtime.kind)
