@@ -15,7 +15,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[cpu,test]"
+	$(PY) -m pip install -q -e ".[cpu,jax,test]"
 	touch $(STAMP)
 
 demo: venv

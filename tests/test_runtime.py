@@ -84,11 +84,15 @@ def test_tpu_address_from_environment(monkeypatch, tmp_path):
 
 def test_real_tpu_local_on_this_build_explains_no_tpu_support():
     """Real TensorFlow, no fake: tensorflow-cpu cannot initialize a TPU; the CLI says so in one line."""
-    proc = run_cli("train", "--accelerator", "tpu", "--tpu", "local", "--dataset", "digits", "--batch-size", "128")
+    proc = run_cli("train", "--backend", "tensorflow", "--accelerator", "tpu", "--tpu", "local",
+                   "--dataset", "digits", "--batch-size", "128")
     assert proc.returncode == 1
     assert "this TensorFlow build has no TPU support" in proc.stderr
     assert "JAX backend" in proc.stderr
     assert "Traceback" not in proc.stderr
+    # With backend auto, a TPU VM that this TensorFlow cannot drive goes to JAX, which finds no TPU here either.
+    proc = run_cli("train", "--accelerator", "tpu", "--tpu", "local", "--dataset", "digits", "--batch-size", "128")
+    assert proc.returncode == 1 and "JAX sees no TPU" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_auto_skips_a_tpu_vm_tensorflow_cannot_drive_fake_tpu(monkeypatch):

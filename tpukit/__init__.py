@@ -20,6 +20,7 @@ _EXPORTS = {
     "Runtime": "tpukit.runtime",
     "ConnectError": "tpukit.runtime",
     "RestartRequired": "tpukit.runtime",
+    "BackendError": "tpukit.backend",
     "set_tf32": "tpukit.runtime",
     "train": "tpukit.training",
     "resume": "tpukit.training",

@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     t = sub.add_parser("train", help="train a model and record the run")
-    t.add_argument("--backend", default="tensorflow", help="Keras backend (tensorflow)")
+    t.add_argument("--backend", default="auto", help="auto, tensorflow or jax (auto: JAX only for a TPU TensorFlow cannot drive)")
     t.add_argument("--accelerator", default="auto", help=f"one of {', '.join(ACCELERATORS)}")
     t.add_argument("--tpu", default=None, metavar="ADDRESS", help="'local', grpc://host:port or a Cloud TPU name")
     t.add_argument("--replicas", type=int, default=None, help="simulated replicas on the CPU (or the first N GPUs)")
@@ -110,9 +110,11 @@ def _train(args) -> int:
         return _bad(str(e))
     from tpukit import runtime as rt
     from tpukit import training
+    from tpukit.backend import BackendError
 
     try:
-        runtime = rt.connect(config.accelerator, tpu=config.tpu, replicas=config.replicas)
+        runtime = rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
+                             replicas=config.replicas, deterministic=config.deterministic)
         print(runtime.describe(), file=sys.stderr)
         if args.resume:
             result = training.resume(args.resume, runtime, progress=sys.stderr)
@@ -120,7 +122,7 @@ def _train(args) -> int:
             result = training.train(config, runtime, progress=sys.stderr)
     except ConfigError as e:
         return _bad(str(e))
-    except rt.ConnectError as e:
+    except (rt.ConnectError, BackendError) as e:
         print(f"python -m tpukit: cannot connect: {e}", file=sys.stderr)
         return EXIT_FAILED
     if args.json:

@@ -14,7 +14,7 @@ import math
 import warnings
 from typing import Any, Optional, Tuple
 
-BACKENDS = ("tensorflow",)
+BACKENDS = ("auto", "tensorflow", "jax")
 ACCELERATORS = ("auto", "tpu", "gpu", "cpu")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
@@ -83,7 +83,7 @@ class RunConfig:
     256
     """
 
-    backend: str = "tensorflow"
+    backend: str = "auto"
     accelerator: str = "auto"
     tpu: Optional[str] = None
     replicas: Optional[int] = None

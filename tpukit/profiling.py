@@ -172,8 +172,13 @@ def _build_callback_class():
         def _start_profiler(self):
             self._before = _mtimes(find_captures(self.logdir))
             try:
-                tf.profiler.experimental.start(self.logdir)
-            except tf.errors.AlreadyExistsError:
+                if _on_jax():
+                    import jax
+
+                    jax.profiler.start_trace(self.logdir)
+                else:
+                    tf.profiler.experimental.start(self.logdir)
+            except (tf.errors.AlreadyExistsError, RuntimeError):
                 if not self._warned:
                     self._warned = True
                     warnings.warn(
@@ -188,7 +193,12 @@ def _build_callback_class():
 
         def _stop_profiler(self):
             try:
-                tf.profiler.experimental.stop()
+                if _on_jax():
+                    import jax
+
+                    jax.profiler.stop_trace()
+                else:
+                    tf.profiler.experimental.stop()
             except tf.errors.OpError as e:  # e.g. the logdir is not writable
                 message = f"The profile of {self.logdir} could not be saved: {e.message}"
                 warnings.warn(message, RuntimeWarning, stacklevel=3)
@@ -197,7 +207,12 @@ def _build_callback_class():
             self.files.extend(sorted(p for p in new if p not in self.files))
 
         def _enter_trace(self):
-            self._trace = tf.profiler.experimental.Trace("train", step_num=self._step, _r=1)
+            if _on_jax():  # JAX's step marker: what the profile plugin reads as a step
+                import jax
+
+                self._trace = jax.profiler.StepTraceAnnotation("train", step_num=self._step)
+            else:
+                self._trace = tf.profiler.experimental.Trace("train", step_num=self._step, _r=1)
             self._trace.__enter__()
 
         def _exit_trace(self):
@@ -208,6 +223,13 @@ def _build_callback_class():
     ProfileCallback.__module__ = __name__
     ProfileCallback.__qualname__ = "ProfileCallback"
     return ProfileCallback
+
+
+def _on_jax() -> bool:
+    """Keras runs on JAX: capture with jax.profiler (Keras' TensorBoard callback cannot profile there)."""
+    import keras
+
+    return keras.backend.backend() == "jax"
 
 
 def _check_window(logdir, start, stop) -> None:

@@ -9,6 +9,7 @@ owned by this module.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import shutil
@@ -121,14 +122,21 @@ def current() -> Optional[Runtime]:
 def connect(
     accelerator: str = "auto",
     *,
+    backend: str = "auto",
     tpu: Optional[str] = None,
     replicas: Optional[int] = None,
+    deterministic: bool = False,
     tpu_resolver: Optional[Callable[[str], Any]] = None,
 ) -> Runtime:
     """Connect to the accelerator and return a `Runtime`.
 
     Args:
         accelerator: "auto" (TPU, else GPUs, else CPU), "tpu", "gpu" or "cpu".
+        backend: "auto", "tensorflow" or "jax" (see `tpukit.backend`). Must be
+            decided before Keras is imported; "auto" picks JAX only for a TPU
+            that TensorFlow cannot drive.
+        deterministic: on the JAX backend, also ask XLA for deterministic GPU
+            ops (a flag XLA reads when it starts).
         tpu: TPU to use: "local" on a TPU VM, a "grpc://host:port" address on an
             old TPU node, or a Cloud TPU name. Default: from the environment.
         replicas: on the CPU, simulate this many replicas on logical devices
@@ -148,12 +156,18 @@ def connect(
         )
     if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1):
         raise ValueError(f"replicas must be a positive integer or None. Received: replicas={replicas!r}.")
+    from tpukit import backend as backends
+
     global _current, _current_key
-    key = (accelerator, tpu, replicas, os.environ.get("TF_CONFIG"))
+    key = (accelerator, backend, tpu, replicas, deterministic, os.environ.get("TF_CONFIG"))
     with _lock:
         if _current is not None and _current_key == key:
             return _current
-        if os.environ.get("TF_CONFIG"):
+        name, why = backends.choose(backend, lambda: tpu_needs_jax(tpu))
+        backends.select(name)
+        if name == "jax":
+            runtime = _connect_jax(accelerator, replicas, deterministic, why)
+        elif os.environ.get("TF_CONFIG"):
             runtime = _connect_multi_worker(accelerator, replicas)
         else:
             runtime = _connect(accelerator, tpu, replicas, tpu_resolver)
@@ -198,6 +212,38 @@ def tpu_vm_present() -> bool:
     return any(dev.glob("accel*")) or (
         (dev / "vfio").is_dir() and any(p.name != "vfio" for p in (dev / "vfio").iterdir())
     )
+
+
+def tpu_needs_jax(tpu: Optional[str] = None) -> Optional[str]:
+    """Why JAX must drive the TPU here, or None (no TPU, or TensorFlow can drive it).
+
+    Decided without importing TensorFlow: `import tensorflow` imports Keras,
+    which fixes the Keras backend for the life of the process. A TPU VM
+    ('local') needs a TensorFlow built with TPU support (tensorflow-tpu); a
+    grpc:// TPU node or a named Cloud TPU works with any TensorFlow.
+    """
+    address = tpu_address(tpu)
+    if address != "local":
+        return None
+    dists = _installed_tensorflow()
+    if not dists:
+        return "a TPU VM without TensorFlow (Colab's TPU runtime): JAX drives its TPU"
+    if "tensorflow-tpu" in dists:
+        return None
+    build = ", ".join(f"{name} {version}" for name, version in dists.items())
+    return f"a TPU VM, and this TensorFlow ({build}) has no TPU support: JAX drives its TPU"
+
+
+def _installed_tensorflow() -> Dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in ("tensorflow-tpu", "tensorflow", "tensorflow-cpu", "tf-nightly"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
 
 
 def _connect_tpu(tpu, tpu_resolver, skipped) -> Runtime:
@@ -247,6 +293,12 @@ def _explain_tpu_failure(address: str, error: Exception) -> str:
 
 _TPU_TYPES = (("v2", "TPU v2"), ("v3", "TPU v3"), ("v4", "TPU v4"), ("v5litepod", "TPU v5e"),
               ("v5e", "TPU v5e"), ("v5p", "TPU v5p"), ("v6e", "TPU v6e"))
+
+
+def tpu_type_from_kind(device_kind: str) -> str:
+    """JAX's device_kind ('TPU v2', 'TPU v5 lite', 'TPU v6 lite') as a PEAK_FLOPS key."""
+    kind = device_kind.replace(" lite", "e").strip()
+    return kind if kind in PEAK_FLOPS else "TPU"
 
 
 def _tpu_type(resolver) -> str:
@@ -362,17 +414,8 @@ def _connect_cpu(replicas, skipped) -> Runtime:
     else:
         devices = devices[:1]
         strategy = tf.distribute.get_strategy()
-    probe = cpu_probe()
-    facts = tuple({"name": probe["cpu"], "peak_flops": {"fp32": probe["fp32_flops"],
-                                                       "bf16": probe["bf16_flops"],
-                                                       "fp16": None}} for _ in devices)
-    speedup = probe["bf16_flops"] / probe["fp32_flops"]
-    if speedup > 1.2:
-        precision = "mixed_bfloat16"
-        reason = f"measured here: bfloat16 matmuls run {speedup:.1f}x faster than float32 on this CPU."
-    else:
-        precision = "float32"
-        reason = f"measured here: bfloat16 matmuls run at {speedup:.1f}x float32 speed, no gain on this CPU."
+    facts = tuple(_cpu_facts() for _ in devices)
+    precision, reason = _cpu_precision()
     return Runtime(
         backend="tensorflow",
         kind="cpu",
@@ -385,6 +428,20 @@ def _connect_cpu(replicas, skipped) -> Runtime:
         precision_reason=reason,
         skipped=skipped,
     )
+
+
+def _cpu_facts() -> Dict[str, Any]:
+    probe = cpu_probe()
+    return {"name": probe["cpu"], "peak_flops": {"fp32": probe["fp32_flops"], "bf16": probe["bf16_flops"], "fp16": None}}
+
+
+def _cpu_precision() -> Tuple[str, str]:
+    """bfloat16 when this CPU's measured bf16 matmuls beat float32 by more than 20%."""
+    probe = cpu_probe()
+    speedup = probe["bf16_flops"] / probe["fp32_flops"]
+    if speedup > 1.2:
+        return "mixed_bfloat16", f"measured here: bfloat16 matmuls run {speedup:.1f}x faster than float32 on this CPU."
+    return "float32", f"measured here: bfloat16 matmuls run at {speedup:.1f}x float32 speed, no gain on this CPU."
 
 
 _probe: Optional[dict] = None
@@ -474,8 +531,7 @@ def _connect_multi_worker(accelerator, replicas) -> Runtime:
     facts: tuple = ()
     precision, reason = "float32", "multi-worker CPU cluster: float32."
     if kind == "cpu":
-        probe = cpu_probe()
-        facts = ({"name": probe["cpu"], "peak_flops": {"fp32": probe["fp32_flops"], "bf16": probe["bf16_flops"]}},)
+        facts = (_cpu_facts(),)
     return Runtime(
         backend="tensorflow",
         kind=kind,
@@ -488,3 +544,70 @@ def _connect_multi_worker(accelerator, replicas) -> Runtime:
         precision_reason=reason + f" Worker {task.get('index')} of {workers}.",
         skipped=(),
     )
+
+
+# ---- JAX backend -----------------------------------------------------------
+def _xla_flag(flag: str) -> None:
+    """Add an XLA flag (read once, when JAX starts its backends)."""
+    name = flag.split("=")[0]
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if f.split("=")[0] != name]
+    os.environ["XLA_FLAGS"] = " ".join(flags + [flag])
+
+
+def _connect_jax(accelerator, replicas, deterministic, why) -> Runtime:
+    """Devices from JAX, data parallelism with keras.distribution.DataParallel."""
+    if replicas and replicas > 1 and accelerator in ("auto", "cpu"):
+        _xla_flag(f"--xla_force_host_platform_device_count={replicas}")
+    if deterministic:
+        _xla_flag("--xla_gpu_deterministic_ops=true")
+    import jax
+    import keras
+
+    try:
+        devices = jax.devices() if accelerator == "auto" else jax.devices(accelerator)
+    except RuntimeError as e:
+        raise ConnectError(f"JAX sees no {accelerator.upper()}: {str(e).splitlines()[0][:200]}") from None
+    kind = {"cuda": "gpu", "rocm": "gpu"}.get(devices[0].platform, devices[0].platform)
+    if replicas:
+        if len(devices) < replicas:
+            raise RestartRequired(
+                f"replicas={replicas} but JAX started with {len(devices)} {kind.upper()} device(s). "
+                "Restart the runtime and connect with replicas first (JAX fixes its CPU device count "
+                "when it starts)." if kind == "cpu" else
+                f"replicas={replicas} but JAX sees only {len(devices)} {kind.upper()} device(s)."
+            )
+        devices = devices[:replicas]
+    facts = tuple(_jax_facts(d, kind) for d in devices)
+    if kind == "tpu":
+        precision, reason = "mixed_bfloat16", "TPU matrix units compute in bfloat16; variables stay float32."
+    elif kind == "gpu":
+        precision, reason = _gpu_precision(facts)
+    else:
+        precision, reason = _cpu_precision()
+    others = [k for k in KINDS if k != kind]
+    skipped = tuple((k, f"JAX sees no {k.upper()} device") for k in others[: KINDS.index(kind)])
+    return Runtime(
+        backend="jax",
+        kind=kind,
+        devices=tuple(str(d) for d in devices),
+        replicas=len(devices),
+        strategy=keras.distribution.DataParallel(devices=devices),
+        simulated=kind == "cpu" and len(devices) > 1,
+        device_facts=facts,
+        precision=precision,
+        precision_reason=f"{reason} (Backend: JAX, {why}.)",
+        skipped=skipped,
+    )
+
+
+def _jax_facts(device, kind) -> Dict[str, Any]:
+    name = getattr(device, "device_kind", kind)
+    if kind == "tpu":
+        return {"name": name, "tpu_type": tpu_type_from_kind(name),
+                "peak_flops": PEAK_FLOPS.get(tpu_type_from_kind(name), {})}
+    if kind == "gpu":
+        cc = getattr(device, "compute_capability", None)
+        cc = [int(p) for p in str(cc).split(".")] if cc else None
+        peak = next((v for k, v in PEAK_FLOPS.items() if k.lower() in name.lower()), {})
+        return {"name": name, "compute_capability": cc, "peak_flops": peak}
+    return _cpu_facts()

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from tpukit import records
-from tpukit.config import PaddingWarning, RunConfig
+from tpukit.config import ConfigError, PaddingWarning, RunConfig
 from tpukit.records import RunResult
 
 
@@ -68,7 +68,11 @@ class _Run:
         from tpukit import runtime as rt
 
         config = self.config
-        runtime = self.runtime or rt.connect(config.accelerator, tpu=config.tpu, replicas=config.replicas)
+        runtime = self.runtime or rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
+                                             replicas=config.replicas, deterministic=config.deterministic)
+        if config.backend not in ("auto", runtime.backend):
+            raise ConfigError(f"RunConfig.backend: the runtime runs {runtime.backend}, not {config.backend}. "
+                              f"Received: backend={config.backend!r}.")
         if runtime.workers > 1:
             raise rt.ConnectError(
                 "Keras 3's fit cannot train under MultiWorkerMirroredStrategy yet (keras-team/keras#20585): "
@@ -81,7 +85,7 @@ class _Run:
             warnings.warn(advice, PaddingWarning, stacklevel=3)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PaddingWarning)  # already said above
-            self.config = config = config.replace(replicas=runtime.replicas, precision=policy)
+            self.config = config = config.replace(replicas=runtime.replicas, precision=policy, backend=runtime.backend)
         self.runtime = runtime
         self._open_run_dir()
         determinism.setup(config.seed, config.deterministic)

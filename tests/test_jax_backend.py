@@ -1,0 +1,123 @@
+"""The JAX backend: the same engine through Keras 3 on JAX, on 8 simulated CPU devices.
+
+Keras fixes its backend at import and JAX its CPU device count at start, so
+every JAX test runs in a fresh process; this pytest process runs TensorFlow.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+pytest.importorskip("jax")
+
+CLI = ["--backend", "jax", "--replicas", "8", "--precision", "mixed_bfloat16", "--deterministic", "--profile", "2:4",
+       "--json", "--dataset", "digits", "--model", "mlp", "--epochs", "2", "--batch-size", "16"]
+
+
+def _env():
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), "KERAS_BACKEND": ""}
+
+
+def _python(code, timeout=180):
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_cli_on_jax_8_devices_bf16_capture_and_same_fingerprint_in_two_processes(tmp_path):
+    from tpukit import profiling
+
+    procs = [subprocess.Popen([sys.executable, "-m", "tpukit", "train", *CLI, "--logdir", str(tmp_path / name)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+             for name in ("a", "b")]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    a, b = results
+    assert a["status"] == "completed" and a["backend"] == "jax" and a["accelerator"] == "cpu"
+    assert a["replicas"] == 8 and len(a["devices"]) == 8 and a["global_batch_size"] == 128
+    assert a["precision"] == "mixed_bfloat16"
+    assert a["fingerprint"] == b["fingerprint"]
+    capture = a["profile_files"][0]
+    assert Path(capture).exists() and capture.endswith(".xplane.pb")
+    summary = profiling.summarize(capture)  # the profile plugin's own converters
+    assert summary.step_time_ms > 0 and len(summary.steps) >= 3
+
+
+def test_jax_runtime_data_parallel_and_layer_dtypes_under_mixed_bfloat16():
+    result = _python("""
+import json, tpukit
+from tpukit import models, precision
+runtime = tpukit.connect(backend="jax", replicas=8)
+import keras
+with precision.policy("mixed_bfloat16"), runtime.strategy.scope():
+    model = models.build("mlp", input_shape=(8, 8, 1), num_classes=10)
+dense = [l for l in model.layers if isinstance(l, keras.layers.Dense)][0]
+print(json.dumps({"backend": keras.backend.backend(), "replicas": runtime.replicas, "kind": runtime.kind,
+                  "strategy": type(runtime.strategy).__name__, "compute": dense.compute_dtype,
+                  "variable": dense.variable_dtype, "output": str(model.outputs[0].dtype),
+                  "policy_after": keras.config.dtype_policy().name, "describe": runtime.describe()}))
+""")
+    assert result["backend"] == "jax" and result["replicas"] == 8 and result["kind"] == "cpu"
+    assert result["strategy"] == "DataParallel"
+    assert (result["compute"], result["variable"], result["output"]) == ("bfloat16", "float32", "float32")
+    assert result["policy_after"] == "float32"
+    assert "8 simulated replicas" in result["describe"] and "(jax;" in result["describe"]
+
+
+def test_auto_picks_jax_for_a_tpu_tensorflow_cannot_drive_fake_tpu_vm():
+    """Fake TPU VM (no TPU here): the installed tensorflow-cpu cannot drive it, so auto chooses JAX."""
+    result = _python("""
+import json, sys
+from tpukit import backend, runtime
+runtime.tpu_vm_present = lambda: True   # the fake: pretend /dev/accel* exists
+name, why = backend.choose("auto")
+print(json.dumps({"name": name, "why": why, "keras_loaded": "keras" in sys.modules}))
+""")
+    assert result["name"] == "jax"
+    assert "has no TPU support" in result["why"] and "tensorflow-cpu 2." in result["why"]
+    assert result["keras_loaded"] is False  # the choice is made before Keras is imported
+
+
+def test_auto_picks_tensorflow_without_a_tpu_and_switching_later_is_refused():
+    from tpukit import backend
+
+    assert backend.choose("auto", tpu_needs_jax=lambda: None)[0] == "tensorflow"
+    with pytest.raises(backend.BackendError, match="already loaded with the tensorflow backend.*Restart the runtime"):
+        backend.select("jax")
+    assert backend.select("tensorflow") == "tensorflow"
+    with pytest.raises(ValueError, match="Unknown backend 'torch'"):
+        backend.choose("torch")
+
+
+def test_cli_refuses_to_switch_backends_in_one_process_message():
+    result = _python("""
+import json, keras, tpukit
+try:
+    tpukit.connect(backend="jax")
+    message = ""
+except tpukit.BackendError as e:
+    message = str(e)
+print(json.dumps({"message": message, "backend": keras.backend.backend()}))
+""")
+    assert result["backend"] == "tensorflow"
+    assert "cannot switch to jax" in result["message"] and "KERAS_BACKEND=jax" in result["message"]
+
+
+def test_tpu_type_from_jax_device_kind_fake_tpu():
+    """Fake device kinds (strings JAX reports on TPU VMs)."""
+    from tpukit.runtime import PEAK_FLOPS, tpu_type_from_kind
+
+    assert tpu_type_from_kind("TPU v5 lite") == "TPU v5e"
+    assert tpu_type_from_kind("TPU v6 lite") == "TPU v6e"
+    assert tpu_type_from_kind("TPU v2") == "TPU v2"
+    assert PEAK_FLOPS[tpu_type_from_kind("TPU v6 lite")]["bf16"] > 0

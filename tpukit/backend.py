@@ -1,0 +1,81 @@
+"""Which Keras backend runs the model: TensorFlow (tf.distribute) or JAX (keras.distribution).
+
+Keras reads its backend once, when it is first imported. So the choice must be
+made before that, and this module is the one place that makes it: `select()`
+sets KERAS_BACKEND, or explains what to do when Keras already loaded another.
+
+"auto" picks TensorFlow, unless a TPU is there that TensorFlow cannot drive
+(Colab's TPU runtimes are TPU VMs with JAX and no TensorFlow TPU support);
+then it picks JAX, which drives those TPUs natively.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from typing import Callable, Optional, Tuple
+
+BACKENDS = ("auto", "tensorflow", "jax")
+
+
+class BackendError(RuntimeError):
+    """Keras is already loaded with another backend, or the asked-for one is not installed."""
+
+
+def loaded() -> Optional[str]:
+    """The backend of the Keras already imported in this process, or None."""
+    if "keras" not in sys.modules:
+        return None
+    import keras
+
+    return keras.backend.backend()
+
+
+def installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def choose(requested: str = "auto", tpu_needs_jax: Optional[Callable[[], Optional[str]]] = None) -> Tuple[str, str]:
+    """Resolve a requested backend to (backend, reason), without importing Keras.
+
+    Args:
+        requested: "auto", "tensorflow" or "jax".
+        tpu_needs_jax: returns a reason when a TPU is present that TensorFlow
+            cannot drive, else None (default: `runtime.tpu_needs_jax`).
+    """
+    if requested not in BACKENDS:
+        raise ValueError(f"Unknown backend {requested!r}. Choices: {', '.join(BACKENDS)}.")
+    if requested != "auto":
+        return requested, "set by the config"
+    current = loaded()
+    if current in ("tensorflow", "jax"):
+        return current, f"Keras is already loaded with the {current} backend in this process"
+    if tpu_needs_jax is None:
+        from tpukit.runtime import tpu_needs_jax
+    why = tpu_needs_jax()
+    if why:
+        return "jax", why
+    return "tensorflow", "no TPU that only JAX can drive: TensorFlow with tf.distribute"
+
+
+def select(name: str) -> str:
+    """Make `name` the Keras backend of this process (before Keras is imported); returns it.
+
+    Raises:
+        BackendError: Keras already runs another backend here, or `name` is not installed.
+    """
+    if name not in ("tensorflow", "jax"):
+        raise ValueError(f"Unknown backend {name!r}. Choices: tensorflow, jax.")
+    current = loaded()
+    if current is not None and current != name:
+        raise BackendError(
+            f"Keras is already loaded with the {current} backend, so this process cannot switch to {name}. "
+            f"Restart the runtime and connect with backend={name!r} first, or set KERAS_BACKEND={name} "
+            "before anything imports keras or tensorflow (importing tensorflow imports keras)."
+        )
+    if not installed(name):
+        hint = "pip install 'tpukit[cpu]'" if name == "tensorflow" else "pip install jax"
+        raise BackendError(f"the {name} backend is not installed here: {hint}")
+    os.environ["KERAS_BACKEND"] = name
+    return name
