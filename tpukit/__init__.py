@@ -28,6 +28,7 @@ _EXPORTS = {
     "list_runs": "tpukit.records",
     "fingerprint": "tpukit.determinism",
     "summarize_profile": "tpukit.profiling",
+    "panel": "tpukit.ui",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

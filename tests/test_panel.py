@@ -1,0 +1,368 @@
+"""The panel, headless: real widgets, real training on the CPU, no browser and no mocks of the engine.
+
+Buttons are pressed with `Button.click()`, the path a real click takes.
+Works under ipywidgets 8 (no kernel needed) and 7.7.1, Colab's version
+(widgets get a stand-in comm there, as ipywidgets 7's own tests do).
+"""
+
+import html
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import ipywidgets
+import pytest
+
+import tpukit
+from tpukit import context
+from tpukit import tensorboard as tb
+from tpukit.config import ConfigError, RunConfig
+from tpukit.ui import Panel, PanelBusy, embed, progress
+
+SMALL = dict(dataset="digits", model="mlp", epochs=1, batch_size=32)
+
+
+# ---- fixtures -----------------------------------------------------------------
+@pytest.fixture(scope="module", autouse=True)
+def headless_widgets():
+    """ipywidgets 8 builds widgets without a kernel; 7 with an older ipykernel needs a comm that sends nowhere."""
+    try:
+        ipywidgets.Button().close()
+    except Exception:  # "Comms cannot be opened without a kernel"
+        pass
+    else:
+        yield
+        return
+    from ipykernel.comm import Comm
+    from ipywidgets.widgets import widget
+
+    class NowhereComm(Comm):
+        comm_id = "tpukit-test"
+        kernel = "Truthy"
+
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+
+        def open(self, *args, **kwargs):
+            pass
+
+        def on_msg(self, *args, **kwargs):
+            pass
+
+        def send(self, *args, **kwargs):
+            pass
+
+        def close(self, *args, **kwargs):
+            pass
+
+    original = widget.Comm
+    widget.Comm = NowhereComm
+    yield
+    widget.Comm = original
+
+
+@pytest.fixture
+def make_panel(tmp_path):
+    """Build panels on a tiny config (display=False); closes them after the test."""
+    made = []
+
+    def make(ctx=context.JUPYTER, logdir=None, **changes):
+        shown = []
+        config = RunConfig(**{**SMALL, "logdir": str(logdir or tmp_path / "runs"), **changes})
+        panel = tpukit.panel(config, display=False, context=ctx, display_fn=shown.append, runs=[])
+        panel.shown = shown
+        made.append(panel)
+        return panel
+
+    yield make
+    for panel in made:
+        panel.close()
+
+
+@pytest.fixture(scope="module")
+def shared_logdir(tmp_path_factory):
+    """A logdir with one TensorBoard for the module: panels reuse it (and so never stop it)."""
+    logdir = tmp_path_factory.mktemp("tensorboard") / "runs"
+    logdir.mkdir()
+    server = tb.start(logdir)
+    assert not isinstance(server, tb.Failed), server
+    yield logdir
+    tb.stop(server)
+
+
+def wait_for(condition, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def is_png(image):
+    return bytes(image.value).startswith(b"\x89PNG")  # ipywidgets 8 holds a memoryview, 7 bytes
+
+
+def text(widget):
+    return html.unescape(widget.value)
+
+
+# ---- building and the config ------------------------------------------------------
+def test_import_stays_cheap_until_a_panel_is_built():
+    code = ("import sys, tpukit; tpukit.panel; "
+            "print(*[m in sys.modules for m in ('ipywidgets', 'tensorflow', 'keras', 'matplotlib')])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False"] * 4
+
+
+def test_widgets_and_config_follow_each_other(make_panel):
+    panel = make_panel()
+    w = panel.form.widgets
+    assert (w["dataset"].value, w["batch_size"].value, w["profile"].value) == ("digits", 32, "")
+    w["batch_size"].value = 64
+    w["deterministic"].value = True
+    w["steps_per_epoch"].value = "7"
+    w["profile"].value = "3:5"
+    w["precision"].value = "float32"
+    c = panel.config
+    assert (c.batch_size, c.deterministic, c.steps_per_epoch, c.profile, c.precision) == (64, True, 7, (3, 5), "float32")
+    assert "global batch 64 = 64 × 1 replica" in text(panel.form.notes["batch_size"])
+
+    panel.config = RunConfig(dataset="shapes", model="cnn", epochs=4, batch_size=8, replicas=8, logdir="elsewhere")
+    assert (w["dataset"].value, w["model"].value, w["epochs"].value, w["replicas"].value) == ("shapes", "cnn", 4, "8")
+    assert (w["steps_per_epoch"].value, w["profile"].value, w["logdir"].value) == ("", "", "elsewhere")
+    assert "global batch 64 = 8 × 8 replicas" in text(panel.form.notes["batch_size"])
+    panel.config = {"learning_rate": 0.01}  # a dict changes just those fields
+    assert w["learning_rate"].value == pytest.approx(0.01) and panel.config.model == "cnn"
+
+
+def test_an_invalid_widget_value_shows_the_engine_message_and_disables_train(make_panel):
+    panel = make_panel()
+    train, before = panel.buttons["train"], panel.config
+    assert not train.disabled
+    panel.form.widgets["batch_size"].value = 0
+    assert "RunConfig.batch_size: expected an integer >= 1. Received: batch_size=0." in text(panel.form.errors["batch_size"])
+    assert train.disabled and panel.config == before
+    with pytest.raises(ConfigError, match="batch_size=0"):
+        panel.train()
+    train.click()  # a click on a disabled button still reaches the handler: it says why, nothing runs
+    assert "batch_size=0" in panel.message and not panel.running
+
+    panel.form.widgets["batch_size"].value = 5000  # valid alone, larger than the dataset
+    assert "fewer than one global batch" in text(panel.form.errors["batch_size"]) and train.disabled
+    panel.form.widgets["batch_size"].value = 16
+    assert panel.form.errors["batch_size"].value == "" and not train.disabled and panel.config.batch_size == 16
+
+    panel.form.widgets["steps_per_epoch"].value = "ten"  # text is passed on as it is: the engine's message
+    assert "Received: steps_per_epoch='ten'" in text(panel.form.errors["steps_per_epoch"]) and train.disabled
+
+
+def test_an_invalid_assignment_raises_value_error_and_changes_nothing(make_panel):
+    panel = make_panel()
+    before = panel.config
+    with pytest.raises(ValueError, match=r"RunConfig.epochs: expected an integer >= 1. Received: epochs=0"):
+        panel.config = {"epochs": 0}
+    with pytest.raises(ValueError, match="RunConfig has no field 'epoch'"):
+        panel.config = {"epoch": 2}
+    with pytest.raises(TypeError):
+        panel.config = "digits"
+    assert panel.config == before and panel.form.widgets["epochs"].value == 1
+
+
+def test_connect_shows_the_accelerator_and_what_auto_precision_means(make_panel):
+    panel = make_panel(accelerator="cpu", replicas=8)
+    runtime = panel.connect()
+    assert runtime.kind == "cpu" and runtime.replicas == 8 and runtime.simulated
+    shown = text(panel.views["accelerator"])
+    assert "simulated replicas" in shown and "/device:CPU:7" in shown
+    assert panel.buttons["connect"].description == "Reconnect"
+    assert f"auto → {runtime.precision}" in text(panel.form.notes["precision"])
+    assert "= 32 × 8 replicas" in text(panel.form.notes["batch_size"])
+    panel.form.widgets["batch_size"].value = 200  # 1600 > 1437 examples on 8 replicas
+    assert "fewer than one global batch of 1600" in text(panel.form.errors["batch_size"])
+
+
+# ---- training ------------------------------------------------------------------------
+def test_the_train_button_runs_a_run_and_lists_it(make_panel):
+    panel = make_panel(epochs=2)
+    panel.buttons["train"].click()
+    assert panel.running and panel.buttons["train"].disabled and not panel.buttons["stop"].disabled
+    result = panel.wait(120)
+    assert result.status == "completed" and panel.runs == [result]
+    assert not panel.running and not panel.buttons["train"].disabled and panel.buttons["stop"].disabled
+    assert panel.progress.done and panel.progress.global_step == 2 * 44 and panel.progress.fraction == 1.0
+    assert panel.views["bar"].value == 1000 and is_png(panel.views["curves"])
+    table = text(panel.views["runs"])
+    assert Path(result.run_dir).name in table and "completed" in table and result.fingerprint in table
+    assert panel.message.startswith("completed:")
+
+
+class PauseAt:
+    """A clock for the progress callback that holds the training thread at its n-th read until released."""
+
+    def __init__(self, n):
+        self.n, self.calls = n, 0
+        self.reached, self.release = threading.Event(), threading.Event()
+
+    def __call__(self):
+        self.calls += 1
+        if self.calls == self.n:
+            self.reached.set()
+            self.release.wait(60)
+        return time.perf_counter()
+
+
+def test_a_second_train_is_rejected_and_stop_keeps_the_run(make_panel):
+    panel = make_panel(epochs=3)
+    panel._clock = pause = PauseAt(60)  # read after every step: this is mid second epoch (44 steps an epoch)
+    panel.train()
+    assert pause.reached.wait(60) and panel.running
+    with pytest.raises(PanelBusy, match="still going on"):
+        panel.train()
+    panel.buttons["train"].click()
+    assert "still going on" in panel.message
+    assert panel.stop()
+    pause.release.set()
+    stopped = panel.wait(120)
+    assert stopped.status == "stopped" and stopped.resumable and stopped.epochs_done < 3
+    assert not panel.buttons["train"].disabled and not panel.buttons["resume"].disabled
+    assert "stopped" in text(panel.views["runs"]) and "(resumable)" in text(panel.views["runs"])
+    assert not panel.stop() and panel.message.startswith("Nothing to stop")
+
+    panel.buttons["resume"].click()
+    resumed = panel.wait(120)
+    assert resumed.status == "completed" and resumed.run_dir == stopped.run_dir and resumed.epochs_done == 3
+    assert panel.runs == [resumed]  # the same run, continued
+
+
+def test_engine_errors_become_one_line_and_the_panel_stays_usable(make_panel, tmp_path):
+    panel = make_panel(accelerator="gpu")  # this TensorFlow has no CUDA
+    assert panel.train(wait=True) is None
+    assert panel.message.startswith("ConnectError: no GPU visible") and "\n" not in panel.message
+    assert not panel.running and not panel.buttons["train"].disabled and panel.runs == []
+    assert panel.connect() is None and "ConnectError" in text(panel.views["accelerator"])
+
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    panel.config = {"accelerator": "cpu", "logdir": str(not_a_dir)}  # fails only when the run starts
+    panel.buttons["train"].click()
+    assert panel.wait(120) is None
+    assert panel.message.startswith(("FileExistsError", "NotADirectoryError")) and len(panel.message) <= 300
+    assert not panel.buttons["train"].disabled and panel.buttons["stop"].disabled
+
+
+def test_a_profiled_run_is_summarized_inline_and_opens_the_profile_tab(make_panel, shared_logdir):
+    panel = make_panel(logdir=shared_logdir)
+    assert panel.capture_profile() == (10, 14) and panel.form.widgets["profile"].value == "10:14"
+    result = panel.train(wait=True)
+    assert result.profile_files
+    summary = panel.profile_summary
+    assert summary is not None and summary.step_time_ms > 0 and len(summary.steps) == 5
+    shown = text(panel.views["profile"])
+    assert "step time" in shown and "Top ops by self time" in shown and summary.top_ops[0].name in shown
+    assert is_png(panel.views["profile_chart"])
+    frame = text(panel.views["tensorboard"])
+    assert '<iframe src="http://127.0.0.1:' in frame and "tool=overview_page" in frame and "#profile" in frame
+    assert panel.views["tensorboard_frame"].outputs == () and panel.shown == []  # an iframe needs no script
+
+
+def test_reproducibility_and_compare(make_panel):
+    panel = make_panel(deterministic=True)
+    assert panel.buttons["reproduce"].disabled
+    first = panel.train(wait=True)
+    check = panel.check_reproducibility(wait=True)
+    assert check.reproducible and check.rerun.fingerprint == first.fingerprint
+    assert "Reproducible" in text(panel.views["reproducibility"])
+    rows = panel.compare()
+    assert [r["fingerprint"] for r in rows] == [first.fingerprint] * 2 and len(panel.runs) == 2
+    assert all(r["examples_per_sec"] > 0 and "val_accuracy" in r for r in rows)
+    assert is_png(panel.views["runs_chart"])
+
+
+def test_in_colab_a_run_holds_the_foreground_and_the_interrupt_stops_it(make_panel, shared_logdir):
+    calls = []
+
+    def clock():  # the progress callback reads it after every step: Colab's interrupt arrives there
+        calls.append(threading.current_thread())
+        if len(calls) == 60:
+            raise KeyboardInterrupt
+        return time.perf_counter()
+
+    panel = make_panel(ctx=context.COLAB, logdir=shared_logdir, epochs=3)
+    panel._clock = clock
+    result = panel.train()  # no wait: in Colab it returns when the run has ended
+    assert result.status == "stopped" and "interrupted" in result.message
+    assert set(calls) == {threading.main_thread()}
+    assert not panel.running and not panel.buttons["train"].disabled
+
+    panel.show_tensorboard(profile=False)
+    script = panel.shown[-1].data
+    assert "google.colab.kernel.proxyPort" in script and "window.element" in script
+    assert "127.0.0.1" not in script
+
+
+# ---- parts -------------------------------------------------------------------------------
+def test_tensorboard_embeds_for_each_front_end(monkeypatch):
+    url = "http://127.0.0.1:6123/?run=a%2Fb&tool=overview_page#profile"
+    monkeypatch.delenv("TENSORBOARD_PROXY_URL", raising=False)
+    monkeypatch.delenv("JUPYTERHUB_SERVICE_PREFIX", raising=False)
+    plain = embed.tensorboard(url, context.JUPYTER)
+    assert plain.src == url and not plain.javascript and "<iframe" in plain.html
+    assert embed.tensorboard(url, context.VSCODE) == plain
+    monkeypatch.setenv("TENSORBOARD_PROXY_URL", "/user/me/proxy/%PORT%/")
+    proxied = embed.tensorboard(url, context.JUPYTER)
+    assert proxied.src == "/user/me/proxy/6123/?run=a%2Fb&tool=overview_page#profile"
+    colab = embed.tensorboard(url, context.COLAB)
+    assert "proxyPort(port" in colab.javascript and '(6123, "/?run=a%2Fb&tool=overview_page#profile", 800)' in colab.javascript
+    assert embed.tensorboard(url, context.NONE).html.startswith("TensorBoard: http://127.0.0.1:6123/")
+    with pytest.raises(ValueError, match="Unknown context"):
+        embed.tensorboard(url, "emacs")
+
+
+def test_redraws_are_throttled_by_wall_time_and_by_their_cost():
+    throttle = progress.Throttle(every=1.0, budget=0.01)
+    assert throttle.due(0.0)
+    throttle.done(0.0, cost=0.002)  # cheap: every second
+    assert not throttle.due(0.9) and throttle.due(1.0)
+    throttle.done(1.0, cost=0.05)  # 50 ms: at most every 5 s to stay within 1%
+    assert not throttle.due(5.9) and throttle.due(6.0)
+    assert throttle.spent == pytest.approx(0.052)
+
+
+class Sink:
+    def __init__(self):
+        self.progress, self.curves = [], 0
+
+    def show_progress(self, p):
+        self.progress.append(p)
+
+    def show_curves(self, points, epochs):
+        self.curves += 1
+
+
+def test_the_progress_callback_reports_by_wall_time_not_by_step():
+    ticks = iter(range(10**6))
+    sink = Sink()
+    callback = progress.make_callback(sink, global_batch=32, clock=lambda: next(ticks) / 1000)  # 1 ms a read
+    callback.set_params({"epochs": 2, "steps": 1500})
+    callback.on_train_begin()
+    for epoch in range(2):
+        callback.on_epoch_begin(epoch)
+        for step in range(1500):
+            callback.on_train_batch_end(step, {"loss": 1.0, "accuracy": 0.5})
+        callback.on_epoch_end(epoch, {"loss": 1.0, "accuracy": 0.5, "val_loss": 1.0, "val_accuracy": 0.5})
+    callback.on_train_end()
+    assert 6 <= len(sink.progress) <= 9  # ~3 s of steps: text every 0.5 s, not 3000 times
+    assert 3 <= sink.curves <= 5  # the plot every 1 s, and once at the end
+    last = sink.progress[-1]
+    assert last.done and last.global_step == 3000 and last.fraction == 1.0
+    assert sink.progress[-2].examples_per_sec == pytest.approx(32 / 0.001, rel=0.05)
+
+
+def test_without_a_notebook_the_panel_is_text(capsys, tmp_path):
+    panel = Panel(RunConfig(**SMALL, logdir=str(tmp_path)), context=context.NONE, runs=[])
+    panel.display()
+    out = capsys.readouterr().out
+    assert out.startswith("tpukit panel (none)") and '"dataset": "digits"' in out
+    assert repr(panel) == "<tpukit Panel: none, not connected, 0 runs, idle>"
+    panel.close()

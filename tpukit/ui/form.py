@@ -1,0 +1,189 @@
+"""The settings form: one widget per RunConfig field, each with a note and an error line beside it.
+
+The form only converts: widget values to field values (`values`) and a
+config back to widgets (`show`). It never validates; RunConfig does, and the
+panel puts RunConfig's message next to the field it names (`show_error`).
+A text that is not a number is passed on as it is, so the message is the
+engine's ("expected an integer >= 1 or None. Received: steps_per_epoch='x'").
+
+Works with ipywidgets 7 (Colab) and 8: only widgets and traits both have.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import ipywidgets as widgets
+
+from tpukit import config as _config
+from tpukit import data, models
+
+# (field, label, kind, choices or placeholder). Fields not listed here keep their config value.
+FIELDS: Tuple[Tuple[str, str, str, Any], ...] = (
+    ("accelerator", "accelerator", "choice", _config.ACCELERATORS),
+    ("replicas", "replicas", "optional_int", "all devices (CPU: 1)"),
+    ("tpu", "TPU address", "optional_str", "from the environment"),
+    ("dataset", "dataset", "choice", data.DATASETS),
+    ("model", "model", "choice", models.MODELS),
+    ("precision", "precision", "choice", _config.PRECISIONS),
+    ("batch_size", "batch / replica", "int", None),
+    ("epochs", "epochs", "int", None),
+    ("steps_per_epoch", "steps / epoch", "optional_int", "whole dataset"),
+    ("learning_rate", "learning rate", "float", None),
+    ("optimizer", "optimizer", "choice", _config.OPTIMIZERS),
+    ("steps_per_execution", "steps / execution", "int", None),
+    ("deterministic", "deterministic", "bool", None),
+    ("seed", "seed", "int", None),
+    ("profile", "profile steps", "window", "none, or start:stop e.g. 10:14"),
+    ("logdir", "logdir", "str", None),
+    ("name", "run name", "str", "model-dataset"),
+)
+ACCELERATOR_FIELDS = ("accelerator", "replicas", "tpu")
+_FIELD_IN_MESSAGE = re.compile(r"^RunConfig\.(\w+):")
+_INT = re.compile(r"\s*[+-]?\d+\s*")
+_WINDOW = re.compile(r"\s*(\d+)\s*[:\-,]\s*(\d+)\s*")
+_LABEL_STYLE = {"description_width": "120px"}
+
+
+class Form:
+    """Widgets for the fields of a RunConfig.
+
+    Args:
+        config: the config shown first.
+        on_change: called with no arguments when the person changes a widget
+            (not when `show` writes them).
+    """
+
+    def __init__(self, config, on_change: Callable[[], None]):
+        self.kinds = {name: kind for name, _, kind, _ in FIELDS}
+        self.widgets: Dict[str, Any] = {}
+        self.notes: Dict[str, widgets.HTML] = {}
+        self.errors: Dict[str, widgets.HTML] = {}
+        self.rows: Dict[str, widgets.Box] = {}
+        self._on_change = on_change
+        self._writing = False
+        for name, label, kind, extra in FIELDS:
+            widget = _make_widget(label, kind, extra)
+            self.widgets[name] = widget
+            self.notes[name] = widgets.HTML(layout=widgets.Layout(margin="0 0 0 8px"))
+            self.errors[name] = widgets.HTML(layout=widgets.Layout(margin="0 0 0 8px"))
+            self.rows[name] = widgets.HBox([widget, self.notes[name], self.errors[name]])
+        self.show(config)
+        for widget in self.widgets.values():
+            widget.observe(self._changed, names="value")
+
+    # ---- widgets -> fields -------------------------------------------------
+    def values(self) -> Dict[str, Any]:
+        """Field values as the widgets hold them (text that is not a number stays text)."""
+        return {name: _read(self.kinds[name], widget.value) for name, widget in self.widgets.items()}
+
+    # ---- fields -> widgets -------------------------------------------------
+    def show(self, config) -> None:
+        """Write `config` into the widgets without calling on_change."""
+        self._writing = True
+        try:
+            for name, widget in self.widgets.items():
+                value = _write(self.kinds[name], getattr(config, name))
+                if widget.value != value:
+                    widget.value = value
+        finally:
+            self._writing = False
+
+    # ---- messages ----------------------------------------------------------
+    def show_error(self, message: str) -> Optional[str]:
+        """Put a RunConfig error next to the field it names; returns that field, or None if no row has it."""
+        self.clear_errors()
+        match = _FIELD_IN_MESSAGE.match(message)
+        field = match.group(1) if match and match.group(1) in self.errors else None
+        if field is not None:
+            self.errors[field].value = error_html(message)
+        return field
+
+    def clear_errors(self) -> None:
+        for label in self.errors.values():
+            if label.value:
+                label.value = ""
+
+    def note(self, field: str, text: str) -> None:
+        """A grey line of information beside a field (empty text clears it)."""
+        value = f'<span style="color:#666">{html.escape(text)}</span>' if text else ""
+        if self.notes[field].value != value:
+            self.notes[field].value = value
+
+    def explain(self, config, runtime=None, stale: bool = False) -> None:
+        """Notes beside the fields: what "auto" precision resolves to and why, the global batch and padding
+        advice, what determinism promises, the dataset. `runtime`: the connected one, if it fits `config`;
+        `stale`: connected, but to other hardware than the settings now ask for."""
+        from tpukit import determinism, precision
+
+        if config.precision != "auto":
+            self.note("precision", "")
+        elif runtime is not None:
+            policy, why = precision.resolve("auto", runtime)
+            self.note("precision", f"auto → {policy}: {why}")
+        else:
+            self.note("precision", "auto: decided at connect (TPU bfloat16, Tensor Core GPU float16, "
+                                   "CPU bfloat16 only where it measures faster)")
+        replicas = runtime.replicas if runtime is not None else (config.replicas or 1)
+        kind = runtime.kind if runtime is not None else config.accelerator
+        batch = f"global batch {config.batch_size * replicas} = {config.batch_size} × {replicas} replica"
+        advice = config.padding_advice(kind) if kind in _config.PAD_MULTIPLE else None
+        self.note("batch_size", batch + ("s" if replicas != 1 else "") + (f". {advice}" if advice else ""))
+        if config.deterministic:
+            self.note("deterministic", "seeded, deterministic ops: same config, same weights")
+        elif determinism.op_determinism_enabled():
+            self.note("deterministic", "op determinism stays on in this process until a restart")
+        else:
+            self.note("deterministic", "seeded; ops may differ in the last bits between runs")
+        self.note("dataset", data.info(config.dataset).description)
+        simulated = config.replicas is not None and config.accelerator in ("auto", "cpu")
+        self.note("replicas", "on a CPU: simulated replicas (logical devices)" if simulated else "")
+        self.note("accelerator", "changed since connect: Train reconnects" if stale else "")
+
+    def _changed(self, change) -> None:
+        if not self._writing:
+            self._on_change()
+
+
+def error_html(message: str) -> str:
+    return f'<span style="color:#b00020">{html.escape(message)}</span>'
+
+
+def _make_widget(label: str, kind: str, extra):
+    common = dict(description=label, style=_LABEL_STYLE, layout=widgets.Layout(width="330px"))
+    if kind == "choice":
+        return widgets.Dropdown(options=[(str(c), c) for c in extra], **common)
+    if kind == "bool":
+        return widgets.Checkbox(value=False, indent=True, **common)
+    if kind == "int":
+        return widgets.IntText(**common)
+    if kind == "float":
+        return widgets.FloatText(**common)
+    return widgets.Text(placeholder=extra or "", continuous_update=False, **common)
+
+
+def _read(kind: str, value):
+    if kind == "optional_int":
+        text = value.strip()
+        return None if not text else int(text) if _INT.fullmatch(text) else text
+    if kind == "optional_str":
+        return value.strip() or None
+    if kind == "window":
+        text = value.strip()
+        match = _WINDOW.fullmatch(text)
+        return None if not text else (int(match.group(1)), int(match.group(2))) if match else text
+    if kind == "str":
+        return value.strip()
+    return value
+
+
+def _write(kind: str, value):
+    if kind in ("optional_int", "optional_str"):
+        return "" if value is None else str(value)
+    if kind == "window":
+        return "" if value is None else f"{value[0]}:{value[1]}"
+    if kind == "float":
+        return float(value)
+    return value

@@ -1,0 +1,94 @@
+"""The panel's layout: which widgets exist and where they sit. No behaviour; `Panel` holds that.
+
+Only widgets and traits that ipywidgets 7 (Colab) and 8 both have.
+"""
+
+from __future__ import annotations
+
+from tpukit import context as _context
+from tpukit.ui import tables
+
+BUTTONS = (
+    ("connect", "Connect", "", "Find the accelerator: TPU, else GPUs, else the CPU"),
+    ("train", "Train", "success", "Train the current settings"),
+    ("stop", "Stop", "danger", "End the run after the current step; it is kept and can be resumed"),
+    ("resume", "Resume", "", "Continue the latest stopped run from its last whole epoch"),
+    ("profile", "Profile next run", "", "Capture the profile window's steps in the next run"),
+    ("tensorboard", "TensorBoard", "", "Show TensorBoard for the runs directory"),
+    ("compare", "Compare runs", "", "Table and chart of the runs made in this kernel"),
+    ("reproduce", "Check reproducibility", "", "Rerun the latest completed run and compare fingerprints"),
+)
+
+
+def build(p) -> None:
+    """Make panel `p`'s widgets: p.form, p.buttons (wired to p._on_<name>), p.views, p.widget."""
+    widgets = _widgets()
+    from tpukit.ui import form as _form
+    from tpukit.ui import progress
+
+    p.form = _form.Form(p._config, p._form_changed)
+    p.buttons = {}
+    for name, label, style, tip in BUTTONS:
+        button = widgets.Button(description=label, button_style=style, tooltip=tip,
+                                layout=widgets.Layout(width="auto"))
+        button.on_click(getattr(p, "_on_" + name))
+        p.buttons[name] = button
+    if p.context == _context.COLAB:
+        p.buttons["stop"].tooltip = "In Colab, interrupt the cell (Ctrl+M I) to stop a run; it is kept as stopped"
+
+    def html(value=""):
+        return widgets.HTML(value=value)
+
+    def image():
+        return widgets.Image(value=b"", format="png", layout=widgets.Layout(display="none"))
+
+    p.views = {
+        "message": html(), "accelerator": html(tables.message(
+            "Not connected. Connect finds a TPU, else GPUs, else the CPU (Train connects too).")),
+        "progress": html(tables.message("No run yet.")), "curves": image(),
+        "bar": widgets.IntProgress(value=0, min=0, max=1000, layout=widgets.Layout(width="60%")),
+        "profile": html(), "profile_chart": image(), "tensorboard": html(),
+        "tensorboard_frame": widgets.Output(), "runs": html(), "runs_chart": image(),
+        "reproducibility": html(),
+    }
+    p._progress_view = progress.ProgressView(p.views["progress"], p.views["bar"], p.views["curves"])
+    rows, b, v = p.form.rows, p.buttons, p.views
+
+    def section(title, *children):
+        return widgets.VBox([html(f"<h4 style='margin:10px 0 4px 0'>{title}</h4>"), *children])
+
+    def column(*names):
+        return widgets.VBox([rows[n] for n in names])
+
+    p.widget = widgets.VBox([
+        html("<b>tpukit</b> · settings are a RunConfig; every button calls the engine"),
+        section("Accelerator", widgets.HBox([b["connect"], column("accelerator", "replicas", "tpu")]),
+                v["accelerator"]),
+        section("Settings", column("dataset", "model", "precision", "batch_size", "epochs", "steps_per_epoch",
+                                   "learning_rate", "optimizer", "steps_per_execution", "deterministic",
+                                   "seed", "profile", "logdir", "name")),
+        section("Run", widgets.HBox([b["train"], b["stop"], b["resume"], b["profile"]]), v["message"]),
+        section("Progress", v["progress"], v["bar"], v["curves"]),
+        section("Profile", v["profile"], v["profile_chart"]),
+        section("TensorBoard", b["tensorboard"], v["tensorboard"], v["tensorboard_frame"]),
+        section("Runs", widgets.HBox([b["compare"], b["reproduce"]]), v["reproducibility"], v["runs"],
+                v["runs_chart"]),
+    ])
+    p._all_widgets = _descendants(p.widget)
+
+
+def _descendants(widget) -> list:
+    found = [widget]
+    for child in getattr(widget, "children", ()):
+        found += _descendants(child)
+    return found
+
+
+def _widgets():
+    try:
+        import ipywidgets
+    except ImportError as e:
+        raise ImportError(
+            f"The tpukit panel needs ipywidgets (pip install ipywidgets); without it, use tpukit.train: {e}"
+        ) from e
+    return ipywidgets

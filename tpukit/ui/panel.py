@@ -1,0 +1,654 @@
+"""The tpukit panel: a view of one RunConfig plus buttons that call the engine.
+
+    import tpukit
+    panel = tpukit.panel(tpukit.RunConfig(dataset="digits", model="mlp", epochs=2))
+    result = panel.train(wait=True)
+
+`panel.config` is the single source of truth: assigning it updates every
+widget, and a widget change updates it once RunConfig accepts the value.
+Every button calls a public method (`connect`, `train`, `stop`, `resume`,
+`capture_profile`, `show_tensorboard`, `compare`, `check_reproducibility`),
+so a test or a notebook cell does exactly what a click does. Failures show
+as one short line in the panel and leave it usable; no traceback reaches
+the cell.
+
+Where training runs depends on the front end (`tpukit.context`): in Colab,
+widget updates from a background thread do not reach the page, so a run
+goes in the foreground of the click and Stop is Colab's interrupt (the
+engine keeps the run as "stopped"). Elsewhere a run goes in a thread and
+Stop ends it after the current step.
+
+Importing this module is cheap: ipywidgets loads when a Panel is built,
+TensorFlow when it connects or trains.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+import threading
+import time
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from tpukit import context as _context
+from tpukit.config import ConfigError, PaddingWarning, RunConfig
+from tpukit.ui import layout
+
+# Runs made by panels in this kernel: a panel built again (a re-run cell) still lists them.
+KERNEL_RUNS: List[Any] = []
+_TENSORBOARD_HEIGHT = 800
+
+
+class PanelBusy(RuntimeError):
+    """An action needs the panel idle, but a run is going on."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Reproducibility:
+    """A run and its rerun from the same config: equal fingerprints mean bitwise-equal weights."""
+
+    original: Any  # RunResult
+    rerun: Any  # RunResult
+
+    @property
+    def reproducible(self) -> bool:
+        return bool(self.original.fingerprint) and self.original.fingerprint == self.rerun.fingerprint
+
+    def text(self) -> str:
+        a, b = self.original.fingerprint, self.rerun.fingerprint
+        if self.reproducible:
+            return f"Reproducible: the rerun ended with the same weights (fingerprint {a})."
+        why = ("" if self.original.config.get("deterministic")
+               else " The run was not deterministic: tick 'deterministic' for bitwise-equal reruns.")
+        return f"Not reproducible: fingerprints differ ({a} vs {b}).{why}"
+
+
+def panel(config: Optional[RunConfig] = None, *, display: bool = True, **options) -> "Panel":
+    """Build the panel for `config` (default `RunConfig()`) and display it.
+
+    Args:
+        config: the run to start from: a RunConfig or a dict of its fields.
+        display: show the panel in the notebook now (False: show it later with
+            `panel.display()` or by ending a cell with `panel`).
+        **options: passed to `Panel` (context, display_fn, clock, runs, auto_tensorboard).
+
+    Returns:
+        The `Panel`.
+    """
+    built = Panel(config, **options)
+    if display:
+        built.display()
+    return built
+
+
+class _Job:
+    """One action that runs for a while (a training run), in the foreground or a thread."""
+
+    def __init__(self, name: str, work: Callable[[], Any]):
+        self.name = name
+        self.work = work
+        self.result = None
+        self.error: Optional[str] = None
+        self.active = True
+        self.done = threading.Event()
+
+
+class Panel:
+    """Widgets over one RunConfig and the engine calls that use it.
+
+    Args:
+        config: the starting RunConfig (or a dict of its fields); default `RunConfig()`.
+        context: "colab", "jupyter", "vscode" or "none"; default `tpukit.context.detect()`.
+        display_fn: shows a display object (default `IPython.display.display`).
+        clock: seconds, for progress rates and the redraw schedule (default `time.perf_counter`).
+        runs: the list that collects RunResults (default: one list for the kernel, `KERNEL_RUNS`).
+        auto_tensorboard: open TensorBoard on the profile tab after a profiled run.
+
+    Attributes:
+        widget: the root widget. `buttons`, `form.widgets` and `views` hold the parts.
+    """
+
+    def __init__(self, config=None, *, context: Optional[str] = None, display_fn: Optional[Callable] = None,
+                 clock: Callable[[], float] = time.perf_counter, runs: Optional[list] = None,
+                 auto_tensorboard: bool = True):
+        if isinstance(config, dict):
+            config = _valid(config)
+        elif config is None:
+            config = _valid({})
+        elif not isinstance(config, RunConfig):
+            raise TypeError(f"Expected a RunConfig, a dict of its fields or None. Received: config={config!r}")
+        self.context = context or _context.detect()
+        if self.context not in _context.CONTEXTS:
+            raise ValueError(f"Unknown context {self.context!r}. Expected one of {', '.join(_context.CONTEXTS)}.")
+        self._display_fn = display_fn
+        self._clock = clock
+        self._runs = KERNEL_RUNS if runs is None else runs
+        self._auto_tensorboard = auto_tensorboard
+        self._config = config
+        self._runtime = None
+        self._runtime_key: Optional[Tuple] = None
+        self._invalid: Optional[str] = None
+        self._job: Optional[_Job] = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._message = ""
+        self._profile_summary = None
+        self._tensorboard = None
+        self._launched: List[Any] = []  # TensorBoards this panel started (only these are stopped on close)
+        layout.build(self)
+        self._commit(config)
+        self._render_runs()
+
+    # ---- the config ----------------------------------------------------------
+    @property
+    def config(self) -> RunConfig:
+        """The current RunConfig. Assign a RunConfig, or a dict of fields to change."""
+        return self._config
+
+    @config.setter
+    def config(self, value) -> None:
+        if isinstance(value, dict):
+            value = _valid({**self._config.to_dict(), **value})
+        elif not isinstance(value, RunConfig):
+            raise TypeError(f"Expected a RunConfig or a dict of RunConfig fields. Received: {value!r}")
+        self._check_runtime_fit(value)
+        self.form.show(value)
+        self.form.clear_errors()
+        self._invalid = None
+        self._commit(value)
+
+    def _form_changed(self) -> None:
+        """A person changed a widget: take the value if RunConfig (and the connected hardware) accept it."""
+        try:
+            candidate = _valid({**self._config.to_dict(), **self.form.values()})
+            self._check_runtime_fit(candidate)
+        except (ValueError, TypeError) as e:
+            self._invalid = str(e)
+            if self.form.show_error(self._invalid) is None:
+                self._say(self._invalid, "error")
+            self._refresh()
+            return
+        was_invalid, self._invalid = self._invalid, None
+        self.form.clear_errors()
+        if was_invalid and self._message == was_invalid:
+            self._say("")
+        self._commit(candidate)
+
+    def _commit(self, config: RunConfig) -> None:
+        self._config = config
+        self._update_notes()
+        self._refresh()
+
+    def _check_runtime_fit(self, config: RunConfig) -> None:
+        """Checks that need the hardware, against the connected runtime when it is the one `config` asks for."""
+        runtime = self._matching_runtime(config)
+        if runtime is not None:
+            config.check_for(runtime.kind, runtime.replicas)
+
+    def _matching_runtime(self, config: RunConfig):
+        if self._runtime is not None and self._runtime_key == _runtime_key(config):
+            return self._runtime
+        return None
+
+    # ---- actions (each button calls one) -------------------------------------
+    def connect(self):
+        """Connect to the accelerator the config asks for; returns the Runtime, or None (the panel says why)."""
+        self._ensure_idle("connect")
+        try:
+            return self._connect(self._config)
+        except Exception as e:  # ConnectError, RestartRequired, or TensorFlow's own
+            self._say(_short(e), "error")
+            self.views["accelerator"].value = _tables().message(_short(e), "error")
+            return None
+
+    def train(self, wait: bool = False):
+        """Train the current config with live progress.
+
+        Elsewhere than Colab the run goes in a thread and this returns at once
+        (None) unless `wait`; in Colab it runs in the foreground. Returns the
+        RunResult when the run ran to an end (completed, stopped or NaN), None
+        if it could not (the panel shows why).
+
+        Raises:
+            PanelBusy: a run is already going on.
+            ConfigError: a setting in the form is invalid (its message is shown beside it).
+        """
+        if self._invalid:
+            raise ConfigError(f"Fix the settings first: {self._invalid}")
+        return self._start("train", functools.partial(self._train_work, self._config, None), wait)
+
+    def resume(self, run=None, wait: bool = False):
+        """Continue a stopped run (default: the latest resumable one) from its last whole epoch."""
+        run = run or next((r for r in reversed(self._runs) if r.resumable), None)
+        if run is None:
+            raise ValueError("No resumable run: a run stopped after at least one whole epoch can be resumed.")
+        from tpukit import records
+
+        config = records.load_config(run.run_dir)
+        runtime = self._runtime_for(run.to_dict())
+        return self._start("resume", functools.partial(self._train_work, config, run.run_dir, runtime), wait)
+
+    def stop(self) -> bool:
+        """Ask the run to end after its current step; it is kept as "stopped" and can be resumed.
+
+        In Colab, where the run holds the foreground, stop with the cell's interrupt instead.
+        Returns whether a run was going on.
+        """
+        job = self._job
+        if job is None or not job.active:
+            self._say("Nothing to stop: no run is going on.")
+            return False
+        self._stop.set()
+        self._say("Stopping after the current step…")
+        return True
+
+    def wait(self, timeout: Optional[float] = None):
+        """Wait for the current action to end; returns its result (None if it failed)."""
+        job = self._job
+        if job is None:
+            return None
+        if not job.done.wait(timeout):
+            raise TimeoutError(f"{job.name} still running after {timeout} s")
+        return job.result
+
+    def capture_profile(self, window: Optional[Tuple[int, int]] = None) -> Tuple[int, int]:
+        """Profile the next run: sets the config's profile window (default: a few steps after warm-up).
+
+        After the run, the panel summarizes the capture inline (`show_profile`) and
+        opens TensorBoard on its profile tab. Returns the window.
+        """
+        window = tuple(window) if window is not None else (self._config.profile or self._default_window())
+        self.config = self._config.replace(profile=window)
+        self._say(f"The next run profiles steps {window[0]}–{window[1]}: press Train.")
+        return window
+
+    def show_profile(self, run=None):
+        """Summarize a run's profile capture inline (default: the latest run that has one); returns the summary."""
+        from tpukit import profiling
+
+        run = run or next((r for r in reversed(self._runs) if r.profile_files), None)
+        if run is None:
+            self.views["profile"].value = _tables().message(
+                "No profile capture yet: press 'Profile next run', then Train.", "info")
+            return None
+        try:
+            summary = profiling.summarize(run.profile_files[0])
+        except Exception as e:  # missing xprof, an unreadable capture
+            self.views["profile"].value = _tables().message(_short(e), "error")
+            return None
+        self._profile_summary = summary
+        self.views["profile"].value = _tables().profile(summary)
+        self._show_image("profile_chart", _plots().profile_chart(summary))
+        return summary
+
+    def show_tensorboard(self, profile: Optional[bool] = None) -> Optional[str]:
+        """Show TensorBoard for the runs' logdir inline; returns the URL shown, or None.
+
+        TensorBoard listens on 127.0.0.1 (reused if one already serves the
+        logdir). `profile`: open the profile tab (None: when the latest run has
+        a capture under this logdir).
+        """
+        from tpukit import tensorboard as tb
+        from tpukit.ui import embed
+
+        logdir = os.path.abspath(self._config.logdir)
+        self.views["tensorboard"].value = _tables().message(f"Starting TensorBoard for {logdir}…")
+        result = tb.start(logdir)
+        if isinstance(result, tb.Failed):
+            self.views["tensorboard"].value = _tables().message(result.message, "error")
+            return None
+        if isinstance(result, tb.Launched):
+            self._launched.append(result)
+        self._tensorboard = result
+        capture = self._latest_capture(logdir) if profile is not False else None
+        url = tb.profile_url(result, run=capture) if capture else (
+            tb.profile_url(result) if profile else result.url)
+        shown = embed.tensorboard(url, self.context, height=_TENSORBOARD_HEIGHT)
+        self.views["tensorboard"].value = shown.html
+        out = self.views["tensorboard_frame"]
+        out.outputs = ()
+        if shown.javascript:
+            from IPython.display import Javascript
+
+            with out:
+                self._show(Javascript(shown.javascript))
+        return url
+
+    def compare(self) -> List[Dict[str, Any]]:
+        """The runs made in this kernel side by side: one row per run (also drawn as a table and a chart)."""
+        from tpukit import records
+
+        rows = records.compare(self._runs)
+        self._render_runs(rows, chart=True)
+        return rows
+
+    def check_reproducibility(self, run=None, wait: bool = False):
+        """Rerun a run's config and compare the weights' fingerprints.
+
+        Args:
+            run: the RunResult to rerun (default: the latest completed run).
+            wait: block until the rerun ends (always so in Colab).
+
+        Returns:
+            A `Reproducibility` when the rerun has ended, else None.
+        """
+        run = run or next((r for r in reversed(self._runs) if r.status == "completed" and r.fingerprint), None)
+        if run is None:
+            raise ValueError("No completed run to rerun yet: train one first.")
+        config = _valid({**run.config, "profile": None})
+        return self._start("check reproducibility", functools.partial(self._reproduce_work, run, config), wait)
+
+    # ---- read-only state -----------------------------------------------------
+    @property
+    def runs(self) -> list:
+        """The RunResults made in this kernel, oldest first."""
+        return list(self._runs)
+
+    @property
+    def runtime(self):
+        """The connected Runtime, or None."""
+        return self._runtime
+
+    @property
+    def progress(self):
+        """The latest `tpukit.ui.progress.Progress` of the current or last run, or None."""
+        return self._progress_view.latest
+
+    @property
+    def running(self) -> bool:
+        job = self._job
+        return job is not None and job.active
+
+    @property
+    def message(self) -> str:
+        """The panel's latest status line, as text."""
+        return self._message
+
+    @property
+    def profile_summary(self):
+        """The latest ProfileSummary shown, or None."""
+        return self._profile_summary
+
+    # ---- showing the panel ---------------------------------------------------
+    def display(self) -> None:
+        """Show the panel in the notebook (as text where there is no notebook)."""
+        if self.context == _context.NONE and self._display_fn is None:
+            print(self.text())
+        else:
+            self._show(self.widget)
+
+    def _ipython_display_(self):
+        self.display()
+
+    def text(self) -> str:
+        """The panel as a few lines of text, for front ends without widgets."""
+        rt = self._runtime.describe() if self._runtime is not None else "Not connected."
+        lines = [f"tpukit panel ({self.context})", rt, "config: " + self._config.to_json(indent=None)]
+        if self._message:
+            lines.append(self._message)
+        lines += [r.summary().splitlines()[0] for r in self._runs]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        state = self._job.name if self.running else "idle"
+        connected = self._runtime.kind if self._runtime is not None else "not connected"
+        return f"<tpukit Panel: {self.context}, {connected}, {len(self._runs)} runs, {state}>"
+
+    def close(self) -> None:
+        """Stop a run in progress, stop the TensorBoards this panel started, and close the widgets."""
+        from tpukit import tensorboard as tb
+
+        if self.running:
+            self._stop.set()
+            self.wait(60)
+        for launched in self._launched:
+            tb.stop(launched)
+        self._launched.clear()
+        for widget in self._all_widgets:
+            widget.close()
+
+    # ---- button handlers: one line each, the work is in the methods ---------
+    def _on_connect(self, button):
+        self._handle(button, self.connect)
+
+    def _on_train(self, button):
+        self._handle(button, self.train)
+
+    def _on_stop(self, button):
+        self._handle(button, self.stop)
+
+    def _on_resume(self, button):
+        self._handle(button, self.resume)
+
+    def _on_profile(self, button):
+        self._handle(button, self.capture_profile)
+
+    def _on_tensorboard(self, button):
+        self._handle(button, self.show_tensorboard)
+
+    def _on_compare(self, button):
+        self._handle(button, self.compare)
+
+    def _on_reproduce(self, button):
+        self._handle(button, self.check_reproducibility)
+
+    def _handle(self, button, action) -> None:
+        """Run a click: the button is disabled meanwhile; a failure becomes a short message; buttons are reset after."""
+        button.disabled = True
+        try:
+            action()
+        except Exception as e:
+            self._say(_short(e), "error")
+        finally:
+            self._refresh()
+
+    # ---- jobs: foreground in Colab, a thread elsewhere -------------------------
+    def _ensure_idle(self, what: str) -> None:
+        job = self._job
+        if job is not None and job.active:
+            raise PanelBusy(f"Cannot {what}: '{job.name}' is still going on. Wait for it, or press Stop.")
+
+    def _start(self, name: str, work: Callable[[], Any], wait: bool):
+        with self._lock:
+            self._ensure_idle(name)
+            job = self._job = _Job(name, work)
+            self._stop = threading.Event()
+        self._refresh()
+        if self.context == _context.COLAB:
+            self._run(job)
+            return job.result
+        threading.Thread(target=self._run, args=(job,), name=f"tpukit-panel-{name}", daemon=True).start()
+        if wait:
+            job.done.wait()
+            return job.result
+        return None
+
+    def _run(self, job: _Job) -> None:
+        try:
+            job.result = job.work()
+        except KeyboardInterrupt:  # Colab's interrupt outside fit (fit itself ends the run as "stopped")
+            job.error = f"{job.name} interrupted before training began; nothing was kept."
+            self._say(job.error, "error")
+        except Exception as e:
+            job.error = _short(e)
+            self._say(job.error, "error")
+        finally:
+            job.active = False
+            self._refresh()
+            job.done.set()
+
+    def _connect(self, config: RunConfig):
+        from tpukit import runtime as rt
+
+        runtime = rt.connect(config.accelerator, tpu=config.tpu, replicas=config.replicas)
+        if runtime is not self._runtime or self._runtime_key != _runtime_key(config):
+            self._runtime, self._runtime_key = runtime, _runtime_key(config)
+            self.views["accelerator"].value = _tables().runtime(runtime)
+            self.buttons["connect"].description = "Reconnect"
+            self._form_changed()  # the settings may not fit this hardware: say so beside the field
+        return runtime
+
+    def _runtime_for(self, recorded: dict):
+        """The connected runtime if it is the kind and size a recorded run used (no reconnect, which
+        on a TPU would initialize it again), else None."""
+        rt = self._runtime
+        if rt is not None and rt.kind == recorded.get("runtime", {}).get("kind") \
+                and rt.replicas == recorded.get("config", {}).get("replicas"):
+            return rt
+        return None
+
+    def _train_work(self, config: RunConfig, run_dir: Optional[str], runtime=None):
+        from tpukit import data, training
+        from tpukit.ui import progress
+
+        runtime = runtime or self._connect(config)
+        total = _steps_per_epoch(config, runtime.replicas) * config.epochs
+        first_loss = 1.1 * math.log(data.info(config.dataset).num_classes)  # a fresh classifier's loss
+        self._progress_view.start(config.run_name, self.context == _context.COLAB, total, first_loss)
+        callback = progress.make_callback(self._progress_view, global_batch=config.batch_size * runtime.replicas,
+                                          clock=self._clock)
+        if run_dir is None:
+            result = training.train(config, runtime, callbacks=[callback], stop=self._stop)
+        else:
+            result = training.resume(run_dir, runtime, callbacks=[callback], stop=self._stop)
+        self._progress_view.finish(result)
+        self._record(result)
+        if result.profile_files:
+            self._after_profiled_run(result)
+        return result
+
+    def _after_profiled_run(self, result) -> None:
+        """The summary inline, and TensorBoard on the profile tab; a failure here never loses the run."""
+        try:
+            self.show_profile(result)
+            if self._auto_tensorboard:
+                self.show_tensorboard(profile=True)
+        except Exception as e:
+            self._say(f"{result.status}, but the profile could not be shown: {_short(e)}", "error")
+
+    def _reproduce_work(self, original, config: RunConfig):
+        rerun = self._train_work(config, None, self._runtime_for(original.to_dict()))
+        check = Reproducibility(original, rerun)
+        self.views["reproducibility"].value = _tables().message(check.text(), "ok" if check.reproducible else "error")
+        self._say(check.text(), "ok" if check.reproducible else "error")
+        return check
+
+    def _record(self, result) -> None:
+        with self._lock:
+            same = [i for i, r in enumerate(self._runs) if r.run_dir == result.run_dir]
+            if same:
+                self._runs[same[-1]] = result
+            else:
+                self._runs.append(result)
+        kind = {"completed": "ok", "stopped": "info"}.get(result.status, "error")
+        line = f"{result.status}: {os.path.basename(result.run_dir)}"
+        if result.final_metrics.get("val_accuracy") is not None:
+            line += f", val_accuracy {result.final_metrics['val_accuracy']:.4f}"
+        if result.examples_per_sec:
+            line += f", {result.examples_per_sec:,.0f} examples/s"
+        if result.message:
+            line += f". {result.message}"
+        self._say(line, kind)
+        self._render_runs()
+
+    # ---- views -----------------------------------------------------------------
+    def _say(self, text: str, kind: str = "info") -> None:
+        self._message = text
+        self.views["message"].value = _tables().message(text, kind)
+
+    def _show(self, obj) -> None:
+        show = self._display_fn
+        if show is None:
+            from IPython.display import display as show
+        show(obj)
+
+    def _show_image(self, name: str, png: bytes) -> None:
+        image = self.views[name]
+        image.value = png
+        image.layout.display = ""
+
+    def _render_runs(self, rows=None, chart: bool = False) -> None:
+        from tpukit import records
+
+        rows = records.compare(self._runs) if rows is None else rows
+        self.views["runs"].value = _tables().runs(rows, self._runs)
+        if rows and (chart or self.views["runs_chart"].layout.display != "none"):
+            self._show_image("runs_chart", _plots().runs_chart(rows))
+
+    def _update_notes(self) -> None:
+        runtime = self._matching_runtime(self._config)
+        self.form.explain(self._config, runtime, stale=self._runtime is not None and runtime is None)
+
+    def _refresh(self) -> None:
+        """Set every button's enabled state from the panel's state."""
+        busy = self.running
+        runs = self._runs
+        states = {
+            "connect": busy,
+            "train": busy or bool(self._invalid),
+            "stop": not busy,
+            "resume": busy or not any(r.resumable for r in runs),
+            "profile": False,
+            "tensorboard": False,
+            "compare": not runs,
+            "reproduce": busy or not any(r.status == "completed" and r.fingerprint for r in runs),
+        }
+        for name, disabled in states.items():
+            if self.buttons[name].disabled != disabled:
+                self.buttons[name].disabled = disabled
+
+    # ---- helpers ---------------------------------------------------------------
+    def _default_window(self) -> Tuple[int, int]:
+        """A few steps after warm-up that fit in the run: 10-14 when the run is long enough."""
+        config = self._config
+        runtime = self._matching_runtime(config)
+        replicas = runtime.replicas if runtime is not None else (config.replicas or 1)
+        total = _steps_per_epoch(config, replicas) * config.epochs
+        start = min(10, total // 4)
+        return start, max(start, min(start + 4, total - 1))
+
+    def _latest_capture(self, logdir: str) -> Optional[str]:
+        for run in reversed(self._runs):
+            for path in run.profile_files:
+                if os.path.abspath(path).startswith(logdir + os.sep):
+                    return path
+        return None
+
+
+# ---- module helpers ---------------------------------------------------------------
+def _valid(values: dict) -> RunConfig:
+    """RunConfig.from_dict, without the padding warning (the panel shows the advice beside the batch)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PaddingWarning)
+        return RunConfig.from_dict(values)
+
+
+def _steps_per_epoch(config: RunConfig, replicas: int) -> int:
+    """Steps in one epoch, as the engine will count them (whole global batches)."""
+    from tpukit import data
+
+    available = data.train_size(config.dataset, config.dataset_size)
+    return config.steps_per_epoch or max(1, available // (config.batch_size * replicas))
+
+
+def _runtime_key(config: RunConfig) -> Tuple:
+    return (config.accelerator, config.tpu, config.replicas)
+
+
+def _short(error: BaseException) -> str:
+    return _tables().short_error(error)
+
+
+def _tables():
+    from tpukit.ui import tables
+
+    return tables
+
+
+def _plots():
+    from tpukit.ui import plots
+
+    return plots

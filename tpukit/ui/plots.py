@@ -1,0 +1,176 @@
+"""The panel's charts, drawn with matplotlib's Agg canvas into PNG bytes for an Image widget.
+
+No pyplot: figures are built directly, so nothing touches the notebook's
+backend or pyplot's global figure list, and drawing from a training thread is
+safe. matplotlib loads when the first chart is drawn.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+DPI = 72
+_BLUE, _ORANGE = "#1f77b4", "#ff7f0e"
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.canvas.print_png(buffer)
+    return buffer.getvalue()
+
+
+class LiveCurves:
+    """Loss and accuracy against the training step, redrawn in place, cheaply.
+
+    The figure, axes and lines are made once. The axes' limits change rarely
+    (x spans the whole run; y is rounded up), so most redraws restore the
+    saved background and draw only the lines (blitting), then encode the
+    pixels with fast PNG compression: a few milliseconds instead of the
+    ~100 ms a full draw of the figure costs.
+    """
+
+    def __init__(self, width: float = 8.0, height: float = 2.6):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        self.fig = Figure(figsize=(width, height), dpi=DPI)
+        FigureCanvasAgg(self.fig)
+        self.fig.subplots_adjust(left=0.07, right=0.98, bottom=0.19, top=0.88, wspace=0.18)
+        self.loss_ax, self.acc_ax = self.fig.subplots(1, 2)
+        self.lines = {}
+        for ax, key in ((self.loss_ax, "loss"), (self.acc_ax, "accuracy")):
+            ax.set_title(key, fontsize=10)
+            ax.set_xlabel("step", fontsize=9)
+            ax.tick_params(labelsize=8)
+            ax.grid(alpha=0.3)
+            (self.lines[key],) = ax.plot([], [], color=_BLUE, lw=1.2, label="train", animated=True)
+            (self.lines["val_" + key],) = ax.plot([], [], "o-", color=_ORANGE, ms=4, lw=1, label="validation",
+                                                  animated=True)
+        self.acc_ax.legend(fontsize=8, loc="lower right")
+        self.acc_ax.set_ylim(0, 1.02)
+        self._limits = (0, 0.0)
+        self._background = None
+
+    def prepare(self, total_steps: int, loss_top: float = 1.0) -> bytes:
+        """Start a run: empty curves on axes sized for it (the one full draw, before training starts)."""
+        self._limits = (max(1, total_steps), _nice_ceiling(loss_top))
+        return self.render([], [])
+
+    def render(self, points: Sequence[Tuple[int, Optional[float], Optional[float]]],
+               epochs: Sequence[Tuple[int, Dict[str, float]]] = ()) -> bytes:
+        """PNG of the curves; the axes only grow, and only then is the whole figure drawn.
+
+        Args:
+            points: (global step, loss, accuracy) samples of training.
+            epochs: (global step at the epoch's end, its logs) with val_loss / val_accuracy.
+        """
+        top = 0.0
+        for key, column in (("loss", 1), ("accuracy", 2)):
+            xs = [p[0] for p in points if p[column] is not None]
+            ys = [p[column] for p in points if p[column] is not None]
+            self.lines[key].set_data(xs, ys)
+            val = [(step, logs["val_" + key]) for step, logs in epochs if logs.get("val_" + key) is not None]
+            self.lines["val_" + key].set_data([v[0] for v in val], [v[1] for v in val])
+            if key == "loss":
+                top = max([*ys, *(v[1] for v in val), 0.0])
+        last = max([p[0] for p in points] + [s for s, _ in epochs] + [1])
+        x_max, y_max = self._limits
+        limits = (max(x_max, last), y_max if top <= y_max else _nice_ceiling(top))
+        if limits != self._limits or self._background is None:
+            self._limits = limits
+            for ax in (self.loss_ax, self.acc_ax):
+                ax.set_xlim(0, limits[0])
+            self.loss_ax.set_ylim(0, limits[1])
+            self.fig.canvas.draw()
+            self._background = self.fig.canvas.copy_from_bbox(self.fig.bbox)
+        else:
+            self.fig.canvas.restore_region(self._background)
+        for key, line in self.lines.items():
+            (self.acc_ax if key.endswith("accuracy") else self.loss_ax).draw_artist(line)
+        return _fast_png(self.fig)
+
+
+def _nice_ceiling(value: float) -> float:
+    """The next round number (1, 1.5, 2, 2.5, 3, 4, 5, 7.5 x 10^k) at or above `value`."""
+    if not value > 0 or not math.isfinite(value):
+        return 1.0
+    exponent = math.floor(math.log10(value))
+    for step in (1, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10):
+        if step * 10 ** exponent >= value:
+            return float(step * 10 ** exponent)
+    return float(10 ** (exponent + 1))
+
+
+def _fast_png(fig) -> bytes:
+    import numpy as np
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.asarray(fig.canvas.buffer_rgba())).save(buffer, format="png", compress_level=1)
+    return buffer.getvalue()
+
+
+def runs_chart(rows: List[dict]) -> bytes:
+    """Bars comparing runs: examples/sec and final accuracy, labelled by precision and batch.
+
+    Args:
+        rows: `tpukit.records.compare(...)` rows.
+    """
+    fig = _figure(8.0, 0.9 + 0.32 * max(len(rows), 1))
+    speed_ax, acc_ax = fig.subplots(1, 2, sharey=True)
+    labels = [_run_label(i, row) for i, row in enumerate(rows)]
+    ys = list(range(len(rows)))
+    speed = [row.get("examples_per_sec") or 0.0 for row in rows]
+    accuracy = [row.get("val_accuracy", row.get("accuracy")) or 0.0 for row in rows]
+    speed_ax.barh(ys, speed, color=_BLUE)
+    acc_ax.barh(ys, accuracy, color=_ORANGE)
+    speed_ax.set_yticks(ys, labels, fontsize=8)
+    speed_ax.invert_yaxis()
+    speed_ax.set_title("examples / sec", fontsize=10)
+    acc_ax.set_title("final val accuracy", fontsize=10)
+    acc_ax.set_xlim(0, 1)
+    for ax in (speed_ax, acc_ax):
+        ax.tick_params(labelsize=8)
+        ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
+
+
+def _run_label(i: int, row: dict) -> str:
+    return (f"#{i + 1} {row.get('model')} {row.get('precision')} "
+            f"b{row.get('batch_size')}x{row.get('replicas')} {row.get('status')}")
+
+
+def profile_chart(summary) -> bytes:
+    """Top ops by self time and the profiled steps' times, from a `ProfileSummary`."""
+    fig = _figure(8.0, 2.8)
+    ops_ax, steps_ax = fig.subplots(1, 2, width_ratios=(3, 2))
+    ops = list(summary.top_ops)[:8]
+    ys = list(range(len(ops)))
+    ops_ax.barh(ys, [op.self_time_percent for op in ops], color=_BLUE)
+    ops_ax.set_yticks(ys, [_short(op.name) for op in ops], fontsize=7)
+    ops_ax.invert_yaxis()
+    ops_ax.set_title("top ops: % of self time", fontsize=10)
+    steps_ax.bar(range(len(summary.steps)), [ms for _, ms in summary.steps], color=_ORANGE)
+    steps_ax.set_xticks(range(len(summary.steps)), [name.split()[-1] for name, _ in summary.steps], fontsize=7)
+    steps_ax.set_title("step time (ms)", fontsize=10)
+    for ax in (ops_ax, steps_ax):
+        ax.tick_params(labelsize=8)
+    if not summary.steps:
+        steps_ax.text(0.5, 0.5, "no step markers", ha="center", va="center", transform=steps_ax.transAxes)
+    return _png(fig)
+
+
+def _short(name: str, width: int = 30) -> str:
+    """The end of a long op name, which is the telling part ('…/dense_1/MatMul')."""
+    return name if len(name) <= width else "…" + name[-(width - 1):]

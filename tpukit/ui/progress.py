@@ -1,0 +1,247 @@
+"""Live progress for the panel: a Keras callback that reports at most every so often, by wall time.
+
+A panel must not slow training down: its budget is 2% of step time. Each
+training step costs this callback one clock read and a comparison. Reports
+happen on a wall-clock schedule: the text (epoch, step, examples/sec, ETA)
+at most every `text_every` seconds, the loss/accuracy plot at most every
+`plot_every` seconds, and, since a plot costs tens of milliseconds, never
+more often than keeps the time spent drawing under `budget` of the time
+elapsed (a 30 ms plot with budget 0.01 waits at least 3 s). The callback
+measures what it spends, so the panel can show its own overhead.
+
+The callback reports to a `sink` with two methods, so it knows nothing of
+widgets: `show_progress(Progress)` and `show_curves(points, epochs)`;
+`ProgressView` is the panel's sink.
+
+Importing this module does not import Keras; `make_callback` builds the class
+on first use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """Where a run is. `step` counts within the epoch; `overhead` is the share of wall time the panel took."""
+
+    epoch: int = 0
+    epochs: int = 0
+    step: int = 0
+    steps: int = 0
+    global_step: int = 0
+    examples_per_sec: Optional[float] = None
+    eta_s: Optional[float] = None
+    loss: Optional[float] = None
+    accuracy: Optional[float] = None
+    overhead: float = 0.0
+    done: bool = False
+
+    @property
+    def fraction(self) -> float:
+        """How much of the run is done, 0..1."""
+        total = self.epochs * self.steps
+        return min(1.0, (self.epoch * self.steps + self.step) / total) if total else 0.0
+
+    def text(self) -> str:
+        parts = [f"epoch {min(self.epoch + 1, self.epochs)}/{self.epochs}", f"step {self.step}/{self.steps}"]
+        if self.loss is not None:
+            parts.append(f"loss {self.loss:.4f}")
+        if self.accuracy is not None:
+            parts.append(f"accuracy {self.accuracy:.4f}")
+        if self.examples_per_sec:
+            parts.append(f"{self.examples_per_sec:,.0f} examples/s")
+        if self.eta_s is not None and not self.done:
+            parts.append(f"ETA {_duration(self.eta_s)}")
+        parts.append(f"panel overhead {100 * self.overhead:.2f}%")
+        return "  ·  ".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class Throttle:
+    """Says when work is due: at most every `every` seconds, and rarely enough that its cost stays within `budget`.
+
+    >>> t = Throttle(every=1.0, budget=0.01)
+    >>> t.due(0.0), t.done(0.0, cost=0.05), t.due(1.0), t.due(5.0)
+    (True, None, False, True)
+    """
+
+    def __init__(self, every: float, budget: float):
+        if not every >= 0 or not 0 < budget <= 1:
+            raise ValueError(f"Expected every >= 0 and 0 < budget <= 1. Received: every={every!r}, budget={budget!r}")
+        self.every = every
+        self.budget = budget
+        self.next = -math.inf
+        self.spent = 0.0
+
+    def due(self, now: float) -> bool:
+        return now >= self.next
+
+    def done(self, now: float, cost: float) -> None:
+        """Record that the work ran at `now` and took `cost` seconds."""
+        self.spent += cost
+        self.next = now + max(self.every, cost / self.budget)
+
+
+class ProgressView:
+    """The Progress section's widgets (a line of text, a bar, the live curves): the sink of the callback."""
+
+    def __init__(self, line, bar, image):
+        self.line, self.bar, self.image = line, bar, image
+        self.curves = None
+        self.latest = None
+
+    def start(self, name: str, foreground: bool, total_steps: int, loss_top: float) -> None:
+        """Before a run: reset, and draw the empty axes now so redraws during the run are cheap blits."""
+        from tpukit.ui import plots, tables
+
+        if self.curves is None:
+            self.curves = plots.LiveCurves()
+        self.image.value = self.curves.prepare(total_steps, loss_top)
+        self.image.layout.display = ""
+        self.latest = None
+        self.bar.value, self.bar.bar_style = 0, "info"
+        hint = " In Colab, stop with the cell's interrupt (Ctrl+M I); the run is kept." if foreground else ""
+        self.line.value = tables.message(f"Starting {name}: building the model and the input pipeline…{hint}")
+
+    def show_progress(self, progress: Progress) -> None:
+        from tpukit.ui import tables
+
+        self.latest = progress
+        self.line.value = tables.message(progress.text())
+        self.bar.value = int(round(1000 * progress.fraction))
+
+    def show_curves(self, points, epochs) -> None:
+        self.image.value = self.curves.render(points, epochs)
+        self.image.layout.display = ""
+
+    def finish(self, result) -> None:
+        """After a run: its status on the bar, and the engine's steady-state examples/sec in the line."""
+        from tpukit.ui import tables
+
+        self.bar.bar_style = {"completed": "success", "stopped": "warning"}.get(result.status, "danger")
+        if result.status == "completed":
+            self.bar.value = 1000
+        if self.latest is not None:
+            self.latest = dataclasses.replace(self.latest, examples_per_sec=result.examples_per_sec, done=True)
+            self.line.value = tables.message(f"{result.status}: {self.latest.text()}")
+
+
+def make_callback(sink, *, global_batch: int, clock: Callable[[], float] = time.perf_counter,
+                  text_every: float = 0.5, plot_every: float = 1.0, budget: float = 0.01):
+    """A Keras callback that reports a run's progress to `sink` (see the module docstring)."""
+    return _callback_class()(sink, global_batch=global_batch, clock=clock, text_every=text_every,
+                             plot_every=plot_every, budget=budget)
+
+
+_CLASS = None
+
+
+def _callback_class():
+    global _CLASS
+    if _CLASS is None:
+        _CLASS = _build_class()
+    return _CLASS
+
+
+def _build_class():
+    import keras
+
+    class PanelProgress(keras.callbacks.Callback):
+        """Reports progress to a sink on a wall-clock schedule; each step costs one clock read."""
+
+        def __init__(self, sink, *, global_batch, clock, text_every, plot_every, budget):
+            super().__init__()
+            self.sink = sink
+            self.global_batch = global_batch
+            self.clock = clock
+            self.text = Throttle(text_every, budget / 4)
+            self.plot = Throttle(plot_every, budget)
+            self.points: List[Tuple[int, Optional[float], Optional[float]]] = []
+            self.epoch_ends: List[Tuple[int, Dict[str, float]]] = []
+            self.progress = Progress()
+            self._reset()
+
+        def _reset(self):
+            self._begin = self.clock()
+            self._epoch = self._step = self._global = 0
+            self._first_step = None  # (time, global step) after the run's first step: ETA leaves out tracing
+            self._mark = None  # (time, global step) after the epoch's first step: the rate's start
+
+        # ---- Keras hooks: small, the work is in helpers ----------------------
+        def on_train_begin(self, logs=None):
+            self._reset()
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._epoch, self._step, self._mark = epoch, 0, None
+
+        def on_train_batch_end(self, batch, logs=None):
+            self._step = batch + 1
+            self._global += 1
+            now = self.clock()
+            if self._mark is None:
+                self._mark = (now, self._global)
+                self._first_step = self._first_step or self._mark
+            if self.text.due(now):
+                self._report(now, logs, in_step=True)
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.epoch_ends.append((self._global, {k: _metric(logs, k) for k in (logs or {})}))
+            now = self.clock()
+            if self.text.due(now):
+                self._report(now, logs)
+
+        def on_train_end(self, logs=None):
+            self._report(self.clock(), logs, force_plot=True, done=True)
+
+        # ---- helpers ---------------------------------------------------------
+        def _report(self, now, logs, in_step=False, force_plot=False, done=False):
+            loss, accuracy = _metric(logs, "loss"), _metric(logs, "accuracy")
+            self.points.append((self._global, loss, accuracy))
+            self.progress = self._snapshot(now, loss, accuracy, in_step, done)
+            self.sink.show_progress(self.progress)
+            after_text = self.clock()
+            self.text.done(now, after_text - now)
+            if force_plot or self.plot.due(after_text):
+                self.sink.show_curves(self.points, self.epoch_ends)
+                self.plot.done(after_text, self.clock() - after_text)
+
+        def _snapshot(self, now, loss, accuracy, in_step, done):
+            steps = int(self.params.get("steps") or 0) if self.params else 0
+            epochs = int(self.params.get("epochs") or 0) if self.params else 0
+            # This epoch's rate so far, from its first step's end: no validation, no epoch start-up.
+            mark_time, mark_global = self._mark or (now, self._global)
+            if in_step and self._global > mark_global and now > mark_time:
+                rate = (self._global - mark_global) * self.global_batch / (now - mark_time)
+            else:
+                rate = self.progress.examples_per_sec
+            eta = None
+            first_time, first_global = self._first_step or (now, self._global)
+            if self._global > first_global and now > first_time:
+                per_step = (now - first_time) / (self._global - first_global)
+                remaining = (epochs - self._epoch - 1) * steps + (steps - self._step)
+                eta = max(0.0, remaining * per_step)
+            elapsed = max(now - self._begin, 1e-9)
+            overhead = (self.text.spent + self.plot.spent) / elapsed
+            return Progress(epoch=self._epoch, epochs=epochs, step=self._step, steps=steps,
+                            global_step=self._global, examples_per_sec=rate, eta_s=eta, loss=loss,
+                            accuracy=accuracy, overhead=overhead, done=done)
+
+    PanelProgress.__module__ = __name__
+    return PanelProgress
+
+
+def _metric(logs, key) -> Optional[float]:
+    value = (logs or {}).get(key)
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
