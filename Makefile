@@ -7,8 +7,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tpukit-installed
+# Colab preinstalls ipywidgets 7.7.1: the widget tests also run against it, from an overlay on PYTHONPATH.
+W7 := .widgets7
+W7STAMP := $(W7)/.installed
 
-.PHONY: demo test venv tensorboard bench clean
+.PHONY: demo test test-widgets7 venv tensorboard bench bench-panel clean
 
 venv: $(STAMP)
 
@@ -21,8 +24,17 @@ $(STAMP): pyproject.toml
 demo: venv
 	$(PY) -m tpukit train --dataset mnist5k --model cnn --epochs 3 --profile 10:14 --logdir runs --name demo
 
-test: venv
+test: venv $(W7STAMP)
 	$(PY) -m pytest -q
+	PYTHONPATH=$(W7) $(PY) -m pytest -q -p no:cacheprovider tests/test_panel.py tests/test_context.py
+
+test-widgets7: venv $(W7STAMP)
+	PYTHONPATH=$(W7) $(PY) -m pytest -q -p no:cacheprovider tests/test_panel.py tests/test_context.py
+
+$(W7STAMP): $(STAMP)
+	rm -rf $(W7)
+	$(PY) -m pip install -q --target $(W7) "ipywidgets==7.7.1" ipykernel
+	touch $(W7STAMP)
 
 tensorboard: venv
 	$(PY) -m tpukit tensorboard --logdir runs
@@ -30,5 +42,8 @@ tensorboard: venv
 bench: venv
 	$(PY) benchmarks/overhead.py
 
+bench-panel: venv
+	$(PY) benchmarks/panel_overhead.py
+
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs .pytest_cache $(W7)

@@ -41,3 +41,13 @@ def run_cli(*args, timeout=300, env=None, cwd=None):
     full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run([sys.executable, "-m", "tpukit", *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env, cwd=cwd or REPO)
+
+
+def pytest_report_header(config):
+    """Which front-end stack this run tests (make test runs the widget tests under ipywidgets 8 and 7)."""
+    try:
+        import ipywidgets
+
+        return f"ipywidgets {ipywidgets.__version__}"
+    except ImportError:
+        return "ipywidgets not installed"
