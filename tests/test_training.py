@@ -116,3 +116,13 @@ def test_profile_window_writes_a_capture_with_step_times(tmp_path):
     assert len(result.profile_files) == 1 and Path(result.profile_files[0]).exists()
     summary = profiling.summarize(result.profile_files[0])
     assert summary.step_time_ms > 0 and len(summary.steps) >= 3
+
+
+def test_steps_per_execution_with_replicas_is_refused_clearly(tmp_path):
+    """Keras 3.15's multi-step loop breaks under MirroredStrategy (a placeholder error deep in TF): say so up front."""
+    from tpukit.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"steps_per_execution: .* use 1 there. Received: steps_per_execution=4"):
+        train(_config(tmp_path, replicas=REPLICAS, batch_size=16, steps_per_execution=4))
+    result = train(_config(tmp_path, steps_per_execution=4, epochs=1))  # one replica: fine
+    assert result.status == "completed" and result.step_time_ms > 0

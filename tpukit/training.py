@@ -79,6 +79,12 @@ class _Run:
                 "the cluster is connected, use runtime.strategy in a custom training loop for now."
             )
         config.check_for(runtime.kind, runtime.replicas)
+        if runtime.backend == "tensorflow" and runtime.replicas > 1 and config.steps_per_execution > 1:
+            raise ConfigError(
+                f"RunConfig.steps_per_execution: Keras 3.15 fails to run more than one step per execution under "
+                f"MirroredStrategy ({runtime.replicas} replicas); use 1 there. "
+                f"Received: steps_per_execution={config.steps_per_execution}."
+            )
         policy, self.precision_reason = precision.resolve(config.precision, runtime)
         advice = config.padding_advice(runtime.kind)
         if advice:
