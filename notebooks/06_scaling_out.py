@@ -1,0 +1,539 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Scaling out: many workers, failures, on-demand profiles
+#
+# **Author:** tpukit contributors<br>
+# **Date created:** 2026/11/22<br>
+# **Last modified:** 2026/11/22<br>
+# **Description:** MultiWorkerMirroredStrategy on two local workers, surviving a killed job, a profiler server traced on demand, ParameterServerStrategy, TF32, tf.experimental.numpy and the JAX backend.<br>
+# **Accelerator:** CPU is enough (every cluster here runs on this machine); notes for TPU and GPU
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/tpukit/tpukit/blob/main/notebooks/06_scaling_out.ipynb)
+
+# %% [markdown]
+# ## What you will learn
+#
+# - How MultiWorkerMirroredStrategy trains one model synchronously across processes, with a custom
+#   training loop over `strategy.run`, the global batch and an all-reduced loss.
+# - How a killed job resumes from its last backed-up epoch, and ends with bitwise the same weights.
+# - How to start a profiler server in a running job and capture a trace from it on demand.
+# - How ParameterServerStrategy trains asynchronously with a ClusterCoordinator.
+# - What TF32 is, how `tf.experimental.numpy` works with `GradientTape`, what replaced
+#   `optimizer.minimize(loss, vars, tape=tape)`, and how Keras' JAX backend runs on a TPU.
+#
+# Every process here runs on this machine, is addressed on 127.0.0.1, and ends on its own, with a timeout.
+# The subprocesses use the CPU on every runtime: two processes cannot share one GPU in an all-reduce, nor one TPU.
+
+# %% [markdown]
+# ## Setup
+
+# %%
+import importlib.util
+import subprocess
+import sys
+
+if importlib.util.find_spec("tpukit") is None:  # Colab: install tpukit without a second TensorFlow
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+
+# %%
+import json
+import os
+import signal
+import socket
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+import tensorflow.experimental.numpy as tnp
+
+import tpukit
+from tpukit import data, models, profiling, records
+
+SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"
+SCRIPTS = tempfile.TemporaryDirectory(prefix="tpukit-06-")  # the worker and job scripts; removed at exit
+WORKDIR = Path(SCRIPTS.name)
+LOGDIR = Path("runs") / "06-scaling-out"  # runs and captures of this notebook
+CHILD_ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow",
+             "CUDA_VISIBLE_DEVICES": ""}  # subprocesses: TensorFlow on the CPU, whatever the runtime
+CHILD_ENV.pop("TF_CONFIG", None)
+
+
+def free_port():
+    """A free TCP port on 127.0.0.1 (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def finish(procs, timeout):
+    """Wait for subprocesses, killing any still running after `timeout` s; returns (code, stdout, stderr) each."""
+    deadline = time.monotonic() + timeout
+    outputs = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        outputs.append((proc.returncode, out, err))
+    return outputs
+
+
+# %% [markdown]
+# ## MultiWorkerMirroredStrategy with two local workers
+#
+# MultiWorkerMirroredStrategy (stable since TF 2.4) is MirroredStrategy across machines: every worker
+# holds a copy of every variable, each step every replica computes gradients on its share of the **global
+# batch**, and an all-reduce (collective ops; the runtime picks ring or NCCL) sums them, so all copies stay
+# equal. Each process learns the cluster and its own place in it from the `TF_CONFIG` environment variable:
+#
+# ```json
+# {"cluster": {"worker": ["127.0.0.1:PORT0", "127.0.0.1:PORT1"]}, "task": {"type": "worker", "index": 0}}
+# ```
+#
+# With `TF_CONFIG` set, `tpukit.connect()` builds the strategy. Datasets are *sharded*: with
+# `AutoShardPolicy.DATA` (what tpukit's pipelines set) each worker keeps its part of every global batch;
+# with `FILE`, each worker reads its own files.
+#
+# Saving under this strategy: every worker must call save (saving runs collective ops too), but only the chief
+# (worker 0) writes to the real path; the others write to a temporary directory and delete it. To load, build
+# the model in the scope and restore; `BackupAndRestore` does both for you.
+#
+# **Keras 3's `fit` does not run under this strategy** (keras-team/keras#20585, open since TF 2.16), so
+# `tpukit.train` refuses it with a one-line message. The worker below uses tf.distribute's own engine instead:
+# a custom loop over `strategy.run`. Two details make it correct: each replica divides its loss by the
+# *global* batch (`tf.nn.compute_average_loss`), and the Keras optimizer all-reduces (sums) the gradients
+# across replicas before applying them. Summing the per-replica losses gives the global mean loss.
+
+# %%
+WORKER = '''
+import json, os, sys
+import keras, tensorflow as tf
+import tpukit
+from tpukit import data, determinism, models
+
+STEPS, PER_REPLICA = int(sys.argv[1]), 32
+runtime = tpukit.connect()  # TF_CONFIG is set: MultiWorkerMirroredStrategy
+strategy = runtime.strategy
+GLOBAL = PER_REPLICA * strategy.num_replicas_in_sync
+refusal = None
+try:
+    tpukit.train(tpukit.RunConfig(dataset="digits", model="mlp"), runtime)
+except tpukit.ConnectError as e:
+    refusal = str(e)
+
+keras.utils.set_random_seed(0)  # the same initial weights on every worker
+digits = data.load("digits")
+batches = data.train_dataset(digits, global_batch=GLOBAL, seed=0, epochs=1, steps_per_epoch=STEPS)
+with strategy.scope():  # variables are mirrored on every worker
+    model = models.build("mlp", input_shape=(8, 8, 1), num_classes=10)
+    optimizer = keras.optimizers.SGD(0.1)
+loss_fn = keras.losses.SparseCategoricalCrossentropy(reduction=None)
+
+@tf.function
+def train_step(images, labels):
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(loss_fn(y, model(x, training=True)), global_batch_size=GLOBAL)
+        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        return loss
+    per_replica = strategy.run(replica_step, args=(images, labels))
+    return strategy.reduce("SUM", per_replica, axis=None)  # all-reduced: the global mean loss
+
+losses = [float(train_step(x, y)) for x, y in strategy.experimental_distribute_dataset(batches)]
+print(json.dumps({"task": json.loads(os.environ["TF_CONFIG"])["task"]["index"], "replicas": GLOBAL // PER_REPLICA,
+                  "global_batch": GLOBAL, "losses": losses, "fingerprint": determinism.fingerprint(model),
+                  "refusal": refusal}))
+'''
+worker_script = WORKDIR / "worker.py"
+worker_script.write_text(textwrap.dedent(WORKER))
+print("wrote", worker_script)
+
+# %% [markdown]
+# Launch two workers on free ports of 127.0.0.1, each with its own `TF_CONFIG`, and wait for both
+# (they block on each other at every all-reduce, so they finish together).
+
+# %%
+STEPS = 10 if SMOKE else 200
+workers = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+procs = []
+for index in range(2):
+    tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+    procs.append(subprocess.Popen([sys.executable, str(worker_script), str(STEPS)],
+                                  env={**CHILD_ENV, "TF_CONFIG": json.dumps(tf_config)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+outputs = finish(procs, timeout=300)
+for code, out, err in outputs:
+    assert code == 0, f"a worker failed (exit {code}):\n{err[-3000:]}"
+reports = [json.loads(out.strip().splitlines()[-1]) for _, out, _ in outputs]
+print("tpukit.train under MWMS:", reports[0]["refusal"])
+print(f"{reports[0]['replicas']} replicas in sync, global batch {reports[0]['global_batch']}")
+pd.DataFrame({f"worker {r['task']}": r["losses"] for r in reports}).rename_axis("step").iloc[::max(1, STEPS // 10)]
+
+# %% [markdown]
+# **What you should see:** 2 replicas in sync (one per worker), a global batch of 64, and the same
+# all-reduced loss on both workers at every step, falling as training goes.
+#
+# ### Exercise 1: synchronous means identical
+#
+# Both workers applied the same all-reduced gradients to the same initial weights. What should their
+# weights fingerprints be?
+
+# %%
+same_weights = True  # answer
+
+# Self-check
+assert (reports[0]["fingerprint"] == reports[1]["fingerprint"]) == same_weights
+assert reports[0]["losses"] == reports[1]["losses"] and reports[0]["global_batch"] == 64
+print(f"Exercise 1: correct (both fingerprints {reports[0]['fingerprint']}).")
+
+# %% [markdown]
+# A note on addresses: the host in `TF_CONFIG` tells the *peers* where to connect. TensorFlow's gRPC
+# servers themselves listen on every interface of the machine, whatever host you write. The processes here
+# live for seconds; on a shared machine, firewall the ports (Colab VMs accept no inbound connections).
+
+# %% [markdown]
+# ## A profiler server and an on-demand trace
+#
+# `RunConfig(profile=...)` decides before training which steps to capture. For a job that is already
+# running, maybe on another machine, TF 2.4 added on-demand profiling: the job starts a profiler server,
+#
+# ```python
+# tf.profiler.experimental.server.start(PORT)
+# ```
+#
+# and anyone who can reach the port captures a trace whenever they like, with
+# `tf.profiler.experimental.client.trace("grpc://HOST:PORT", logdir, duration_ms)` or TensorBoard's
+# **Capture Profile** button. Several comma-separated addresses capture every worker of a job at once.
+#
+# Our job is a tpukit run in a subprocess: deterministic, so that the next section can kill it and compare.
+# Keras 3's `fit` marks no steps, so the job adds a callback that wraps each step in a profiler `Trace`
+# (what tpukit's ProfileCallback does inside its window): the on-demand capture then has step times too.
+
+# %%
+JOB = '''
+import sys
+import keras, tensorflow as tf
+import tpukit
+
+class StepMarkers(keras.callbacks.Callback):
+    """Wrap every training step in a profiler Trace, so any capture shows step times."""
+    step = 0
+    def on_train_batch_begin(self, batch, logs=None):
+        self.trace = tf.profiler.experimental.Trace("train", step_num=self.step, _r=1)
+        self.trace.__enter__()
+    def on_train_batch_end(self, batch, logs=None):
+        self.trace.__exit__(None, None, None)
+        self.step += 1
+
+config_json, port = sys.argv[1], int(sys.argv[2])
+if port:
+    tf.profiler.experimental.server.start(port)
+print(tpukit.train(tpukit.RunConfig.from_json(config_json), callbacks=[StepMarkers()]).summary())
+'''
+job_script = WORKDIR / "job.py"
+job_script.write_text(textwrap.dedent(JOB))
+
+job_config = tpukit.RunConfig(accelerator="cpu", dataset="shapes", dataset_size=512, model="mlp", batch_size=16,
+                              epochs=10 if SMOKE else 12, steps_per_epoch=60 if SMOKE else 600,
+                              deterministic=True, logdir=str(LOGDIR / "job"), name="killed")
+profiler_port = free_port()
+job_log = WORKDIR / "job.log"
+job_started = time.time()
+with open(job_log, "w") as log:
+    job = subprocess.Popen([sys.executable, str(job_script), job_config.to_json(indent=None),
+                            str(profiler_port)], env=CHILD_ENV, stdout=log, stderr=subprocess.STDOUT)
+
+# %% [markdown]
+# Wait until the job has backed up its first whole epoch (so it is surely in the middle of training), then
+# capture one second of it from this notebook.
+
+# %%
+def job_run():
+    """The job's run, read from its run directory (None until it has one)."""
+    runs = [r for r in records.list_runs(job_config.logdir) if (r.started or 0) >= job_started]
+    return runs[-1] if runs else None
+
+
+def backed_up_epochs():
+    """Whole epochs the job's BackupAndRestore has saved so far (0 before the first)."""
+    run = job_run()
+    meta = Path(run.run_dir, "backup", "training_metadata.json") if run else None
+    try:
+        return json.loads(meta.read_text())["epoch"]
+    except (AttributeError, OSError, ValueError, KeyError):
+        return 0
+
+
+deadline = time.monotonic() + 300
+while backed_up_epochs() < 1:
+    assert job.poll() is None and time.monotonic() < deadline, f"job stopped or stalled:\n{job_log.read_text()[-2000:]}"
+    time.sleep(0.1)
+
+trace_dir = str(LOGDIR / "on-demand")
+tf.profiler.experimental.client.trace(f"grpc://127.0.0.1:{profiler_port}", trace_dir, duration_ms=1000)
+on_demand = profiling.summarize(trace_dir)
+print(on_demand)
+
+# %% [markdown]
+# **What you should see:** a capture of the running job with its step times (about ten milliseconds a step
+# of this small MLP) and its top ops. The profiler server too listens on every interface: start it only in
+# jobs on machines you control, and pick the port yourself.
+
+# %% [markdown]
+# ## BackupAndRestore surviving a killed worker
+#
+# In a real cluster a worker dies: preemption, an out-of-memory kill, a lost VM. Under
+# MultiWorkerMirroredStrategy the other workers then fail at the next all-reduce, the cluster manager
+# restarts them all, and Keras' `BackupAndRestore` callback resumes from the last epoch it backed up.
+# Because `fit` cannot run under MWMS today (keras#20585), we show the same mechanism on one process:
+# tpukit backs up every whole epoch (`EpochBackup`, a `BackupAndRestore`), so we kill the job with
+# SIGKILL, which no code can catch, and resume it with `python -m tpukit train --resume RUN_DIR`.
+
+# %%
+os.kill(job.pid, signal.SIGKILL)
+job.wait(timeout=30)
+killed = job_run()
+print(f"exit code {job.returncode}; status in result.json: {killed.status}; epochs done: {killed.epochs_done} "
+      f"of {job_config.epochs}; resumable: {killed.resumable}")
+assert killed.status == "running" and killed.resumable, "the job finished before the kill: raise steps_per_epoch"
+
+# %% [markdown]
+# `result.json` still says `running`: nothing could write `completed` or `stopped`. Resume it, and
+# meanwhile run the same config once more without interruption, for reference (the same script, no profiler
+# server, in a process like the first, so that only the kill differs).
+
+# %%
+resumed_proc = subprocess.Popen([sys.executable, "-m", "tpukit", "train", "--resume", killed.run_dir, "--json"],
+                                 env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+reference_config = job_config.replace(logdir=str(LOGDIR / "reference"), name="uninterrupted")
+reference_proc = subprocess.Popen([sys.executable, str(job_script), reference_config.to_json(indent=None), "0"],
+                                  env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+(code, out, err), (reference_code, _, reference_err) = finish([resumed_proc, reference_proc], timeout=300)
+assert code == 0 and reference_code == 0, (err + reference_err)[-3000:]
+resumed = json.loads(out.strip().splitlines()[-1])
+reference = records.list_runs(reference_config.logdir)[-1]
+print(f"resumed:       {resumed['status']}, {resumed['epochs_done']} epochs, fingerprint {resumed['fingerprint']}")
+print(f"uninterrupted: {reference.status}, {reference.epochs_done} epochs, fingerprint {reference.fingerprint}")
+
+# %% [markdown]
+# ### Exercise 2: the same weights?
+#
+# The run is deterministic (seeds, op determinism, and batches that depend only on seed and epoch), and it
+# resumed from the start of a whole epoch. Should the fingerprints match?
+
+# %%
+fingerprints_match = True  # answer
+
+# Self-check
+assert (resumed["fingerprint"] == reference.fingerprint) == fingerprints_match
+print("Exercise 2: correct. Kill, resume, and the weights are bit for bit those of the uninterrupted run.")
+
+# %% [markdown]
+# ## TF32
+#
+# Since the A100, NVIDIA GPUs run float32 matrix products in **TensorFloat-32** by default: float32 range,
+# but only 10 mantissa bits (like float16), on the Tensor Cores. It is much faster and usually harmless for
+# training, and it is why mixed precision gains less on these GPUs. For bit-exact float32 math turn it off
+# with `tpukit.set_tf32(False)` (it wraps `tf.config.experimental.enable_tensor_float_32_execution`). On a
+# TPU or CPU the setting changes nothing.
+
+# %%
+previous = tpukit.set_tf32(False)
+now = tf.config.experimental.tensor_float_32_execution_enabled()
+tpukit.set_tf32(previous)  # put it back
+print(f"TF32 was {'on' if previous else 'off'}; after set_tf32(False) it was {'on' if now else 'off'}")
+
+# %% [markdown]
+# ## `tf.experimental.numpy`
+#
+# TF 2.4 added a NumPy API on top of TensorFlow. Its functions take and return tensors, so they run on the
+# accelerator, inside `tf.function`, in `tf.data` maps, and under `GradientTape`. Here it fits a line.
+# (One surprise: `tnp.linspace` returns float64 whatever `dtype` says; we convert a NumPy array instead.)
+
+# %%
+xs = tnp.asarray(np.linspace(-1, 1, 256), dtype=tnp.float32)
+ys = 3 * xs + 0.5 + 0.1 * tf.random.stateless_normal([256], seed=(1, 2))
+w, b = tf.Variable(0.0), tf.Variable(0.0)
+sgd = keras.optimizers.SGD(learning_rate=0.5)
+
+
+@tf.function
+def fit_step():
+    with tf.GradientTape() as tape:
+        loss = tnp.mean(tnp.square(w * xs + b - ys))
+    grads = tape.gradient(loss, [w, b])
+    sgd.apply(grads, [w, b])  # Keras 3: compute the gradients, then apply them
+    return loss
+
+
+for _ in range(100):
+    loss = fit_step()
+print(f"w = {float(w):.3f}, b = {float(b):.3f} (true 3 and 0.5), loss {float(loss):.4f}")
+print("in tf.data:", [round(float(v), 3) for v in tf.data.Dataset.from_tensor_slices(xs[:3]).map(tnp.abs)])
+
+# %% [markdown]
+# ## `optimizer.minimize` with a tape
+#
+# TF 2.4's optimizer refactor let a custom loop hand its tape to the optimizer:
+#
+# ```python
+# with tf.GradientTape() as tape:
+#     loss = loss_fn()
+# optimizer.minimize(loss, var_list, tape=tape)       # TF 2.4 / Keras 2
+# ```
+#
+# Keras 3 optimizers have no `minimize`: take the gradients from the tape and call
+# `optimizer.apply(grads, variables)` (or `apply_gradients(zip(grads, variables))`), as above. The 2.4-era
+# gradient *transformers* and *aggregators* became `clipnorm`, `clipvalue` and `global_clipnorm`
+# arguments, and the cross-replica sum happens inside `apply` under a strategy, as the MWMS worker relied on.
+
+# %%
+# Self-check: the API you will meet today
+assert not hasattr(keras.optimizers.SGD(), "minimize") and hasattr(keras.optimizers.SGD(), "apply")
+print("Keras", keras.__version__, "optimizers: apply / apply_gradients, no minimize.")
+
+# %% [markdown]
+# ## ParameterServerStrategy on a local cluster
+#
+# ParameterServerStrategy (TF 2.4) trains **asynchronously**: variables live on parameter servers (`ps`),
+# a *coordinator* (this notebook, the `chief`) schedules step functions, and each worker runs them as soon
+# as it is free, reading and updating the variables on the servers. There is no all-reduce to wait for, so
+# a slow or failed worker does not stop the others: the `ClusterCoordinator` reschedules a failed worker's
+# functions on the rest and resumes using it when it comes back. Keras 3's `fit` does not support this
+# strategy either; the loop below is TensorFlow's own recipe.
+#
+# The cluster runs in this process (TensorFlow's in-process recipe for trying it out): two workers and one
+# parameter server. Its servers share this process's threads, so each gets enough inter-op threads to avoid
+# a deadlock on small machines. This section comes last because it connects this kernel to the cluster.
+
+# %%
+tf.get_logger().setLevel("WARNING")  # the coordinator logs every step at INFO level
+cluster = tf.train.ClusterSpec({"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)],
+                                "ps": [f"127.0.0.1:{free_port()}"], "chief": [f"127.0.0.1:{free_port()}"]})
+server_config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=4)
+servers = [tf.distribute.Server(cluster, job_name=job_name, task_index=i, config=server_config, start=True)
+           for job_name in ("worker", "ps") for i in range(cluster.num_tasks(job_name))]
+resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, task_type="chief", task_id=0,
+                                                                rpc_layer="grpc")
+ps_strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+coordinator = tf.distribute.coordinator.ClusterCoordinator(ps_strategy)
+
+# %% [markdown]
+# Variables created in the scope are placed on the parameter server; each worker gets its own copy of the
+# dataset from `create_per_worker_dataset`; `schedule` returns at once with a handle whose value is
+# fetched later; `join` waits until every scheduled step has run.
+
+# %%
+digits = data.load("digits")
+PS_BATCH = 64
+
+
+def dataset_fn():
+    return tf.data.Dataset.from_tensor_slices((digits.x_train, digits.y_train)).shuffle(2048).repeat().batch(PS_BATCH)
+
+
+with ps_strategy.scope():
+    ps_model = models.build("mlp", input_shape=(8, 8, 1), num_classes=10)
+    ps_optimizer = keras.optimizers.SGD(0.1)
+    ps_accuracy = keras.metrics.SparseCategoricalAccuracy()
+print("variables on:", sorted({v.value.device for v in ps_model.weights}))
+ps_loss_fn = keras.losses.SparseCategoricalCrossentropy()
+per_worker_iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+
+
+@tf.function
+def ps_step(iterator):
+    def replica_fn(x, y):
+        with tf.GradientTape() as tape:
+            probabilities = ps_model(x, training=True)
+            loss = ps_loss_fn(y, probabilities)
+        ps_optimizer.apply(tape.gradient(loss, ps_model.trainable_variables), ps_model.trainable_variables)
+        ps_accuracy.update_state(y, probabilities)
+        return loss
+    return ps_strategy.run(replica_fn, args=next(iterator))
+
+
+ps_history = []
+for epoch in range(2 if SMOKE else 5):
+    ps_accuracy.reset_state()
+    handles = [coordinator.schedule(ps_step, args=(per_worker_iterator,)) for _ in range(20 if SMOKE else 100)]
+    coordinator.join()
+    ps_history.append({"epoch": epoch + 1, "last loss": float(handles[-1].fetch()),
+                       "accuracy": float(ps_accuracy.result())})
+pd.DataFrame(ps_history)
+
+# %% [markdown]
+# **What you should see:** the variables on `/job:ps/...`, and the accuracy rising over the epochs.
+#
+# ### Exercise 3: who trained?
+#
+# The coordinator only schedules. Check that training happened: the accuracy of the last epoch is above
+# chance (10 classes).
+
+# %%
+chance = 1 / 10  # answer
+
+# Self-check
+assert ps_history[-1]["accuracy"] > chance, ps_history
+print("Exercise 3: correct.")
+
+# %% [markdown]
+# ## The JAX backend on a TPU
+#
+# Colab's TPU runtimes are now TPU VMs that come with JAX; the TensorFlow there may have no TPU support,
+# and `tpukit.connect()` then says so and uses the CPU. Keras 3 runs the same models on JAX: set
+# `KERAS_BACKEND=jax` **before** Keras is imported (a fresh runtime), and distribute with
+# `keras.distribution` instead of `tf.distribute`. tpukit's own JAX backend (`RunConfig(backend=...)`) is
+# being built separately; until then, this is the plain Keras way. The cell runs only when the backend is JAX,
+# so it is skipped here (the rest of this notebook needs TensorFlow).
+#
+# ```python
+# import os
+# os.environ["KERAS_BACKEND"] = "jax"  # first cell of a fresh TPU runtime, before any Keras import
+# ```
+
+# %%
+if keras.backend.backend() == "jax":
+    import jax
+
+    print(jax.devices())  # e.g. 8 TpuDevice entries on a v2-8
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
+    jax_model = models.build("cnn", input_shape=(32, 32, 3), num_classes=4)
+    jax_model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    shapes = data.load("shapes", size=1024)
+    jax_model.fit(shapes.x_train, shapes.y_train, batch_size=128 * len(jax.devices()), epochs=1)
+else:
+    print(f"Keras backend is {keras.backend.backend()!r}: the JAX cell is skipped.")
+
+# %% [markdown]
+# ## What changes between TPU, GPU and CPU runtimes
+#
+# - **Multi-worker** needs several machines (or processes) that reach each other. On Colab that means this
+#   local demonstration; on Cloud TPU Pods, TPUStrategy spans the pod by itself, without `TF_CONFIG`. With
+#   GPUs, each worker's MirroredStrategy covers its own GPUs and the collectives use NCCL.
+# - **Profiling**: the on-demand trace of a TPU job includes the TPU's device timeline and MXU figures;
+#   of a GPU job, the kernels.
+# - **TF32** matters only on Ampere and newer GPUs; **bfloat16** is the TPU's counterpart (notebook 02).
+# - **JAX**: on a TPU VM runtime, Keras on JAX is the direct route to the TPU.
+#
+# The servers of the in-process cluster above end with this kernel; the subprocesses have all ended.
