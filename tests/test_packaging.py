@@ -27,3 +27,10 @@ def test_makefile_installs_the_cpu_extra_and_ci_calls_make_test():
     assert '".[cpu,jax,test]"' in (REPO / "Makefile").read_text()
     assert "make test" in (REPO / ".ci" / "run").read_text()
     assert "make test" in (REPO / "README.md").read_text() and "make demo" in (REPO / "README.md").read_text()
+
+
+def test_readme_colab_links_point_at_notebooks_on_main():
+    links = re.findall(r"colab\.research\.google\.com/github/tpukit/tpukit/blob/main/(notebooks/[\w.]+\.ipynb)",
+                       (REPO / "README.md").read_text())
+    notebooks = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "notebooks").glob("[0-9]*.ipynb"))
+    assert sorted(links) == notebooks and notebooks
