@@ -216,3 +216,13 @@ def test_tensorboard_profile_overview_has_step_times(capture):
     finally:
         if not isinstance(result, tensorboard.Failed):
             tensorboard.stop(result)
+
+
+def test_input_verdict_follows_xprof_wording():
+    from tpukit.profiling import _input_verdict
+
+    assert _input_verdict("Your program is NOT input-bound because only 0.1% ...") is False
+    assert _input_verdict("Your program is HIGHLY input-bound because 80% ...") is True
+    assert _input_verdict("Your program is MODERATELY input-bound because 30% ...") is True
+    # "POTENTIALLY" comes from unattributed 'All Others' time, not from waiting on input: no verdict.
+    assert _input_verdict("Your program is POTENTIALLY input-bound because 43.6% ... 'All Others' time") is None

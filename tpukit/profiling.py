@@ -330,7 +330,7 @@ class ProfileSummary:
                 f"Step time {self.step_time_ms:.2f} ms average "
                 f"(min {self.step_time_ms_min:.2f}, max {self.step_time_ms_max:.2f}) over {len(self.steps)} steps"
             )
-        verdict = {True: "input-bound", False: "not input-bound", None: "input share unknown"}[self.input_bound]
+        verdict = {True: "input-bound", False: "not input-bound", None: "possibly input-bound, see below"}[self.input_bound]
         share = "" if self.input_percent is None else f"{self.input_percent:.1f}% of step time waiting for input: "
         lines.append(f"Input    {share}{verdict}")
         if self.input_conclusion:
@@ -450,9 +450,16 @@ def _steps(table: Dict[str, Any]) -> Tuple[List[Tuple[str, float]], Optional[flo
 
 
 def _input_verdict(conclusion: str) -> Optional[bool]:
+    """xprof's sentence as a verdict: highly/moderately input-bound is True; "POTENTIALLY" is not a verdict.
+
+    xprof says "POTENTIALLY input-bound" when much time is 'All Others' (Python, I/O it cannot attribute),
+    even with almost no time waiting for input, so that case stays None and the sentence is shown instead.
+    """
     text = conclusion.upper()
     if "NOT INPUT-BOUND" in text:
         return False
+    if "POTENTIALLY" in text:
+        return None
     if "INPUT-BOUND" in text:
         return True
     return None

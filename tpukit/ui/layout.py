@@ -70,7 +70,7 @@ def build(p) -> None:
         section("Run", widgets.HBox([b["train"], b["stop"], b["resume"], b["profile"]]), v["message"]),
         section("Progress", v["progress"], v["bar"], v["curves"]),
         section("Profile", v["profile"], v["profile_chart"]),
-        section("TensorBoard", b["tensorboard"], v["tensorboard"], v["tensorboard_frame"]),
+        section("TensorBoard", widgets.HBox([b["tensorboard"]]), v["tensorboard"], v["tensorboard_frame"]),
         section("Runs", widgets.HBox([b["compare"], b["reproduce"]]), v["reproducibility"], v["runs"],
                 v["runs_chart"]),
     ])

@@ -65,6 +65,7 @@ class LiveCurves:
     def prepare(self, total_steps: int, loss_top: float = 1.0) -> bytes:
         """Start a run: empty curves on axes sized for it (the one full draw, before training starts)."""
         self._limits = (max(1, total_steps), _nice_ceiling(loss_top))
+        self._background = None  # a new run's axes: without this, a second run drew on the first run's x range
         return self.render([], [])
 
     def render(self, points: Sequence[Tuple[int, Optional[float], Optional[float]]],
