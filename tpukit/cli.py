@@ -164,13 +164,14 @@ def _doctor(args) -> int:
 
     from tpukit import runtime as rt
 
-    versions = {"python": platform.python_version()}
-    for name in ("tensorflow", "keras", "tensorboard", "xprof", "ipywidgets", "matplotlib", "jupytext"):
-        try:
-            from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-            versions[name] = version(name if name != "tensorflow" else _tf_dist())
-        except Exception:
+    versions = {"python": platform.python_version(),
+                "tensorflow": next(iter(rt.installed_tensorflow().values()), None)}
+    for name in ("keras", "jax", "tensorboard", "xprof", "ipywidgets", "matplotlib", "jupytext"):
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
             versions[name] = None
     try:
         runtime = rt.connect()
@@ -184,18 +185,6 @@ def _doctor(args) -> int:
         print(text)
         print("Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
     return 0
-
-
-def _tf_dist() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
-        try:
-            version(dist)
-            return dist
-        except PackageNotFoundError:
-            continue
-    return "tensorflow"
 
 
 def _tensorboard(args) -> int:

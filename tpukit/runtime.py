@@ -225,7 +225,7 @@ def tpu_needs_jax(tpu: Optional[str] = None) -> Optional[str]:
     address = tpu_address(tpu)
     if address != "local":
         return None
-    dists = _installed_tensorflow()
+    dists = installed_tensorflow()
     if not dists:
         return "a TPU VM without TensorFlow (Colab's TPU runtime): JAX drives its TPU"
     if "tensorflow-tpu" in dists:
@@ -234,7 +234,8 @@ def tpu_needs_jax(tpu: Optional[str] = None) -> Optional[str]:
     return f"a TPU VM, and this TensorFlow ({build}) has no TPU support: JAX drives its TPU"
 
 
-def _installed_tensorflow() -> Dict[str, str]:
+def installed_tensorflow() -> Dict[str, str]:
+    """The TensorFlow distributions installed here, name -> version, read from metadata (no import)."""
     from importlib.metadata import PackageNotFoundError, version
 
     found = {}
