@@ -15,8 +15,12 @@ from tpukit.config import ConfigError, PaddingWarning, RunConfig, padding_advice
         (dict(batch_size=-3), "batch_size", "batch_size=-3"),
         (dict(batch_size="64"), "batch_size", "batch_size='64'"),
         (dict(precision="fp8"), "precision", "'mixed_bfloat16'"),
-        (dict(dataset="imagenet"), "dataset", "'mnist5k'"),
-        (dict(model="vit"), "model", "'resnet'"),
+        (dict(dataset=""), "dataset", "import path"),
+        (dict(model=7), "model", "model=7"),
+        (dict(loss=None), "loss", "loss=None"),
+        (dict(metrics=("accuracy", 3)), "metrics", "('accuracy', 3)"),
+        (dict(validation_split=1.0), "validation_split", "validation_split=1.0"),
+        (dict(validation_split=0), "validation_split", "validation_split=0"),
         (dict(accelerator="npu"), "accelerator", "'tpu'"),
         (dict(replicas=0), "replicas", "replicas=0"),
         (dict(epochs=0), "epochs", "epochs=0"),
@@ -42,12 +46,13 @@ def test_mixed_float16_on_tpu_suggests_bfloat16():
         RunConfig(accelerator="tpu", precision="mixed_float16", batch_size=128)
 
 
-def test_dataset_smaller_than_one_global_batch():
-    with pytest.raises(ConfigError, match=r"digits' has 1437 training examples, fewer than one global batch of 2048"):
-        RunConfig(dataset="digits", batch_size=256, replicas=8)
-    with pytest.raises(ConfigError, match="has 100 training examples"):
-        RunConfig(dataset="shapes", dataset_size=100, batch_size=128)
-    RunConfig(dataset="shapes", dataset_size=20000, batch_size=2048)  # generated sets take any size
+def test_names_are_checked_for_form_only_without_importing_the_zoo():
+    """RunConfig does not know what names mean (the zoo, the registry, import paths): train() resolves them."""
+    config = RunConfig(model="mypackage.models:build", dataset="my-registered-set", metrics=["mae"])
+    assert config.metrics == ("mae",)
+    assert config.run_name == "build-my-registered-set"
+    assert RunConfig.from_json(config.to_json()) == config
+    assert RunConfig(validation_split=None).validation_split is None
 
 
 def test_global_batch_size_is_per_replica_times_replicas():

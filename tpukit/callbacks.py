@@ -33,6 +33,11 @@ class StopOnRequest(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+def whole_epoch(seen: int, steps_per_epoch: Optional[int], model) -> bool:
+    """Whether the epoch that just ended ran all its steps (Keras ends an epoch early on stop_training)."""
+    return seen >= steps_per_epoch if steps_per_epoch else not model.stop_training
+
+
 class EpochBackup(keras.callbacks.BackupAndRestore):
     """BackupAndRestore that saves only whole epochs.
 
@@ -43,7 +48,7 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
     reproducible.
     """
 
-    def __init__(self, backup_dir: str, steps_per_epoch: int):
+    def __init__(self, backup_dir: str, steps_per_epoch: Optional[int]):
         super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=False)
         self.steps_per_epoch = steps_per_epoch
         self._seen = 0
@@ -55,12 +60,15 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         self._seen = batch + 1
 
     def on_epoch_end(self, epoch, logs=None):
-        if self._seen >= self.steps_per_epoch:
+        if whole_epoch(self._seen, self.steps_per_epoch, self.model):
             super().on_epoch_end(epoch, logs)
 
 
 class RunRecorder(keras.callbacks.Callback):
     """Records per-epoch history and step timing; ends the run on a NaN loss.
+
+    Only whole epochs enter the history: an epoch cut short by a stop request
+    is redone on resume, so it is not counted as done.
 
     Step time counts from one step's end to the next within an epoch, so it
     includes the input pipeline and callback overhead but not validation.
@@ -69,8 +77,11 @@ class RunRecorder(keras.callbacks.Callback):
     """
 
     def __init__(self, examples_per_step: int, steps_per_execution: int = 1,
-                 on_epoch: Optional[Callable[[int, Dict[str, float]], None]] = None, clock=time.perf_counter):
+                 on_epoch: Optional[Callable[[int, Dict[str, float]], None]] = None, clock=time.perf_counter,
+                 steps_per_epoch: Optional[int] = None):
         super().__init__()
+        self.steps_per_epoch = steps_per_epoch
+        self._seen = 0
         self.examples_per_step = examples_per_step
         self.steps_per_execution = steps_per_execution
         self.on_epoch = on_epoch
@@ -89,6 +100,7 @@ class RunRecorder(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
+        self._seen = 0
         self._last = self.clock()
         self.step_times[epoch] = []
 
@@ -99,9 +111,12 @@ class RunRecorder(keras.callbacks.Callback):
         self.step_times[self._epoch].append((now - self._last) / self.steps_per_execution)
         self._last = now
         self._steps += self.steps_per_execution
+        self._seen = batch + 1
         self._check_nan(logs)
 
     def on_epoch_end(self, epoch, logs=None):
+        if not whole_epoch(self._seen, self.steps_per_epoch, self.model):
+            return
         row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()}}
         self.epoch_rows.append(row)
         if self.on_epoch:
@@ -139,7 +154,7 @@ class RunRecorder(keras.callbacks.Callback):
 class ProgressLogger(keras.callbacks.Callback):
     """Compact progress on a stream (stderr by default): a line per epoch, refreshed in place on a terminal."""
 
-    def __init__(self, epochs: int, steps_per_epoch: int, stream=None, every_s: float = 1.0, clock=time.perf_counter):
+    def __init__(self, epochs: int, steps_per_epoch: Optional[int], stream=None, every_s: float = 1.0, clock=time.perf_counter):
         super().__init__()
         self.epochs = epochs
         self.steps = steps_per_epoch
@@ -150,6 +165,7 @@ class ProgressLogger(keras.callbacks.Callback):
         self._start = 0.0
         self._shown = 0.0
         self._epoch = 0
+        self._last_step = 0
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -157,18 +173,25 @@ class ProgressLogger(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         now = self.clock()
+        self._last_step = batch + 1
         if self._tty and now - self._shown >= self.every_s:
             self._shown = now
             self.stream.write("\r" + self._line(batch + 1, logs, now))
             self.stream.flush()
 
     def on_epoch_end(self, epoch, logs=None):
-        self.stream.write(("\r" if self._tty else "") + self._line(self.steps, logs, self.clock(), final=True) + "\n")
+        self._last_step = self.steps or self._last_step
+        self.stream.write(("\r" if self._tty else "") + self._line(self._last_step, logs, self.clock(), final=True)
+                          + "\n")
         self.stream.flush()
 
     def _line(self, step, logs, now, final=False) -> str:
         elapsed = max(now - self._start, 1e-9)
-        eta = (self.steps - step) * elapsed / max(step, 1)
         metrics = "  ".join(f"{k} {float(v):.4f}" for k, v in (logs or {}).items())
-        tail = f"{elapsed:.1f}s" if final else f"ETA {eta:.0f}s"
-        return f"epoch {self._epoch + 1}/{self.epochs}  step {step}/{self.steps}  {metrics}  {tail}"
+        if self.steps:
+            eta = (self.steps - step) * elapsed / max(step, 1)
+            tail = f"{elapsed:.1f}s" if final else f"ETA {eta:.0f}s"
+            where = f"step {step}/{self.steps}"
+        else:
+            tail, where = f"{elapsed:.1f}s", f"step {step}"
+        return f"epoch {self._epoch + 1}/{self.epochs}  {where}  {metrics}  {tail}"

@@ -34,6 +34,15 @@ def _profile_window(text: str):
     return (start, stop)
 
 
+def _fraction(text: str):
+    if text.lower() in ("none", "off", ""):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.1, or none. Received: {text!r}") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     from tpukit.config import ACCELERATORS, OPTIMIZERS, PRECISIONS
 
@@ -45,9 +54,15 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--accelerator", default="auto", help=f"one of {', '.join(ACCELERATORS)}")
     t.add_argument("--tpu", default=None, metavar="ADDRESS", help="'local', grpc://host:port or a Cloud TPU name")
     t.add_argument("--replicas", type=int, default=None, help="simulated replicas on the CPU (or the first N GPUs)")
-    t.add_argument("--dataset", default="mnist5k")
+    t.add_argument("--dataset", default="mnist5k",
+                   help="a built-in or registered name, tfds:NAME, or an import path package.module:function")
     t.add_argument("--dataset-size", type=int, default=None, help="training examples (generated sets: any size)")
-    t.add_argument("--model", default="cnn")
+    t.add_argument("--model", default="cnn",
+                   help="a zoo or registered name, or an import path package.module:function returning a keras.Model")
+    t.add_argument("--loss", default="sparse_categorical_crossentropy", help="for models that come uncompiled")
+    t.add_argument("--metrics", default="accuracy", help="comma-separated metric names, e.g. mae,mse")
+    t.add_argument("--validation-split", type=_fraction, default=0.1, metavar="FRACTION",
+                   help="held out from the training data for validation (seeded); 'none' for no validation")
     t.add_argument("--epochs", type=int, default=3)
     t.add_argument("--steps-per-epoch", type=int, default=None)
     t.add_argument("--batch-size", type=int, default=64, help="per replica")
@@ -77,6 +92,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if os.getcwd() not in sys.path:  # import paths (--model pkg.mod:fn) resolve from here, as uvicorn's do
+        sys.path.insert(0, os.getcwd())
     args = _parser().parse_args(argv)
     return {"train": _train, "doctor": _doctor, "tensorboard": _tensorboard}[args.command](args)
 
@@ -92,7 +109,9 @@ def _config_from(args):
     jit = {"auto": "auto", "on": True, "off": False}[args.jit_compile]
     return RunConfig(
         backend=args.backend, accelerator=args.accelerator, tpu=args.tpu, replicas=args.replicas,
-        dataset=args.dataset, dataset_size=args.dataset_size, model=args.model, epochs=args.epochs,
+        dataset=args.dataset, dataset_size=args.dataset_size, model=args.model, loss=args.loss,
+        metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()),
+        validation_split=args.validation_split, epochs=args.epochs,
         steps_per_epoch=args.steps_per_epoch, batch_size=args.batch_size, precision=args.precision,
         deterministic=args.deterministic, seed=args.seed, learning_rate=args.learning_rate,
         optimizer=args.optimizer, steps_per_execution=args.steps_per_execution, jit_compile=jit,
@@ -111,8 +130,14 @@ def _train(args) -> int:
     from tpukit import runtime as rt
     from tpukit import training
     from tpukit.backend import BackendError
+    from tpukit.data import DatasetUnavailable
+    from tpukit.modeling import ModelError
+    from tpukit.registry import RegistryError
+    from tpukit.sources import DataError
 
     try:
+        if not args.resume:
+            training.check_names(config)
         runtime = rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
                              replicas=config.replicas, deterministic=config.deterministic)
         print(runtime.describe(), file=sys.stderr)
@@ -120,8 +145,11 @@ def _train(args) -> int:
             result = training.resume(args.resume, runtime, progress=sys.stderr)
         else:
             result = training.train(config, runtime, progress=sys.stderr)
-    except ConfigError as e:
+    except (ConfigError, RegistryError, DataError, ModelError) as e:
         return _bad(str(e))
+    except DatasetUnavailable as e:
+        print(f"python -m tpukit: {e}", file=sys.stderr)
+        return EXIT_FAILED
     except (rt.ConnectError, BackendError) as e:
         print(f"python -m tpukit: cannot connect: {e}", file=sys.stderr)
         return EXIT_FAILED
@@ -141,9 +169,10 @@ def _json_result(result, runtime) -> dict:
         "deterministic": c["deterministic"], "seed": c["seed"], "batch_size": c["batch_size"],
         "global_batch_size": c["batch_size"] * c["replicas"], "epochs": c["epochs"], "epochs_done": result.epochs_done,
         "dataset": c["dataset"], "model": c["model"], "history": result.history, "final_metrics": result.final_metrics,
+        "validation_metrics": result.validation_metrics, "test_metrics": result.test_metrics,
         "examples_per_sec": result.examples_per_sec, "step_time_ms": result.step_time_ms,
         "time_to_first_step_s": result.time_to_first_step_s, "flops_per_example": result.flops_per_example,
-        "mfu": result.mfu, "fingerprint": result.fingerprint, "profile_files": list(result.profile_files),
+        "mfu": result.mfu, "flops_source": result.flops_source, "fingerprint": result.fingerprint, "profile_files": list(result.profile_files),
     }
 
 

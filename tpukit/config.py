@@ -64,6 +64,12 @@ def _check_choice(field: str, value: Any, choices) -> None:
         _fail(field, value, "one of " + ", ".join(repr(c) for c in choices))
 
 
+def _check_name(field: str, value: Any) -> None:
+    """Model, dataset and loss names: checked for form here; what they name is resolved by train()."""
+    if not isinstance(value, str) or not value.strip() or any(c in value for c in "\n\r\t"):
+        _fail(field, value, "a name: built in, registered, or an import path 'package.module:function'")
+
+
 def _check_int(field: str, value: Any, minimum: int, optional: bool = False) -> None:
     if optional and value is None:
         return
@@ -78,6 +84,11 @@ class RunConfig:
 
     `batch_size` is per replica; `global_batch_size` is derived from it.
     `profile` is an inclusive (start, stop) window of training steps, or None.
+    `model` and `dataset` name what is trained: a zoo or registered name, an
+    import path `package.module:function`, or the label `train()` records for
+    an object handed to it. `loss` and `metrics` compile a model that comes
+    uncompiled. `validation_split` holds out that fraction of the training
+    data (seeded) for validation; the test split stays for the final evaluation.
 
     >>> RunConfig(batch_size=32, replicas=8).global_batch_size
     256
@@ -90,6 +101,9 @@ class RunConfig:
     dataset: str = "mnist5k"
     dataset_size: Optional[int] = None
     model: str = "cnn"
+    loss: str = "sparse_categorical_crossentropy"
+    metrics: Tuple[str, ...] = ("accuracy",)
+    validation_split: Optional[float] = 0.1
     epochs: int = 3
     steps_per_epoch: Optional[int] = None
     batch_size: int = 64
@@ -106,16 +120,22 @@ class RunConfig:
     name: str = ""
 
     def __post_init__(self):
-        from tpukit import data, models
-
         _check_choice("backend", self.backend, BACKENDS)
         _check_choice("accelerator", self.accelerator, ACCELERATORS)
         if self.tpu is not None and (not isinstance(self.tpu, str) or not self.tpu):
             _fail("tpu", self.tpu, "a TPU name, 'local' or a grpc:// address")
         _check_int("replicas", self.replicas, 1, optional=True)
-        _check_choice("dataset", self.dataset, data.DATASETS)
+        _check_name("dataset", self.dataset)
         _check_int("dataset_size", self.dataset_size, 1, optional=True)
-        _check_choice("model", self.model, models.MODELS)
+        _check_name("model", self.model)
+        _check_name("loss", self.loss)
+        if isinstance(self.metrics, (list, str)):
+            object.__setattr__(self, "metrics", (self.metrics,) if isinstance(self.metrics, str) else tuple(self.metrics))
+        if not isinstance(self.metrics, tuple) or not all(isinstance(m, str) and m for m in self.metrics):
+            _fail("metrics", self.metrics, "a tuple of metric names such as ('accuracy',) or ('mae',)")
+        split = self.validation_split
+        if split is not None and (isinstance(split, bool) or not isinstance(split, (int, float)) or not 0 < split < 1):
+            _fail("validation_split", split, "a fraction between 0 and 1 (exclusive), or None for no validation")
         _check_int("epochs", self.epochs, 1)
         _check_int("steps_per_epoch", self.steps_per_epoch, 1, optional=True)
         _check_int("batch_size", self.batch_size, 1)
@@ -159,28 +179,24 @@ class RunConfig:
 
     @property
     def run_name(self) -> str:
-        return self.name or f"{self.model}-{self.dataset}"
+        from tpukit.registry import short_name
+
+        return self.name or f"{short_name(self.model)}-{short_name(self.dataset)}"
 
     def padding_advice(self, kind: Optional[str] = None) -> Optional[str]:
         """Padding advice for this batch size on `kind` (default: the configured accelerator)."""
         return padding_advice(self.batch_size, kind or self.accelerator)
 
     def check_for(self, kind: str, replicas: int) -> None:
-        """Checks that hold only once the hardware is known (at build time and again at connect)."""
-        from tpukit import data
+        """Checks that hold only once the hardware is known (at build time and again at connect).
 
+        What the data must satisfy (one global batch at least) is checked by
+        `train()`, which loads it.
+        """
         if kind == "tpu" and self.precision == "mixed_float16":
             raise ConfigError(
                 "RunConfig.precision: mixed_float16 is not supported on TPU; use 'mixed_bfloat16' "
                 "(TPUs compute in bfloat16 natively). Received: precision='mixed_float16'."
-            )
-        available = data.train_size(self.dataset, self.dataset_size)
-        global_batch = self.batch_size * replicas
-        if available < global_batch:
-            raise ConfigError(
-                f"RunConfig.batch_size: dataset '{self.dataset}' has {available} training examples, "
-                f"fewer than one global batch of {global_batch} ({self.batch_size} x {replicas} replicas). "
-                f"Received: batch_size={self.batch_size}."
             )
 
     # ---- copies and JSON ------------------------------------------------
@@ -198,6 +214,7 @@ class RunConfig:
         out = dataclasses.asdict(self)
         if self.profile is not None:
             out["profile"] = list(self.profile)
+        out["metrics"] = list(self.metrics)
         return out
 
     @classmethod

@@ -326,47 +326,47 @@ def _shape_masks(labels, centre, radius):
     return np.select([labels[:, None, None] == k for k in range(len(masks))], masks)
 
 
-# ---- input pipelines -------------------------------------------------------
+# ---- input pipelines (thin wrappers over tpukit.pipeline, for ImageData) -----------
+
+def loader(name: str):
+    """The built-in loader behind dataset `name`, as the registry and `sources.prepare` call it."""
+    info(name)
+
+    def load_builtin(size: Optional[int] = None, seed: int = 0):
+        from tpukit.sources import Splits
+
+        loaded = load(name, size=size, seed=seed)
+        return Splits(train=(loaded.x_train, loaded.y_train), test=(loaded.x_test, loaded.y_test))
+
+    load_builtin.__doc__ = info(name).description
+    return load_builtin
+
 
 def steps_per_epoch(data: ImageData, global_batch: int) -> int:
     """Full batches in one epoch (the remainder is dropped, so every batch has a static shape)."""
+    from tpukit import pipeline
+
     _check_batch(data, global_batch)
-    return data.num_train // global_batch
+    return pipeline.steps_per_epoch(data.num_train, global_batch)
 
 
 def train_dataset(data: ImageData, *, global_batch: int, seed: int, epochs: int,
                   initial_epoch: int = 0, steps_per_epoch: Optional[int] = None) -> "tf.data.Dataset":
-    """Batches for epochs `initial_epoch` .. `epochs - 1`, in one finite stream.
+    """Batches for epochs `initial_epoch` .. `epochs - 1`, in one finite tf.data stream.
 
-    Images stay uint8 (the model normalizes them), the split is cached, and each
-    epoch is shuffled with a seed made from (seed, epoch) alone. So epoch e's
-    batches are the same in every run, and a run resumed at `initial_epoch=k`
-    sees exactly the batches an uninterrupted run saw from epoch k on.
-
-    Elements are (uint8 images (B, H, W, C), int32 labels (B,)) with a static B.
-    Pass the same `steps_per_epoch` to `fit` (default: `steps_per_epoch(data,
-    global_batch)`, one pass). A different count makes every epoch exactly that
-    many batches (fewer, or its order repeated), so Keras epochs and data epochs
-    stay aligned and resume stays exact.
+    Images stay uint8 (the model normalizes them). Each epoch's order is a
+    permutation seeded by (seed, epoch) alone (`pipeline.epoch_order`), so epoch
+    e's batches are the same in every run, and a run resumed at
+    `initial_epoch=k` sees exactly the batches an uninterrupted run saw from
+    epoch k on. A `steps_per_epoch` other than one pass makes every epoch
+    exactly that many batches (fewer, or its order repeated).
     """
-    import tensorflow as tf
+    from tpukit import pipeline, sources
 
     _check_batch(data, global_batch)
-    _check_epochs(epochs, initial_epoch)
-    n = data.num_train
-    examples = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train)).cache()
-
-    @tf.autograph.experimental.do_not_convert
-    def one_epoch(epoch):
-        _pin_graph_seed()
-        order = examples.shuffle(n, seed=_epoch_seed(seed, epoch), reshuffle_each_iteration=False)
-        batches = order.batch(global_batch, drop_remainder=True)
-        if steps_per_epoch is not None:
-            batches = batches.repeat().take(steps_per_epoch)
-        return batches
-
-    stream = tf.data.Dataset.range(initial_epoch, epochs).flat_map(one_epoch)
-    return _with_options(stream.prefetch(tf.data.AUTOTUNE))
+    return pipeline.train_feed(sources.Arrays(data.x_train, data.y_train), feeder="tf.data",
+                               global_batch=global_batch, seed=seed, epochs=epochs, initial_epoch=initial_epoch,
+                               steps=steps_per_epoch)
 
 
 def eval_dataset(data: ImageData, *, global_batch: int) -> "tf.data.Dataset":
@@ -375,39 +375,10 @@ def eval_dataset(data: ImageData, *, global_batch: int) -> "tf.data.Dataset":
     Full batches only (the tail is dropped) when there is at least one;
     otherwise the whole split is one batch.
     """
-    import tensorflow as tf
+    from tpukit import pipeline, sources
 
     _check_global_batch(global_batch)
-    batch = min(global_batch, data.num_test)
-    examples = tf.data.Dataset.from_tensor_slices((data.x_test, data.y_test)).cache()
-    return _with_options(examples.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
-
-
-def _epoch_seed(seed, epoch):
-    """The shuffle seed of one epoch: distinct for every (seed, epoch) pair in practice."""
-    return seed * 1_000_003 + epoch
-
-
-def _pin_graph_seed():
-    """Fix the graph-level seed of the epoch function being traced.
-
-    tf.data mixes TensorFlow's global seed into every op seed, so without this
-    the order would change with `tf.random.set_seed`, and a global seed of 0
-    even fails with a tensor op seed. The pin touches only the traced function.
-    """
-    import tensorflow as tf
-
-    tf.compat.v1.get_default_graph().seed = 1
-
-
-def _with_options(dataset):
-    """Shard by data across workers and keep element order fixed."""
-    import tensorflow as tf
-
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    options.deterministic = True
-    return dataset.with_options(options)
+    return pipeline.eval_feed(sources.Arrays(data.x_test, data.y_test), feeder="tf.data", global_batch=global_batch)
 
 
 def _check_global_batch(global_batch) -> None:
@@ -422,14 +393,4 @@ def _check_batch(data: ImageData, global_batch) -> None:
         raise ValueError(
             f"Expected global_batch <= the {data.num_train} training examples of {data.info.name!r}. "
             f"Received: global_batch={global_batch}."
-        )
-
-
-def _check_epochs(epochs, initial_epoch) -> None:
-    for field, value in (("epochs", epochs), ("initial_epoch", initial_epoch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"Expected {field} to be an integer >= 0. Received: {field}={value!r}.")
-    if initial_epoch > epochs:
-        raise ValueError(
-            f"Expected initial_epoch <= epochs ({epochs}). Received: initial_epoch={initial_epoch}."
         )

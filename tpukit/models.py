@@ -56,16 +56,31 @@ def build(name: str, *, input_shape: Sequence[int], num_classes: int):
     return keras.Model(inputs, outputs, name=name)
 
 
-def flops_per_example(model) -> int:
-    """Training FLOPs per example: 3x the forward pass (forward, plus about twice that backward).
+def factory(name: str):
+    """Zoo model `name` as a model factory: it takes the data's `DataSpec` (images and classes)."""
+    _check_name(name)
 
-    The forward pass counts the multiply-adds of Dense (2 * inputs * units per
-    position) and convolution layers (2 * kernel size * input channels * filters
-    per output position), nested models included. Biases, BatchNorm,
-    activations and pooling are elementwise and left out: they are a few
-    percent of the total and cost memory traffic rather than matrix-unit time.
+    def build_zoo_model(spec):
+        shape = spec.input_shape
+        if not isinstance(shape, tuple) or len(shape) != 3 or spec.num_classes is None:
+            raise ValueError(
+                f"the zoo model {name!r} takes images (height, width, channels) with integer class labels. "
+                f"Received: inputs of shape {shape} with {spec.target_dtype or 'no'} labels; "
+                "pass model= a factory of your own for this data.")
+        return build(name, input_shape=shape, num_classes=max(spec.num_classes, 2))
+
+    build_zoo_model.__doc__ = describe(name)
+    return build_zoo_model
+
+
+def flops_per_example(model) -> int:
+    """Training FLOPs per example from the layers: 3x the forward pass (see `tpukit.flops.layer_count`).
+
+    For any model, `tpukit.flops.training_flops_per_example` asks the compiler first.
     """
-    return 3 * _forward_flops(model)
+    from tpukit import flops
+
+    return 3 * (flops.layer_count(model) or 0)
 
 
 # ---- bodies ----------------------------------------------------------------
@@ -143,30 +158,6 @@ def _basic_block(x, filters, *, stride):
 def _can_halve(x) -> bool:
     """Halve only while the result keeps at least 2x2 positions (8x8 digits go 8, 4, 2)."""
     return min(x.shape[1], x.shape[2]) >= 4
-
-
-# ---- FLOPs -------------------------------------------------------------------
-
-def _forward_flops(model) -> int:
-    import keras
-
-    convs = (keras.layers.Conv1D, keras.layers.Conv2D, keras.layers.Conv3D)
-    total = 0
-    for layer in model.layers:
-        if isinstance(layer, keras.Model):
-            total += _forward_flops(layer)
-        elif isinstance(layer, keras.layers.Dense):
-            total += 2 * _size(layer.kernel.shape) * _size(layer.input.shape[1:-1])
-        elif isinstance(layer, convs):
-            total += 2 * _size(layer.kernel.shape) * _size(layer.output.shape[1:-1])
-    return total
-
-
-def _size(shape) -> int:
-    out = 1
-    for dim in shape:
-        out *= int(dim)
-    return out
 
 
 # ---- checks ------------------------------------------------------------------

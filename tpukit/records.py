@@ -34,12 +34,26 @@ class RunResult:
     fingerprint: Optional[str] = None
     profile_files: Tuple[str, ...] = ()
     flops_per_example: Optional[int] = None
+    flops_source: str = ""
     mfu: Optional[float] = None
     precision_reason: str = ""
     runtime: Dict[str, Any] = dataclasses.field(default_factory=dict)
     message: str = ""
     started: Optional[float] = None
     ended: Optional[float] = None
+    test_metrics: Dict[str, float] = dataclasses.field(default_factory=dict)
+    data: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    notes: Tuple[str, ...] = ()
+
+    @property
+    def train_metrics(self) -> Dict[str, float]:
+        """The last epoch's training metrics (loss, accuracy, ...)."""
+        return {k: v for k, v in self.final_metrics.items() if not k.startswith("val_")}
+
+    @property
+    def validation_metrics(self) -> Dict[str, float]:
+        """The last epoch's validation metrics, without the val_ prefix (from the validation split, not the test split)."""
+        return {k[4:]: v for k, v in self.final_metrics.items() if k.startswith("val_")}
 
     @property
     def resumable(self) -> bool:
@@ -49,6 +63,7 @@ class RunResult:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["profile_files"] = list(self.profile_files)
+        d["notes"] = list(self.notes)
         return d
 
     @classmethod
@@ -56,6 +71,7 @@ class RunResult:
         names = {f.name for f in dataclasses.fields(cls)}
         d = {k: v for k, v in d.items() if k in names}
         d["profile_files"] = tuple(d.get("profile_files", ()))
+        d["notes"] = tuple(d.get("notes", ()))
         return cls(**d)
 
     def summary(self) -> str:
@@ -65,14 +81,18 @@ class RunResult:
                  f"{c.get('precision')}, batch {c.get('batch_size')} x {c.get('replicas')} replicas -> run dir {self.run_dir}"]
         if self.message:
             lines.append(self.message)
-        if self.final_metrics:
-            lines.append("final: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.final_metrics.items())))
+        for label, metrics in (("train", self.train_metrics), ("validation", self.validation_metrics),
+                               ("test", self.test_metrics)):
+            if metrics:
+                lines.append(f"{label}: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
         if self.examples_per_sec:
             perf = f"{self.examples_per_sec:,.0f} examples/s, {self.step_time_ms:.1f} ms/step"
             if self.time_to_first_step_s is not None:
                 perf += f", first step after {self.time_to_first_step_s:.1f} s"
             if self.mfu is not None:
                 perf += f", MFU {100 * self.mfu:.1f}%"
+            elif self.flops_source.startswith("FLOPs unknown"):
+                perf += ", MFU not reported (FLOPs unknown)"
             lines.append(perf)
         if self.fingerprint:
             lines.append(f"weights fingerprint {self.fingerprint}")

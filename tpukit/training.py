@@ -28,32 +28,65 @@ def train(
     runtime=None,
     callbacks: Iterable = (),
     *,
+    model=None,
+    data=None,
+    validation_data=None,
+    test_data=None,
     stop: Optional[threading.Event] = None,
     progress=None,
 ) -> RunResult:
-    """Run `config` on `runtime` (connected from the config when None) and return its RunResult.
+    """Train `config` on `runtime` (connected from the config when None) and return its RunResult.
 
     Args:
-        config: the run.
+        config: the run's settings.
         runtime: a `Runtime` from `tpukit.connect`; None connects as the config says.
         callbacks: extra Keras callbacks, called after tpukit's own.
+        model: what to train instead of `config.model`: a factory (a callable that returns a
+            keras.Model, taking no argument or the data's `DataSpec`), or a built keras.Model (cloned).
+        data: what to train on instead of `config.dataset`: arrays `(x, y)` (x may be a dict of
+            named inputs), a tf.data.Dataset of unbatched `(x, y)`, a batched dataset or PyDataset,
+            a callable returning one of these, or a `tpukit.Splits`.
+        validation_data: arrays or a dataset to validate on (default: `config.validation_split`
+            of the training data, split with the run's seed).
+        test_data: arrays or a dataset evaluated once, after training (built-in datasets bring their test split).
         stop: a threading.Event; setting it ends training after the current step.
         progress: a text stream for progress lines (the CLI passes stderr), or None.
+
+    Raises:
+        ConfigError, tpukit.DataError, tpukit.ModelError, RegistryError: bad input, in one line,
+            before a run directory is made.
     """
-    return _Run(config, runtime, callbacks, stop, progress).execute()
+    return _Run(config, runtime, callbacks, stop, progress, inputs=(model, data, validation_data, test_data)).execute()
 
 
-def resume(run_dir, runtime=None, callbacks: Iterable = (), *, stop=None, progress=None) -> RunResult:
-    """Continue a stopped or killed run in its own directory, from its last whole epoch."""
+def resume(run_dir, runtime=None, callbacks: Iterable = (), *, model=None, data=None, validation_data=None,
+           test_data=None, stop=None, progress=None) -> RunResult:
+    """Continue a stopped or killed run in its own directory, from its last whole epoch.
+
+    A run of a model or data handed to `train()` as objects needs the same objects
+    again (`model=`, `data=`); one named by the registry or an import path rebuilds by itself.
+    """
     config = records.load_config(run_dir)
-    return _Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir)).execute()
+    return _Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir),
+                inputs=(model, data, validation_data, test_data)).execute()
+
+
+def check_names(config: RunConfig, model=None, data=None) -> None:
+    """Resolve the config's model and dataset names (unless objects stand in for them); RegistryError if unknown."""
+    from tpukit import registry
+
+    if model is None:
+        registry.resolve("model", config.model)
+    if data is None and not config.dataset.startswith("tfds:"):
+        registry.resolve("dataset", config.dataset)
 
 
 class _Run:
     """One execution of a run: the steps of `train`, each a small method."""
 
-    def __init__(self, config, runtime, callbacks, stop, progress, run_dir=None):
-        self.config = config
+    def __init__(self, config, runtime, callbacks, stop, progress, run_dir=None, inputs=(None, None, None, None)):
+        model, data, self.validation_data, self.test_data = inputs
+        self.config, self.model_arg, self.data_arg = _with_labels(config, model, data)
         self.runtime = runtime
         self.extra_callbacks = list(callbacks)
         self.stop = stop or threading.Event()
@@ -61,6 +94,7 @@ class _Run:
         self.run_dir = run_dir
         self.resuming = run_dir is not None
         self.started = time.time()
+        self.notes = []
 
     # ---- the steps -----------------------------------------------------------
     def execute(self) -> RunResult:
@@ -68,6 +102,7 @@ class _Run:
         from tpukit import runtime as rt
 
         config = self.config
+        check_names(config, self.model_arg, self.data_arg)  # fail fast, before connecting
         runtime = self.runtime or rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
                                              replicas=config.replicas, deterministic=config.deterministic)
         if config.backend not in ("auto", runtime.backend):
@@ -93,10 +128,52 @@ class _Run:
             warnings.simplefilter("ignore", PaddingWarning)  # already said above
             self.config = config = config.replace(replicas=runtime.replicas, precision=policy, backend=runtime.backend)
         self.runtime = runtime
-        self._open_run_dir()
         determinism.setup(config.seed, config.deterministic)
+        self.source = self._load_data()
         with precision.policy(policy), runtime.strategy.scope():
+            self.model = self._build_model()
+            self._open_run_dir()
             return self._fit()
+
+    def _load_data(self):
+        from tpukit import pipeline, sources
+
+        config = self.config
+        source = sources.prepare(self.data_arg if self.data_arg is not None else config.dataset, name=config.dataset,
+                                 seed=config.seed, size=config.dataset_size,
+                                 validation_split=config.validation_split, validation_data=self.validation_data,
+                                 test_data=self.test_data)
+        if self.resuming:
+            recorded = records.load(self.run_dir).data.get("fingerprint")
+            if recorded and source.fingerprint and recorded != source.fingerprint:
+                raise sources.DataError(
+                    f"the data differs from the data this run trained on (fingerprint {source.fingerprint}, "
+                    f"recorded {recorded}); resume needs the same data. Received: dataset={config.dataset!r}.")
+        global_batch = config.global_batch_size
+        if source.ordered and len(source.train) < global_batch:
+            raise ConfigError(
+                f"RunConfig.batch_size: dataset {config.dataset!r} has {len(source.train)} training examples"
+                f"{' after the validation split' if source.validation_from == 'split' else ''}, fewer than one "
+                f"global batch of {global_batch} ({config.batch_size} x {config.replicas} replicas). "
+                f"Received: batch_size={config.batch_size}.")
+        self.feeder = pipeline.choose(self.runtime.backend)
+        if source.ordered:
+            self.steps = config.steps_per_epoch or pipeline.steps_per_epoch(len(source.train), global_batch)
+        else:
+            self.steps = config.steps_per_epoch or source.train.steps
+        if source.validation_from == "split":
+            self.notes.append(f"validation: {config.validation_split:.0%} of the training data "
+                              f"({source.spec.num_validation} examples, split with seed {config.seed})")
+        return source
+
+    def _build_model(self):
+        from tpukit import modeling
+
+        model, built = modeling.build(self.model_arg, self.config, self.source.spec)
+        compiled = modeling.compile(model, self.config)
+        modeling.check_fits(model, self.source, modeling.loss_name(model, self.config))
+        self.notes.append(f"model: {built}; {compiled}")
+        return model
 
     def _open_run_dir(self):
         if self.run_dir is None:
@@ -104,35 +181,24 @@ class _Run:
         records.write_json(self.run_dir / "config.json", self.config.to_dict())
 
     def _fit(self) -> RunResult:
-        import keras
+        from tpukit import pipeline
 
-        from tpukit import data, models
-
-        config = self.config
-        global_batch = config.batch_size * self.runtime.replicas
-        dataset = data.load(config.dataset, size=config.dataset_size, seed=config.seed)
-        steps = config.steps_per_epoch or data.steps_per_epoch(dataset, global_batch)
+        config, source, model = self.config, self.source, self.model
+        global_batch = config.global_batch_size
         self.initial_epoch, self.history = self._restore_point()
-        train_ds = data.train_dataset(dataset, global_batch=global_batch, seed=config.seed, epochs=config.epochs,
-                                      initial_epoch=self.initial_epoch, steps_per_epoch=steps)
-        eval_ds = data.eval_dataset(dataset, global_batch=global_batch)
-        model = models.build(config.model, input_shape=dataset.info.image_shape, num_classes=dataset.info.num_classes)
-        from tpukit import precision
-
-        model.compile(
-            optimizer=precision.make_optimizer(config.optimizer, config.learning_rate, config.precision),
-            loss=keras.losses.SparseCategoricalCrossentropy(),
-            metrics=["accuracy"],
-            steps_per_execution=config.steps_per_execution,
-            jit_compile=config.jit_compile,
-        )
-        self.model = model
-        callbacks = self._callbacks(steps, global_batch)
+        train_feed = pipeline.train_feed(source.train, feeder=self.feeder, global_batch=global_batch,
+                                         seed=config.seed, epochs=config.epochs, initial_epoch=self.initial_epoch,
+                                         steps=self.steps)
+        validation_feed = pipeline.eval_feed(source.validation, feeder=self.feeder, global_batch=global_batch,
+                                             replicas=self.runtime.replicas)
+        callbacks = self._callbacks(self.steps, global_batch)
+        self.test_metrics = {}
         self._save(status="running")
         status, message = "completed", ""
         try:
-            model.fit(train_ds, validation_data=eval_ds, epochs=config.epochs, initial_epoch=self.initial_epoch,
-                      steps_per_epoch=steps, callbacks=callbacks, shuffle=False, verbose=0)
+            model.fit(train_feed, validation_data=validation_feed, epochs=config.epochs,
+                      initial_epoch=self.initial_epoch, steps_per_epoch=self.steps if source.ordered else
+                      config.steps_per_epoch, callbacks=callbacks, shuffle=False, verbose=0)
         except KeyboardInterrupt:
             status, message = "stopped", "interrupted (KeyboardInterrupt); resume continues from the last whole epoch"
         except Exception as e:
@@ -146,8 +212,22 @@ class _Run:
         elif self.stopper.stopped_early and status == "completed":
             status, message = "stopped", "stopped on request; resume continues from the last whole epoch"
         elif self.early_stopper is not None and self.early_stopper.stopped_epoch:
-            message = f"early stopping after epoch {self.early_stopper.stopped_epoch + 1} (no val_loss gain)"
+            best = getattr(self.early_stopper, "best_epoch", None)
+            message = (f"early stopping after epoch {self.early_stopper.stopped_epoch + 1} (no "
+                       f"{self.early_stopper.monitor} gain)" + (f"; restored the weights of epoch {best + 1}"
+                                                                 if best is not None else ""))
+        if status == "completed" and source.test is not None:
+            self.test_metrics = self._evaluate_test()
         return self._finish(status, message)
+
+    def _evaluate_test(self):
+        """The test split, evaluated once, after training: held out from training and validation alike."""
+        from tpukit import pipeline
+
+        feed = pipeline.eval_feed(self.source.test, feeder=self.feeder, global_batch=self.config.global_batch_size,
+                                  replicas=self.runtime.replicas)
+        scores = self.model.evaluate(feed, verbose=0, return_dict=True)
+        return {k: float(v) for k, v in scores.items()}
 
     def _restore_point(self):
         """Where a resumed run starts: the epoch after its last backup, and the history up to it."""
@@ -166,7 +246,8 @@ class _Run:
 
         config = self.config
         self.stopper = cb.StopOnRequest(self.stop)
-        self.recorder = cb.RunRecorder(global_batch, config.steps_per_execution, on_epoch=self._on_epoch)
+        self.recorder = cb.RunRecorder(global_batch, config.steps_per_execution, on_epoch=self._on_epoch,
+                                       steps_per_epoch=steps)
         out = [
             self.recorder,
             self.stopper,
@@ -181,8 +262,9 @@ class _Run:
             out.append(self.profiler)
         self.early_stopper = None
         if config.early_stopping:
+            monitor = "val_loss" if self.source.validation is not None else "loss"
             self.early_stopper = keras.callbacks.EarlyStopping(
-                monitor="val_loss", patience=config.early_stopping, restore_best_weights=False)
+                monitor=monitor, patience=config.early_stopping, restore_best_weights=True)
             out.append(self.early_stopper)
         if self.progress is not None:
             out.append(cb.ProgressLogger(config.epochs, steps, stream=self.progress))
@@ -205,24 +287,26 @@ class _Run:
 
     # ---- results ---------------------------------------------------------------
     def _result(self, status: str, message: str = "", final: bool = False) -> RunResult:
-        from tpukit import determinism, models
+        from tpukit import determinism
+        from tpukit import flops as flops_lib
 
         rec = getattr(self, "recorder", None)
         fields = dict(run_dir=str(self.run_dir), status=status, config=self.config.to_dict(),
                       history=_columns(self.history), epochs_done=len(self.history),
                       precision_reason=self.precision_reason, runtime=self.runtime.to_dict(),
-                      message=message, started=self.started)
+                      message=message, started=self.started, data=self.source.describe(),
+                      test_metrics=dict(getattr(self, "test_metrics", {})), notes=tuple(self.notes))
         if self.history:
             fields["final_metrics"] = {k: v for k, v in self.history[-1].items() if k != "epoch"}
         if rec is not None:
             fields.update(examples_per_sec=rec.examples_per_sec(), step_time_ms=rec.step_time_ms(),
                           time_to_first_step_s=rec.time_to_first_step())
         if final:
-            flops = models.flops_per_example(self.model)
+            flops, flops_source = flops_lib.training_flops_per_example(self.model, self.source.sample(8))
             peak = self.runtime.peak_flops(self.config.precision)
             eps = fields.get("examples_per_sec")
             fields.update(
-                fingerprint=determinism.fingerprint(self.model), flops_per_example=flops,
+                fingerprint=determinism.fingerprint(self.model), flops_per_example=flops, flops_source=flops_source,
                 mfu=(flops * eps / peak) if (flops and eps and peak) else None, ended=time.time(),
                 profile_files=tuple(self.profiler.files) if self.profiler is not None else (),
             )
@@ -238,6 +322,29 @@ class _Run:
         if status == "completed":
             shutil.rmtree(self.run_dir / "backup", ignore_errors=True)
         return result
+
+
+def _with_labels(config, model, data):
+    """(config, model, data): names for objects handed to train() go into the config; a name given as
+    `model=` or `data=` becomes the config's name, and the object slot empties."""
+    from tpukit import registry
+
+    changes = {}
+    if isinstance(model, str):
+        changes["model"], model = model, None
+    elif model is not None:
+        changes["model"] = registry.label(model)
+    if isinstance(data, str):
+        changes["dataset"], data = data, None
+    elif isinstance(data, (tuple, list)):
+        changes["dataset"] = "<arrays>"
+    elif data is not None:
+        changes["dataset"] = registry.label(data)
+    if changes:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PaddingWarning)
+            config = config.replace(**changes)
+    return config, model, data
 
 
 def _columns(rows):

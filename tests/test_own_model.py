@@ -1,0 +1,327 @@
+"""The user's own model and data through train() and resume(): real Keras fits on the CPU, no mocks.
+
+Each model here is one tpukit has never seen: written in the test the way a
+user writes one in a notebook cell.
+"""
+
+import threading
+import warnings
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+import tpukit
+from tpukit import records, registry, sources
+from tpukit.config import ConfigError, RunConfig
+from tpukit.training import resume, train
+from conftest import REPLICAS
+
+BASE = dict(epochs=2, batch_size=32)
+
+
+def _config(tmp_path, **changes):
+    return RunConfig(**{**BASE, "logdir": str(tmp_path), **changes})
+
+
+def _images(n=1024, seed=0):
+    """User images: NumPy uint8 arrays and int labels, as a user would have them."""
+    from tpukit.data import make_shapes
+
+    x, y, _, _ = make_shapes(n, 1, seed=seed)
+    return np.array(x), np.array(y)
+
+
+def user_cnn(spec):
+    """A functional CNN written by the user."""
+    inputs = keras.Input(spec.input_shape, dtype=spec.input_dtype)
+    x = keras.layers.Rescaling(1 / 255)(inputs)
+    x = keras.layers.Conv2D(8, 3, activation="relu")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    outputs = keras.layers.Dense(spec.num_classes, activation="softmax", dtype="float32")(x)
+    return keras.Model(inputs, outputs)
+
+
+class TinyNet(keras.Model):
+    """A subclassed model: its layers have no symbolic shapes."""
+
+    def __init__(self, classes=4):
+        super().__init__()
+        self.flatten = keras.layers.Flatten()
+        self.rescale = keras.layers.Rescaling(1 / 255)
+        self.hidden = keras.layers.Dense(32, activation="relu")
+        self.out = keras.layers.Dense(classes, activation="softmax", dtype="float32")
+
+    def call(self, x):
+        return self.out(self.hidden(self.flatten(self.rescale(x))))
+
+
+def two_inputs():
+    """A functional model with two named inputs, fed a dict."""
+    image = keras.Input((32, 32, 3), dtype="uint8", name="image")
+    extra = keras.Input((4,), name="extra")
+    x = keras.layers.Flatten()(keras.layers.Rescaling(1 / 255)(image))
+    x = keras.layers.Concatenate()([keras.layers.Dense(16, activation="relu")(x), extra])
+    return keras.Model({"image": image, "extra": extra}, keras.layers.Dense(4, activation="softmax")(x))
+
+
+def regressor(spec):
+    inputs = keras.Input(spec.input_shape)
+    x = keras.layers.Normalization()(inputs)
+    x = keras.layers.Dense(32, activation="relu")(x)
+    return keras.Model(inputs, keras.layers.Dense(1)(x))
+
+
+def text_classifier(spec):
+    """Tokens -> Embedding -> average -> two classes."""
+    tokens = keras.Input(spec.input_shape, dtype="int32")
+    x = keras.layers.Embedding(200, 16)(tokens)
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    return keras.Model(tokens, keras.layers.Dense(2, activation="softmax")(x))
+
+
+def _tokens(n=2048, length=20, seed=0):
+    """Generated text: class 1 sequences use the upper half of the vocabulary more often."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    low = rng.integers(1, 100, (n, length))
+    high = rng.integers(100, 200, (n, length))
+    pick = rng.random((n, length)) < np.where(y[:, None] == 1, 0.7, 0.3)
+    return np.where(pick, high, low).astype(np.int32), y.astype(np.int32)
+
+
+# ---- kinds of model and data -------------------------------------------------------------
+
+def test_user_functional_cnn_on_numpy_images_with_validation_split_and_test(tmp_path):
+    x, y = _images()
+    x_test, y_test = _images(256, seed=1)
+    result = train(_config(tmp_path), model=user_cnn, data=(x, y), test_data=(x_test, y_test))
+    assert result.status == "completed" and result.config["model"] == "test_own_model:user_cnn"
+    assert result.config["dataset"] == "<arrays>"
+    assert result.data["spec"]["num_train"] == 922 and result.data["spec"]["num_validation"] == 102
+    assert result.data["validation_from"] == "split" and result.data["fingerprint"]
+    assert set(result.validation_metrics) == {"loss", "accuracy"}
+    assert set(result.test_metrics) == {"loss", "accuracy"}
+    assert "validation:" in result.summary() and "test:" in result.summary()
+    assert records.load(result.run_dir).test_metrics == result.test_metrics
+
+
+def test_subclassed_model_trains_and_mfu_comes_from_the_compiler(tmp_path):
+    x, y = _images(512)
+    result = train(_config(tmp_path, epochs=1), model=lambda: TinyNet(4), data=(x, y))
+    assert result.status == "completed" and result.fingerprint
+    assert result.flops_source.startswith("TensorFlow graph")
+    matmuls = 3 * 2 * (32 * 32 * 3 * 32 + 32 * 4)
+    elementwise = 3 * (2 * 32 * 32 * 3 + 32 + 32 + 4)  # the graph also counts rescaling, biases and ReLU
+    assert result.flops_per_example == pytest.approx(matmuls + elementwise, rel=0.002)
+    assert result.mfu is not None and result.mfu > 0
+
+
+def test_two_input_model_fed_a_dict(tmp_path):
+    x, y = _images(512)
+    extra = np.random.default_rng(0).normal(size=(512, 4)).astype("float32")
+    result = train(_config(tmp_path, epochs=1), model=two_inputs, data=({"image": x, "extra": extra}, y))
+    assert result.status == "completed"
+    assert result.data["spec"]["input_shape"] == {"image": [32, 32, 3], "extra": [4]}
+
+
+def test_regression_on_diabetes_with_mse_and_mae(tmp_path):
+    from sklearn.datasets import load_diabetes
+
+    x, y = load_diabetes(return_X_y=True)
+    config = _config(tmp_path, loss="mse", metrics=("mae",), learning_rate=0.05, epochs=3)
+    result = train(config, model=regressor, data=(x.astype("float32"), y.astype("float32")))
+    assert result.status == "completed"
+    assert set(result.validation_metrics) == {"loss", "mae"}
+    assert result.history["loss"][-1] < result.history["loss"][0]
+
+
+def test_text_classifier_with_an_embedding_learns(tmp_path):
+    x, y = _tokens()
+    result = train(_config(tmp_path, epochs=3, learning_rate=0.01), model=text_classifier, data=(x, y))
+    assert result.status == "completed" and result.validation_metrics["accuracy"] > 0.8
+
+
+def test_unbatched_tf_dataset_and_a_loader_callable_and_splits(tmp_path):
+    import tensorflow as tf
+
+    x, y = _images(512)
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    a = train(_config(tmp_path, epochs=1, deterministic=True), model=user_cnn, data=ds)
+    b = train(_config(tmp_path, epochs=1, deterministic=True), model=user_cnn, data=lambda: (x, y))
+    assert a.data["train"] == "arrays" and a.data["fingerprint"] == b.data["fingerprint"]
+    assert a.fingerprint == b.fingerprint  # the same examples in the same order, whichever way they came
+    c = train(_config(tmp_path, epochs=1), model=user_cnn,
+              data=sources.Splits(train=(x[:400], y[:400]), validation=(x[400:], y[400:])))
+    assert c.data["validation_from"] == "given" and c.data["spec"]["num_validation"] == 112
+
+
+def test_already_batched_dataset_warns_and_trains(tmp_path):
+    import tensorflow as tf
+
+    x, y = _images(256)
+    batched = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(256).batch(32)
+    with pytest.warns(sources.UnorderedDataWarning, match="cannot control its order"):
+        result = train(_config(tmp_path, epochs=2), model=user_cnn, data=batched,
+                       validation_data=tf.data.Dataset.from_tensor_slices((x[:64], y[:64])))
+    assert result.status == "completed" and result.data["ordered"] is False and result.epochs_done == 2
+
+
+def test_a_built_model_is_cloned_once_and_its_compile_is_kept(tmp_path):
+    x, y = _images(512)
+    model = user_cnn(sources.DataSpec((32, 32, 3), "uint8", (), "int32", 4, None))
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="sparse_categorical_crossentropy",
+                  metrics=["sparse_categorical_accuracy"])
+    with pytest.warns(tpukit.modeling.ClonedModelWarning, match="trains a clone"):
+        result = train(_config(tmp_path, epochs=1), model=model, data=(x, y))
+    assert "sparse_categorical_accuracy" in result.final_metrics  # the user's metrics, not RunConfig.metrics
+    assert any("came compiled" in note and "SGD" in note for note in result.notes)
+    assert result.config["model"] == "<Functional>"
+
+
+def test_user_model_on_8_simulated_replicas(tmp_path):
+    x, y = _tokens(1024)
+    config = _config(tmp_path, epochs=1, replicas=REPLICAS, batch_size=8, deterministic=True)
+    a, b = train(config, model=text_classifier, data=(x, y)), train(config, model=text_classifier, data=(x, y))
+    assert a.config["replicas"] == REPLICAS and a.status == "completed"
+    assert a.fingerprint == b.fingerprint
+
+
+def test_registered_model_and_dataset_by_name(tmp_path):
+    x, y = _tokens(512)
+    tpukit.register_model("my-text", text_classifier, description="a tiny text classifier")
+    tpukit.register_dataset("my-tokens", lambda: (x, y))
+    try:
+        assert "my-text" in registry.names("model") and "my-tokens" in registry.names("dataset")
+        assert registry.describe("model", "my-text") == "a tiny text classifier"
+        result = train(_config(tmp_path, epochs=1, model="my-text", dataset="my-tokens"))
+        assert result.status == "completed" and Path(result.run_dir).name.endswith("my-text-my-tokens")
+        again = resume(result.run_dir)  # a completed run by name: nothing to hand over again
+        assert again.status == "completed"
+    finally:
+        registry.unregister("model", "my-text")
+        registry.unregister("dataset", "my-tokens")
+    with pytest.raises(registry.RegistryError, match="built-in model name"):
+        tpukit.register_model("cnn", text_classifier)
+
+
+# ---- determinism and resume -----------------------------------------------------------------
+
+class CallAt(keras.callbacks.Callback):
+    def __init__(self, step, action):
+        super().__init__()
+        self.step, self.action, self.seen = step, action, 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen += 1
+        if self.seen == self.step:
+            self.action()
+
+
+def test_deterministic_user_run_stopped_and_resumed_matches_uninterrupted(tmp_path):
+    x, y = _tokens(1024)
+    config = _config(tmp_path, epochs=3, deterministic=True)
+    reference = train(config, model=text_classifier, data=(x, y))
+    flag = threading.Event()
+    stopped = train(config, model=text_classifier, data=(x, y), callbacks=[CallAt(40, flag.set)], stop=flag)
+    assert stopped.status == "stopped" and stopped.epochs_done == 1  # 28 steps an epoch: the partial one is not done
+    with pytest.raises(registry.RegistryError, match="pass the same object again as dataset="):
+        resume(stopped.run_dir)  # the model is importable (test_own_model:text_classifier); the arrays are not
+    with pytest.raises(sources.DataError, match="the data differs"):
+        resume(stopped.run_dir, model=text_classifier, data=(x[::-1], y[::-1]))
+    resumed = resume(stopped.run_dir, model=text_classifier, data=(x, y))
+    assert resumed.status == "completed" and resumed.fingerprint == reference.fingerprint
+    assert resumed.history["loss"] == reference.history["loss"]
+
+
+def test_early_stopping_restores_the_best_weights(tmp_path):
+    x, y = _tokens(1024)
+    config = _config(tmp_path, epochs=30, early_stopping=1, learning_rate=0.3, optimizer="sgd")
+    result = train(config, model=text_classifier, data=(x, y))
+    assert "restored the weights of epoch" in result.message
+
+
+# ---- bad input: one line, before any run directory ---------------------------------------------
+
+def _raises_one_line(tmp_path, error, match, **kwargs):
+    with pytest.raises(error, match=match) as info:
+        train(_config(tmp_path, **kwargs.pop("config", {})), **kwargs)
+    assert "\n" not in str(info.value)
+    assert not list(Path(tmp_path).glob("*")), "a bad input left a run directory"
+
+
+def _raising_factory():
+    raise RuntimeError("no GPU in my notebook")
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(model=_raising_factory), tpukit.ModelError, "raised RuntimeError: no GPU in my notebook"),
+    (dict(model=lambda: "not a model"), tpukit.ModelError, "returned str; expected a keras.Model"),
+    (dict(data=(np.zeros((10, 4)), np.zeros(9))), tpukit.DataError, "x has 10 examples and y has 9"),
+    (dict(data=(np.zeros((100, 8, 8, 1), "uint8"), np.arange(100) % 12),
+          model=lambda: keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(), keras.layers.Dense(10)])),
+     tpukit.DataError, "labels run from 0 to 11, but the model's output has 10 unit"),
+    (dict(data=(np.zeros((100, 4)), np.zeros(100)), model=lambda: keras.Sequential([keras.Input((5,)),
+                                                                                    keras.layers.Dense(2)])),
+     tpukit.DataError, "the model cannot take this data"),
+    (dict(data=(np.zeros((100, 4)), np.zeros(100)), config=dict(validation_split=None, batch_size=128)),
+     ConfigError, "has 100 training examples, fewer than one global batch of 128"),
+    (dict(config=dict(model="no_such_model")), registry.RegistryError, "unknown model 'no_such_model'"),
+    (dict(config=dict(dataset="nowhere.module:load")), registry.RegistryError, "importing 'nowhere.module' failed"),
+    (dict(data={"x": np.zeros(3)}), tpukit.DataError, "a dict must be the inputs of"),
+])
+def test_bad_input_fails_in_one_line_without_a_run_directory(tmp_path, kwargs, error, match):
+    _raises_one_line(tmp_path, error, match, **kwargs)
+
+
+def test_dataset_of_wrong_structure_and_bad_validation_split(tmp_path):
+    import tensorflow as tf
+
+    _raises_one_line(tmp_path, tpukit.DataError, "expected a dataset of unbatched \\(x, y\\) elements",
+                     data=tf.data.Dataset.from_tensor_slices(np.zeros((64, 3))))
+    with pytest.raises(tpukit.DataError, match="validation_split: expected a fraction"):
+        sources.prepare((np.zeros((64, 3)), np.zeros(64)), name="x", validation_split=1.5)
+    with pytest.raises(ConfigError, match="validation_split=-0.1"):
+        RunConfig(validation_split=-0.1)
+
+
+def test_float_labels_with_a_classification_loss_point_to_regression(tmp_path):
+    _raises_one_line(tmp_path, tpukit.DataError, "for regression use RunConfig\\(loss='mse'",
+                     model=regressor, data=(np.zeros((200, 3), "float32"), np.linspace(0, 1, 200)))
+
+
+# ---- FLOPs against a hand count -----------------------------------------------------------------
+
+def _hand_model():
+    inputs = keras.Input((8, 8, 3))
+    x = keras.layers.Conv2D(4, 3, use_bias=False)(inputs)  # 6*6 positions * 27 * 4 MACs
+    x = keras.layers.Flatten()(x)
+    return keras.Model(inputs, keras.layers.Dense(5, use_bias=False)(x))  # 144 * 5 MACs
+
+
+def test_flops_match_a_hand_count_for_dense_conv_and_embedding():
+    from tpukit import flops
+
+    forward = 2 * (6 * 6 * 27 * 4 + 144 * 5)
+    count, how = flops.training_flops_per_example(_hand_model(), np.zeros((4, 8, 8, 3), "float32"))
+    assert count == 3 * forward and how.startswith("TensorFlow graph")
+    assert flops.layer_count(_hand_model()) == forward
+    tokens = keras.Input((20,), dtype="int32")
+    x = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(200, 16)(tokens))
+    embed = keras.Model(tokens, keras.layers.Dense(2, use_bias=False)(x))
+    count, _ = flops.training_flops_per_example(embed, np.zeros((4, 20), "int32"))
+    # An embedding lookup is a gather (no FLOPs): only the Dense and the average over 20 positions count,
+    # far from the 2 * 200 * 16 per token a one-hot matmul would cost.
+    assert 3 * 2 * 16 * 2 <= count <= 3 * (2 * 16 * 2 + 2 * 21 * 16)
+
+
+def test_flops_unknown_gives_none_with_a_reason():
+    from tpukit import flops
+
+    class Opaque(keras.Model):
+        def call(self, x):
+            return keras.ops.sum(x, axis=-1, keepdims=True)
+
+    count, how = flops.training_flops_per_example(Opaque(), np.zeros((0, 3), "float32"))
+    assert count is None and how.startswith("FLOPs unknown") and "MFU is not reported" in how

@@ -1,0 +1,195 @@
+"""The model seam: build the user's model (or a zoo model) inside the run's scope, compile it, check it fits the data.
+
+`train(model=...)` takes a factory (a callable returning a `keras.Model`, with
+no argument or one `DataSpec`) or a built `keras.Model`, which is cloned.
+Variables must be created under the run's dtype policy and distribution
+scope, so tpukit calls the factory there.
+
+Compiling: a model that comes back compiled keeps its own optimizer, loss and
+metrics (the user's compile() wins over RunConfig.optimizer, learning_rate,
+loss and metrics); tpukit recompiles it only to set steps_per_execution and
+jit_compile, and, under mixed_float16, to wrap its optimizer for loss scaling.
+An uncompiled model is compiled with the RunConfig's optimizer, learning rate,
+loss and metrics.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Tuple
+
+from tpukit import registry
+from tpukit.errors import one_line
+
+
+class ModelError(ValueError):
+    """The model cannot be built or does not fit the data. The message is one line."""
+
+
+class ClonedModelWarning(UserWarning):
+    """A built model was handed over: tpukit trains a clone made inside the run's scope."""
+
+
+def build(model_arg, config, spec) -> Tuple["keras.Model", str]:
+    """Build the run's model (call inside the precision policy and strategy scope); returns (model, note).
+
+    Args:
+        model_arg: None (use `config.model` by name), a factory, or a keras.Model.
+        config: the RunConfig (its model name, optimizer, learning rate, loss, metrics).
+        spec: the data's `DataSpec`, for factories that take one argument.
+    """
+    import keras
+
+    if isinstance(model_arg, keras.Model):
+        return _clone(model_arg), "a clone of the model handed over (weights copied)"
+    factory = model_arg if model_arg is not None else registry.resolve("model", config.model).target
+    name = config.model
+    try:
+        model = factory(spec) if registry.takes_argument(factory) else factory()
+    except (ModelError, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        raise ModelError(f"the model factory {name!r} raised {one_line(e)}") from e
+    if not isinstance(model, keras.Model):
+        raise ModelError(f"the model factory {name!r} returned {type(model).__name__}; expected a keras.Model "
+                         f"(a Sequential, functional or subclassed model). Received: {_short_repr(model)}.")
+    return model, "built by the factory inside the run's scope"
+
+
+def _clone(model):
+    """Clone a built model inside the current scope and copy its weights; warn once that this happened."""
+    import keras
+
+    warnings.warn("tpukit trains a clone of the model you passed, made inside the run's distribution scope "
+                  "and precision policy, with your weights copied; pass a factory (a function that builds the "
+                  "model) to let a deterministic run seed its initial weights.", ClonedModelWarning, stacklevel=4)
+    try:
+        clone = keras.models.clone_model(model)
+    except Exception as e:
+        raise ModelError(f"could not clone {type(model).__name__} ({one_line(e)}); pass a factory instead: "
+                         f"model=lambda: {type(model).__name__}(...).") from e
+    if model.built and model.weights:
+        if not clone.built:
+            clone.build(_input_shape(model))
+        try:
+            clone.set_weights(model.get_weights())
+        except Exception as e:
+            raise ModelError(f"could not copy the weights of {type(model).__name__} into its clone "
+                             f"({one_line(e)}); pass a factory instead.") from e
+    if getattr(model, "compiled", False):
+        config = _compile_args(model)
+        optimizer = config.get("optimizer")
+        if optimizer is not None and hasattr(optimizer, "get_config"):
+            config["optimizer"] = optimizer.__class__.from_config(optimizer.get_config())
+        clone._tpukit_compile_args = config
+    return clone
+
+
+def compile(model, config) -> str:
+    """Compile for the run; returns a sentence on where the optimizer, loss and metrics came from."""
+    import keras
+
+    from tpukit import precision
+
+    user = getattr(model, "_tpukit_compile_args", None) or (_compile_args(model) if model.compiled else None)
+    if user:
+        optimizer = user.get("optimizer") or precision.make_optimizer(config.optimizer, config.learning_rate,
+                                                                      config.precision)
+        if config.precision == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        args = {k: user.get(k) for k in ("loss", "loss_weights", "metrics", "weighted_metrics")}
+        model.compile(optimizer=optimizer, **args, steps_per_execution=config.steps_per_execution,
+                      jit_compile=config.jit_compile)
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        return (f"the model came compiled: its own optimizer ({type(inner).__name__}), loss and metrics were kept "
+                "(RunConfig.optimizer, learning_rate, loss and metrics apply to uncompiled models)")
+    try:
+        keras.losses.get(config.loss)  # unknown names fail here, in one line
+        for metric in config.metrics:
+            if metric not in ("accuracy", "acc"):
+                keras.metrics.get(metric)
+    except (ValueError, TypeError) as e:
+        raise ModelError(f"RunConfig.loss/metrics: {one_line(e)}. Received: loss={config.loss!r}, "
+                         f"metrics={config.metrics!r}.") from None
+    model.compile(optimizer=precision.make_optimizer(config.optimizer, config.learning_rate, config.precision),
+                  loss=config.loss, metrics=list(config.metrics), steps_per_execution=config.steps_per_execution,
+                  jit_compile=config.jit_compile)
+    return f"compiled by tpukit: {config.optimizer} at learning rate {config.learning_rate}, loss {config.loss}"
+
+
+def check_fits(model, source, loss_name: str) -> None:
+    """Fail in one line, before training, when the model cannot take the data or the labels don't fit it.
+
+    Runs one forward pass on a few training examples, and for sparse
+    categorical losses checks that every label has an output unit.
+    """
+    import numpy as np
+
+    from tpukit import sources
+
+    sample = source.sample(2)
+    try:
+        outputs = model(sample, training=False)
+    except Exception as e:
+        raise sources.DataError(
+            f"the model cannot take this data: {one_line(e)}. Received: inputs {_shapes(sample)}; "
+            f"the model expects {_expected_inputs(model)}.") from None
+    if not isinstance(source.train, sources.Arrays) or "sparse_categorical" not in str(loss_name):
+        return
+    y = source.train.y
+    if not np.issubdtype(y.dtype, np.integer):
+        if np.any(np.asarray(y) != np.round(y)):
+            raise sources.DataError(
+                f"the loss {loss_name} expects integer class labels, but y holds fractional {y.dtype} values; "
+                "for regression use RunConfig(loss='mse', metrics=('mae',)).")
+        return
+    units = int(np.shape(outputs)[-1]) if np.ndim(outputs) else 1
+    top, low = int(y.max()), int(y.min())
+    if low < 0 or top >= units:
+        raise sources.DataError(
+            f"the labels run from {low} to {top}, but the model's output has {units} unit(s) for the loss "
+            f"{loss_name}: give the last layer {top + 1} units (one per class), or check the labels.")
+
+
+def loss_name(model, config) -> str:
+    """The loss the run trains with, as text (the user's compiled loss, or RunConfig.loss)."""
+    user = getattr(model, "_tpukit_compile_args", None) or (_compile_args(model) if model.compiled else None)
+    loss = (user or {}).get("loss") or config.loss
+    return getattr(loss, "name", None) or getattr(loss, "__name__", None) or str(loss)
+
+
+def _compile_args(model) -> dict:
+    """The arguments the user passed to compile() (Keras keeps them raw in `_compile_config`)."""
+    saved = getattr(model, "_compile_config", None)
+    args = dict(getattr(saved, "config", {}) or {})
+    if not args:
+        args = {"optimizer": getattr(model, "optimizer", None), "loss": getattr(model, "loss", None)}
+    return args
+
+
+def _input_shape(model):
+    shapes = [tuple(t.shape) for t in getattr(model, "inputs", None) or []]
+    return shapes[0] if len(shapes) == 1 else shapes
+
+
+def _expected_inputs(model) -> str:
+    try:
+        inputs = model.inputs
+    except (AttributeError, ValueError):
+        inputs = None
+    if not inputs:
+        return "inputs it defines in call()"
+    return ", ".join(f"{getattr(t, 'name', 'input')} {tuple(t.shape)}" for t in inputs)
+
+
+def _shapes(sample) -> str:
+    import numpy as np
+
+    if isinstance(sample, dict):
+        return "{" + ", ".join(f"{k!r}: {np.shape(v)}" for k, v in sample.items()) + "}"
+    return f"of shape {np.shape(sample)}"
+
+
+def _short_repr(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,204 @@
+"""Names for models and datasets: the built-in zoo, the user's registered ones, and import paths.
+
+A RunConfig names what it trains with a string, so config.json can rebuild a
+run in another process and the panel can offer a dropdown. A name is one of:
+
+- a built-in or registered name (`register_model("tiny", build_tiny)`);
+- an import path `package.module:function`, as uvicorn and gunicorn take it;
+- a label for an object handed straight to `train(model=..., data=...)`,
+  such as `__main__:build_model`. Such a run resumes when the same object is
+  handed to `resume()` again.
+
+Importing this module is cheap: nothing here loads Keras or TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+from typing import Callable, Dict, Optional, Tuple
+
+from tpukit.errors import one_line
+
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+class RegistryError(ValueError):
+    """A name that is neither registered nor importable. The message is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """A registered factory (models) or loader (datasets)."""
+
+    name: str
+    target: Callable
+    description: str
+    builtin: bool = False
+
+
+_MODELS: Dict[str, Entry] = {}
+_DATASETS: Dict[str, Entry] = {}
+_TABLES = {"model": _MODELS, "dataset": _DATASETS}
+
+
+def register_model(name: str, factory: Callable, *, description: str = "") -> None:
+    """Make `factory` trainable by name: `RunConfig(model=name)`, the panel's dropdown, the CLI.
+
+    `factory` returns a `keras.Model`; it takes no argument, or one `DataSpec`
+    (what the data says: input shape and dtype, classes, target shape).
+
+    >>> tpukit.register_model("tiny", lambda spec: keras.Sequential([...]))
+    """
+    _register("model", name, factory, description)
+
+
+def register_dataset(name: str, loader: Callable, *, description: str = "") -> None:
+    """Make `loader` trainable by name: `RunConfig(dataset=name)`, the panel's dropdown, the CLI.
+
+    `loader` takes no argument and returns what `train(data=...)` takes:
+    arrays `(x, y)`, a dict of named inputs with `y`, a tf.data.Dataset, or
+    a `tpukit.sources.Splits` with validation and test data.
+    """
+    _register("dataset", name, loader, description)
+
+
+def _register(kind: str, name, target, description, builtin: bool = False) -> None:
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_][\w.\-]*", name or ""):
+        raise RegistryError(f"register_{kind}: expected a name of letters, digits, '_', '-' and '.'. "
+                            f"Received: name={name!r}.")
+    if not callable(target):
+        what = "factory" if kind == "model" else "loader"
+        raise RegistryError(f"register_{kind}: expected a callable {what}. Received: {what}={target!r}.")
+    existing = _TABLES[kind].get(name)
+    if existing is not None and existing.builtin:
+        raise RegistryError(f"register_{kind}: {name!r} is a built-in {kind} name; choose another. "
+                            f"Received: name={name!r}.")
+    _TABLES[kind][name] = Entry(name, target, description or _doc_line(target), builtin)
+
+
+def unregister(kind: str, name: str) -> None:
+    """Forget a registered (not built-in) name; for tests and notebooks that re-register."""
+    entry = _TABLES[kind].get(name)
+    if entry is not None and not entry.builtin:
+        del _TABLES[kind][name]
+
+
+def names(kind: str) -> Tuple[str, ...]:
+    """Built-in names first, then registered ones in the order they came."""
+    _load_builtins()
+    table = _TABLES[kind]
+    return tuple(n for n, e in table.items() if e.builtin) + tuple(n for n, e in table.items() if not e.builtin)
+
+
+def describe(kind: str, name: str) -> str:
+    """One line on what `name` is (registered entries, import paths and labels alike)."""
+    entry = lookup(kind, name)
+    if entry is not None:
+        return entry.description
+    if is_import_path(name):
+        return f"imported from {name}"
+    return f"handed to train() as {name}"
+
+
+def is_import_path(name) -> bool:
+    return isinstance(name, str) and bool(_IMPORT_PATH.match(name)) and not name.startswith("__main__:")
+
+
+def resolve(kind: str, name: str) -> Entry:
+    """The factory or loader behind `name`: registered, built in, or imported from `module:attr`.
+
+    Raises:
+        RegistryError: unknown name, or an import path that fails (one line: what failed and why).
+    """
+    _load_builtins()
+    entry = _TABLES[kind].get(name)
+    if entry is not None:
+        return entry
+    if is_import_path(name):
+        return Entry(name, _import(kind, name), f"imported from {name}")
+    choices = ", ".join(names(kind))
+    hint = (f"register it with tpukit.register_{kind}({name!r}, ...), pass it as {kind}= to train(), "
+            f"or give an import path 'package.module:function'")
+    if name.startswith("__main__:") or name.startswith("<"):
+        hint = f"it came from a notebook or script, so pass the same object again as {kind}= to train() or resume()"
+    raise RegistryError(f"unknown {kind} {name!r}: {hint}. Known {kind}s: {choices}. Received: {kind}={name!r}.")
+
+
+def _import(kind: str, path: str) -> Callable:
+    module_name, _, attr = path.partition(":")
+    try:
+        target = importlib.import_module(module_name)
+    except Exception as e:  # ImportError, or whatever the module raises at import
+        raise RegistryError(f"{kind} {path!r}: importing {module_name!r} failed: {one_line(e)}") from None
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise RegistryError(f"{kind} {path!r}: module {module_name!r} has no attribute {attr!r}.") from None
+    if not callable(target):
+        raise RegistryError(f"{kind} {path!r}: expected a callable, found {type(target).__name__}.")
+    return target
+
+
+def label(obj) -> str:
+    """The name a config records for an object handed to train(): its import path when it has one.
+
+    A function or class defined at module level gets `module:qualname`, which
+    `resolve` can import in another process; anything else gets a label that
+    says where it came from (`__main__:build`, `<MyModel instance>`, `<arrays>`).
+    """
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if (inspect.isfunction(obj) or inspect.isclass(obj)) and module and qualname:
+        if "<" not in qualname:
+            return f"{module}:{qualname}"
+        return "<" + qualname.replace("<locals>.", "").replace("<", "").replace(">", "") + ">"
+    return f"<{type(obj).__name__}>"
+
+
+def short_name(name: str) -> str:
+    """A run-name-friendly form of a model or dataset name: `pkg.mod:build_cnn` -> `build_cnn`."""
+    tail = name.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "", tail).strip(".-") or "run"
+
+
+def takes_argument(fn: Callable) -> bool:
+    """Whether `fn` takes one positional argument (the DataSpec) rather than none."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    required = [p for p in positional if p.default is p.empty and p.kind != p.VAR_POSITIONAL]
+    return bool(required) or (bool(positional) and positional[0].kind == positional[0].VAR_POSITIONAL)
+
+
+def _doc_line(target) -> str:
+    doc = inspect.getdoc(target) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else label(target)
+
+
+_builtins_loaded = False
+
+
+def _load_builtins() -> None:
+    """Register the zoo's models and the bundled datasets (lazily: they import nothing heavy)."""
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    _builtins_loaded = True
+    from tpukit import data, models
+
+    for name in models.MODELS:
+        _register("model", name, models.factory(name), models.describe(name), builtin=True)
+    for name in data.DATASETS:
+        _register("dataset", name, data.loader(name), data.info(name).description, builtin=True)
+
+
+def lookup(kind: str, name: str) -> Optional[Entry]:
+    """The registered or built-in entry for `name`, or None (no import attempted)."""
+    _load_builtins()
+    return _TABLES[kind].get(name)

@@ -1,0 +1,471 @@
+"""One dispatcher from what the user hands over as data to what tpukit's pipelines feed.
+
+`train(data=...)` takes NumPy arrays `(x, y)` (x may be a dict of named
+inputs), a `tf.data.Dataset` of unbatched `(x, y)` elements, an already
+batched dataset or `keras.utils.PyDataset`, a callable that returns one of
+these, a `Splits` with its own validation and test data, or a name (built in,
+registered, `tfds:NAME`, or an import path). `prepare()` turns any of them into
+a `Source`: training, validation and test parts, and a `DataSpec` saying what
+the data looks like, for the model factory.
+
+Arrays, and unbatched datasets small enough to hold in memory, become arrays:
+tpukit then owns their order (a seeded permutation per epoch), so determinism,
+exact resume and padding advice hold for the user's data as for the zoo.
+Importing this module is cheap: TensorFlow loads only when a dataset is given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import warnings
+from typing import Any, Dict, Optional, Tuple, Union
+
+from tpukit.errors import one_line
+
+# Unbatched datasets up to this many bytes are read into memory (arrays); larger ones stream.
+IN_MEMORY_LIMIT = int(float(os.environ.get("TPUKIT_IN_MEMORY_MB", "2048")) * 2**20)
+
+
+class DataError(ValueError):
+    """The data cannot be trained on as given. The message is one line: what was received, what was expected."""
+
+
+class UnorderedDataWarning(UserWarning):
+    """An already batched dataset: tpukit cannot control its order, so resume is not bitwise exact."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Splits:
+    """Data that comes with its own validation and test parts. Each part is arrays `(x, y)` or a dataset.
+
+    A dataset loader (`register_dataset`) may return one; `train(data=Splits(...))` takes one too.
+    """
+
+    train: Any
+    validation: Any = None
+    test: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSpec:
+    """What the data says, for a model factory that takes one argument.
+
+    `input_shape` and `input_dtype` are per example (dicts for named inputs);
+    `num_classes` is set for integer labels (largest label + 1), else None.
+    """
+
+    input_shape: Any
+    input_dtype: Any
+    target_shape: Tuple[int, ...]
+    target_dtype: str
+    num_classes: Optional[int]
+    num_train: Optional[int]
+    num_validation: int = 0
+    num_test: int = 0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrays:
+    """In-memory examples: `x` an array or a dict of arrays, `y` an array, equal lengths."""
+
+    x: Any
+    y: Any
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def take(self, index) -> "Arrays":
+        return Arrays(_map_x(lambda a: a[index], self.x), self.y[index])
+
+    def head(self, n: int) -> "Arrays":
+        return self.take(slice(0, n))
+
+
+@dataclasses.dataclass(frozen=True)
+class Stream:
+    """An unbatched tf.data.Dataset too large to hold in memory: shuffled per epoch with a seeded buffer."""
+
+    dataset: Any
+    count: int
+
+    def __len__(self) -> int:
+        return self.count
+
+
+@dataclasses.dataclass(frozen=True)
+class Batched:
+    """An already batched tf.data.Dataset or keras PyDataset, fed as it is. `steps` is its length, if known."""
+
+    dataset: Any
+    steps: Optional[int]
+
+
+Part = Union[Arrays, Stream, Batched]
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """The data of one run, ready for a pipeline."""
+
+    name: str
+    train: Part
+    validation: Optional[Part]
+    test: Optional[Part]
+    spec: DataSpec
+    validation_from: str  # "split" (seeded, from the training data), "given", or "none"
+    fingerprint: Optional[str]
+
+    @property
+    def ordered(self) -> bool:
+        """Whether tpukit controls the order of the training examples (so resume is exact)."""
+        return not isinstance(self.train, Batched)
+
+    def describe(self) -> dict:
+        """A JSON-ready description, as result.json records it."""
+        import json
+
+        return json.loads(json.dumps({
+            "name": self.name, "spec": self.spec.to_dict(), "validation_from": self.validation_from,
+            "fingerprint": self.fingerprint, "ordered": self.ordered, "train": type(self.train).__name__.lower()}))
+
+    def sample(self, n: int = 8):
+        """A few training inputs (NumPy), for a forward-pass check and FLOP counting."""
+        if isinstance(self.train, Arrays):
+            return self.train.head(min(n, len(self.train))).x
+        return _first_inputs(self.train, n)
+
+
+# ---- the dispatcher ------------------------------------------------------------
+
+def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
+            validation_split: Optional[float] = 0.1, validation_data=None, test_data=None) -> Source:
+    """Turn what the user handed over (or a dataset name) into a `Source`.
+
+    Args:
+        data: arrays, a dataset, a PyDataset, a callable returning one, a `Splits`, or a name.
+        name: what the run's config records for this data.
+        seed: seeds the validation split (and picks a generated built-in set).
+        size: keep at most this many training examples (before the validation split).
+        validation_split: the fraction of the training data held out for validation,
+            with a seeded split; None for no validation. Ignored when validation data is given.
+
+    Raises:
+        DataError: data that cannot be trained on, in one line.
+        tpukit.data.DatasetUnavailable: an online dataset while offline.
+    """
+    if isinstance(data, str):
+        data = _load_named(data, seed=seed, size=size)
+    elif callable(data) and not _is_dataset(data) and not _is_py_dataset(data):
+        data = _call_loader(data, name)
+    splits = data if isinstance(data, Splits) else Splits(data)
+    if validation_data is not None:
+        splits = dataclasses.replace(splits, validation=validation_data)
+    if test_data is not None:
+        splits = dataclasses.replace(splits, test=test_data)
+    train = _part(splits.train, "data")
+    if size is not None and not isinstance(train, Batched) and len(train) > size:
+        train = train.head(size) if isinstance(train, Arrays) else Stream(train.dataset.take(size), size)
+    validation = _part(splits.validation, "validation_data") if splits.validation is not None else None
+    validation_from = "given" if validation is not None else "none"
+    if validation is None and validation_split is not None:
+        if isinstance(train, Batched):
+            warnings.warn("the data is already batched, so tpukit cannot split off a validation set: "
+                          "pass validation_data= for validation metrics.", UnorderedDataWarning, stacklevel=3)
+        else:
+            train, validation = _split(train, validation_split, seed)
+            validation_from = "split"
+    test = _part(splits.test, "test_data") if splits.test is not None else None
+    if isinstance(train, Batched):
+        warnings.warn(
+            "the data is already batched, so tpukit cannot control its order: a stopped run resumes at the start "
+            "of its epoch without a bitwise guarantee, and the padding advice cannot check its batch size. Pass "
+            "unbatched (x, y) elements or arrays for exact resume.", UnorderedDataWarning, stacklevel=3)
+    spec = _spec(train, validation, test)
+    return Source(name=name, train=train, validation=validation, test=test, spec=spec,
+                  validation_from=validation_from, fingerprint=_fingerprint(train, validation))
+
+
+def _load_named(name: str, *, seed: int, size: Optional[int]):
+    """A built-in, registered, tfds: or imported dataset, loaded."""
+    from tpukit import registry
+
+    if name.startswith("tfds:"):
+        return _load_tfds(name[len("tfds:"):])
+    entry = registry.resolve("dataset", name)
+    if entry.builtin:
+        return entry.target(size=size, seed=seed)
+    return _call_loader(entry.target, name)
+
+
+def _call_loader(loader, name: str):
+    try:
+        return loader()
+    except (DataError, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        from tpukit.data import DatasetUnavailable
+
+        if isinstance(e, DatasetUnavailable):
+            raise
+        raise DataError(f"the dataset loader {name!r} raised {one_line(e)}") from e
+
+
+def _part(value, field: str) -> Part:
+    """Arrays, Stream or Batched from one split as the user gave it."""
+    if isinstance(value, (Arrays, Stream, Batched)):
+        return value
+    if _is_py_dataset(value):
+        return Batched(value, _length(value))
+    if _is_dataset(value):
+        if _is_batched(value):
+            return Batched(value, _cardinality(value))
+        return _from_unbatched(value, field)
+    if isinstance(value, dict):
+        raise DataError(f"{field}: a dict must be the inputs of (x, y): pass (dict_of_inputs, y). "
+                        f"Received: a dict with keys {sorted(value)[:6]}.")
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return _arrays(value[0], value[1], field)
+    raise DataError(f"{field}: expected arrays (x, y), a dict of inputs with y, a tf.data.Dataset, a "
+                    f"keras.utils.PyDataset, a callable returning one, or a dataset name. "
+                    f"Received: {_describe(value)}.")
+
+
+def _arrays(x, y, field: str) -> Arrays:
+    import numpy as np
+
+    if y is None:
+        raise DataError(f"{field}: expected targets y beside the inputs x (tpukit trains supervised models). "
+                        "Received: y=None.")
+    try:
+        x = _map_x(np.asarray, x)
+        y = np.asarray(y)
+    except Exception as e:
+        raise DataError(f"{field}: could not read x and y as arrays: {one_line(e)}") from None
+    lengths = {k: len(a) if a.ndim else 0 for k, a in _items(x)}
+    if y.ndim == 0:
+        raise DataError(f"{field}: expected y with one entry per example. Received: a scalar y={y!r}.")
+    if any(a.dtype == object for _, a in _items(x)) or y.dtype == object:
+        raise DataError(f"{field}: expected numeric arrays of equal-length examples. Received: an object array "
+                        "(ragged lists?); pad them to one length first.")
+    for key, n in lengths.items():
+        if n != len(y):
+            which = "x" if key is None else f"x[{key!r}]"
+            raise DataError(f"{field}: {which} has {n} examples and y has {len(y)}: they must have the same length.")
+    if len(y) == 0:
+        raise DataError(f"{field}: expected at least one example. Received: 0 examples.")
+    return Arrays(x, y)
+
+
+def _split(train, fraction, seed: int):
+    """A seeded validation split: the same examples for the same seed, in every process."""
+    import numpy as np
+
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+        raise DataError(f"validation_split: expected a fraction between 0 and 1 (exclusive), or None. "
+                        f"Received: validation_split={fraction!r}.")
+    n = len(train)
+    n_val = int(round(n * fraction))
+    if n_val < 1 or n_val >= n:
+        raise DataError(f"validation_split: {fraction} of {n} examples leaves no validation or no training "
+                        f"examples. Received: validation_split={fraction!r}.")
+    if isinstance(train, Stream):  # too big to permute in memory: the first examples validate
+        return Stream(train.dataset.skip(n_val), n - n_val), Stream(train.dataset.take(n_val), n_val)
+    order = np.random.default_rng([seed, 0x7A11D]).permutation(n)
+    return train.take(np.sort(order[n_val:])), train.take(np.sort(order[:n_val]))
+
+
+# ---- tf.data and PyDataset inputs -----------------------------------------------------
+
+def _is_dataset(value) -> bool:
+    module = type(value).__module__ or ""
+    return module.startswith("tensorflow") and hasattr(value, "element_spec")
+
+
+def _is_py_dataset(value) -> bool:
+    cls = type(value)
+    return any(c.__name__ == "PyDataset" and (c.__module__ or "").startswith("keras") for c in cls.__mro__)
+
+
+def _is_batched(dataset) -> bool:
+    """Whether a tf.data pipeline batches: the outermost batch or unbatch step in its chain decides."""
+    node = dataset
+    for _ in range(1000):
+        name = type(node).__name__.lower()
+        if "unbatch" in name:
+            return False
+        if "batch" in name:
+            return True
+        node = getattr(node, "_input_dataset", None)
+        if node is None:
+            return False
+    return False
+
+
+def _cardinality(dataset) -> Optional[int]:
+    n = int(dataset.cardinality())
+    return n if n >= 0 else None
+
+
+def _length(py_dataset) -> Optional[int]:
+    try:
+        return py_dataset.num_batches
+    except Exception:
+        return None
+
+
+def _from_unbatched(dataset, field: str) -> Part:
+    """Read an unbatched (x, y) dataset into arrays if it fits in memory; otherwise stream it."""
+    import numpy as np
+    import tensorflow as tf
+
+    spec = dataset.element_spec
+    if not isinstance(spec, tuple) or len(spec) != 2:
+        raise DataError(f"{field}: expected a dataset of unbatched (x, y) elements. Received: element_spec={spec}.")
+    count = _cardinality(dataset)
+    if count == tf.data.INFINITE_CARDINALITY or int(dataset.cardinality()) == -1:
+        raise DataError(f"{field}: the dataset repeats forever; pass one pass of it (no .repeat()). "
+                        f"Received: an infinite dataset.")
+    per_example = sum(_spec_bytes(s) for s in tf.nest.flatten(spec))
+    if count is not None and count * per_example > IN_MEMORY_LIMIT:
+        return Stream(dataset, count)
+    xs, ys, total = [], [], 0
+    for x, y in dataset.batch(4096).as_numpy_iterator():
+        xs.append(x)
+        ys.append(y)
+        total += len(y) * per_example
+        if total > IN_MEMORY_LIMIT:
+            return Stream(dataset, count if count is not None else _count(dataset))
+    if not ys:
+        raise DataError(f"{field}: the dataset is empty. Received: 0 elements.")
+    if isinstance(xs[0], dict):
+        x = {k: np.concatenate([b[k] for b in xs]) for k in xs[0]}
+    else:
+        x = np.concatenate(xs)
+    return _arrays(x, np.concatenate(ys), field)
+
+
+def _spec_bytes(spec) -> int:
+    size = spec.dtype.size if hasattr(spec.dtype, "size") else 4
+    for dim in spec.shape:
+        size *= int(dim) if dim is not None else 1
+    return max(size, 1)
+
+
+def _count(dataset) -> int:
+    return int(dataset.reduce(0, lambda n, _: n + 1))
+
+
+def _first_inputs(part, n: int):
+    """The inputs of the first few examples of a streamed or batched part, as NumPy."""
+    import numpy as np
+
+    dataset = part.dataset
+    if _is_py_dataset(dataset):
+        batch = dataset[0]
+    elif isinstance(part, Stream):
+        batch = next(iter(dataset.batch(n)))
+    else:
+        batch = next(iter(dataset))
+    x = batch[0] if isinstance(batch, (tuple, list)) else batch
+    return _map_x(lambda a: np.asarray(a)[:n], x)
+
+
+# ---- tensorflow-datasets ------------------------------------------------------------
+
+def _load_tfds(name: str):
+    """`tfds:NAME` through tensorflow-datasets (Colab ships it): train and test splits as arrays."""
+    from tpukit.data import DatasetUnavailable, reachable
+
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError:
+        raise DataError(f"dataset 'tfds:{name}' needs tensorflow-datasets: pip install tensorflow-datasets. "
+                        f"Received: dataset='tfds:{name}'.") from None
+    try:
+        builder = tfds.builder(name)
+    except Exception as e:
+        raise DataError(f"dataset 'tfds:{name}': {one_line(e)}") from None
+    prepared = os.path.exists(os.path.join(builder.data_dir, "dataset_info.json"))
+    if not prepared and not reachable("storage.googleapis.com"):
+        raise DatasetUnavailable(
+            f"Dataset 'tfds:{name}' is not in the tensorflow-datasets cache ({builder.data_dir}) and "
+            "storage.googleapis.com cannot be reached (offline?). Use an offline dataset instead: "
+            f"mnist5k, digits, shapes. Received: dataset='tfds:{name}'.")
+    splits = list(builder.info.splits.keys()) if prepared else ["train", "test"]
+    test_split = "test" if "test" in splits else None
+    wanted = ["train"] + ([test_split] if test_split else [])
+    loaded = tfds.load(name, split=wanted, as_supervised=True, batch_size=-1)
+    arrays = [tuple(tfds.as_numpy(part)) for part in loaded]
+    return Splits(train=arrays[0], test=arrays[1] if test_split else None)
+
+
+# ---- the spec and the fingerprint ------------------------------------------------------
+
+def _spec(train: Part, validation: Optional[Part], test: Optional[Part]) -> DataSpec:
+    import numpy as np
+
+    if isinstance(train, Arrays):
+        input_shape = _map_x(lambda a: tuple(int(d) for d in a.shape[1:]), train.x)
+        input_dtype = _map_x(lambda a: str(a.dtype), train.x)
+        target_shape, target_dtype = tuple(int(d) for d in train.y.shape[1:]), str(train.y.dtype)
+    else:
+        dataset = train.dataset
+        if _is_py_dataset(dataset):
+            x, y = dataset[0][:2]
+            shapes = (_map_x(lambda a: tuple(np.shape(a)[1:]), x), tuple(np.shape(y)[1:]))
+            dtypes = (_map_x(lambda a: str(np.asarray(a).dtype), x), str(np.asarray(y).dtype))
+        else:
+            x_spec, y_spec = dataset.element_spec[:2] if isinstance(dataset.element_spec, tuple) else (
+                dataset.element_spec, None)
+            skip = 1 if isinstance(train, Batched) else 0
+            shapes = (_map_x(lambda s: tuple(d for d in s.shape[skip:]), x_spec),
+                      tuple(y_spec.shape[skip:]) if y_spec is not None else ())
+            dtypes = (_map_x(lambda s: s.dtype.name, x_spec), y_spec.dtype.name if y_spec is not None else "")
+        (input_shape, target_shape), (input_dtype, target_dtype) = shapes, dtypes
+    labelled = [p.y for p in (train, validation, test) if isinstance(p, Arrays) and np.issubdtype(p.y.dtype, np.integer)]
+    num_classes = int(max(int(y.max()) for y in labelled)) + 1 if labelled else None
+    return DataSpec(input_shape=input_shape, input_dtype=input_dtype, target_shape=target_shape,
+                    target_dtype=target_dtype, num_classes=num_classes,
+                    num_train=len(train) if not isinstance(train, Batched) else None,
+                    num_validation=len(validation) if isinstance(validation, (Arrays, Stream)) else 0,
+                    num_test=len(test) if isinstance(test, (Arrays, Stream)) else 0)
+
+
+def _fingerprint(train: Part, validation: Optional[Part]) -> Optional[str]:
+    """A short hash of the training and validation arrays: resume checks that the data is the same."""
+    if not isinstance(train, Arrays):
+        return None
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for part in (train, validation):
+        if not isinstance(part, Arrays):
+            continue
+        for key, a in sorted(_items(part.x), key=lambda kv: str(kv[0])) + [("y", part.y)]:
+            a = np.ascontiguousarray(a)
+            digest.update(f"{key}|{a.dtype}|{a.shape}".encode())
+            digest.update(a.data)
+    return digest.hexdigest()[:16]
+
+
+# ---- helpers ---------------------------------------------------------------------------
+
+def _map_x(fn, x):
+    """Apply `fn` to an input array, or to each input of a dict of named inputs."""
+    if isinstance(x, dict):
+        return {k: fn(v) for k, v in x.items()}
+    return fn(x)
+
+
+def _items(x):
+    return list(x.items()) if isinstance(x, dict) else [(None, x)]
+
+
+def _describe(value) -> str:
+    shape = getattr(value, "shape", None)
+    return f"{type(value).__name__}" + (f" of shape {tuple(shape)}" if shape is not None else "")
