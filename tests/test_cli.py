@@ -55,9 +55,9 @@ def _last_json(proc):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _train_json(*args, logdir, **popen):
+def _train_json(*args, logdir, env=None, **popen):
     cmd = [sys.executable, "-m", "tpukit", "train", "--json", "--logdir", str(logdir), *args]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO, **popen)
 
 
@@ -118,3 +118,28 @@ def test_doctor_reports_the_runtime_and_versions():
     info = _last_json(run_cli("doctor", "--json"))
     assert info["runtime"]["kind"] == "cpu" and info["versions"]["keras"].startswith("3.")
     assert "tpu" in info["runtime"]["skipped"]
+
+
+@pytest.mark.slow
+def test_cli_trains_a_user_model_and_dataset_by_import_path_and_resumes_it(tmp_path):
+    """`--model usermodels:text_classifier --dataset usermodels:load_tokens`: killed after epoch 1, then --resume."""
+    env = {"PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
+    args = ["--model", "usermodels:text_classifier", "--dataset", "usermodels:load_tokens", "--deterministic",
+            "--epochs", "4", "--batch-size", "8", "--precision", "float32"]
+    victim = _train_json(*args, logdir=tmp_path / "victim", env=env)
+    run_dir = _wait_for_backup(tmp_path / "victim", victim, epoch=1)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["model"] == "usermodels:text_classifier" and config["dataset"] == "usermodels:load_tokens"
+    reference = _last_json(run_cli("train", "--json", "--logdir", str(tmp_path / "plain"), *args, env=env))
+    resumed = _last_json(run_cli("train", "--resume", str(run_dir), "--json", env=env))
+    assert resumed["status"] == "completed" and resumed["epochs_done"] == 4
+    assert resumed["fingerprint"] == reference["fingerprint"]
+    assert resumed["model"] == "usermodels:text_classifier" and resumed["validation_metrics"]
+
+
+def test_cli_import_path_that_fails_is_one_line(tmp_path):
+    proc = run_cli("train", "--model", "no_such_pkg.models:build", timeout=60)
+    assert proc.returncode == 2 and "importing 'no_such_pkg.models' failed: ModuleNotFoundError" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -17,6 +17,7 @@ from tpukit import records, registry, sources
 from tpukit.config import ConfigError, RunConfig
 from tpukit.training import resume, train
 from conftest import REPLICAS
+from usermodels import TinyNet, images, tokens, regressor, text_classifier, two_inputs, user_cnn
 
 BASE = dict(epochs=2, batch_size=32)
 
@@ -25,79 +26,13 @@ def _config(tmp_path, **changes):
     return RunConfig(**{**BASE, "logdir": str(tmp_path), **changes})
 
 
-def _images(n=1024, seed=0):
-    """User images: NumPy uint8 arrays and int labels, as a user would have them."""
-    from tpukit.data import make_shapes
-
-    x, y, _, _ = make_shapes(n, 1, seed=seed)
-    return np.array(x), np.array(y)
-
-
-def user_cnn(spec):
-    """A functional CNN written by the user."""
-    inputs = keras.Input(spec.input_shape, dtype=spec.input_dtype)
-    x = keras.layers.Rescaling(1 / 255)(inputs)
-    x = keras.layers.Conv2D(8, 3, activation="relu")(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    outputs = keras.layers.Dense(spec.num_classes, activation="softmax", dtype="float32")(x)
-    return keras.Model(inputs, outputs)
-
-
-class TinyNet(keras.Model):
-    """A subclassed model: its layers have no symbolic shapes."""
-
-    def __init__(self, classes=4):
-        super().__init__()
-        self.flatten = keras.layers.Flatten()
-        self.rescale = keras.layers.Rescaling(1 / 255)
-        self.hidden = keras.layers.Dense(32, activation="relu")
-        self.out = keras.layers.Dense(classes, activation="softmax", dtype="float32")
-
-    def call(self, x):
-        return self.out(self.hidden(self.flatten(self.rescale(x))))
-
-
-def two_inputs():
-    """A functional model with two named inputs, fed a dict."""
-    image = keras.Input((32, 32, 3), dtype="uint8", name="image")
-    extra = keras.Input((4,), name="extra")
-    x = keras.layers.Flatten()(keras.layers.Rescaling(1 / 255)(image))
-    x = keras.layers.Concatenate()([keras.layers.Dense(16, activation="relu")(x), extra])
-    return keras.Model({"image": image, "extra": extra}, keras.layers.Dense(4, activation="softmax")(x))
-
-
-def regressor(spec):
-    inputs = keras.Input(spec.input_shape)
-    x = keras.layers.Normalization()(inputs)
-    x = keras.layers.Dense(32, activation="relu")(x)
-    return keras.Model(inputs, keras.layers.Dense(1)(x))
-
-
-def text_classifier(spec):
-    """Tokens -> Embedding -> average -> two classes."""
-    tokens = keras.Input(spec.input_shape, dtype="int32")
-    x = keras.layers.Embedding(200, 16)(tokens)
-    x = keras.layers.GlobalAveragePooling1D()(x)
-    return keras.Model(tokens, keras.layers.Dense(2, activation="softmax")(x))
-
-
-def _tokens(n=2048, length=20, seed=0):
-    """Generated text: class 1 sequences use the upper half of the vocabulary more often."""
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 2, n)
-    low = rng.integers(1, 100, (n, length))
-    high = rng.integers(100, 200, (n, length))
-    pick = rng.random((n, length)) < np.where(y[:, None] == 1, 0.7, 0.3)
-    return np.where(pick, high, low).astype(np.int32), y.astype(np.int32)
-
-
 # ---- kinds of model and data -------------------------------------------------------------
 
 def test_user_functional_cnn_on_numpy_images_with_validation_split_and_test(tmp_path):
-    x, y = _images()
-    x_test, y_test = _images(256, seed=1)
+    x, y = images()
+    x_test, y_test = images(256, seed=1)
     result = train(_config(tmp_path), model=user_cnn, data=(x, y), test_data=(x_test, y_test))
-    assert result.status == "completed" and result.config["model"] == "test_own_model:user_cnn"
+    assert result.status == "completed" and result.config["model"] == "usermodels:user_cnn"
     assert result.config["dataset"] == "<arrays>"
     assert result.data["spec"]["num_train"] == 922 and result.data["spec"]["num_validation"] == 102
     assert result.data["validation_from"] == "split" and result.data["fingerprint"]
@@ -108,7 +43,7 @@ def test_user_functional_cnn_on_numpy_images_with_validation_split_and_test(tmp_
 
 
 def test_subclassed_model_trains_and_mfu_comes_from_the_compiler(tmp_path):
-    x, y = _images(512)
+    x, y = images(512)
     result = train(_config(tmp_path, epochs=1), model=lambda: TinyNet(4), data=(x, y))
     assert result.status == "completed" and result.fingerprint
     assert result.flops_source.startswith("TensorFlow graph")
@@ -119,7 +54,7 @@ def test_subclassed_model_trains_and_mfu_comes_from_the_compiler(tmp_path):
 
 
 def test_two_input_model_fed_a_dict(tmp_path):
-    x, y = _images(512)
+    x, y = images(512)
     extra = np.random.default_rng(0).normal(size=(512, 4)).astype("float32")
     result = train(_config(tmp_path, epochs=1), model=two_inputs, data=({"image": x, "extra": extra}, y))
     assert result.status == "completed"
@@ -138,7 +73,7 @@ def test_regression_on_diabetes_with_mse_and_mae(tmp_path):
 
 
 def test_text_classifier_with_an_embedding_learns(tmp_path):
-    x, y = _tokens()
+    x, y = tokens()
     result = train(_config(tmp_path, epochs=3, learning_rate=0.01), model=text_classifier, data=(x, y))
     assert result.status == "completed" and result.validation_metrics["accuracy"] > 0.8
 
@@ -146,7 +81,7 @@ def test_text_classifier_with_an_embedding_learns(tmp_path):
 def test_unbatched_tf_dataset_and_a_loader_callable_and_splits(tmp_path):
     import tensorflow as tf
 
-    x, y = _images(512)
+    x, y = images(512)
     ds = tf.data.Dataset.from_tensor_slices((x, y))
     a = train(_config(tmp_path, epochs=1, deterministic=True), model=user_cnn, data=ds)
     b = train(_config(tmp_path, epochs=1, deterministic=True), model=user_cnn, data=lambda: (x, y))
@@ -160,7 +95,7 @@ def test_unbatched_tf_dataset_and_a_loader_callable_and_splits(tmp_path):
 def test_already_batched_dataset_warns_and_trains(tmp_path):
     import tensorflow as tf
 
-    x, y = _images(256)
+    x, y = images(256)
     batched = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(256).batch(32)
     with pytest.warns(sources.UnorderedDataWarning, match="cannot control its order"):
         result = train(_config(tmp_path, epochs=2), model=user_cnn, data=batched,
@@ -169,7 +104,7 @@ def test_already_batched_dataset_warns_and_trains(tmp_path):
 
 
 def test_a_built_model_is_cloned_once_and_its_compile_is_kept(tmp_path):
-    x, y = _images(512)
+    x, y = images(512)
     model = user_cnn(sources.DataSpec((32, 32, 3), "uint8", (), "int32", 4, None))
     model.compile(optimizer=keras.optimizers.SGD(0.05), loss="sparse_categorical_crossentropy",
                   metrics=["sparse_categorical_accuracy"])
@@ -181,7 +116,7 @@ def test_a_built_model_is_cloned_once_and_its_compile_is_kept(tmp_path):
 
 
 def test_user_model_on_8_simulated_replicas(tmp_path):
-    x, y = _tokens(1024)
+    x, y = tokens(1024)
     config = _config(tmp_path, epochs=1, replicas=REPLICAS, batch_size=8, deterministic=True)
     a, b = train(config, model=text_classifier, data=(x, y)), train(config, model=text_classifier, data=(x, y))
     assert a.config["replicas"] == REPLICAS and a.status == "completed"
@@ -189,7 +124,7 @@ def test_user_model_on_8_simulated_replicas(tmp_path):
 
 
 def test_registered_model_and_dataset_by_name(tmp_path):
-    x, y = _tokens(512)
+    x, y = tokens(512)
     tpukit.register_model("my-text", text_classifier, description="a tiny text classifier")
     tpukit.register_dataset("my-tokens", lambda: (x, y))
     try:
@@ -220,14 +155,14 @@ class CallAt(keras.callbacks.Callback):
 
 
 def test_deterministic_user_run_stopped_and_resumed_matches_uninterrupted(tmp_path):
-    x, y = _tokens(1024)
+    x, y = tokens(1024)
     config = _config(tmp_path, epochs=3, deterministic=True)
     reference = train(config, model=text_classifier, data=(x, y))
     flag = threading.Event()
     stopped = train(config, model=text_classifier, data=(x, y), callbacks=[CallAt(40, flag.set)], stop=flag)
     assert stopped.status == "stopped" and stopped.epochs_done == 1  # 28 steps an epoch: the partial one is not done
     with pytest.raises(registry.RegistryError, match="pass the same object again as dataset="):
-        resume(stopped.run_dir)  # the model is importable (test_own_model:text_classifier); the arrays are not
+        resume(stopped.run_dir)  # the model is importable (usermodels:text_classifier); the arrays are not
     with pytest.raises(sources.DataError, match="the data differs"):
         resume(stopped.run_dir, model=text_classifier, data=(x[::-1], y[::-1]))
     resumed = resume(stopped.run_dir, model=text_classifier, data=(x, y))
@@ -236,7 +171,7 @@ def test_deterministic_user_run_stopped_and_resumed_matches_uninterrupted(tmp_pa
 
 
 def test_early_stopping_restores_the_best_weights(tmp_path):
-    x, y = _tokens(1024)
+    x, y = tokens(1024)
     config = _config(tmp_path, epochs=30, early_stopping=1, learning_rate=0.3, optimizer="sgd")
     result = train(config, model=text_classifier, data=(x, y))
     assert "restored the weights of epoch" in result.message

@@ -68,10 +68,11 @@ def make_panel(tmp_path):
     """Build panels on a tiny config (display=False); closes them after the test."""
     made = []
 
-    def make(ctx=context.JUPYTER, logdir=None, **changes):
+    def make(ctx=context.JUPYTER, logdir=None, model=None, data=None, **changes):
         shown = []
         config = RunConfig(**{**SMALL, "logdir": str(logdir or tmp_path / "runs"), **changes})
-        panel = tpukit.panel(config, display=False, context=ctx, display_fn=shown.append, runs=[])
+        panel = tpukit.panel(config, model=model, data=data, display=False, context=ctx, display_fn=shown.append,
+                             runs=[])
         panel.shown = shown
         made.append(panel)
         return panel
@@ -190,11 +191,28 @@ def test_the_train_button_runs_a_run_and_lists_it(make_panel):
     result = panel.wait(120)
     assert result.status == "completed" and panel.runs == [result]
     assert not panel.running and not panel.buttons["train"].disabled and panel.buttons["stop"].disabled
-    assert panel.progress.done and panel.progress.global_step == 2 * 44 and panel.progress.fraction == 1.0
+    assert panel.progress.done and panel.progress.global_step == 2 * 40 and panel.progress.fraction == 1.0
     assert panel.views["bar"].value == 1000 and is_png(panel.views["curves"])
     table = text(panel.views["runs"])
     assert Path(result.run_dir).name in table and "completed" in table and result.fingerprint in table
     assert panel.message.startswith("completed:")
+
+
+def test_the_panel_trains_a_user_model_on_user_data(make_panel):
+    """tpukit.panel(config, model=..., data=...): the user's factory and arrays, the same progress and runs table."""
+    from usermodels import text_classifier, tokens
+
+    x, y = tokens(1024)
+    panel = make_panel(model=text_classifier, data=(x, y), epochs=2, batch_size=16)
+    assert panel.config.model == "usermodels:text_classifier" and panel.config.dataset == "<arrays>"
+    assert panel.form.widgets["model"].value == "usermodels:text_classifier"
+    assert "cnn" in panel.form.widgets["model"].options  # the zoo stays on offer
+    result = panel.train(wait=True)
+    assert result.status == "completed" and result.config["model"] == "usermodels:text_classifier"
+    assert panel.progress.global_step == 2 * (922 // 16) and result.validation_metrics
+    assert Path(result.run_dir).name in text(panel.views["runs"])
+    panel.form.widgets["model"].value = "mlp"  # back to the zoo: the user's objects no longer apply
+    assert panel._inputs_for(panel.config)["model"] is None
 
 
 class PauseAt:

@@ -199,6 +199,17 @@ class RunConfig:
                 "(TPUs compute in bfloat16 natively). Received: precision='mixed_float16'."
             )
 
+    def check_examples(self, available: int, replicas: int, after_split: bool = False) -> None:
+        """At least one global batch must fit in the `available` training examples (known once the data is)."""
+        global_batch = self.batch_size * replicas
+        if available < global_batch:
+            split = " after the validation split" if after_split else ""
+            raise ConfigError(
+                f"RunConfig.batch_size: dataset {self.dataset!r} has {available} training examples{split}, fewer "
+                f"than one global batch of {global_batch} ({self.batch_size} x {replicas} replicas). "
+                f"Received: batch_size={self.batch_size}."
+            )
+
     # ---- copies and JSON ------------------------------------------------
     def replace(self, **changes) -> "RunConfig":
         """A validated copy with some fields changed."""

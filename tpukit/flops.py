@@ -60,8 +60,11 @@ def _jax_forward(model, sample) -> float:
     non_trainable = [abstract(v) for v in model.non_trainable_variables]
     inputs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype), sample)
 
+    # stateless_call passes keyword arguments straight to call(), which may not take `training`.
+    kwargs = {"training": False} if getattr(model, "_call_has_training_arg", True) else {}
+
     def forward(trainable, non_trainable, x):
-        return model.stateless_call(trainable, non_trainable, x, training=False)[0]
+        return model.stateless_call(trainable, non_trainable, x, **kwargs)[0]
 
     cost = jax.jit(forward).lower(trainable, non_trainable, inputs).cost_analysis()
     if isinstance(cost, (list, tuple)):  # older JAX: one dict per computation

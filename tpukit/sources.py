@@ -269,7 +269,7 @@ def _split(train, fraction, seed: int):
         raise DataError(f"validation_split: expected a fraction between 0 and 1 (exclusive), or None. "
                         f"Received: validation_split={fraction!r}.")
     n = len(train)
-    n_val = int(round(n * fraction))
+    n_val = validation_count(n, fraction)
     if n_val < 1 or n_val >= n:
         raise DataError(f"validation_split: {fraction} of {n} examples leaves no validation or no training "
                         f"examples. Received: validation_split={fraction!r}.")
@@ -277,6 +277,33 @@ def _split(train, fraction, seed: int):
         return Stream(train.dataset.skip(n_val), n - n_val), Stream(train.dataset.take(n_val), n_val)
     order = np.random.default_rng([seed, 0x7A11D]).permutation(n)
     return train.take(np.sort(order[n_val:])), train.take(np.sort(order[:n_val]))
+
+
+def validation_count(n: int, fraction: float) -> int:
+    """Examples the seeded split holds out of `n` for validation."""
+    return int(round(n * fraction))
+
+
+def planned_train_examples(config, data=None, validation_data=None) -> Optional[int]:
+    """Training examples a run of `config` will have, known without loading the data, or None.
+
+    Built-in datasets know their size; arrays have a length; other data is
+    counted only when the run loads it.
+    """
+    from tpukit import data as builtin, registry
+
+    if data is None:
+        entry = registry.lookup("dataset", config.dataset)
+        if entry is None or not entry.builtin:
+            return None
+        n = builtin.train_size(config.dataset, config.dataset_size)
+    elif isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[1], "__len__"):
+        n = min(len(data[1]), config.dataset_size or len(data[1]))
+    else:
+        return None
+    if validation_data is None and config.validation_split is not None:
+        n -= validation_count(n, config.validation_split)
+    return n
 
 
 # ---- tf.data and PyDataset inputs -----------------------------------------------------

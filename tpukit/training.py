@@ -86,7 +86,7 @@ class _Run:
 
     def __init__(self, config, runtime, callbacks, stop, progress, run_dir=None, inputs=(None, None, None, None)):
         model, data, self.validation_data, self.test_data = inputs
-        self.config, self.model_arg, self.data_arg = _with_labels(config, model, data)
+        self.config, self.model_arg, self.data_arg = with_labels(config, model, data)
         self.runtime = runtime
         self.extra_callbacks = list(callbacks)
         self.stop = stop or threading.Event()
@@ -150,12 +150,8 @@ class _Run:
                     f"the data differs from the data this run trained on (fingerprint {source.fingerprint}, "
                     f"recorded {recorded}); resume needs the same data. Received: dataset={config.dataset!r}.")
         global_batch = config.global_batch_size
-        if source.ordered and len(source.train) < global_batch:
-            raise ConfigError(
-                f"RunConfig.batch_size: dataset {config.dataset!r} has {len(source.train)} training examples"
-                f"{' after the validation split' if source.validation_from == 'split' else ''}, fewer than one "
-                f"global batch of {global_batch} ({config.batch_size} x {config.replicas} replicas). "
-                f"Received: batch_size={config.batch_size}.")
+        if source.ordered:
+            config.check_examples(len(source.train), config.replicas, source.validation_from == "split")
         self.feeder = pipeline.choose(self.runtime.backend)
         if source.ordered:
             self.steps = config.steps_per_epoch or pipeline.steps_per_epoch(len(source.train), global_batch)
@@ -324,7 +320,7 @@ class _Run:
         return result
 
 
-def _with_labels(config, model, data):
+def with_labels(config, model, data):
     """(config, model, data): names for objects handed to train() go into the config; a name given as
     `model=` or `data=` becomes the config's name, and the object slot empties."""
     from tpukit import registry

@@ -18,15 +18,15 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import ipywidgets as widgets
 
 from tpukit import config as _config
-from tpukit import data, models
+from tpukit import registry
 
 # (field, label, kind, choices or placeholder). Fields not listed here keep their config value.
 FIELDS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("accelerator", "accelerator", "choice", _config.ACCELERATORS),
     ("replicas", "replicas", "optional_int", "all devices (CPU: 1)"),
     ("tpu", "TPU address", "optional_str", "from the environment"),
-    ("dataset", "dataset", "choice", data.DATASETS),
-    ("model", "model", "choice", models.MODELS),
+    ("dataset", "dataset", "name", "dataset"),
+    ("model", "model", "name", "model"),
     ("precision", "precision", "choice", _config.PRECISIONS),
     ("batch_size", "batch / replica", "int", None),
     ("epochs", "epochs", "int", None),
@@ -86,6 +86,8 @@ class Form:
         try:
             for name, widget in self.widgets.items():
                 value = _write(self.kinds[name], getattr(config, name))
+                if self.kinds[name] == "name" and value not in widget.options:
+                    widget.options = list(widget.options) + [value]  # registered later, or handed to the panel
                 if widget.value != value:
                     widget.value = value
         finally:
@@ -137,7 +139,8 @@ class Form:
             self.note("deterministic", "op determinism stays on in this process until a restart")
         else:
             self.note("deterministic", "seeded; ops may differ in the last bits between runs")
-        self.note("dataset", data.info(config.dataset).description)
+        self.note("dataset", registry.describe("dataset", config.dataset))
+        self.note("model", registry.describe("model", config.model))
         simulated = config.replicas is not None and config.accelerator in ("auto", "cpu")
         self.note("replicas", "on a CPU: simulated replicas (logical devices)" if simulated else "")
         self.note("accelerator", "changed since connect: Train reconnects" if stale else "")
@@ -155,6 +158,8 @@ def _make_widget(label: str, kind: str, extra):
     common = dict(description=label, style=_LABEL_STYLE, layout=widgets.Layout(width="330px"))
     if kind == "choice":
         return widgets.Dropdown(options=[(str(c), c) for c in extra], **common)
+    if kind == "name":  # the zoo and registered names, read when the form is built
+        return widgets.Dropdown(options=list(registry.names(extra)), **common)
     if kind == "bool":
         return widgets.Checkbox(value=False, indent=True, **common)
     if kind == "int":

@@ -66,11 +66,14 @@ class Reproducibility:
         return f"Not reproducible: fingerprints differ ({a} vs {b}).{why}"
 
 
-def panel(config: Optional[RunConfig] = None, *, display: bool = True, **options) -> "Panel":
+def panel(config: Optional[RunConfig] = None, *, model=None, data=None, display: bool = True, **options) -> "Panel":
     """Build the panel for `config` (default `RunConfig()`) and display it.
 
     Args:
         config: the run to start from: a RunConfig or a dict of its fields.
+        model: your own model: a factory (a callable returning a keras.Model) or a keras.Model,
+            as `tpukit.train(model=...)` takes it. The model dropdown shows its name.
+        data: your own data, as `tpukit.train(data=...)` takes it (arrays, a tf.data.Dataset, a loader).
         display: show the panel in the notebook now (False: show it later with
             `panel.display()` or by ending a cell with `panel`).
         **options: passed to `Panel` (context, display_fn, clock, runs, auto_tensorboard).
@@ -78,7 +81,7 @@ def panel(config: Optional[RunConfig] = None, *, display: bool = True, **options
     Returns:
         The `Panel`.
     """
-    built = Panel(config, **options)
+    built = Panel(config, model=model, data=data, **options)
     if display:
         built.display()
     return built
@@ -111,15 +114,24 @@ class Panel:
         widget: the root widget. `buttons`, `form.widgets` and `views` hold the parts.
     """
 
-    def __init__(self, config=None, *, context: Optional[str] = None, display_fn: Optional[Callable] = None,
+    def __init__(self, config=None, *, model=None, data=None, validation_data=None, test_data=None,
+                 context: Optional[str] = None, display_fn: Optional[Callable] = None,
                  clock: Callable[[], float] = time.perf_counter, runs: Optional[list] = None,
                  auto_tensorboard: bool = True):
+        from tpukit import training
+
         if isinstance(config, dict):
             config = _valid(config)
         elif config is None:
             config = _valid({})
         elif not isinstance(config, RunConfig):
             raise TypeError(f"Expected a RunConfig, a dict of its fields or None. Received: config={config!r}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PaddingWarning)
+            config, model, data = training.with_labels(config, model, data)
+        # The user's own model and data (objects), used while the config still names them.
+        self._inputs = {"model": (config.model, model), "data": (config.dataset, data),
+                        "validation_data": validation_data, "test_data": test_data}
         self.context = context or _context.detect()
         if self.context not in _context.CONTEXTS:
             raise ValueError(f"Unknown context {self.context!r}. Expected one of {', '.join(_context.CONTEXTS)}.")
@@ -183,10 +195,19 @@ class Panel:
         self._refresh()
 
     def _check_runtime_fit(self, config: RunConfig) -> None:
-        """Checks that need the hardware, against the connected runtime when it is the one `config` asks for."""
+        """Checks that need the hardware (against the connected runtime when it is the one `config` asks for)
+        or the data's size (where it is known before loading)."""
+        from tpukit import sources
+
         runtime = self._matching_runtime(config)
         if runtime is not None:
             config.check_for(runtime.kind, runtime.replicas)
+        inputs = self._inputs_for(config)
+        available = sources.planned_train_examples(config, inputs.get("data"), inputs.get("validation_data"))
+        if available is not None:
+            replicas = runtime.replicas if runtime is not None else (config.replicas or 1)
+            split = config.validation_split is not None and inputs.get("validation_data") is None
+            config.check_examples(available, replicas, split)
 
     def _matching_runtime(self, config: RunConfig):
         if self._runtime is not None and self._runtime_key == _runtime_key(config):
@@ -501,19 +522,22 @@ class Panel:
         return None
 
     def _train_work(self, config: RunConfig, run_dir: Optional[str], runtime=None):
-        from tpukit import data, training
+        from tpukit import data, registry, training
         from tpukit.ui import progress
 
         runtime = runtime or self._connect(config)
-        total = _steps_per_epoch(config, runtime.replicas) * config.epochs
-        first_loss = 1.1 * math.log(data.info(config.dataset).num_classes)  # a fresh classifier's loss
+        total = _steps_per_epoch(config, runtime.replicas, self._inputs_for(config)) * config.epochs
+        entry = registry.lookup("dataset", config.dataset)
+        # A fresh classifier's loss sets the plot's first height; the axes grow for anything else.
+        first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if entry and entry.builtin else 1.0
         self._progress_view.start(config.run_name, self.context == _context.COLAB, total, first_loss)
         callback = progress.make_callback(self._progress_view, global_batch=config.batch_size * runtime.replicas,
                                           clock=self._clock)
+        inputs = self._inputs_for(config)
         if run_dir is None:
-            result = training.train(config, runtime, callbacks=[callback], stop=self._stop)
+            result = training.train(config, runtime, callbacks=[callback], stop=self._stop, **inputs)
         else:
-            result = training.resume(run_dir, runtime, callbacks=[callback], stop=self._stop)
+            result = training.resume(run_dir, runtime, callbacks=[callback], stop=self._stop, **inputs)
         self._progress_view.finish(result)
         self._record(result)
         if result.profile_files:
@@ -601,12 +625,21 @@ class Panel:
                 self.buttons[name].disabled = disabled
 
     # ---- helpers ---------------------------------------------------------------
+    def _inputs_for(self, config: RunConfig) -> Dict[str, Any]:
+        """The objects handed to the panel, for a config that still names them (the form may have moved on)."""
+        name, model = self._inputs["model"]
+        dataset, data = self._inputs["data"]
+        out = {"model": model if config.model == name else None, "data": data if config.dataset == dataset else None}
+        if out["data"] is not None:
+            out.update(validation_data=self._inputs["validation_data"], test_data=self._inputs["test_data"])
+        return out
+
     def _default_window(self) -> Tuple[int, int]:
         """A few steps after warm-up that fit in the run: 10-14 when the run is long enough."""
         config = self._config
         runtime = self._matching_runtime(config)
         replicas = runtime.replicas if runtime is not None else (config.replicas or 1)
-        total = _steps_per_epoch(config, replicas) * config.epochs
+        total = _steps_per_epoch(config, replicas, self._inputs_for(config)) * config.epochs
         start = min(10, total // 4)
         return start, max(start, min(start + 4, total - 1))
 
@@ -626,12 +659,15 @@ def _valid(values: dict) -> RunConfig:
         return RunConfig.from_dict(values)
 
 
-def _steps_per_epoch(config: RunConfig, replicas: int) -> int:
-    """Steps in one epoch, as the engine will count them (whole global batches)."""
-    from tpukit import data
+def _steps_per_epoch(config: RunConfig, replicas: int, inputs: Dict[str, Any]) -> int:
+    """Steps in one epoch as the engine will count them (1 when only the run can count them: the plot's axes grow)."""
+    from tpukit import pipeline, sources
 
-    available = data.train_size(config.dataset, config.dataset_size)
-    return config.steps_per_epoch or max(1, available // (config.batch_size * replicas))
+    if config.steps_per_epoch:
+        return config.steps_per_epoch
+    available = sources.planned_train_examples(config, inputs.get("data"), inputs.get("validation_data"))
+    global_batch = config.batch_size * replicas
+    return pipeline.steps_per_epoch(available, global_batch) if available and available >= global_batch else 1
 
 
 def _runtime_key(config: RunConfig) -> Tuple:

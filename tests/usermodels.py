@@ -1,0 +1,81 @@
+"""Models and data a user writes in a notebook: tpukit has never seen them.
+
+Shared by the in-process tests, the JAX tests (fresh processes) and the CLI
+tests, which name them by import path (`usermodels:user_cnn`).
+"""
+
+import keras
+import numpy as np
+
+
+def images(n=1024, seed=0):
+    """User images: NumPy uint8 arrays and int labels, as a user would have them."""
+    from tpukit.data import make_shapes
+
+    x, y, _, _ = make_shapes(n, 1, seed=seed)
+    return np.array(x), np.array(y)
+
+
+def user_cnn(spec):
+    """A functional CNN written by the user."""
+    inputs = keras.Input(spec.input_shape, dtype=spec.input_dtype)
+    x = keras.layers.Rescaling(1 / 255)(inputs)
+    x = keras.layers.Conv2D(8, 3, activation="relu")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    outputs = keras.layers.Dense(spec.num_classes, activation="softmax", dtype="float32")(x)
+    return keras.Model(inputs, outputs)
+
+
+class TinyNet(keras.Model):
+    """A subclassed model: its layers have no symbolic shapes."""
+
+    def __init__(self, classes=4):
+        super().__init__()
+        self.flatten = keras.layers.Flatten()
+        self.rescale = keras.layers.Rescaling(1 / 255)
+        self.hidden = keras.layers.Dense(32, activation="relu")
+        self.out = keras.layers.Dense(classes, activation="softmax", dtype="float32")
+
+    def call(self, x):
+        return self.out(self.hidden(self.flatten(self.rescale(x))))
+
+
+def two_inputs():
+    """A functional model with two named inputs, fed a dict."""
+    image = keras.Input((32, 32, 3), dtype="uint8", name="image")
+    extra = keras.Input((4,), name="extra")
+    x = keras.layers.Flatten()(keras.layers.Rescaling(1 / 255)(image))
+    x = keras.layers.Concatenate()([keras.layers.Dense(16, activation="relu")(x), extra])
+    return keras.Model({"image": image, "extra": extra}, keras.layers.Dense(4, activation="softmax")(x))
+
+
+def regressor(spec):
+    inputs = keras.Input(spec.input_shape)
+    x = keras.layers.Normalization()(inputs)
+    x = keras.layers.Dense(32, activation="relu")(x)
+    return keras.Model(inputs, keras.layers.Dense(1)(x))
+
+
+def text_classifier(spec):
+    """Tokens -> Embedding -> average -> two classes."""
+    tokens = keras.Input(spec.input_shape, dtype="int32")
+    x = keras.layers.Embedding(200, 16)(tokens)
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    return keras.Model(tokens, keras.layers.Dense(2, activation="softmax")(x))
+
+
+def tokens(n=2048, length=20, seed=0):
+    """Generated text: class 1 sequences use the upper half of the vocabulary more often."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    low = rng.integers(1, 100, (n, length))
+    high = rng.integers(100, 200, (n, length))
+    pick = rng.random((n, length)) < np.where(y[:, None] == 1, 0.7, 0.3)
+    return np.where(pick, high, low).astype(np.int32), y.astype(np.int32)
+
+
+
+
+def load_tokens():
+    """A dataset loader for the CLI: `--dataset usermodels:load_tokens`."""
+    return tokens(4096, seed=3)
