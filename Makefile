@@ -11,14 +11,14 @@ STAMP := $(VENV)/.tpukit-installed
 W7 := .widgets7
 W7STAMP := $(W7)/.installed
 
-.PHONY: demo test test-widgets7 venv tensorboard bench bench-panel clean
+.PHONY: demo test test-widgets7 test-colab venv tensorboard bench bench-panel clean
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[cpu,jax,test]"
+	$(PY) -m pip install -q -e ".[cpu,jax,profile,test]"
 	touch $(STAMP)
 
 demo: venv
@@ -27,6 +27,13 @@ demo: venv
 test: venv $(W7STAMP)
 	$(PY) -m pytest -q
 	PYTHONPATH=$(W7) $(PY) -m pytest -q -p no:cacheprovider tests/test_panel.py tests/test_context.py
+	$(MAKE) test-colab
+
+# Colab's TPU and CPU/GPU package sets (.ci/colab/*.txt), each in its own venv: install tpukit as Colab users do,
+# check that nothing of the set moved, run the tests that apply there.
+test-colab:
+	bash .ci/colab-env.sh tpu
+	bash .ci/colab-env.sh cpu
 
 test-widgets7: venv $(W7STAMP)
 	PYTHONPATH=$(W7) $(PY) -m pytest -q -p no:cacheprovider tests/test_panel.py tests/test_context.py
@@ -46,4 +53,4 @@ bench-panel: venv
 	$(PY) benchmarks/panel_overhead.py
 
 clean:
-	rm -rf runs .pytest_cache $(W7)
+	rm -rf runs .pytest_cache $(W7) .venv-colab-tpu .venv-colab-cpu

@@ -43,12 +43,18 @@
 # %% [markdown]
 # ## Setup
 #
-# **Cell 1: install.** In Colab, uncomment the line and run it. Colab already has TensorFlow, so a plain install
-# keeps it (TensorFlow is an optional extra of tpukit: `tpukit[cpu]` on a laptop). The line stays commented here
-# so that running the whole notebook elsewhere never reinstalls anything.
+# **Cell 1: install.** The same cell works on Colab's CPU, GPU and TPU runtimes: it installs tpukit only where it
+# is missing, without extras, so the runtime's own framework stays (TensorFlow on CPU and GPU; JAX, with no
+# TensorFlow, on TPU) and no package Colab ships changes. Where tpukit is installed already, it does nothing.
 
 # %%
-# # !pip install -q "tpukit @ git+https://github.com/tpukit/tpukit"
+import importlib.util
+import subprocess
+import sys
+
+if importlib.util.find_spec("tpukit") is None:  # Colab: install tpukit, keep the runtime's own framework
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
 
 # %% [markdown]
 # The tests run every notebook with `TPUKIT_SMOKE=1`, which shrinks the run to a few seconds on a CPU

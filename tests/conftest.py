@@ -2,7 +2,9 @@
 
 Simulated replicas must exist before TensorFlow initializes its devices, so
 this runs at collection time, once per session. Tests that need a different
-device layout (or a fresh process) run the CLI in a subprocess.
+device layout (or a fresh process) run the CLI in a subprocess. Where
+TensorFlow is not installed (Colab's TPU package set), JAX gets the 8 devices
+instead, through XLA's flag, before it starts.
 """
 
 import os
@@ -18,9 +20,12 @@ REPLICAS = 8
 
 
 def pytest_configure(config):
-    from tpukit import runtime
+    from tpukit import backend, runtime
 
-    runtime.configure_cpu_replicas(REPLICAS)
+    if backend.installed("tensorflow"):
+        runtime.configure_cpu_replicas(REPLICAS)
+    else:
+        runtime._xla_flag(f"--xla_force_host_platform_device_count={REPLICAS}")
 
 
 @pytest.fixture(autouse=True)

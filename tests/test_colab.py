@@ -16,27 +16,29 @@ def test_nothing_to_do_on_a_complete_machine_is_quick_and_runs_no_pip():
     assert time.perf_counter() - start < 2
 
 
-def test_a_colab_tpu_vm_image_gets_tensorflow_cpu_and_the_profiler_with_jax_pinned():
-    """Fake Colab TPU image: tensorflow, tensorboard and xprof reported missing (they are installed here)."""
+def test_a_colab_tpu_image_gets_the_viewing_tools_with_everything_installed_pinned_and_never_tensorflow():
+    """Fake Colab TPU image: tensorboard and xprof reported missing (they are installed here), no TensorFlow."""
     calls = []
 
     def fake_pip(cmd, **kwargs):
         calls.append(cmd)
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
+    image = {"jax": "0.7.2", "jaxlib": "0.7.2", "libtpu": "0.0.21", "keras": "3.13.2", "numpy": "2.0.2",
+             "protobuf": "5.29.5"}
     plan = colab.setup(run=fake_pip, importable=lambda m: m not in ("tensorflow", "tensorboard", "xprof"),
-                       installed=lambda d: {"jax": "0.7.1", "jaxlib": "0.7.1", "libtpu": "0.0.21"}.get(d))
-    assert plan.missing == ("tensorflow-cpu", "tensorboard", "xprof")
+                       installed=lambda: image)
+    assert plan.missing == ("tensorboard", "xprof<2.20.6")  # newer xprof needs protobuf 6 at import
     cmd = calls[0]
-    assert cmd[1:4] == ["-m", "pip", "install"] and cmd[-3:] == ["tensorflow-cpu", "tensorboard", "xprof"]
+    assert cmd[1:4] == ["-m", "pip", "install"] and cmd[-2:] == ["tensorboard", "xprof<2.20.6"]
+    assert not any("tensorflow" in part for part in cmd)
     constraints = open(cmd[cmd.index("-c") + 1]).read().splitlines()
-    assert constraints == ["jax==0.7.1", "jaxlib==0.7.1", "libtpu==0.0.21"]
+    assert constraints == [f"{name}=={version}" for name, version in sorted(image.items())]
 
 
 def test_a_conflict_is_one_clear_error():
     def failing_pip(cmd, **kwargs):
-        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Cannot install tensorflow-cpu because of ml-dtypes")
+        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Cannot install xprof because of urllib3")
 
-    with pytest.raises(RuntimeError, match=r"could not install tensorflow-cpu while keeping .*ml-dtypes"):
-        colab.setup(run=failing_pip, importable=lambda m: m != "tensorflow",
-                    installed=lambda d: {"ml-dtypes": "0.5.1"}.get(d))
+    with pytest.raises(RuntimeError, match=r"could not install xprof without changing any of the 1 packages .*urllib3"):
+        colab.setup(run=failing_pip, importable=lambda m: m != "xprof", installed=lambda: {"urllib3": "2.5.0"})

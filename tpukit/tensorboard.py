@@ -140,6 +140,11 @@ def start(
     """
     logdir = _absolute(logdir)
     _check_args(port, host, timeout)
+    from tpukit.backend import installed
+
+    if not installed("tensorboard"):
+        return Failed("TensorBoard is not installed here: run tpukit.colab.setup() on Colab, or "
+                      "pip install 'tpukit[profile]'. The runs' scalars are written all the same.")
     for inst in running(logdir):
         if port is not None and inst.port != port:
             continue

@@ -128,7 +128,7 @@ class _Run:
             warnings.simplefilter("ignore", PaddingWarning)  # already said above
             self.config = config = config.replace(replicas=runtime.replicas, precision=policy, backend=runtime.backend)
         self.runtime = runtime
-        determinism.setup(config.seed, config.deterministic)
+        determinism.setup(config.seed, config.deterministic, runtime.backend)
         self.source = self._load_data()
         with precision.policy(policy), runtime.strategy.scope():
             self.model = self._build_model()
@@ -248,7 +248,7 @@ class _Run:
             self.recorder,
             self.stopper,
             cb.EpochBackup(str(self.run_dir / "backup"), steps),
-            keras.callbacks.TensorBoard(log_dir=str(self.run_dir), profile_batch=0, write_graph=False),
+            _scalar_writer(str(self.run_dir)),
         ]
         self.profiler = None
         if config.profile is not None:
@@ -289,6 +289,7 @@ class _Run:
         rec = getattr(self, "recorder", None)
         fields = dict(run_dir=str(self.run_dir), status=status, config=self.config.to_dict(),
                       history=_columns(self.history), epochs_done=len(self.history),
+                      steps_per_epoch=getattr(self, "steps", None),
                       precision_reason=self.precision_reason, runtime=self.runtime.to_dict(),
                       message=message, started=self.started, data=self.source.describe(),
                       test_metrics=dict(getattr(self, "test_metrics", {})), notes=tuple(self.notes))
@@ -318,6 +319,17 @@ class _Run:
         if status == "completed":
             shutil.rmtree(self.run_dir / "backup", ignore_errors=True)
         return result
+
+
+def _scalar_writer(logdir: str):
+    """Keras' TensorBoard callback where TensorFlow is installed (it writes with tf.summary); else tpukit's writer."""
+    import keras
+
+    from tpukit import backend, scalars
+
+    if backend.installed("tensorflow"):
+        return keras.callbacks.TensorBoard(log_dir=logdir, profile_batch=0, write_graph=False)
+    return scalars.EpochScalars(logdir)
 
 
 def with_labels(config, model, data):

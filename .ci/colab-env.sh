@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Test tpukit inside one of Colab's package sets (.ci/colab/NAME.txt, NAME = tpu or cpu):
+#   1. build .venv-colab-NAME from the pinned set (once per version of the pin file; pip's cache makes rebuilds cheap)
+#      and record its `pip freeze`;
+#   2. install tpukit the way the README tells Colab users (a plain `pip install` of the source, no extras);
+#   3. fail if that install changed any package of the set (additions are fine);
+#   4. add the test tools under a constraints file that forbids moving anything, and run the tests that apply there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+name=${1:?usage: .ci/colab-env.sh tpu|cpu}
+pins=.ci/colab/$name.txt
+venv=.venv-colab-$name
+py=$venv/bin/python
+stamp=$venv/.built-$(sha1sum "$pins" | cut -c1-12)
+start=$(date +%s)
+
+if [ ! -f "$stamp" ]; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$py" -m pip install -q --upgrade pip
+  "$py" -m pip install -q -r "$pins"
+  "$py" -m pip freeze --all | sort > "$venv/colab-freeze.txt"
+  touch "$stamp"
+fi
+
+# 2. The README's Colab install: tpukit from source, without extras (Colab's own framework stays).
+"$py" -m pip uninstall -q -y tpukit 2>/dev/null || true
+"$py" -m pip install -q . 2>&1 | grep -v "^WARNING: Location" || true
+"$py" -m pip freeze --all | sort > "$venv/after-freeze.txt"
+
+# 3. Nothing Colab shipped may move.
+"$py" - "$venv/colab-freeze.txt" "$venv/after-freeze.txt" <<'PY'
+import sys
+
+def read(path):
+    out = {}
+    for line in open(path):
+        line = line.strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            out[name.lower().replace("_", "-")] = version
+    return out
+
+before, after = read(sys.argv[1]), read(sys.argv[2])
+changed = [f"{n} {v} -> {after.get(n, 'removed')}" for n, v in sorted(before.items()) if after.get(n) != v]
+added = sorted(set(after) - set(before))
+if changed:
+    sys.exit("installing tpukit changed packages of Colab's set: " + "; ".join(changed))
+print(f"pip freeze check: none of the {len(before)} packages of the set changed; tpukit added {len(added)}: "
+      + ", ".join(added))
+PY
+
+# 4. Test tools, constrained to what is installed now; then the tests of this set and notebook 00 at smoke size.
+"$py" -m pip install -q -c "$venv/after-freeze.txt" pytest nbclient nbformat jupytext
+export TPUKIT_COLAB_SET=$name
+status=0
+"$py" -m pytest -q -p no:cacheprovider tests/test_colab_sets.py tests/test_notebooks.py \
+  -k "test_colab_sets or (test_notebook_runs and 00_quick_start)" || status=$?
+echo "colab-$name: $(( $(date +%s) - start )) s"
+exit $status

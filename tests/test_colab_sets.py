@@ -1,0 +1,189 @@
+"""tpukit inside Colab's own package sets: run by `.ci/colab-env.sh tpu|cpu` (and so by `make test`).
+
+`.ci/colab-env.sh` builds a venv from `.ci/colab/NAME.txt`, installs tpukit as the README tells Colab users,
+checks that nothing of the set moved, then runs this module with TPUKIT_COLAB_SET=NAME. In the main venv
+(newest packages) the module is skipped: those packages are tested by every other module.
+
+- tpu: Colab's TPU runtime without TensorFlow or TensorBoard: JAX 0.7.2 on the CPU with 8 simulated devices
+  (the TPU itself cannot exist here), Keras 3.13.2, ipywidgets 7.7.1.
+- cpu: Colab's CPU/GPU runtime: TensorFlow 2.20, TensorBoard 2.20, Keras 3.13.2, ipywidgets 7.7.1.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+SET = os.environ.get("TPUKIT_COLAB_SET")
+pytestmark = pytest.mark.skipif(SET is None, reason="runs inside a Colab package set (.ci/colab-env.sh)")
+tpu_set = pytest.mark.skipif(SET != "tpu", reason="Colab's TPU runtime set only")
+cpu_set = pytest.mark.skipif(SET != "cpu", reason="Colab's CPU/GPU runtime set only")
+SMALL = dict(dataset="digits", model="mlp", epochs=2, batch_size=16)
+
+
+def _versions():
+    from importlib.metadata import version
+
+    return {name: version(name) for name in ("keras", "ipywidgets", "numpy")}
+
+
+def test_the_set_is_colabs():
+    versions = _versions()
+    assert versions["keras"] == "3.13.2" and versions["ipywidgets"] == "7.7.1"
+    if SET == "tpu":
+        from importlib.metadata import version
+
+        assert version("jax") == "0.7.2"
+        assert importlib.util.find_spec("tensorflow") is None  # Colab's TPU runtime has none
+    else:
+        assert next(iter(__import__("tpukit.runtime").runtime.installed_tensorflow().values())) == "2.20.0"
+
+
+def test_colab_setup_adds_the_profile_viewer_without_moving_anything_and_summarizes_a_capture(tmp_path):
+    """tpukit.colab.setup() on the set: xprof arrives at a release that fits, nothing installed moves (real pip).
+
+    First in the module: later tests read the event files with TensorBoard's own reader, which this installs.
+    """
+    import tpukit
+    from tpukit import colab, profiling
+
+    before = colab._installed()
+    plan = colab.setup()
+    after = colab._installed()
+    assert "tensorflow" not in plan.missing and "tensorflow-cpu" not in after or SET == "cpu"
+    moved = {name: (version, after.get(name)) for name, version in before.items() if after.get(name) != version}
+    assert not moved, moved
+    assert "xprof" in after and "tensorboard" in after
+    proc = subprocess.run([sys.executable, "-c", "from xprof.convert import raw_to_tool_data"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[-1500:]  # the release pip chose imports on this protobuf
+    result = tpukit.train(tpukit.RunConfig(**dict(SMALL, epochs=1), profile=(2, 5), logdir=str(tmp_path)))
+    summary = profiling.summarize(result.profile_files[0])
+    assert summary.step_time_ms and summary.step_time_ms > 0 and len(summary.steps) >= 3
+
+
+@tpu_set
+def test_without_tensorflow_connect_picks_jax_and_says_why():
+    import tpukit
+
+    runtime = tpukit.connect()
+    assert runtime.backend == "jax" and runtime.replicas == 8 and runtime.simulated
+    assert "TensorFlow is not installed here" in runtime.precision_reason
+    assert "tensorflow" not in sys.modules
+
+
+class _StopAt:
+    """Sets `flag` at the end of global step `step` (a Keras callback, built lazily)."""
+
+    def __new__(cls, step, flag):
+        import keras
+
+        class StopAt(keras.callbacks.Callback):
+            def __init__(self):
+                super().__init__()
+                self.seen = 0
+
+            def on_train_batch_end(self, batch, logs=None):
+                self.seen += 1
+                if self.seen == step:
+                    flag.set()
+
+        return StopAt()
+
+
+def _scalars(run_dir):
+    """Epoch scalars as TensorBoard reads them (its own event reader)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(Path(run_dir) / "train"))
+    acc.Reload()
+    return {tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+@tpu_set
+def test_jax_run_on_8_devices_writes_scalars_and_a_capture_and_resumes_exactly(tmp_path):
+    import tpukit
+
+    config = tpukit.RunConfig(**dict(SMALL, epochs=3), replicas=8, deterministic=True, profile=(2, 4),
+                              logdir=str(tmp_path))
+    reference = tpukit.train(config)
+    assert reference.status == "completed" and reference.config["backend"] == "jax"
+    assert reference.config["replicas"] == 8 and reference.config["batch_size"] == 16
+    scalars = _scalars(reference.run_dir)
+    assert len(scalars["epoch_loss"]) == 3 and "epoch_accuracy" in scalars
+    capture = reference.profile_files[0]
+    assert Path(capture).exists() and capture.endswith(".xplane.pb")
+    flag = threading.Event()
+    stopped = tpukit.train(config.replace(profile=None), callbacks=[_StopAt(12, flag)], stop=flag)
+    assert stopped.status == "stopped" and stopped.epochs_done == 1  # 10 steps an epoch
+    resumed = tpukit.resume(stopped.run_dir)
+    assert resumed.status == "completed" and resumed.fingerprint == reference.fingerprint
+    assert "tensorflow" not in sys.modules
+
+
+@tpu_set
+def test_user_model_and_data_without_tensorflow(tmp_path):
+    import tpukit
+    from usermodels import text_classifier, tokens
+
+    x, y = tokens(1024)
+    result = tpukit.train(tpukit.RunConfig(epochs=2, batch_size=8, logdir=str(tmp_path)),
+                          model=text_classifier, data=(x, y))
+    assert result.status == "completed" and result.validation_metrics["accuracy"] > 0.5
+    assert result.flops_source.startswith("XLA cost analysis") and result.mfu
+    assert "tensorflow" not in sys.modules
+
+
+def test_the_panel_trains_headless(tmp_path):
+    """The panel under ipywidgets 7.7.1 (Colab's), driven by its methods as a click would."""
+    from panel_support import headless_panel
+
+    panel = headless_panel(dict(SMALL, logdir=str(tmp_path)))
+    result = panel.train(wait=True)
+    assert result is not None, panel.message
+    assert result.status == "completed" and panel.progress.done
+    assert Path(result.run_dir).name in panel.views["runs"].value
+
+
+def test_the_cli_trains(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tpukit", "train", "--json", "--dataset", "digits", "--model", "mlp",
+                           "--epochs", "1", "--batch-size", "32", "--logdir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["status"] == "completed" and out["backend"] == ("jax" if SET == "tpu" else "tensorflow")
+
+
+@cpu_set
+def test_tensorboard_magic_reads_the_runs(tmp_path):
+    """What `%tensorboard --logdir runs` does: tensorboard.manager starts TensorBoard 2.20 on the run directories."""
+    import tpukit
+    from tensorboard import manager
+
+    result = tpukit.train(tpukit.RunConfig(**SMALL, logdir=str(tmp_path)))
+    assert result.config["backend"] == "tensorflow"
+    started = manager.start(["--logdir", str(tmp_path), "--host", "127.0.0.1", "--port", "0"], timeout=60)
+    assert isinstance(started, (manager.StartLaunched, manager.StartReused)), started
+    info = started.info
+    try:
+        deadline, runs = time.time() + 60, {}
+        while time.time() < deadline:
+            with urllib.request.urlopen(f"http://127.0.0.1:{info.port}/data/plugin/scalars/tags", timeout=10) as r:
+                runs = json.loads(r.read())
+            if runs:
+                break
+            time.sleep(0.5)
+        name = Path(result.run_dir).name
+        assert f"{name}/train" in runs and "epoch_loss" in runs[f"{name}/train"]
+    finally:
+        os.kill(info.pid, 15)
