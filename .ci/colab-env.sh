@@ -23,8 +23,14 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
+# Back to Colab's set exactly: drop what an earlier run added (tpukit, test tools, xprof), restore what it moved.
+names() { sed -E 's/[ =@].*//' "$@" | tr 'A-Z_' 'a-z-' | sort -u; }
+"$py" -m pip freeze --all | sort > "$venv/now-freeze.txt"
+extra=$(comm -13 <(names "$venv/colab-freeze.txt") <(names "$venv/now-freeze.txt"))
+if [ -n "$extra" ]; then "$py" -m pip uninstall -q -y $extra; fi
+"$py" -m pip install -q -r "$venv/colab-freeze.txt" 2>&1 | grep -v "^WARNING: Location" || true
+
 # 2. The README's Colab install: tpukit from source, without extras (Colab's own framework stays).
-"$py" -m pip uninstall -q -y tpukit 2>/dev/null || true
 "$py" -m pip install -q . 2>&1 | grep -v "^WARNING: Location" || true
 "$py" -m pip freeze --all | sort > "$venv/after-freeze.txt"
 

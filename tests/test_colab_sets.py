@@ -9,6 +9,7 @@ checks that nothing of the set moved, then runs this module with TPUKIT_COLAB_SE
 - cpu: Colab's CPU/GPU runtime: TensorFlow 2.20, TensorBoard 2.20, Keras 3.13.2, ipywidgets 7.7.1.
 """
 
+import datetime
 import importlib.util
 import json
 import os
@@ -165,14 +166,17 @@ def test_the_cli_trains(tmp_path):
 
 
 @cpu_set
-def test_tensorboard_magic_reads_the_runs(tmp_path):
+def test_tensorboard_magic_reads_the_runs(tmp_path, monkeypatch):
     """What `%tensorboard --logdir runs` does: tensorboard.manager starts TensorBoard 2.20 on the run directories."""
     import tpukit
     from tensorboard import manager
 
+    # %tensorboard runs the `tensorboard` program from PATH, as in Colab (here: the set's venv, as if activated).
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     result = tpukit.train(tpukit.RunConfig(**SMALL, logdir=str(tmp_path)))
     assert result.config["backend"] == "tensorflow"
-    started = manager.start(["--logdir", str(tmp_path), "--host", "127.0.0.1", "--port", "0"], timeout=60)
+    started = manager.start(["--logdir", str(tmp_path), "--host", "127.0.0.1", "--port", "0"],
+                            timeout=datetime.timedelta(seconds=90))
     assert isinstance(started, (manager.StartLaunched, manager.StartReused)), started
     info = started.info
     try:

@@ -17,6 +17,7 @@ from tpukit import records, registry, sources
 from tpukit.config import ConfigError, RunConfig
 from tpukit.training import resume, train
 from conftest import REPLICAS
+from test_training import CallAt
 from usermodels import TinyNet, images, tokens, regressor, text_classifier, two_inputs, user_cnn
 
 BASE = dict(epochs=2, batch_size=32)
@@ -142,17 +143,6 @@ def test_registered_model_and_dataset_by_name(tmp_path):
 
 
 # ---- determinism and resume -----------------------------------------------------------------
-
-class CallAt(keras.callbacks.Callback):
-    def __init__(self, step, action):
-        super().__init__()
-        self.step, self.action, self.seen = step, action, 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.seen += 1
-        if self.seen == self.step:
-            self.action()
-
 
 def test_deterministic_user_run_stopped_and_resumed_matches_uninterrupted(tmp_path):
     x, y = tokens(1024)

@@ -181,3 +181,13 @@ def test_multi_worker_mirrored_two_local_workers(tmp_path):
         assert o["strategy"] is True and o["workers"] == 2 and o["replicas"] == 2
         assert o["total"] == 2.0  # one from each worker: the collective ran across both processes
         assert "keras-team/keras#20585" in o["refused"]  # Keras 3 fit under MWMS: refused clearly, not a deep traceback
+
+
+def test_one_mirrored_strategy_per_device_set_across_reconnects():
+    """A second MirroredStrategy over the same devices would reuse collective keys the first left pending."""
+    import tpukit
+    from conftest import REPLICAS
+
+    first = tpukit.connect(replicas=REPLICAS).strategy
+    tpukit.connect(replicas=1)
+    assert tpukit.connect(replicas=REPLICAS).strategy is first

@@ -330,7 +330,7 @@ def _connect_gpu(replicas, skipped) -> Runtime:
         facts.append({"name": name, "compute_capability": list(cc) if cc else None,
                       "memory_mib": memory.get(i), "peak_flops": peak})
     logical = [d.name for d in tf.config.list_logical_devices("GPU")][: len(gpus)]
-    strategy = tf.distribute.MirroredStrategy(devices=logical)
+    strategy = mirrored(logical)
     precision, reason = _gpu_precision(facts)
     return Runtime(
         backend="tensorflow",
@@ -377,6 +377,26 @@ def set_tf32(enabled: bool) -> bool:
     return previous
 
 
+_mirrored: Dict[Tuple[str, ...], Any] = {}
+
+
+def mirrored(devices) -> Any:
+    """The one MirroredStrategy of this process over `devices` (made on first use, then reused).
+
+    Reusing it is not only cheaper: a second MirroredStrategy over the same devices
+    starts its collective instance keys where the first did, and TensorFlow then
+    matches its all-reduces with ones the first left pending (seen with a sparse
+    Embedding gradient: "Shape mismatch in the collective instance 100"), which
+    cancels the next run. One strategy per device set never reuses a key.
+    """
+    import tensorflow as tf
+
+    key = tuple(devices)
+    if key not in _mirrored:
+        _mirrored[key] = tf.distribute.MirroredStrategy(devices=list(key))
+    return _mirrored[key]
+
+
 # ---- CPU -------------------------------------------------------------------
 def configure_cpu_replicas(n: int) -> int:
     """Split the CPU into at least `n` logical devices; returns how many there are.
@@ -411,7 +431,7 @@ def _connect_cpu(replicas, skipped) -> Runtime:
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     if replicas and replicas > 1:
         devices = devices[:replicas]
-        strategy = tf.distribute.MirroredStrategy(devices=devices)
+        strategy = mirrored(devices)
     else:
         devices = devices[:1]
         strategy = tf.distribute.get_strategy()
