@@ -155,6 +155,18 @@ def test_the_panel_trains_headless(tmp_path):
     assert Path(result.run_dir).name in panel.views["runs"].value
 
 
+def test_tfds_name_uncached_and_offline_fails_fast_in_one_line_offline_simulated(tmp_path, monkeypatch):
+    """`tfds:NAME` goes through tensorflow-datasets (both Colab sets ship it); the network probe is forced off."""
+    from tpukit import data, sources
+
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(data, "reachable", lambda host, **kwargs: False)
+    started = time.time()
+    with pytest.raises(data.DatasetUnavailable, match=r"'tfds:mnist' is not in the tensorflow-datasets cache") as info:
+        sources.prepare("tfds:mnist", name="tfds:mnist")
+    assert "\n" not in str(info.value) and time.time() - started < 30
+
+
 def test_the_cli_trains(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tpukit", "train", "--json", "--dataset", "digits", "--model", "mlp",
                            "--epochs", "1", "--batch-size", "32", "--logdir", str(tmp_path)],
