@@ -149,12 +149,11 @@ class _Run:
                 raise sources.DataError(
                     f"the data differs from the data this run trained on (fingerprint {source.fingerprint}, "
                     f"recorded {recorded}); resume needs the same data. Received: dataset={config.dataset!r}.")
-        global_batch = config.global_batch_size
-        if source.ordered:
-            config.check_examples(len(source.train), config.replicas, source.validation_from == "split")
         self.feeder = pipeline.choose(self.runtime.backend)
         if source.ordered:
-            self.steps = config.steps_per_epoch or pipeline.steps_per_epoch(len(source.train), global_batch)
+            config.check_examples(len(source.train), config.replicas, source.validation_from == "split")
+            per_pass = pipeline.steps_per_epoch(len(source.train), config.global_batch_size)
+            self.steps = config.steps_per_epoch or per_pass
         else:
             self.steps = config.steps_per_epoch or source.train.steps
         if source.validation_from == "split":
