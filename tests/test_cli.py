@@ -33,6 +33,10 @@ JSON_KEYS = {"run_dir", "status", "backend", "accelerator", "replicas", "precisi
         (["--epochs", "0"], "epochs=0"),
         (["--accelerator", "tpu", "--precision", "mixed_float16"], "use 'mixed_bfloat16'"),
         (["--resume", "/nonexistent/run"], "not a tpukit run directory"),
+        (["--seed", str(2**32)], "seed=4294967296"),
+        (["--epochs", "10000000"], "epochs=10000000"),
+        (["--name", "x" * 300], "at most 100 characters"),
+        (["--dataset", "shapes", "--dataset-size", str(10**12)], "dataset_size=1000000000000"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_short_message(args, expected):
@@ -137,6 +141,17 @@ def test_cli_trains_a_user_model_and_dataset_by_import_path_and_resumes_it(tmp_p
     assert resumed["status"] == "completed" and resumed["epochs_done"] == 4
     assert resumed["fingerprint"] == reference["fingerprint"]
     assert resumed["model"] == "usermodels:text_classifier" and resumed["validation_metrics"]
+
+
+def test_resume_of_a_damaged_run_and_a_bad_tensorboard_port_are_one_line(tmp_path):
+    run = tmp_path / "20260101-000000-x"
+    run.mkdir()
+    (run / "config.json").write_text('{"epochs": 2, "batch_s')
+    proc = run_cli("train", "--resume", str(run), timeout=60)
+    assert proc.returncode == 2 and "config.json: RunConfig.from_json: not valid JSON" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    proc = run_cli("tensorboard", "--port", "0", "--logdir", str(tmp_path), timeout=60)
+    assert proc.returncode == 2 and "expected a port from 1 to 65535" in proc.stderr
 
 
 def test_cli_import_path_that_fails_is_one_line(tmp_path):

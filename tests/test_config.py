@@ -1,6 +1,7 @@
 """RunConfig: validation at construction, one-line errors, derived values, JSON round trip."""
 
 import json
+import re
 import warnings
 
 import pytest
@@ -92,3 +93,31 @@ def test_config_is_frozen():
     config = RunConfig()
     with pytest.raises(Exception):
         config.batch_size = 3
+
+
+@pytest.mark.parametrize("changes, shown", [
+    (dict(seed=2**32), "seed=4294967296"),
+    (dict(epochs=10**7), "epochs=10000000"),
+    (dict(dataset_size=10**12), "dataset_size=1000000000000"),
+    (dict(name="x" * 300), "at most 100 characters"),
+    (dict(name="a:b"), "name='a:b'"),
+    (dict(name="CON"), "Windows device name"),
+    (dict(name="run."), "not ending in a dot"),
+])
+def test_values_that_can_never_train_are_refused_when_built(changes, shown):
+    with pytest.raises(ConfigError, match=re.escape(shown)) as info:
+        RunConfig(**changes)
+    assert "\n" not in str(info.value)
+    RunConfig(seed=2**32 - 1, name="my run-1")  # the edges that are fine
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("{", "not valid JSON (JSONDecodeError"),
+    ("[1, 2]", "expected a JSON object"),
+    ("[" * 100000 + "]" * 100000, "not valid JSON (RecursionError"),
+    ('{"epochs": "x"}', "epochs='x'"),
+])
+def test_from_json_fails_in_one_line(text, shown):
+    with pytest.raises(ConfigError, match=re.escape(shown)) as info:
+        RunConfig.from_json(text)
+    assert "\n" not in str(info.value)

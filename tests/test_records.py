@@ -1,6 +1,7 @@
 """Run directories never collide; results survive as JSON."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -34,3 +35,22 @@ def test_result_round_trip_listing_and_compare(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a tpukit run directory"):
         records.load(tmp_path / "nope")
     assert json.loads((run_dir / "result.json").read_text())["status"] == "completed"
+
+
+def test_a_damaged_record_is_one_line_and_list_runs_keeps_the_others(tmp_path):
+    from tpukit.config import ConfigError, RunConfig
+
+    good = records.new_run_dir(tmp_path, "good")
+    records.write_json(good / "config.json", RunConfig().to_dict())
+    bad = records.new_run_dir(tmp_path, "bad")
+    records.write_json(bad / "config.json", RunConfig().to_dict())
+    (bad / "result.json").write_text('{"status": "comp')  # torn
+    with pytest.raises(records.RunDirError, match="result.json cannot be read") as info:
+        records.load(bad)
+    assert "\n" not in str(info.value)
+    listed = {Path(r.run_dir).name.split("-", 2)[-1]: r for r in records.list_runs(tmp_path)}
+    assert listed["good"].status == "running"
+    assert listed["bad"].status == "failed" and "damaged" in listed["bad"].message
+    (good / "config.json").write_text("[]")
+    with pytest.raises(ConfigError, match="config.json: RunConfig.from_json: expected a JSON object"):
+        records.load_config(good)

@@ -147,7 +147,7 @@ def _train(args) -> int:
             result = training.train(config, runtime, progress=sys.stderr)
     except (ConfigError, RegistryError, DataError, ModelError) as e:
         return _bad(str(e))
-    except DatasetUnavailable as e:
+    except (DatasetUnavailable, records.RunDirError) as e:
         print(f"python -m tpukit: {e}", file=sys.stderr)
         return EXIT_FAILED
     except (rt.ConnectError, BackendError) as e:
@@ -219,6 +219,8 @@ def _doctor(args) -> int:
 def _tensorboard(args) -> int:
     from tpukit import tensorboard
 
+    if args.port is not None and not 1 <= args.port <= 65535:
+        return _bad(f"--port: expected a port from 1 to 65535, or none for a free one. Received: {args.port}")
     result = tensorboard.start(args.logdir, port=args.port)
     if isinstance(result, tensorboard.Failed):
         print(f"python -m tpukit: TensorBoard failed: {result.message}", file=sys.stderr)

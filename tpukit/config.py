@@ -70,12 +70,30 @@ def _check_name(field: str, value: Any) -> None:
         _fail(field, value, "a name: built in, registered, or an import path 'package.module:function'")
 
 
-def _check_int(field: str, value: Any, minimum: int, optional: bool = False) -> None:
+def _check_int(field: str, value: Any, minimum: int, optional: bool = False, maximum: Optional[int] = None) -> None:
     if optional and value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        what = f"an integer >= {minimum}" + (" or None" if optional else "")
-        _fail(field, value, what)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
+            maximum is not None and value > maximum):
+        what = f"an integer >= {minimum}" + (f" and <= {maximum:,}" if maximum is not None else "")
+        _fail(field, value, what + (" or None" if optional else ""))
+
+
+# Bounds past which a run can never train: NumPy seeds are 32-bit; the others are far beyond any real run.
+MAX_SEED = 2**32 - 1
+MAX_EPOCHS = 1_000_000
+MAX_EXAMPLES = 100_000_000
+MAX_NAME = 100
+_RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}
+
+
+def _check_run_name(name: Any) -> None:
+    """A name that is a valid directory name on Linux, macOS and Windows (it ends every run directory's name)."""
+    bad = not isinstance(name, str) or len(name) > MAX_NAME or any(c in name for c in '<>:"/\\|?*') or any(
+        ord(c) < 32 for c in name) or name.endswith((" ", ".")) or name.split(".")[0].lower() in _RESERVED_NAMES
+    if bad and name != "":
+        _fail("name", name, f"a run name of at most {MAX_NAME} characters, without / \\ : * ? \" < > | or control "
+                            "characters, not ending in a dot or space, and not a Windows device name")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +144,7 @@ class RunConfig:
             _fail("tpu", self.tpu, "a TPU name, 'local' or a grpc:// address")
         _check_int("replicas", self.replicas, 1, optional=True)
         _check_name("dataset", self.dataset)
-        _check_int("dataset_size", self.dataset_size, 1, optional=True)
+        _check_int("dataset_size", self.dataset_size, 1, optional=True, maximum=MAX_EXAMPLES)
         _check_name("model", self.model)
         _check_name("loss", self.loss)
         if isinstance(self.metrics, (list, str)):
@@ -136,13 +154,13 @@ class RunConfig:
         split = self.validation_split
         if split is not None and (isinstance(split, bool) or not isinstance(split, (int, float)) or not 0 < split < 1):
             _fail("validation_split", split, "a fraction between 0 and 1 (exclusive), or None for no validation")
-        _check_int("epochs", self.epochs, 1)
+        _check_int("epochs", self.epochs, 1, maximum=MAX_EPOCHS)
         _check_int("steps_per_epoch", self.steps_per_epoch, 1, optional=True)
         _check_int("batch_size", self.batch_size, 1)
         _check_choice("precision", self.precision, PRECISIONS)
         if not isinstance(self.deterministic, bool):
             _fail("deterministic", self.deterministic, "True or False")
-        _check_int("seed", self.seed, 0)
+        _check_int("seed", self.seed, 0, maximum=MAX_SEED)
         lr = self.learning_rate
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < math.inf:
             _fail("learning_rate", lr, "a positive number")
@@ -164,8 +182,7 @@ class RunConfig:
                 _fail("profile", self.profile, "None or (start, stop) steps with 0 <= start <= stop")
         if not isinstance(self.logdir, str) or not self.logdir:
             _fail("logdir", self.logdir, "a directory path")
-        if not isinstance(self.name, str) or any(c in self.name for c in "/\\"):
-            _fail("name", self.name, "a run name without slashes")
+        _check_run_name(self.name)
         self.check_for(self.accelerator, self.replicas or 1)
         advice = padding_advice(self.batch_size, self.accelerator)
         if advice:
@@ -243,4 +260,13 @@ class RunConfig:
 
     @classmethod
     def from_json(cls, text: str) -> "RunConfig":
-        return cls.from_dict(json.loads(text))
+        """The config in `text`; ConfigError (one line) for text that is not a JSON object of RunConfig fields."""
+        try:
+            values = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise ConfigError(f"RunConfig.from_json: not valid JSON ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0][:120] if str(e) else 'too deeply nested'}).") from None
+        if not isinstance(values, dict):
+            raise ConfigError(f"RunConfig.from_json: expected a JSON object of RunConfig fields. "
+                              f"Received: a JSON {type(values).__name__}.")
+        return cls.from_dict(values)

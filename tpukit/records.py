@@ -138,33 +138,68 @@ def save_result(result: RunResult) -> None:
     write_json(Path(result.run_dir) / "result.json", result.to_dict())
 
 
+class RunDirError(ValueError):
+    """A run directory whose files are missing or cannot be read. The message is one line and names the file."""
+
+
 def load(run_dir) -> RunResult:
-    """The result of the run in `run_dir` (status 'running' if it never wrote one)."""
+    """The result of the run in `run_dir` (status 'running' if it never wrote one).
+
+    Raises:
+        FileNotFoundError: not a run directory (no config.json).
+        RunDirError: result.json or config.json is not readable JSON of the expected form.
+    """
     run_dir = Path(run_dir)
     result_path = run_dir / "result.json"
     if result_path.exists():
-        return RunResult.from_dict(json.loads(result_path.read_text()))
+        values = _read_object(result_path)
+        try:
+            return RunResult.from_dict(values)
+        except TypeError as e:
+            raise RunDirError(f"{result_path} is not a tpukit result ({e}).") from None
     config_path = run_dir / "config.json"
     if not config_path.exists():
         raise FileNotFoundError(f"{run_dir} is not a tpukit run directory (no config.json)")
-    return RunResult(run_dir=str(run_dir), status="running", config=json.loads(config_path.read_text()))
+    return RunResult(run_dir=str(run_dir), status="running", config=_read_object(config_path))
+
+
+def _read_object(path: Path) -> dict:
+    try:
+        values = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError) as e:
+        raise RunDirError(f"{path} cannot be read ({type(e).__name__}): the run's record is damaged.") from None
+    if not isinstance(values, dict):
+        raise RunDirError(f"{path} holds a JSON {type(values).__name__}, not the object tpukit wrote.")
+    return values
 
 
 def load_config(run_dir):
-    from tpukit.config import RunConfig
+    """The RunConfig in `run_dir`/config.json. Raises FileNotFoundError, or ConfigError for a damaged file."""
+    from tpukit.config import ConfigError, RunConfig
 
     path = Path(run_dir) / "config.json"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a tpukit run directory (no config.json)")
-    return RunConfig.from_json(path.read_text())
+    try:
+        return RunConfig.from_json(path.read_text())
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
 
 
 def list_runs(logdir: str = "runs") -> List[RunResult]:
-    """Every run under `logdir`, oldest first."""
+    """Every run under `logdir`, oldest first. A run whose record is damaged is listed as failed, saying why."""
     root = Path(logdir)
     if not root.is_dir():
         return []
-    return [load(d) for d in sorted(root.iterdir()) if (d / "config.json").exists()]
+    runs = []
+    for d in sorted(root.iterdir()):
+        if not (d / "config.json").exists():
+            continue
+        try:
+            runs.append(load(d))
+        except RunDirError as e:
+            runs.append(RunResult(run_dir=str(d), status="failed", config={}, message=str(e)))
+    return runs
 
 
 def compare(results) -> List[Dict[str, Any]]:
