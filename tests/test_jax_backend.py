@@ -203,3 +203,18 @@ np_batches = [(feed[i][0]["a"].tolist(), feed[i][1].tolist()) for i in range(len
 print(json.dumps({"same": tf_batches == np_batches, "n": len(np_batches)}))
 """)
     assert out == {"same": True, "n": 12}
+
+
+def test_the_panel_connects_and_trains_with_the_backend_its_config_names():
+    """RunConfig(backend="jax") in a fresh kernel: Connect and Train use JAX (the panel used to connect TensorFlow)."""
+    out = _python_with("""
+import json, tpukit
+from panel_support import headless_panel
+panel = headless_panel(dict(backend="jax", replicas=8, dataset="digits", model="mlp", epochs=1, batch_size=16,
+                            logdir=__import__("tempfile").mkdtemp()))
+runtime = panel.connect()
+result = panel.train(wait=True)
+print(json.dumps({"backend": runtime.backend, "replicas": runtime.replicas, "status": result.status,
+                  "trained_on": result.config["backend"]}))
+""")
+    assert out == {"backend": "jax", "replicas": 8, "status": "completed", "trained_on": "jax"}

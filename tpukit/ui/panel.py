@@ -504,7 +504,8 @@ class Panel:
     def _connect(self, config: RunConfig):
         from tpukit import runtime as rt
 
-        runtime = rt.connect(config.accelerator, tpu=config.tpu, replicas=config.replicas)
+        runtime = rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu, replicas=config.replicas,
+                             deterministic=config.deterministic)
         if runtime is not self._runtime or self._runtime_key != _runtime_key(config):
             self._runtime, self._runtime_key = runtime, _runtime_key(config)
             self.views["accelerator"].value = _tables().runtime(runtime)
@@ -671,7 +672,7 @@ def _steps_per_epoch(config: RunConfig, replicas: int, inputs: Dict[str, Any]) -
 
 
 def _runtime_key(config: RunConfig) -> Tuple:
-    return (config.accelerator, config.tpu, config.replicas)
+    return (config.accelerator, config.backend, config.tpu, config.replicas, config.deterministic)
 
 
 def _short(error: BaseException) -> str:
