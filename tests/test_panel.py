@@ -131,7 +131,7 @@ def test_an_invalid_widget_value_shows_the_engine_message_and_disables_train(mak
 def test_an_invalid_assignment_raises_value_error_and_changes_nothing(make_panel):
     panel = make_panel()
     before = panel.config
-    with pytest.raises(ValueError, match=r"RunConfig.epochs: expected an integer >= 1. Received: epochs=0"):
+    with pytest.raises(ValueError, match=r"RunConfig.epochs: expected an integer >= 1 and <= 1,000,000. Received: epochs=0"):
         panel.config = {"epochs": 0}
     with pytest.raises(ValueError, match="RunConfig has no field 'epoch'"):
         panel.config = {"epoch": 2}
