@@ -126,3 +126,13 @@ def test_steps_per_execution_with_replicas_is_refused_clearly(tmp_path):
         train(_config(tmp_path, replicas=REPLICAS, batch_size=16, steps_per_execution=4))
     result = train(_config(tmp_path, steps_per_execution=4, epochs=1))  # one replica: fine
     assert result.status == "completed" and result.step_time_ms > 0
+
+
+def test_mfu_above_one_is_not_reported_as_a_number():
+    """A CPU peak measured under load comes out low; the ratio would then be a wrong number above 100%."""
+    from tpukit.training import _mfu
+
+    assert _mfu(1e9, 10.0, 1e11, "counted") == (0.1, "counted")
+    mfu, how = _mfu(1e9, 200.0, 1e11, "counted")
+    assert mfu is None and "MFU not reported" in how and "200.0 GFLOP/s" in how
+    assert _mfu(None, 10.0, 1e11, "FLOPs unknown") == (None, "FLOPs unknown")

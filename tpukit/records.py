@@ -92,8 +92,8 @@ class RunResult:
                 perf += f", first step after {self.time_to_first_step_s:.1f} s"
             if self.mfu is not None:
                 perf += f", MFU {100 * self.mfu:.1f}%"
-            elif self.flops_source.startswith("FLOPs unknown"):
-                perf += ", MFU not reported (FLOPs unknown)"
+            elif "not reported" in self.flops_source:
+                perf += ", MFU not reported (flops_source says why)"
             lines.append(perf)
         if self.fingerprint:
             lines.append(f"weights fingerprint {self.fingerprint}")

@@ -299,11 +299,11 @@ class _Run:
                           time_to_first_step_s=rec.time_to_first_step())
         if final:
             flops, flops_source = flops_lib.training_flops_per_example(self.model, self.source.sample(8))
-            peak = self.runtime.peak_flops(self.config.precision)
-            eps = fields.get("examples_per_sec")
+            mfu, flops_source = _mfu(flops, fields.get("examples_per_sec"),
+                                     self.runtime.peak_flops(self.config.precision), flops_source)
             fields.update(
                 fingerprint=determinism.fingerprint(self.model), flops_per_example=flops, flops_source=flops_source,
-                mfu=(flops * eps / peak) if (flops and eps and peak) else None, ended=time.time(),
+                mfu=mfu, ended=time.time(),
                 profile_files=tuple(self.profiler.files) if self.profiler is not None else (),
             )
         return RunResult(**fields)
@@ -318,6 +318,22 @@ class _Run:
         if status == "completed":
             shutil.rmtree(self.run_dir / "backup", ignore_errors=True)
         return result
+
+
+def _mfu(flops, examples_per_sec, peak, how: str):
+    """(MFU or None, how the FLOPs were counted, or why MFU is not reported).
+
+    A CPU's peak is measured at connect; measured under load it comes out low,
+    and the run then seems to beat it. Such a ratio is not reported: it would be a wrong number.
+    """
+    if not (flops and examples_per_sec and peak):
+        return None, how
+    mfu = flops * examples_per_sec / peak
+    if mfu > 1.0:
+        return None, (f"{how}; MFU not reported: the run reached {flops * examples_per_sec / 1e9:.1f} GFLOP/s, more "
+                      f"than the peak measured at connect ({peak / 1e9:.1f}), which was measured under load "
+                      "(delete ~/.cache/tpukit/cpu_probe.json to measure again)")
+    return mfu, how
 
 
 def _scalar_writer(logdir: str):
