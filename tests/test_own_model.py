@@ -133,8 +133,8 @@ def test_registered_model_and_dataset_by_name(tmp_path):
         assert registry.describe("model", "my-text") == "a tiny text classifier"
         result = train(_config(tmp_path, epochs=1, model="my-text", dataset="my-tokens"))
         assert result.status == "completed" and Path(result.run_dir).name.endswith("my-text-my-tokens")
-        again = resume(result.run_dir)  # a completed run by name: nothing to hand over again
-        assert again.status == "completed"
+        with pytest.raises(records.RunDirError, match="is a completed run"):
+            resume(result.run_dir)  # a finished run is never trained again
     finally:
         registry.unregister("model", "my-text")
         registry.unregister("dataset", "my-tokens")

@@ -65,8 +65,16 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, model=None, data=
 
     A run of a model or data handed to `train()` as objects needs the same objects
     again (`model=`, `data=`); one named by the registry or an import path rebuilds by itself.
+
+    Raises:
+        records.RunDirError: the run is complete (it is not trained again), or its record is damaged.
     """
     config = records.load_config(run_dir)
+    previous = records.load(run_dir)
+    if previous.status == "completed":
+        raise records.RunDirError(
+            f"{run_dir} is a completed run ({previous.epochs_done} epochs): resume continues stopped or killed runs "
+            "and never trains a finished one again; start a new run to train more.")
     return _Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir),
                 inputs=(model, data, validation_data, test_data)).execute()
 
