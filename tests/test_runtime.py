@@ -5,6 +5,8 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -110,6 +112,89 @@ def test_auto_skips_a_tpu_vm_tensorflow_cannot_drive_fake_tpu(monkeypatch):
     assert "no TPU support" in runtime.skipped_reasons["tpu"]
     with pytest.raises(rt.ConnectError, match="TPU 'local' could not be initialized"):
         rt._connect("tpu", None, None, fake_resolver)
+
+
+def test_a_refused_tpu_port_fails_at_once_in_one_line():
+    """Nothing listens on the address: the probe fails before TensorFlow is asked (it would wait > 90 s)."""
+    (port,) = _free_ports(1)
+    address = f"grpc://127.0.0.1:{port}"
+    started = time.monotonic()
+    with pytest.raises(rt.ConnectError) as caught:
+        tpukit.connect("tpu", tpu=address, timeout=2)
+    assert time.monotonic() - started < 5
+    message = str(caught.value)
+    assert "\n" not in message and f"TPU '{address}'" in message and "refuses connections" in message
+    assert not isinstance(caught.value, rt.RestartRequired)
+
+
+def test_a_tpu_port_that_never_accepts_fails_after_the_timeout():
+    """A full backlog drops the handshake, as a black-holed host does: the probe gives up after `timeout`."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = server.getsockname()[1]
+        held = [socket.create_connection(("127.0.0.1", port), timeout=1)]  # fills the backlog
+        try:
+            try:
+                held.append(socket.create_connection(("127.0.0.1", port), timeout=0.5))
+                pytest.skip("this kernel accepts past a full backlog")
+            except OSError:
+                pass
+            started = time.monotonic()
+            with pytest.raises(rt.ConnectError, match=rf"did not answer within 1\.5 s .*TPUKIT_TPU_TIMEOUT"):
+                rt._connect("tpu", f"grpc://127.0.0.1:{port}", None, None, 1.5)
+            assert 1.4 < time.monotonic() - started < 5
+        finally:
+            for s in held:
+                s.close()
+
+
+def test_a_tpu_resolver_that_blocks_forever_times_out_fake_tpu():
+    """Fake Cloud TPU name whose lookup never returns: connect gives up after `timeout`, naming the TPU."""
+    release = threading.Event()
+
+    def blocking_resolver(address):
+        release.wait()
+        raise RuntimeError("released")
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(rt.ConnectError) as caught:
+            rt._connect("tpu", "my-tpu", None, blocking_resolver, 2)
+    finally:
+        release.set()
+    assert 1.9 < time.monotonic() - started < 5
+    message = str(caught.value)
+    assert "\n" not in message and "TPU 'my-tpu' could not be resolved within 2 s" in message
+    assert "timeout=" in message and not isinstance(caught.value, rt.RestartRequired)
+
+
+def test_a_listening_port_that_never_speaks_grpc_fails_within_the_timeout():
+    """Real TensorFlow waits on it forever, so it runs in its own process (the CLI), which then exits."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"grpc://127.0.0.1:{server.getsockname()[1]}"
+        proc = run_cli("train", "--backend", "tensorflow", "--accelerator", "tpu", "--tpu", address,
+                       "--dataset", "digits", env={"TPUKIT_TPU_TIMEOUT": "2"}, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if address in line]
+    assert len(lines) == 1 and "did not answer within 2 s" in lines[0] and "restart the runtime" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_tpu_timeout_from_argument_or_environment(monkeypatch):
+    monkeypatch.delenv("TPUKIT_TPU_TIMEOUT", raising=False)
+    assert rt.tpu_timeout() == rt.TPU_TIMEOUT_S == 30.0
+    assert rt.tpu_timeout(5) == 5.0
+    monkeypatch.setenv("TPUKIT_TPU_TIMEOUT", "7.5")
+    assert rt.tpu_timeout() == 7.5 and rt.tpu_timeout(3) == 3.0
+    monkeypatch.setenv("TPUKIT_TPU_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="TPUKIT_TPU_TIMEOUT: expected a positive number of seconds. "
+                                         "Received: TPUKIT_TPU_TIMEOUT='soon'"):
+        rt.tpu_timeout()
+    with pytest.raises(ValueError, match="Received: timeout=0"):
+        tpukit.connect("cpu", timeout=0)
 
 
 def test_tpu_type_from_accelerator_type_fake_tpu(monkeypatch):

@@ -13,13 +13,16 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 KINDS = ("tpu", "gpu", "cpu")
+TPU_TIMEOUT_S = 30.0  # default wait for a TPU to answer; connect(timeout=) or TPUKIT_TPU_TIMEOUT changes it
 
 # Dense peak FLOP/s per chip (16-bit matrix units, float32), from vendor datasheets.
 # A TPU core here is one TensorFlow replica: v2/v3 have 2 cores a chip.
@@ -45,7 +48,7 @@ class ConnectError(RuntimeError):
 
 
 class RestartRequired(ConnectError):
-    """A setting that TensorFlow fixes at start-up is needed: restart the runtime first."""
+    """Restart the runtime first: a setting TensorFlow fixes at start-up is needed, or TensorFlow is stuck waiting."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +130,7 @@ def connect(
     replicas: Optional[int] = None,
     deterministic: bool = False,
     tpu_resolver: Optional[Callable[[str], Any]] = None,
+    timeout: Optional[float] = None,
 ) -> Runtime:
     """Connect to the accelerator and return a `Runtime`.
 
@@ -143,10 +147,20 @@ def connect(
             (MirroredStrategy); on GPUs, use the first N. Default: every device.
         tpu_resolver: builds the TPUClusterResolver (injected by tests that fake
             a TPU, which cannot exist on a CPU machine).
+        timeout: seconds to wait for a TPU, in two bounded steps: reaching it (a
+            grpc://host:port address must accept a TCP connection, then TensorFlow
+            must resolve and reach it) and initializing it each get `timeout`.
+            Default: the environment variable TPUKIT_TPU_TIMEOUT, else 30 s.
+            A refused port fails at once.
 
     Raises:
         ConnectError: the accelerator asked for is not usable; says why.
-        RestartRequired: simulated replicas need a fresh runtime.
+        RestartRequired: simulated replicas need a fresh runtime, or TensorFlow is
+            left waiting for a TPU that did not answer in time.
+
+    Example:
+        `tpukit.connect("tpu", tpu="grpc://10.0.0.2:8470", timeout=60)` waits up to
+        60 s for that TPU node, then raises ConnectError naming the address.
     """
     from tpukit.config import ACCELERATORS
 
@@ -156,6 +170,8 @@ def connect(
         )
     if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1):
         raise ValueError(f"replicas must be a positive integer or None. Received: replicas={replicas!r}.")
+    if timeout is not None:
+        _check_timeout(timeout, "timeout")
     from tpukit import backend as backends
 
     global _current, _current_key
@@ -170,18 +186,18 @@ def connect(
         elif os.environ.get("TF_CONFIG"):
             runtime = _connect_multi_worker(accelerator, replicas)
         else:
-            runtime = _connect(accelerator, tpu, replicas, tpu_resolver)
+            runtime = _connect(accelerator, tpu, replicas, tpu_resolver, timeout)
         _current, _current_key = runtime, key
         return runtime
 
 
-def _connect(accelerator, tpu, replicas, tpu_resolver) -> Runtime:
+def _connect(accelerator, tpu, replicas, tpu_resolver, timeout=None) -> Runtime:
     skipped = []
     order = KINDS if accelerator == "auto" else (accelerator,)
     for kind in order:
         try:
             if kind == "tpu":
-                return _connect_tpu(tpu, tpu_resolver, tuple(skipped))
+                return _connect_tpu(tpu, tpu_resolver, tuple(skipped), timeout)
             if kind == "gpu":
                 return _connect_gpu(replicas, tuple(skipped))
             return _connect_cpu(replicas, tuple(skipped))
@@ -247,21 +263,129 @@ def installed_tensorflow() -> Dict[str, str]:
     return found
 
 
-def _connect_tpu(tpu, tpu_resolver, skipped) -> Runtime:
-    import tensorflow as tf
+def tpu_timeout(timeout: Optional[float] = None) -> float:
+    """Seconds to wait for a TPU: `timeout` if given, else TPUKIT_TPU_TIMEOUT, else 30."""
+    if timeout is not None:
+        return _check_timeout(timeout, "timeout")
+    text = os.environ.get("TPUKIT_TPU_TIMEOUT", "").strip()
+    if not text:
+        return TPU_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    return _check_timeout(value, "TPUKIT_TPU_TIMEOUT", shown=text)
 
+
+def _check_timeout(value, name: str, shown=None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError(f"{name}: expected a positive number of seconds. "
+                         f"Received: {name}={shown if shown is not None else value!r}.")
+    return float(value)
+
+
+class _TookTooLong(Exception):
+    """A step run by `_within` did not end in time (it goes on in its daemon thread)."""
+
+
+def _within(seconds: float, work: Callable[[], Any], name: str) -> Any:
+    """Run `work` in a daemon thread; its result or its exception, or _TookTooLong after `seconds`.
+
+    TensorFlow's TPU calls cannot be interrupted: one waiting on an address
+    that never answers is left behind in its thread (the process still exits).
+    """
+    outcome: Dict[str, Any] = {}
+
+    def run():
+        try:
+            outcome["value"] = work()
+        except BaseException as e:  # handed to the caller's thread
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, name=f"tpukit-{name}", daemon=True)
+    thread.start()
+    thread.join(max(seconds, 0.0))
+    if thread.is_alive():
+        raise _TookTooLong(name)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def _grpc_host_port(address: str) -> Optional[Tuple[str, int]]:
+    """(host, port) of a single 'grpc://host:port' address, else None (a TPU name, 'local', a list)."""
+    if not address.startswith("grpc://") or "," in address:
+        return None
+    try:
+        parts = urllib.parse.urlsplit(address)
+        port = parts.port
+    except ValueError:
+        return None
+    return (parts.hostname, port) if parts.hostname and port else None
+
+
+def _probe_tpu(address: str, seconds: float) -> None:
+    """ConnectError unless the TPU node's gRPC port accepts a TCP connection within `seconds`."""
+    target = _grpc_host_port(address)
+    if target is None:
+        return
+    host, port = target
+    wait = _wait_hint(seconds)
+
+    def reach():
+        socket.create_connection((host, port), timeout=seconds).close()
+
+    try:
+        _within(seconds, reach, "tpu-probe")
+    except (_TookTooLong, socket.timeout):
+        raise ConnectError(
+            f"TPU '{address}' did not answer within {seconds:g} s (no connection to {host}:{port}). "
+            f"Check the address and that the TPU is up, {wait}"
+        ) from None
+    except socket.gaierror as e:
+        raise ConnectError(
+            f"TPU '{address}': cannot resolve host '{host}' ({e.strerror or e}). Check the address."
+        ) from None
+    except OSError as e:
+        raise ConnectError(
+            f"TPU '{address}' does not answer: {host}:{port} refuses connections ({e.strerror or e}). "
+            "Check the address (on Colab, COLAB_TPU_ADDR), or use accelerator='auto' for the GPU or CPU."
+        ) from None
+
+
+def _wait_hint(seconds: float) -> str:
+    return f"or wait longer with connect(timeout=...) or TPUKIT_TPU_TIMEOUT (now {seconds:g} s)."
+
+
+def _connect_tpu(tpu, tpu_resolver, skipped, timeout=None) -> Runtime:
     address = tpu_address(tpu)
     if address is None:
         raise ConnectError(
             "no TPU found (COLAB_TPU_ADDR and TPU_NAME are unset and this is not a TPU VM)"
         )
+    seconds = tpu_timeout(timeout)
+    deadline = time.monotonic() + seconds
+    _probe_tpu(address, seconds)
+    import tensorflow as tf
+
     make = tpu_resolver or (lambda a: tf.distribute.cluster_resolver.TPUClusterResolver(tpu=a))
+    step = "resolve"
     try:
-        resolver = make(address)
+        # Reaching the TPU: the resolver (a Cloud TPU name asks Google's API), then TensorFlow's remote context.
+        resolver = _within(deadline - time.monotonic(), lambda: make(address), "tpu-resolve")
         if address != "local":
-            tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        strategy = tf.distribute.TPUStrategy(resolver)
+            step = "reach"
+            _within(deadline - time.monotonic(), lambda: tf.config.experimental_connect_to_cluster(resolver),
+                    "tpu-connect")
+
+        def initialize():
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+            return tf.distribute.TPUStrategy(resolver)
+
+        step = "initialize"
+        strategy = _within(seconds, initialize, "tpu-initialize")
+    except _TookTooLong:
+        raise _tpu_timed_out(address, step, seconds) from None
     except Exception as e:  # TF raises many types here; turn each into one clear line.
         raise ConnectError(_explain_tpu_failure(address, e)) from None
     devices = tuple(d.name for d in tf.config.list_logical_devices("TPU"))
@@ -279,6 +403,19 @@ def _connect_tpu(tpu, tpu_resolver, skipped) -> Runtime:
         precision_reason="TPU matrix units compute in bfloat16; variables stay float32.",
         skipped=skipped,
     )
+
+
+def _tpu_timed_out(address: str, step: str, seconds: float) -> ConnectError:
+    """The error for a TPU step that did not end in time; TensorFlow's own steps leave it stuck."""
+    if step == "resolve":
+        return ConnectError(
+            f"TPU '{address}' could not be resolved within {seconds:g} s. Check the name and the network, "
+            + _wait_hint(seconds))
+    what = "did not answer" if step == "reach" else "was not initialized"
+    return RestartRequired(
+        f"TPU '{address}' {what} within {seconds:g} s, and TensorFlow stays blocked waiting for it: "
+        "check the address, restart the runtime (Colab: Runtime > Restart session) and connect again, "
+        + _wait_hint(seconds))
 
 
 def _explain_tpu_failure(address: str, error: Exception) -> str:
