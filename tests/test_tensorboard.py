@@ -6,6 +6,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -139,16 +140,54 @@ def test_port_of_another_tensorboard_names_it(served, tmp_path):
     assert f"TensorBoard pid {served.pid} serving {served.logdir}" in result.message
 
 
-def test_timeout_stops_the_process_it_started(tmp_path):
-    result = tensorboard.start(tmp_path, timeout=0.3)
+@pytest.mark.parametrize("exists", [True, False], ids=["logdir", "missing_logdir"])
+def test_timeout_stops_the_process_it_started(tmp_path, exists):
+    logdir = tmp_path if exists else tmp_path / "not-yet"
+    result = tensorboard.start(logdir, timeout=0.3)
     assert isinstance(result, tensorboard.Failed), result
     assert "did not answer" in result.message and "timeout=" in result.message
     pid = int(re.search(r"pid (\d+)", result.message).group(1))
     assert _gone(pid)
-    assert tensorboard.running(tmp_path) == []
+    assert tensorboard.running(logdir) == []
     log = re.search(r"its log \((.+?)\):", result.message).group(1)
     assert os.path.isfile(log)  # kept for the user to read
+    # Under the logdir; in the temp dir only when the logdir is not a directory yet (start creates none).
+    assert os.path.dirname(log) == (str(logdir) if exists else tempfile.gettempdir())
+    if not exists:
+        assert not logdir.exists()
     os.remove(log)
+
+
+def test_logs_go_under_the_logdir_and_those_of_ended_servers_are_removed(served, tmp_path):
+    from tensorboard.backend.event_processing import io_wrapper
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # no TensorBoard listens there
+    old = time.time() - 3600
+    stale = tmp_path / f".tensorboard-{dead}.log"
+    stale_tmp = os.path.join(tempfile.gettempdir(), f"tpukit-tensorboard-{dead}-test{os.getpid()}.log")
+    live = tmp_path / f".tensorboard-{served.port}.log"  # a server still listens on its port
+    young = tmp_path / f".tensorboard-{dead + 1 if dead < 65535 else dead - 1}.log"  # may be one starting now
+    unrelated = tmp_path / "notes.log"
+    for path in (stale, stale_tmp, live, young, unrelated):
+        with open(path, "w") as f:
+            f.write("x")
+        if path is not young:
+            os.utime(path, (old, old))
+    result = tensorboard.start(tmp_path)
+    try:
+        assert isinstance(result, tensorboard.Launched), result
+        assert result.log == str(tmp_path / f".tensorboard-{result.port}.log") and os.path.isfile(result.log)
+        assert not io_wrapper.IsTensorFlowEventsFile(result.log)  # TensorBoard reads only event files
+        assert not stale.exists() and not os.path.exists(stale_tmp)
+        assert live.exists() and young.exists() and unrelated.exists()
+    finally:
+        if os.path.exists(stale_tmp):
+            os.remove(stale_tmp)
+        if not isinstance(result, tensorboard.Failed):
+            tensorboard.stop(result)
+    assert not os.path.exists(result.log)  # stop removes the log of the server it ends
 
 
 def test_unusable_host_fails(tmp_path):

@@ -13,6 +13,11 @@ module is seen by all three.
 Servers listen on 127.0.0.1 unless the caller names another host: nothing here
 listens on all interfaces by default, and nothing opens a tunnel.
 
+A server's output goes to `<logdir>/.tensorboard-<port>.log` (TensorBoard reads
+only event files, so it ignores it), or to the temp dir when the logdir is not
+a writable directory. `stop` removes the log of the server it ends; the next
+`start` removes the logs of servers that have since ended, however they ended.
+
 Example:
 
     result = tensorboard.start("logs")
@@ -29,6 +34,7 @@ import dataclasses
 import errno
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -57,6 +63,9 @@ _WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 _LOG_TAIL_LINES = 15
 _POLL_S = 0.25
 _STOP_WAIT_S = 5.0
+_LOG_PREFIXES = (".tensorboard-", "tpukit-tensorboard-")  # in the logdir, in the temp dir
+_LOG_NAMES = (re.compile(r"\.tensorboard-(\d+)\.log"), re.compile(r"tpukit-tensorboard-(\d+)-\w+\.log"))
+_LOG_GRACE_S = 300.0  # a younger log may belong to a server another process is starting now
 # Processes this Python process launched, by pid: kept so they can be reaped
 # (no zombies after `stop`) and so `stop` knows the pid is really ours.
 _children: Dict[int, subprocess.Popen] = {}
@@ -65,12 +74,16 @@ _logs: Dict[int, str] = {}  # their log files, removed when `stop` ends them
 
 @dataclasses.dataclass(frozen=True)
 class Launched:
-    """A TensorBoard this call started. It keeps running until `stop` or the machine ends it."""
+    """A TensorBoard this call started. It keeps running until `stop` or the machine ends it.
+
+    `log` is the file its output goes to.
+    """
 
     port: int
     pid: int
     logdir: str
     url: str
+    log: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +135,12 @@ def start(
     `host`, is not listening on all interfaces (unless `host` asks for that),
     and, when `port` is given, listens on that port. Otherwise a new server is
     launched with `python -m tensorboard.main` in its own session, so it
-    outlives an interrupted cell; its output goes to a log file in the temp dir
-    (named in `Failed` messages, removed when `stop` ends the server).
+    outlives an interrupted cell. Its output goes to
+    `<logdir>/.tensorboard-<port>.log`, or to the temp dir when `logdir` is not
+    a writable directory (named in `Failed` messages and `Launched.log`). The
+    log is removed when `stop` ends the server; a log whose server has ended
+    otherwise is removed by a later `start` (after five minutes, so a failure
+    stays readable).
 
     Args:
         logdir: Directory TensorBoard reads. It need not exist yet.
@@ -152,6 +169,7 @@ def start(
             continue
         if _answers(host, inst.port, logdir):
             return Reused(inst.port, inst.pid, logdir, _url(host, inst.port))
+    _remove_stale_logs(logdir)
     if port is not None:
         problem = _cannot_bind(host, port)
         return Failed(problem) if problem else _launch(logdir, host, port, timeout)[0]
@@ -288,7 +306,7 @@ def _check_args(port, host, timeout) -> None:
 def _launch(logdir: str, host: str, port: int, timeout: float):
     """Launch one server; return (result, whether it lost the port to someone else)."""
     url = _url(host, port)
-    fd, log_path = tempfile.mkstemp(prefix=f"tpukit-tensorboard-{port}-", suffix=".log")
+    fd, log_path = _open_log(logdir, port)
     cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", host, "--port", str(port)]
     try:
         with os.fdopen(fd, "wb") as log:
@@ -316,7 +334,7 @@ def _launch(logdir: str, host: str, port: int, timeout: float):
                 f"Last lines of its log ({log_path}):\n{tail}"
             ), clash
         if _answers(host, port, logdir):
-            return Launched(port, proc.pid, logdir, url), False
+            return Launched(port, proc.pid, logdir, url, log_path), False
         time.sleep(_POLL_S)
     _terminate(proc.pid)
     _logs.pop(proc.pid, None)
@@ -324,6 +342,47 @@ def _launch(logdir: str, host: str, port: int, timeout: float):
         f"TensorBoard (pid {proc.pid}) did not answer at {url} within {timeout:g} s, so it was stopped. "
         f"Retry with a larger timeout=. Last lines of its log ({log_path}):\n{_tail(log_path)}"
     ), False
+
+
+def _open_log(logdir: str, port: int):
+    """(fd, path) of a new log file: `<logdir>/.tensorboard-<port>.log`, else one in the temp dir."""
+    if os.path.isdir(logdir) and os.access(logdir, os.W_OK):
+        path = os.path.join(logdir, f"{_LOG_PREFIXES[0]}{port}.log")
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644), path
+        except OSError:
+            pass
+    return tempfile.mkstemp(prefix=f"{_LOG_PREFIXES[1]}{port}-", suffix=".log")
+
+
+def _remove_stale_logs(logdir: str) -> List[str]:
+    """Remove this module's log files (in `logdir` and the temp dir) whose server no longer runs; returns them.
+
+    A log stays while a TensorBoard listens on its port, while this process's
+    child writes it, and for five minutes after its last write.
+    """
+    live = {inst.port for inst in running()}
+    ours = set(_logs.values())
+    now = time.time()
+    removed = []
+    for directory, pattern in zip((logdir, tempfile.gettempdir()), _LOG_NAMES):
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            match = pattern.fullmatch(name)
+            path = os.path.join(directory, name)
+            if match is None or int(match.group(1)) in live or path in ours:
+                continue
+            try:
+                if now - os.lstat(path).st_mtime < _LOG_GRACE_S:
+                    continue
+                os.remove(path)
+                removed.append(path)
+            except OSError:
+                continue
+    return removed
 
 
 def _answers(host: str, port: int, logdir: Optional[str] = None) -> bool:
