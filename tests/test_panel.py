@@ -5,9 +5,12 @@ Works under ipywidgets 8 (no kernel needed) and 7.7.1, Colab's version
 (widgets get a stand-in comm there, as ipywidgets 7's own tests do).
 """
 
+import functools
 import html
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -20,7 +23,8 @@ import tpukit
 from tpukit import context
 from tpukit import tensorboard as tb
 from tpukit.config import ConfigError, RunConfig
-from tpukit.ui import Panel, PanelBusy, embed, progress
+from tpukit.records import RunDirError
+from tpukit.ui import NoRunError, Panel, PanelBusy, embed, progress
 
 SMALL = dict(dataset="digits", model="mlp", epochs=1, batch_size=32)
 
@@ -167,6 +171,13 @@ def test_the_train_button_runs_a_run_and_lists_it(make_panel):
     assert Path(result.run_dir).name in table and "completed" in table and result.fingerprint in table
     assert panel.message.startswith("completed:")
 
+    # resume takes a run directory, by path or by name under the logdir; a completed one is refused in one line.
+    for run in (result.run_dir, Path(result.run_dir).name):
+        assert panel.resume(run, wait=True) is None
+        assert panel.message.startswith(f"RunDirError: {result.run_dir} is a completed run"), panel.message
+        assert "\n" not in panel.message and panel.error_log is None
+    assert panel.runs == [result] and not panel.buttons["train"].disabled
+
 
 def test_the_panel_trains_a_user_model_on_user_data(make_panel):
     """tpukit.panel(config, model=..., data=...): the user's factory and arrays, the same progress and runs table."""
@@ -223,20 +234,96 @@ def test_a_second_train_is_rejected_and_stop_keeps_the_run(make_panel):
     assert panel.runs == [resumed]  # the same run, continued
 
 
-def test_engine_errors_become_one_line_and_the_panel_stays_usable(make_panel, tmp_path):
+def test_engine_errors_become_one_line_and_the_panel_stays_usable(make_panel, tmp_path, monkeypatch):
     panel = make_panel(accelerator="gpu")  # this TensorFlow has no CUDA
     assert panel.train(wait=True) is None
     assert panel.message.startswith("ConnectError: no GPU visible") and "\n" not in panel.message
     assert not panel.running and not panel.buttons["train"].disabled and panel.runs == []
     assert panel.connect() is None and "ConnectError" in text(panel.views["accelerator"])
+    assert panel.error_log is None  # tpukit's own errors say all in their line: nothing is logged
 
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
+    temp = tmp_path / "temp"
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     panel.config = {"accelerator": "cpu", "logdir": str(not_a_dir)}  # fails only when the run starts
     panel.buttons["train"].click()
     assert panel.wait(120) is None
-    assert panel.message.startswith(("FileExistsError", "NotADirectoryError")) and len(panel.message) <= 300
+    # Not tpukit's error: one line that names the log with the traceback (the temp dir's: the logdir is a file).
+    log = temp / "tpukit-panel.log"
+    assert panel.message.startswith(("FileExistsError", "NotADirectoryError")) and "\n" not in panel.message
+    assert panel.message.endswith(f"(full traceback in {log})") and panel.error_log == str(log)
+    logged = log.read_text()
+    assert "panel.train ---" in logged and "Traceback (most recent call last)" in logged
     assert not panel.buttons["train"].disabled and panel.buttons["stop"].disabled
+
+
+def test_tpukit_errors_from_the_controller_are_one_line_and_log_nothing(make_panel):
+    """A TPU address nothing listens on, and bad runs for resume: each action says why in one line."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"grpc://127.0.0.1:{s.getsockname()[1]}"
+    panel = make_panel(accelerator="tpu", tpu=address, batch_size=128)
+    started = time.monotonic()
+    assert panel.connect() is None
+    assert time.monotonic() - started < 5
+    assert panel.message.startswith(f"ConnectError: TPU '{address}' does not answer") and "\n" not in panel.message
+    assert f"TPU '{address}'" in text(panel.views["accelerator"])
+
+    with pytest.raises(RunDirError, match="no-such-run is not a tpukit run directory"):
+        panel.resume("no-such-run")
+    panel._handle(panel.buttons["resume"], functools.partial(panel.resume, "no-such-run"))  # as a click would
+    assert panel.message.startswith("RunDirError: no-such-run is not a tpukit run directory (no config.json)")
+    assert "\n" not in panel.message and not panel.running
+    with pytest.raises(NoRunError, match="No resumable run"):
+        panel.resume()
+    panel.buttons["resume"].click()
+    assert panel.message.startswith("NoRunError: No resumable run")
+    with pytest.raises(TypeError, match="Received: run=42"):
+        panel.resume(42)
+    assert panel.error_log is None and not (Path(panel.config.logdir) / "tpukit-panel.log").exists()
+
+
+def exploding_factory():
+    raise ZeroDivisionError("the factory divided by zero")
+
+
+class Explodes(__import__("keras").layers.Layer):
+    """Fine when the model is built; raises when fit traces a training step."""
+
+    def call(self, x, training=None):
+        if training:
+            raise ArithmeticError("the layer exploded")
+        return x
+
+
+def exploding_in_fit(spec):
+    import keras
+
+    inputs = keras.Input(spec.input_shape)
+    x = Explodes()(keras.layers.Flatten()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(spec.num_classes, activation="softmax")(x))
+
+
+def test_an_error_that_is_not_tpukits_goes_with_its_traceback_to_a_log_the_line_names(make_panel, tmp_path):
+    logdir = tmp_path / "runs"
+    log = logdir / "tpukit-panel.log"
+    panel = make_panel(model=exploding_in_fit, logdir=logdir)
+    assert panel.train(wait=True) is None
+    assert panel.message.startswith("ArithmeticError: the layer exploded (in Explodes.call())")
+    assert "\n" not in panel.message and panel.message.endswith(f"(full traceback in {log})")
+    logged = log.read_text()
+    assert "panel.train ---" in logged and "Traceback (most recent call last)" in logged
+    assert 'raise ArithmeticError("the layer exploded")' in logged  # the line that raised, for the user to find
+    assert not panel.running and not panel.buttons["train"].disabled
+
+    # A tpukit error raised from the user's exception keeps that exception's traceback too.
+    panel = make_panel(model=exploding_factory, logdir=logdir)
+    assert panel.train(wait=True) is None
+    assert panel.message.startswith("ModelError: the model factory") and "ZeroDivisionError" in panel.message
+    assert panel.message.endswith(f"(full traceback in {log})") and panel.error_log == str(log)
+    logged = log.read_text()
+    assert logged.count("panel.train ---") == 2 and 'raise ZeroDivisionError("the factory divided by zero")' in logged
 
 
 def test_a_profiled_run_is_summarized_inline_and_opens_the_profile_tab(make_panel, shared_logdir):

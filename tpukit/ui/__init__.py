@@ -7,6 +7,6 @@ Importing this package is cheap; ipywidgets, matplotlib and TensorFlow load
 when a panel is built or trains.
 """
 
-from tpukit.ui.panel import KERNEL_RUNS, Panel, PanelBusy, Reproducibility, panel
+from tpukit.ui.panel import KERNEL_RUNS, NoRunError, Panel, PanelBusy, Reproducibility, panel
 
-__all__ = ["KERNEL_RUNS", "Panel", "PanelBusy", "Reproducibility", "panel"]
+__all__ = ["KERNEL_RUNS", "NoRunError", "Panel", "PanelBusy", "Reproducibility", "panel"]

@@ -10,7 +10,11 @@ Every button calls a public method (`connect`, `train`, `stop`, `resume`,
 `capture_profile`, `show_tensorboard`, `compare`, `check_reproducibility`),
 so a test or a notebook cell does exactly what a click does. Failures show
 as one short line in the panel and leave it usable; no traceback reaches
-the cell.
+the cell. tpukit's own errors (ConfigError, ConnectError, RunDirError, ...)
+say all there is in that line; any other exception, and the cause of a tpukit
+error raised from one, is written with its full traceback to
+`<logdir>/tpukit-panel.log` (the temp dir when the logdir cannot be written),
+and the line names that file.
 
 Where training runs depends on the front end (`tpukit.context`): in Colab,
 widget updates from a background thread do not reach the page, so a run
@@ -28,8 +32,10 @@ import dataclasses
 import functools
 import math
 import os
+import tempfile
 import threading
 import time
+import traceback
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -40,10 +46,15 @@ from tpukit.ui import layout
 # Runs made by panels in this kernel: a panel built again (a re-run cell) still lists them.
 KERNEL_RUNS: List[Any] = []
 _TENSORBOARD_HEIGHT = 800
+ERROR_LOG = "tpukit-panel.log"  # in the logdir (else the temp dir): tracebacks of unexpected errors
 
 
 class PanelBusy(RuntimeError):
     """An action needs the panel idle, but a run is going on."""
+
+
+class NoRunError(ValueError):
+    """An action needs a run (to resume, to rerun) and the panel has none that fits."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,6 +159,7 @@ class Panel:
         self._stop = threading.Event()
         self._message = ""
         self._profile_summary = None
+        self._error_log: Optional[str] = None
         self._tensorboard = None
         self._launched: List[Any] = []  # TensorBoards this panel started (only these are stopped on close)
         layout.build(self)
@@ -221,8 +233,9 @@ class Panel:
         try:
             return self._connect(self._config)
         except Exception as e:  # ConnectError, RestartRequired, or TensorFlow's own
-            self._say(_short(e), "error")
-            self.views["accelerator"].value = _tables().message(_short(e), "error")
+            line = self._explain(e, "connect")
+            self._say(line, "error")
+            self.views["accelerator"].value = _tables().message(line, "error")
             return None
 
     def train(self, wait: bool = False):
@@ -242,12 +255,31 @@ class Panel:
         return self._start("train", functools.partial(self._train_work, self._config, None), wait)
 
     def resume(self, run=None, wait: bool = False):
-        """Continue a stopped run (default: the latest resumable one) from its last whole epoch."""
-        run = run or next((r for r in reversed(self._runs) if r.resumable), None)
-        if run is None:
-            raise ValueError("No resumable run: a run stopped after at least one whole epoch can be resumed.")
+        """Continue a stopped run from its last whole epoch, in its own directory.
+
+        Args:
+            run: the run: a RunResult, or its run directory (a path, or a directory
+                name under the config's logdir). Default: the latest resumable run
+                of this kernel.
+            wait: block until the run ends (always so in Colab).
+
+        Returns:
+            The RunResult when the run has ended, else None (as `train`).
+
+        Raises:
+            NoRunError: no run given and none of this kernel's runs can be resumed.
+            RunDirError: `run` is not a tpukit run directory, or its record is damaged.
+        """
         from tpukit import records
 
+        if run is None:
+            run = next((r for r in reversed(self._runs) if r.resumable), None)
+            if run is None:
+                raise NoRunError("No resumable run: a run stopped after at least one whole epoch can be resumed.")
+        elif isinstance(run, (str, os.PathLike)):
+            run = records.load(self._run_dir(run))
+        elif not hasattr(run, "run_dir"):
+            raise TypeError(f"Expected a RunResult or a run directory. Received: run={run!r}")
         config = records.load_config(run.run_dir)
         runtime = self._runtime_for(run.to_dict())
         return self._start("resume", functools.partial(self._train_work, config, run.run_dir, runtime), wait)
@@ -298,7 +330,7 @@ class Panel:
         try:
             summary = profiling.summarize(run.profile_files[0])
         except Exception as e:  # missing xprof, an unreadable capture
-            self.views["profile"].value = _tables().message(_short(e), "error")
+            self.views["profile"].value = _tables().message(self._explain(e, "show_profile"), "error")
             return None
         self._profile_summary = summary
         self.views["profile"].value = _tables().profile(summary)
@@ -306,17 +338,26 @@ class Panel:
         return summary
 
     def show_tensorboard(self, profile: Optional[bool] = None) -> Optional[str]:
-        """Show TensorBoard for the runs' logdir inline; returns the URL shown, or None.
+        """Show TensorBoard for the runs' logdir inline; returns the URL shown, or None (the panel says why).
 
         TensorBoard listens on 127.0.0.1 (reused if one already serves the
         logdir). `profile`: open the profile tab (None: when the latest run has
         a capture under this logdir).
         """
+        logdir = os.path.abspath(self._config.logdir)
+        self.views["tensorboard"].value = _tables().message(f"Starting TensorBoard for {logdir}…")
+        try:
+            return self._show_tensorboard(logdir, profile)
+        except Exception as e:
+            line = self._explain(e, "show_tensorboard")
+            self.views["tensorboard"].value = _tables().message(line, "error")
+            self._say(line, "error")
+            return None
+
+    def _show_tensorboard(self, logdir: str, profile: Optional[bool]) -> Optional[str]:
         from tpukit import tensorboard as tb
         from tpukit.ui import embed
 
-        logdir = os.path.abspath(self._config.logdir)
-        self.views["tensorboard"].value = _tables().message(f"Starting TensorBoard for {logdir}…")
         result = tb.start(logdir)
         if isinstance(result, tb.Failed):
             self.views["tensorboard"].value = _tables().message(result.message, "error")
@@ -358,7 +399,7 @@ class Panel:
         """
         run = run or next((r for r in reversed(self._runs) if r.status == "completed" and r.fingerprint), None)
         if run is None:
-            raise ValueError("No completed run to rerun yet: train one first.")
+            raise NoRunError("No completed run to rerun yet: train one first.")
         config = _valid({**run.config, "profile": None})
         return self._start("check reproducibility", functools.partial(self._reproduce_work, run, config), wait)
 
@@ -392,6 +433,11 @@ class Panel:
     def profile_summary(self):
         """The latest ProfileSummary shown, or None."""
         return self._profile_summary
+
+    @property
+    def error_log(self) -> Optional[str]:
+        """The file the latest unexpected error's traceback was written to, or None."""
+        return self._error_log
 
     # ---- showing the panel ---------------------------------------------------
     def display(self) -> None:
@@ -462,9 +508,38 @@ class Panel:
         try:
             action()
         except Exception as e:
-            self._say(_short(e), "error")
+            self._say(self._explain(e, getattr(action, "__name__", "action")), "error")
         finally:
             self._refresh()
+
+    def _explain(self, error: BaseException, action: str) -> str:
+        """The one line to show for `error`. Unless it is tpukit's own (and says all), its traceback goes to
+        the panel's log file, which the line names."""
+        if _is_tpukit_error(error) and error.__cause__ is None:
+            return _short(error)
+        line = _tables().short_error(error, limit=200)
+        path, problem = self._log_traceback(error, action)
+        if path is None:
+            return f"{line} (the traceback could not be written: {problem})"
+        return f"{line} (full traceback in {path})"
+
+    def _log_traceback(self, error: BaseException, action: str) -> Tuple[Optional[str], str]:
+        """Append `error`'s traceback to `<logdir>/tpukit-panel.log`, else the temp dir's; returns (path, problem)."""
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        entry = f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} panel.{action} ---\n{text}\n"
+        problem = ""
+        for folder in (os.path.abspath(self._config.logdir), tempfile.gettempdir()):
+            path = os.path.join(folder, ERROR_LOG)
+            try:
+                os.makedirs(folder, exist_ok=True)
+                with open(path, "a", encoding="utf-8") as f:
+                    f.write(entry)
+            except OSError as e:
+                problem = _short(e)
+                continue
+            self._error_log = path
+            return path, ""
+        return None, problem
 
     # ---- jobs: foreground in Colab, a thread elsewhere -------------------------
     def _ensure_idle(self, what: str) -> None:
@@ -494,7 +569,7 @@ class Panel:
             job.error = f"{job.name} interrupted before training began; nothing was kept."
             self._say(job.error, "error")
         except Exception as e:
-            job.error = _short(e)
+            job.error = self._explain(e, job.name.replace(" ", "_"))
             self._say(job.error, "error")
         finally:
             job.active = False
@@ -552,7 +627,8 @@ class Panel:
             if self._auto_tensorboard:
                 self.show_tensorboard(profile=True)
         except Exception as e:
-            self._say(f"{result.status}, but the profile could not be shown: {_short(e)}", "error")
+            self._say(f"{result.status}, but the profile could not be shown: {self._explain(e, 'show_profile')}",
+                      "error")
 
     def _reproduce_work(self, original, config: RunConfig):
         rerun = self._train_work(config, None, self._runtime_for(original.to_dict()))
@@ -644,6 +720,20 @@ class Panel:
         start = min(10, total // 4)
         return start, max(start, min(start + 4, total - 1))
 
+    def _run_dir(self, run) -> str:
+        """A run directory given as a path or as a name under the logdir; RunDirError if it is not one."""
+        from tpukit import records
+
+        path = os.path.expanduser(os.fspath(run))
+        under_logdir = os.path.join(self._config.logdir, path)
+        if not os.path.isdir(path) and not os.path.isabs(path) and os.path.isdir(under_logdir):
+            path = under_logdir
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise records.RunDirError(
+                f"{run!s} is not a tpukit run directory (no config.json): pass a run's directory, "
+                f"or the name of one under {os.path.abspath(self._config.logdir)}.")
+        return path
+
     def _latest_capture(self, logdir: str) -> Optional[str]:
         for run in reversed(self._runs):
             for path in run.profile_files:
@@ -673,6 +763,11 @@ def _steps_per_epoch(config: RunConfig, replicas: int, inputs: Dict[str, Any]) -
 
 def _runtime_key(config: RunConfig) -> Tuple:
     return (config.accelerator, config.backend, config.tpu, config.replicas, config.deterministic)
+
+
+def _is_tpukit_error(error: BaseException) -> bool:
+    """Raised as one of tpukit's own error types (ConfigError, ConnectError, ...), whose message says all."""
+    return type(error).__module__.split(".")[0] == "tpukit"
 
 
 def _short(error: BaseException) -> str:

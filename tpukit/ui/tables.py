@@ -7,10 +7,13 @@ they are easy to test and work the same under ipywidgets 7 and 8.
 from __future__ import annotations
 
 import html
+import re
 from typing import Iterable, List, Sequence
 
 _TABLE = '<table style="border-collapse:collapse;font-size:12px">'
 _CELL = 'style="padding:2px 8px;border-bottom:1px solid #ddd;text-align:{align}"'
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras bolds the message of an error raised in a layer
+_KERAS_WRAPPER = re.compile(r"Exception encountered when calling (.+?)\.?")
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -92,8 +95,16 @@ def message(text: str, kind: str = "info") -> str:
 
 
 def short_error(error: BaseException, limit: int = 300) -> str:
-    """One line for an exception: its type and the first line of its message."""
-    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    """One line for an exception: its type and the first line of its message.
+
+    Keras wraps an error raised in a layer as "Exception encountered when calling
+    X.call()." with the error's own message on a later line: that line is shown.
+    """
+    lines = [line.strip() for line in _ANSI.sub("", str(error)).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    wrapped = _KERAS_WRAPPER.fullmatch(text)
+    if wrapped and len(lines) > 1:
+        text = f"{lines[1]} (in {wrapped.group(1)})"
     line = f"{type(error).__name__}: {text}" if text else type(error).__name__
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
