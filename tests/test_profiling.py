@@ -1,8 +1,10 @@
 """tpukit.profiling: real `fit` runs profiled into tmp dirs, read back with xprof and TensorBoard."""
 
 import gzip
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,6 +14,7 @@ import urllib.request
 import numpy as np
 import pytest
 
+from conftest import REPO
 from tpukit import profiling, tensorboard
 
 STEPS_PER_EPOCH = 10
@@ -218,11 +221,180 @@ def test_tensorboard_profile_overview_has_step_times(capture):
             tensorboard.stop(result)
 
 
-def test_input_verdict_follows_xprof_wording():
-    from tpukit.profiling import _input_verdict
+# --- the summary on both backends ---------------------------------------------
 
-    assert _input_verdict("Your program is NOT input-bound because only 0.1% ...") is False
-    assert _input_verdict("Your program is HIGHLY input-bound because 80% ...") is True
-    assert _input_verdict("Your program is MODERATELY input-bound because 30% ...") is True
-    # "POTENTIALLY" comes from unattributed 'All Others' time, not from waiting on input: no verdict.
-    assert _input_verdict("Your program is POTENTIALLY input-bound because 43.6% ... 'All Others' time") is None
+_JAX_FIT = """
+import json, sys
+import numpy as np
+import keras
+from tpukit import profiling
+
+rng = np.random.default_rng(0)
+x, y = rng.random((160, 8), dtype=np.float32), rng.integers(0, 3, 160)
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)])
+model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+callback = profiling.ProfileCallback(sys.argv[1], 3, 6)
+try:
+    model.fit(x, y, batch_size=16, epochs=2, callbacks=[callback], verbose=0)
+finally:
+    callback.close()
+print(json.dumps({"backend": keras.backend.backend(), "files": callback.files}))
+"""
+
+_SUMMARIZE_WITHOUT_TF = """
+import json, sys
+from tpukit import profiling
+
+summary = profiling.summarize(sys.argv[1])
+print(json.dumps({"tensorflow": "tensorflow" in sys.modules, "text": summary.to_text()}))
+"""
+
+
+def _run_python(code, *args, **env):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), **env}
+    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def jax_capture(tmp_path_factory):
+    """A capture of steps 3-6 of a 20-step fit under Keras on JAX (CPU), made in a fresh process."""
+    pytest.importorskip("jax")
+    logdir = tmp_path_factory.mktemp("profiled-jax")
+    out = _run_python(_JAX_FIT, logdir, KERAS_BACKEND="jax")
+    assert out["backend"] == "jax" and len(out["files"]) == 1
+    return out["files"][0]
+
+
+_HTML_TAG = re.compile(r"</?[a-zA-Z][^>]*>")
+
+
+def _assert_plain_and_consistent(summary):
+    """No HTML, no pointer to page sections, and a verdict that follows the summary's own numbers."""
+    text = summary.to_text()
+    assert "<a href" not in text and not _HTML_TAG.search(text) and "&lt;" not in text and "&gt;" not in text
+    assert "section" not in text.lower()
+    assert "possibly" not in text.lower() and "potentially" not in text.lower()
+    if summary.input_percent is None:
+        assert summary.input_bound is None
+        assert "Input    not measured" in text and "input-bound" not in summary.input_conclusion
+        assert summary.input_verdict.startswith("not measured")
+    else:
+        assert summary.input_bound == (summary.input_percent >= 5.0)
+        shown = f"{summary.input_percent:.1f}% of step time waiting for input"
+        assert shown in summary.input_conclusion and shown in summary.input_verdict
+        word = "input-bound" if summary.input_bound else "not input-bound"
+        assert summary.input_conclusion.endswith(f": {word}.") or f": {word} (" in summary.input_conclusion
+        assert summary.input_verdict.startswith(word + " (")
+    assert summary.top_ops and summary.top_ops_source
+    assert f"Top ops by self time ({summary.top_ops_source})" in text
+    for op in summary.top_ops:
+        assert op.name in text and op.self_time_us > 0 and 0 < op.self_time_percent <= 100
+    assert sum(op.self_time_percent for op in summary.top_ops) <= 100.0 + 1e-6
+    assert [op.self_time_us for op in summary.top_ops] == sorted((op.self_time_us for op in summary.top_ops),
+                                                                 reverse=True)
+    return text
+
+
+def test_jax_capture_summary_has_xla_ops_and_no_input_verdict_it_cannot_measure(jax_capture):
+    summary = profiling.summarize(jax_capture)
+    assert summary.hardware_type == "CPU_ONLY"
+    assert len(summary.steps) >= 3 and set(_step_numbers(summary)) <= {3, 4, 5, 6} and summary.step_time_ms > 0
+    # JAX has no tf.data in the trace: xprof reports 0% input, which measures nothing.
+    assert summary.input_percent is None and summary.input_bound is None
+    # XLA:CPU ops from the host's thread lines, from the jitted train step, with the dense layers' dots.
+    assert summary.top_ops_source == "XLA ops in the trace"
+    assert all(re.fullmatch(r"jit_\w+/[\w.\-]+", op.name) for op in summary.top_ops), summary.top_ops
+    assert any(op.name.startswith("jit_train_step/") for op in summary.top_ops)
+    assert any(op.category in ("dot", "dot_general") or "dot" in op.category for op in summary.top_ops)
+    text = _assert_plain_and_consistent(summary)
+    assert summary.other_percent is not None and 0 <= summary.other_percent <= 100
+    assert "TensorBoard's Profile tab" in summary.recommendation or not summary.recommendation
+    print(text)
+
+
+def test_jax_capture_is_summarized_without_tensorflow(jax_capture):
+    out = _run_python(_SUMMARIZE_WITHOUT_TF, jax_capture)
+    assert out["tensorflow"] is False
+    assert "Top ops by self time (XLA ops in the trace)" in out["text"] and "jit_train_step/" in out["text"]
+
+
+def test_tf_capture_summary_measures_input_and_lists_the_models_ops(capture):
+    _, callback = capture
+    summary = profiling.summarize(callback.files[0])
+    # Keras on TensorFlow feeds through tf.data, which xprof measures.
+    assert summary.input_percent is not None and 0 <= summary.input_percent <= 100
+    assert summary.top_ops_source == "host"
+    assert any("sequential" in op.name for op in summary.top_ops), summary.top_ops
+    _assert_plain_and_consistent(summary)
+
+
+def test_panel_html_escapes_nothing_that_was_meant_as_html(capture, jax_capture):
+    from tpukit.ui import tables
+
+    for path in (capture[1].files[0], jax_capture):
+        summary = profiling.summarize(path)
+        page = tables.profile(summary)
+        assert "&lt;a" not in page and "<a " not in page and "Section 3" not in page
+        assert html.escape(summary.recommendation) in page
+
+
+@pytest.mark.xfail(reason="tpukit/ui/tables.py maps input_bound to its own words ('possibly input-bound'); "
+                          "it should show summary.input_verdict")
+def test_panel_html_shows_the_summarys_own_verdict(jax_capture):
+    from tpukit.ui import tables
+
+    summary = profiling.summarize(jax_capture)
+    page = html.unescape(tables.profile(summary))
+    assert summary.input_verdict in page and "possibly" not in page
+
+
+@pytest.mark.parametrize(
+    "percent, bound, words",
+    [(0.0, False, "0.0% of step time waiting for input: not input-bound."),
+     (4.94, False, "4.9% of step time waiting for input: not input-bound."),
+     (5.0, True, "5.0% of step time waiting for input: input-bound"),
+     (17.5, True, "17.5% of step time waiting for input: input-bound"),
+     (None, None, "not measured")],
+)
+def test_input_sentence_agrees_with_the_number(percent, bound, words):
+    from tpukit.profiling import _INPUT_BOUND_PERCENT, _input_sentence
+
+    assert (None if percent is None else percent >= _INPUT_BOUND_PERCENT) is bound
+    assert _input_sentence(percent, bound).startswith(words)
+
+
+def test_xprof_html_becomes_plain_text_without_section_pointers():
+    from tpukit.profiling import _plain
+
+    nextstep = ('Consider using <a href="https://www.tensorflow.org/guide/data" target="_blank">the tf.data API</a> '
+                "to enable profiler's host-side analysis for input pipeline. Profiler currently does not support "
+                "custom input pipeline (please ignore Section 3 below).")
+    assert _plain(nextstep) == ("Consider using the tf.data API (https://www.tensorflow.org/guide/data) to enable "
+                                "profiler's host-side analysis for input pipeline.")
+    assert _plain("Look at Section 3 for the breakdown of input time on the host.") == ""
+    assert _plain("Only 1.0% of device computation is 16 bit &amp; <b>more</b>.") == (
+        "Only 1.0% of device computation is 16 bit & more.")
+
+
+def test_xla_ops_self_time_leaves_out_nested_ops():
+    from tpukit.profiling import _xla_ops
+
+    def op(name, ts, dur, tid=1):
+        return {"ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur, "name": name,
+                "args": {"hlo_op": name, "hlo_module": "jit_step"}}
+
+    events = [
+        op("while.1", 0, 100), op("dot.2", 10, 30), op("fusion.3", 50, 20),  # nested in the while loop
+        op("dot.2", 200, 30, tid=2),  # the same op on another thread (another device)
+        {"ph": "X", "pid": 1, "tid": 1, "ts": 120, "dur": 500, "name": "PjitFunction(step)", "args": {}},
+        {"ph": "X", "pid": 1, "tid": 1, "ts": 150, "dur": 1, "name": "end: dot.2", "args": {"flow": "1"}},
+    ]
+    ops = {o.name: o for o in _xla_ops(events)}
+    assert {name: o.self_time_us for name, o in ops.items()} == {
+        "jit_step/dot.2": 60.0, "jit_step/while.1": 50.0, "jit_step/fusion.3": 20.0}
+    assert ops["jit_step/dot.2"].category == "dot" and ops["jit_step/while.1"].category == "while"
+    assert sum(o.self_time_percent for o in ops.values()) == pytest.approx(100.0)
+    assert _xla_ops([]) == ()

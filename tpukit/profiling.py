@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import html
 import json
 import os
 import re
@@ -43,14 +44,6 @@ __all__ = [
 
 _XPLANE_SUFFIX = ".xplane.pb"
 _TOP_OPS = 10
-# Findings the overview page lists besides the input verdict.
-_TIP_STATEMENTS = (
-    "all_other_statement",
-    "kernel_launch_statement",
-    "device_collectives_statement",
-    "precision_statement",
-)
-_INPUT_PERCENT_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*% of the total step time")
 
 
 class ProfilerBusyWarning(RuntimeWarning):
@@ -314,7 +307,10 @@ class OpStat:
 
 @dataclasses.dataclass(frozen=True)
 class ProfileSummary:
-    """What TensorBoard's profile overview says about one capture, as plain values.
+    """What a capture says about step time, input and ops, as plain values and plain text.
+
+    Every text field is plain text (no HTML), and the input verdict follows
+    from `input_percent` alone, with xprof's threshold (5% of step time).
 
     Attributes:
         path: The `.xplane.pb` file analysed (or the capture directory, when
@@ -324,13 +320,21 @@ class ProfileSummary:
         step_time_ms_min: Fastest step.
         step_time_ms_max: Slowest step.
         steps: (step name, milliseconds) per profiled step, e.g. ("train 3", 2.4).
-        input_percent: Percent of step time spent waiting for input.
-        input_bound: True if xprof calls the program highly or moderately
-            input-bound, False if not input-bound, None if it cannot tell.
-        input_conclusion: xprof's sentence about input.
-        top_ops: Up to 10 ops with the most self time (device ops when the
-            capture has any, else host ops; idle time excluded).
-        recommendation: xprof's other findings and suggested next step.
+        input_percent: Percent of step time spent waiting for input, or None
+            when the capture cannot tell (no tf.data input pipeline in it, as
+            on JAX).
+        input_bound: True at 5% or more of step time waiting for input, False
+            below, None when not measured.
+        input_conclusion: One sentence on input that states the number and the verdict.
+        other_percent: Percent of step time xprof attributes to no op ("All
+            Others": Python, I/O outside tf.data), or None without step markers.
+        top_ops: Up to 10 ops with the most self time, idle time excluded:
+            device ops when the capture has any, else host framework ops, else
+            the XLA ops in the trace's thread lines (XLA:CPU under JAX).
+        top_ops_source: Where `top_ops` come from: "device", "host", "XLA ops
+            in the trace", or "" when there are none.
+        recommendation: What to look at next, in plain text; names only
+            TensorBoard's Profile tab and its tools.
     """
 
     path: str
@@ -342,8 +346,18 @@ class ProfileSummary:
     input_percent: Optional[float]
     input_bound: Optional[bool]
     input_conclusion: str
+    other_percent: Optional[float]
     top_ops: Tuple[OpStat, ...]
+    top_ops_source: str
     recommendation: str
+
+    @property
+    def input_verdict(self) -> str:
+        """A short verdict with its number, e.g. "not input-bound (0.3% of step time waiting for input)"."""
+        if self.input_percent is None:
+            return "not measured (no tf.data input pipeline in this capture)"
+        word = "input-bound" if self.input_bound else "not input-bound"
+        return f"{word} ({self.input_percent:.1f}% of step time waiting for input)"
 
     def to_dict(self) -> Dict[str, Any]:
         """The summary as JSON-safe built-ins (tuples become lists)."""
@@ -353,7 +367,7 @@ class ProfileSummary:
         return d
 
     def to_text(self) -> str:
-        """A short readable report: step time, input verdict, top ops."""
+        """A short readable report: step time, input verdict, top ops, what to look at next."""
         lines = [f"Profile  {self.path}", f"Hardware {self.hardware_type or 'unknown'}"]
         if self.step_time_ms is None:
             lines.append("Step time: no step markers in this capture (profile training steps with ProfileCallback).")
@@ -362,18 +376,18 @@ class ProfileSummary:
                 f"Step time {self.step_time_ms:.2f} ms average "
                 f"(min {self.step_time_ms_min:.2f}, max {self.step_time_ms_max:.2f}) over {len(self.steps)} steps"
             )
-        verdict = {True: "input-bound", False: "not input-bound", None: "possibly input-bound, see below"}[self.input_bound]
-        share = "" if self.input_percent is None else f"{self.input_percent:.1f}% of step time waiting for input: "
-        lines.append(f"Input    {share}{verdict}")
-        if self.input_conclusion:
-            lines.append(f"         {self.input_conclusion}")
+        lines.append(f"Input    {self.input_conclusion}")
+        if self.other_percent is not None and self.other_percent >= _OTHER_NOTABLE_PERCENT:
+            lines.append(f"Other    {_other_sentence(self.other_percent)}")
         if self.top_ops:
             width = min(40, max(len("category"), *(len(op.category) for op in self.top_ops)))
-            lines.append("Top ops by self time")
+            lines.append(f"Top ops by self time ({self.top_ops_source})")
             lines.append(f"  {'self us':>10}  {'share':>6}  {'category':<{width}}  op")
             for op in self.top_ops:
                 pct = f"{op.self_time_percent:>5.1f}%"
                 lines.append(f"  {op.self_time_us:>10.1f}  {pct}  {op.category[:width]:<{width}}  {op.name}")
+        else:
+            lines.append("Top ops: none with self time in this capture.")
         if self.recommendation:
             lines.append(f"Next     {self.recommendation}")
         return "\n".join(lines)
@@ -382,8 +396,23 @@ class ProfileSummary:
         return self.to_text()
 
 
+# xprof's thresholds (input_pipeline_analysis.cc): 5% of step time waiting for
+# input is moderately input-bound (20% highly); 3% in 'All Others' is notable.
+_INPUT_BOUND_PERCENT = 5.0
+_OTHER_NOTABLE_PERCENT = 3.0
+# xprof's findings worth passing on; its input sentences are replaced by
+# tpukit's own (they point at page sections the panel does not show).
+_TIP_STATEMENTS = ("kernel_launch_statement", "device_collectives_statement", "precision_statement")
+_PROFILE_TAB = "TensorBoard's Profile tab"
+
+
 def summarize(path) -> ProfileSummary:
-    """Summarize a profile capture the way TensorBoard's overview page does.
+    """Summarize a profile capture (TensorFlow's or JAX's) offline, without TensorFlow or a server.
+
+    Step times and the step-time breakdown come from xprof's input-pipeline
+    analysis (the numbers TensorBoard's overview page shows), top ops from its
+    framework op stats or, where those have none (XLA:CPU under JAX), from the
+    XLA ops in the trace.
 
     Args:
         path: An `.xplane.pb` file, a capture directory
@@ -398,20 +427,19 @@ def summarize(path) -> ProfileSummary:
         ImportError: xprof is not installed.
     """
     shown, xplanes = _xplanes_for(path)
+    analysis = _tool_data(xplanes, "input_pipeline_analyzer")
     overview = _tool_data(xplanes, "overview_page")
-    op_stats = _tool_data(xplanes, "framework_op_stats")
-
-    step_table = _table_with(overview, "stepnum") or {}
+    step_table = _table_with(analysis, "stepnum") or _table_with(overview, "stepnum") or {}
     props = step_table.get("p", {})
-    steps, input_percent = _steps(step_table)
-    times = [ms for _, ms in steps]
-    conclusion = props.get("input_conclusion", "")
-    if input_percent is None:
-        match = _INPUT_PERCENT_RE.search(conclusion)
-        input_percent = float(match.group(1)) if match else None
+    steps, input_percent, other_percent = _steps(step_table)
+    if not _has_rows(_table_with(analysis, "opName")) and not input_percent:
+        input_percent = None  # xprof saw no input pipeline: its 0% is not a measurement
+    top_ops, source = _top_ops(_tool_data(xplanes, "framework_op_stats"))
+    if not top_ops:
+        top_ops, source = _xla_ops_from_trace(xplanes)
     tips = (_table_with(overview, "tip_type") or {}).get("p", {})
-    notes = [tips.get(key, "") for key in _TIP_STATEMENTS]
-    notes.append(props.get("summary_nextstep", ""))
+    input_bound = None if input_percent is None else input_percent >= _INPUT_BOUND_PERCENT
+    times = [ms for _, ms in steps]
     return ProfileSummary(
         path=shown,
         hardware_type=props.get("hardware_type", ""),
@@ -420,24 +448,70 @@ def summarize(path) -> ProfileSummary:
         step_time_ms_max=max(times) if times else None,
         steps=tuple(steps),
         input_percent=input_percent,
-        input_bound=_input_verdict(conclusion),
-        input_conclusion=conclusion,
-        top_ops=_top_ops(op_stats),
-        recommendation=" ".join(n.strip() for n in notes if n and n.strip()),
+        input_bound=input_bound,
+        input_conclusion=_input_sentence(input_percent, input_bound),
+        other_percent=other_percent,
+        top_ops=top_ops,
+        top_ops_source=source,
+        recommendation=_advice(input_bound, other_percent, [props.get(k) or tips.get(k) for k in _TIP_STATEMENTS]),
     )
 
 
-def _tool_data(xplanes: List[str], tool: str) -> List[Dict[str, Any]]:
+def _input_sentence(percent: Optional[float], bound: Optional[bool]) -> str:
+    if percent is None:
+        return "not measured: this capture has no tf.data input pipeline, the only input xprof can see."
+    if bound:
+        return f"{percent:.1f}% of step time waiting for input: input-bound (xprof's threshold is 5%)."
+    return f"{percent:.1f}% of step time waiting for input: not input-bound."
+
+
+def _other_sentence(percent: float) -> str:
+    return f"{percent:.1f}% of step time is in no traced op ('All Others': Python overhead or I/O)."
+
+
+def _advice(input_bound: Optional[bool], other_percent: Optional[float], statements: Sequence[Optional[str]]) -> str:
+    """What to look at next, naming only what the user can open: TensorBoard's Profile tab and its tools."""
+    parts = []
+    if input_bound:
+        parts.append(
+            f"The input pipeline analysis in {_PROFILE_TAB} shows which tf.data stages take the time; "
+            "prefetching, parallel map calls and caching usually help."
+        )
+    if other_percent is not None and other_percent >= _OTHER_NOTABLE_PERCENT:
+        parts.append(f"The trace viewer in {_PROFILE_TAB} shows what runs between the ops.")
+    parts.extend(_plain(s) for s in statements if s)
+    return " ".join(p for p in parts if p)
+
+
+_LINK = re.compile(r"<a\b[^>]*?href=[\"']([^\"']*)[\"'][^>]*>(.*?)</a\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _plain(text: str) -> str:
+    """xprof's HTML sentence as plain text: links become "text (url)", tags go, and
+    sentences that point at page sections ("Section 3") the panel does not show are dropped."""
+    text = _LINK.sub(lambda m: f"{m.group(2)} ({m.group(1)})", text)
+    text = html.unescape(_TAG.sub("", text))
+    sentences = _SENTENCE_END.split(" ".join(text.split()))
+    return " ".join(s for s in sentences if s and not re.search(r"\bsection\b", s, re.IGNORECASE))
+
+
+def _tool_json(xplanes: List[str], tool: str, params: Optional[Dict[str, Any]] = None) -> Any:
     try:
         from xprof.convert import raw_to_tool_data
     except ImportError as e:
         raise ImportError(f"summarize() needs the xprof package (pip install xprof): {e}") from e
-    data = raw_to_tool_data.xspace_to_tool_data(xplanes, tool, {})
+    data = raw_to_tool_data.xspace_to_tool_data(xplanes, tool, params or {})
     if isinstance(data, tuple):
         data = data[0]
     if not data:
         raise ValueError(f"xprof could not build {tool} from {', '.join(xplanes)}.")
-    tables = json.loads(data)
+    return json.loads(data)
+
+
+def _tool_data(xplanes: List[str], tool: str) -> List[Dict[str, Any]]:
+    tables = _tool_json(xplanes, tool)
     return tables if isinstance(tables, list) else [tables]
 
 
@@ -448,6 +522,10 @@ def _table_with(tables: List[Dict[str, Any]], column: str) -> Optional[Dict[str,
     return None
 
 
+def _has_rows(table: Optional[Dict[str, Any]]) -> bool:
+    return bool(table and table.get("rows"))
+
+
 def _column_ids(table: Dict[str, Any]) -> List[str]:
     return [c.get("id", "") for c in table.get("cols", [])]
 
@@ -456,15 +534,15 @@ def _cells(row: Dict[str, Any]) -> List[Any]:
     return [(c or {}).get("v") for c in row.get("c", [])]
 
 
-def _steps(table: Dict[str, Any]) -> Tuple[List[Tuple[str, float]], Optional[float]]:
-    """(name, ms) per step, and the percent of step time spent on input."""
+def _steps(table: Dict[str, Any]) -> Tuple[List[Tuple[str, float]], Optional[float], Optional[float]]:
+    """(name, ms) per step, and the percents of step time spent waiting for input and in 'All Others'."""
     ids = _column_ids(table)
     if "stepnum" not in ids:
-        return [], None
+        return [], None, None
     name_i = ids.index("stepnum")
     time_i = ids.index("stepTimeMs") if "stepTimeMs" in ids else None
-    input_i = ids.index("infeedTimeMs") if "infeedTimeMs" in ids else None
-    steps, waiting = [], 0.0
+    shares = {key: ids.index(key) for key in ("infeedTimeMs", "otherTimeMs") if key in ids}
+    steps, spent = [], dict.fromkeys(shares, 0.0)
     for row in table.get("rows", []):
         cells = _cells(row)
         if time_i is not None:
@@ -474,27 +552,12 @@ def _steps(table: Dict[str, Any]) -> Tuple[List[Tuple[str, float]], Optional[flo
         if not isinstance(ms, (int, float)):
             continue
         steps.append((str(cells[name_i]), float(ms)))
-        if input_i is not None and isinstance(cells[input_i], (int, float)):
-            waiting += cells[input_i]
+        for key, i in shares.items():
+            if isinstance(cells[i], (int, float)):
+                spent[key] += cells[i]
     total = sum(ms for _, ms in steps)
-    percent = 100.0 * waiting / total if input_i is not None and total > 0 else None
-    return steps, percent
-
-
-def _input_verdict(conclusion: str) -> Optional[bool]:
-    """xprof's sentence as a verdict: highly/moderately input-bound is True; "POTENTIALLY" is not a verdict.
-
-    xprof says "POTENTIALLY input-bound" when much time is 'All Others' (Python, I/O it cannot attribute),
-    even with almost no time waiting for input, so that case stays None and the sentence is shown instead.
-    """
-    text = conclusion.upper()
-    if "NOT INPUT-BOUND" in text:
-        return False
-    if "POTENTIALLY" in text:
-        return None
-    if "INPUT-BOUND" in text:
-        return True
-    return None
+    percent = {key: 100.0 * spent[key] / total if total > 0 else None for key in shares}
+    return steps, percent.get("infeedTimeMs"), percent.get("otherTimeMs")
 
 
 def _has_idle(table: Dict[str, Any]) -> bool:
@@ -505,12 +568,13 @@ def _has_idle(table: Dict[str, Any]) -> bool:
     return any(_cells(row)[i] == "IDLE" for row in table.get("rows", []))
 
 
-def _top_ops(tables: List[Dict[str, Any]]) -> Tuple[OpStat, ...]:
+def _top_ops(tables: List[Dict[str, Any]]) -> Tuple[Tuple[OpStat, ...], str]:
+    """Framework ops from xprof's op stats: (ops, "device" or "host"), or ((), "") when it has none."""
     # xprof gives the op table twice, with and without IDLE time; shares are
     # more telling without it.
     candidates = [t for t in tables if isinstance(t, dict) and "total_self_time" in _column_ids(t)]
     if not candidates:
-        return ()
+        return (), ""
     table = next((t for t in candidates if not _has_idle(t)), candidates[0])
     ids = _column_ids(table)
     col = {name: ids.index(name) for name in ids}
@@ -519,22 +583,55 @@ def _top_ops(tables: List[Dict[str, Any]]) -> Tuple[OpStat, ...]:
         cells = _cells(row)
         where = cells[col["host_or_device"]] if "host_or_device" in col else "Host"
         category = str(cells[col["type"]]) if "type" in col else ""
-        if category == "IDLE":
+        self_time = float(cells[col["total_self_time"]] or 0.0)
+        if category == "IDLE" or self_time <= 0:
             continue
         share_key = "device_total_self_time_percent" if where == "Device" else "host_total_self_time_percent"
         share = cells[col[share_key]] if share_key in col else 0.0
-        rows.append(
-            (
-                where,
-                OpStat(
-                    name=str(cells[col["operation"]]) if "operation" in col else category,
-                    category=category,
-                    self_time_us=float(cells[col["total_self_time"]] or 0.0),
-                    self_time_percent=100.0 * float(share or 0.0),
-                ),
-            )
-        )
+        name = str(cells[col["operation"]]) if "operation" in col else category
+        rows.append((where, OpStat(name, category, self_time, 100.0 * float(share or 0.0))))
     on_device = [op for where, op in rows if where == "Device"]
     chosen = on_device or [op for _, op in rows]
     chosen.sort(key=lambda op: op.self_time_us, reverse=True)
-    return tuple(chosen[:_TOP_OPS])
+    return tuple(chosen[:_TOP_OPS]), ("device" if on_device else "host") if chosen else ""
+
+
+def _xla_ops_from_trace(xplanes: List[str]) -> Tuple[Tuple[OpStat, ...], str]:
+    """XLA ops from the trace: XLA:CPU runs them on the host's thread lines (xprof's op stats leave them out)."""
+    # use_saved_result=False: newer xprof otherwise caches the trace next to the capture.
+    trace = _tool_json(xplanes, "trace_viewer", {"use_saved_result": False})
+    ops = _xla_ops(trace.get("traceEvents", []) if isinstance(trace, dict) else [])
+    return ops, ("XLA ops in the trace" if ops else "")
+
+
+def _xla_ops(events: Sequence[Dict[str, Any]]) -> Tuple[OpStat, ...]:
+    """The top XLA ops among trace events ("X" events whose args name an `hlo_op`).
+
+    Self time is an op's time less the ops nested in it on the same thread;
+    shares are of all XLA ops' self time.
+    """
+    threads: Dict[Tuple[Any, Any], List[Dict[str, Any]]] = {}
+    for event in events:
+        if event.get("ph") == "X" and "hlo_op" in (event.get("args") or {}):
+            threads.setdefault((event.get("pid"), event.get("tid")), []).append(event)
+    self_us: Dict[Tuple[str, str], float] = {}
+    for line in threads.values():
+        line.sort(key=lambda e: (float(e.get("ts", 0)), -float(e.get("dur", 0))))
+        enclosing: List[Tuple[float, Tuple[str, str]]] = []  # (end, op) of the ops open at this event
+        for event in line:
+            start, duration = float(event.get("ts", 0)), float(event.get("dur", 0))
+            key = (str(event["args"].get("hlo_module", "")), str(event["args"]["hlo_op"]))
+            while enclosing and enclosing[-1][0] <= start:
+                enclosing.pop()
+            if enclosing:
+                self_us[enclosing[-1][1]] -= duration
+            self_us[key] = self_us.get(key, 0.0) + duration
+            enclosing.append((start + duration, key))
+    total = sum(us for us in self_us.values() if us > 0)
+    ops = [
+        OpStat(f"{module}/{op}" if module else op, re.sub(r"\.\d+$", "", op), us, 100.0 * us / total)
+        for (module, op), us in self_us.items()
+        if us > 0
+    ]
+    ops.sort(key=lambda op: op.self_time_us, reverse=True)
+    return tuple(ops[:_TOP_OPS])
