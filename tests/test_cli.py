@@ -87,9 +87,9 @@ def test_json_contract_and_bitwise_determinism_across_processes_8_replicas(tmp_p
 def _wait_for_backup(run_root, proc, epoch, timeout=120):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        for meta in Path(run_root).glob("*/backup/training_metadata.json"):
+        for meta in Path(run_root).glob("*/backup/latest.json"):
             try:
-                if json.loads(meta.read_text())["epoch"] >= epoch:
+                if json.loads(meta.read_text())["epochs_done"] >= epoch:
                     return meta.parents[1]
             except (ValueError, KeyError, OSError):
                 pass
@@ -116,6 +116,11 @@ def test_sigkilled_deterministic_run_resumes_to_the_same_fingerprint(tmp_path):
     assert resumed["fingerprint"] == reference["fingerprint"] == plain2["fingerprint"]
     assert resumed["epochs_done"] == 5
     assert resumed["history"]["loss"] == reference["history"]["loss"]
+    again = run_cli("train", "--resume", str(run_dir))
+    assert again.returncode == 1 and "is a completed run (5 epochs)" in again.stderr and "--epochs N" in again.stderr
+    extended = _last_json(run_cli("train", "--resume", str(run_dir), "--epochs", "6", "--json"))
+    assert extended["status"] == "completed" and extended["epochs_done"] == 6 and extended["run_dir"] != str(run_dir)
+    assert json.loads((Path(extended["run_dir"]) / "result.json").read_text())["parent"] == str(run_dir)
 
 
 def test_doctor_reports_the_runtime_and_versions():
@@ -158,3 +163,43 @@ def test_cli_import_path_that_fails_is_one_line(tmp_path):
     proc = run_cli("train", "--model", "no_such_pkg.models:build", timeout=60)
     assert proc.returncode == 2 and "importing 'no_such_pkg.models' failed: ModuleNotFoundError" in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_a_logdir_that_cannot_be_written_is_one_line_before_connecting(tmp_path, where):
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    logdir = afile if where == "a file" else afile / "runs"
+    proc = run_cli("train", "--logdir", str(logdir), "--model", "mlp", "--dataset", "digits", timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"python -m tpukit: logdir {logdir} is not a writable directory "
+        f"({'File exists' if where == 'a file' else 'Not a directory'}); choose another with RunConfig(logdir=...) "
+        "or --logdir."]
+
+
+def test_debug_shows_the_traceback_the_one_line_hides():
+    proc = run_cli("train", "--model", "vit", "--debug", timeout=60)
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "RegistryError: unknown model 'vit'" in proc.stderr
+
+
+@pytest.mark.parametrize("after_s", [0.3, 1.0, 2.5])  # inside numpy's, TensorFlow's or Keras' imports
+def test_ctrl_c_during_start_up_is_one_line(tmp_path, after_s):
+    proc = _train_json("--model", "mlp", "--dataset", "digits", logdir=tmp_path)
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] in ("python -m tpukit: interrupted",) or "stopped" in out
+
+
+def test_warnings_take_one_line_each(capsys):
+    import warnings
+
+    from tpukit import cli
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = cli._one_line_warning
+        warnings.warn("the batch is padded:\n  12% of each step is waste", UserWarning)
+    assert capsys.readouterr().err == "UserWarning: the batch is padded: 12% of each step is waste\n"

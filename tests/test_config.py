@@ -121,3 +121,9 @@ def test_from_json_fails_in_one_line(text, shown):
     with pytest.raises(ConfigError, match=re.escape(shown)) as info:
         RunConfig.from_json(text)
     assert "\n" not in str(info.value)
+
+
+def test_a_profile_window_beyond_a_known_run_length_is_refused_when_built():
+    with pytest.raises(ConfigError, match=r"a window within the run's 20 steps \(2 epochs x steps_per_epoch=10\)"):
+        RunConfig(epochs=2, steps_per_epoch=10, profile=(15, 21))
+    assert RunConfig(epochs=2, steps_per_epoch=10, profile=(15, 20)).profile == (15, 20)

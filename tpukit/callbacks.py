@@ -38,20 +38,30 @@ def whole_epoch(seen: int, steps_per_epoch: Optional[int], model) -> bool:
     return seen >= steps_per_epoch if steps_per_epoch else not model.stop_training
 
 
-class EpochBackup(keras.callbacks.BackupAndRestore):
-    """BackupAndRestore that saves only whole epochs.
+class EpochBackup(keras.callbacks.Callback):
+    """Backs up every whole epoch with `tpukit.checkpoint` (atomic, two files deep); restores one at train begin.
 
     Keras calls `on_epoch_end` even when a stop request cut the epoch short.
     Saving then would mark a half epoch as done, and a resumed run would skip
     the rest of it; so a partial epoch is not saved and resume redoes it from
     its start, with the same batches, which keeps a deterministic run bitwise
     reproducible.
+
+    `restore` is the weights file to load when training begins (after Keras has
+    built the optimizer, so its state loads too); a file that does not fit the
+    model raises `checkpoint.RestoreError` in one line.
     """
 
-    def __init__(self, backup_dir: str, steps_per_epoch: Optional[int]):
-        super().__init__(backup_dir, save_freq="epoch", delete_checkpoint=False)
+    def __init__(self, backup_dir: str, steps_per_epoch: Optional[int], restore: Optional[str] = None):
+        super().__init__()
+        self.backup_dir = backup_dir
         self.steps_per_epoch = steps_per_epoch
+        self.restore = restore
         self._seen = 0
+
+    def on_train_begin(self, logs=None):
+        if self.restore:
+            _load_exactly(self.model, self.restore)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._seen = 0
@@ -61,7 +71,31 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
 
     def on_epoch_end(self, epoch, logs=None):
         if whole_epoch(self._seen, self.steps_per_epoch, self.model):
-            super().on_epoch_end(epoch, logs)
+            from tpukit import checkpoint
+
+            checkpoint.write(self.backup_dir, epoch + 1, self.model.save_weights)
+
+
+def _load_exactly(model, path: str) -> None:
+    """Load weights and optimizer state, or raise RestoreError: Keras only warns when some do not fit."""
+    import warnings
+
+    from tpukit import checkpoint
+
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and not optimizer.built:  # as BackupAndRestore does: its state must load too
+        optimizer.build(model.trainable_variables)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model.load_weights(path)
+            problem = next((str(w.message) for w in caught if "saving" in w.filename), None)
+        except Exception as e:
+            problem = f"{type(e).__name__}: {str(e).strip()}"
+    if problem:
+        raise checkpoint.RestoreError(
+            f"{path} does not fit this model ({problem.splitlines()[0][:200].strip()}); resume needs the model the "
+            "run was trained with.")
 
 
 class RunRecorder(keras.callbacks.Callback):
@@ -180,9 +214,11 @@ class ProgressLogger(keras.callbacks.Callback):
             self.stream.flush()
 
     def on_epoch_end(self, epoch, logs=None):
-        self._last_step = self.steps or self._last_step
-        self.stream.write(("\r" if self._tty else "") + self._line(self._last_step, logs, self.clock(), final=True)
-                          + "\n")
+        whole = whole_epoch(self._last_step, self.steps, self.model)
+        line = self._line(self.steps if whole and self.steps else self._last_step, logs, self.clock(), final=True)
+        if not whole:
+            line += "  (stopped: resume redoes this epoch)"
+        self.stream.write(("\r" if self._tty else "") + line + "\n")
         self.stream.flush()
 
     def _line(self, step, logs, now, final=False) -> str:

@@ -180,6 +180,9 @@ class RunConfig:
                 or window[1] < window[0]
             ):
                 _fail("profile", self.profile, "None or (start, stop) steps with 0 <= start <= stop")
+            if self.steps_per_epoch and window[1] > self.steps_per_epoch * self.epochs:
+                _fail("profile", self.profile, f"a window within the run's {self.steps_per_epoch * self.epochs} "
+                      f"steps ({self.epochs} epochs x steps_per_epoch={self.steps_per_epoch})")
         if not isinstance(self.logdir, str) or not self.logdir:
             _fail("logdir", self.logdir, "a directory path")
         _check_run_name(self.name)

@@ -134,9 +134,12 @@ def check_fits(model, source, loss_name: str) -> None:
         raise sources.DataError(
             f"the model cannot take this data: {one_line(e)}. Received: inputs {_shapes(sample)}; "
             f"the model expects {_expected_inputs(model)}.") from None
-    if not isinstance(source.train, sources.Arrays) or "sparse_categorical" not in str(loss_name):
+    if not isinstance(source.train, sources.Arrays):
         return
     y = source.train.y
+    _check_loss_takes(model, loss_name, y, outputs)
+    if "sparse_categorical" not in str(loss_name):
+        return
     if not np.issubdtype(y.dtype, np.integer):
         if np.any(np.asarray(y) != np.round(y)):
             raise sources.DataError(
@@ -149,6 +152,25 @@ def check_fits(model, source, loss_name: str) -> None:
         raise sources.DataError(
             f"the labels run from {low} to {top}, but the model's output has {units} unit(s) for the loss "
             f"{loss_name}: give the last layer {top + 1} units (one per class), or check the labels.")
+
+
+def _check_loss_takes(model, loss_name, y, outputs) -> None:
+    """The loss on a few examples: an output of the wrong shape for the labels fails here, in one line."""
+    import keras
+    import numpy as np
+
+    from tpukit import sources
+
+    loss = getattr(model, "loss", None) or loss_name
+    if not (isinstance(loss, str) or callable(loss)) or isinstance(y, dict) or isinstance(outputs, (dict, list)):
+        return  # several outputs: Keras matches them to their losses itself
+    try:
+        keras.losses.get(loss)(np.asarray(y[: len(outputs)]), outputs)
+    except Exception as e:
+        raise sources.DataError(
+            f"the model's output {tuple(np.shape(outputs))[1:]} does not fit the labels "
+            f"{tuple(np.shape(y))[1:] or '(scalar)'} for the loss {loss_name}: {one_line(e, 160)}. Check the last "
+            "layers (a Flatten or pooling before the classifier?) or the loss.") from None
 
 
 def loss_name(model, config) -> str:

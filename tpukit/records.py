@@ -1,19 +1,29 @@
 """Every run gets its own directory with config.json and result.json.
 
 A run directory is `<logdir>/<YYYYmmdd-HHMMSS>-<name>`; a second run in the
-same second gets a `-2` suffix, so no run ever overwrites another. result.json
-is rewritten (atomically) as the run goes, so a killed run still says how far
-it got.
+same second gets a `-2` suffix, so no run ever overwrites another. Every file
+in it is written to a temporary name beside it, flushed to disk and renamed, so
+a kill at any instant leaves the old file or the new one, never half of one.
+result.json is rewritten as the run goes, so a killed run still says how far it
+got. A process working on a run holds `.lock` (an OS lock that ends with the
+process), so two processes never train one directory, and a run whose record
+says "running" while nobody holds its lock was killed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+try:  # Linux and macOS; on Windows runs are not locked
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
 
 STATUSES = ("running", "completed", "stopped", "failed")
 
@@ -42,6 +52,7 @@ class RunResult:
     message: str = ""
     started: Optional[float] = None
     ended: Optional[float] = None
+    parent: Optional[str] = None
     test_metrics: Dict[str, float] = dataclasses.field(default_factory=dict)
     data: Dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: Tuple[str, ...] = ()
@@ -58,8 +69,12 @@ class RunResult:
 
     @property
     def resumable(self) -> bool:
-        """A stopped or killed run can continue from its last completed epoch."""
-        return self.status in ("stopped", "running", "failed") and Path(self.run_dir, "backup").is_dir()
+        """Whether `resume()` continues this run from a whole epoch: it ended without completing, has a backup (or
+        extends a parent run), and no process is working on it. A completed run is extended, not resumed."""
+        backup = Path(self.run_dir, "backup")
+        saved = (backup / "latest.json").is_file() or (backup / "training_metadata.json").is_file()
+        return (self.status in ("stopped", "running", "failed") and bool(saved or self.parent)
+                and not in_use(self.run_dir))
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -102,12 +117,45 @@ class RunResult:
         return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def atomic(path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; once the body has written it, flush it to disk and rename it to `path`.
+
+    The temporary name keeps the file's suffixes (Keras insists on `.weights.h5`).
+    If the body fails, the temporary file is removed and `path` is untouched. An
+    existing `path` that is a symlink is replaced, never followed.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name.split('.')[0]}.tmp-{os.getpid()}{''.join(path.suffixes)}")
+    try:
+        yield tmp
+        _fsync(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync(path.parent)
+
+
+def _fsync(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # a directory cannot be opened on Windows
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def write_json(path: Path, obj: Any) -> None:
     """Write JSON atomically: a reader never sees half a file, even if the process dies."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable))
-    os.replace(tmp, path)
+    text = json.dumps(obj, indent=2, sort_keys=True, default=_jsonable)
+    with atomic(path) as tmp:
+        tmp.write_text(text)
 
 
 def _jsonable(value):
@@ -116,6 +164,19 @@ def _jsonable(value):
     if isinstance(value, (set, tuple)):
         return list(value)
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def check_logdir(logdir) -> None:
+    """Create `logdir` if needed and check that a run can be written there; RunDirError in one line if not."""
+    root = Path(logdir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".tpukit-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise RunDirError(f"logdir {logdir} is not a writable directory ({e.strerror or type(e).__name__}); "
+                          "choose another with RunConfig(logdir=...) or --logdir.") from None
 
 
 def new_run_dir(logdir: str, name: str, now: Optional[float] = None) -> Path:
@@ -142,8 +203,83 @@ class RunDirError(ValueError):
     """A run directory whose files are missing or cannot be read. The message is one line and names the file."""
 
 
+class RunInUse(RunDirError):
+    """Another process (or another train() in this one) is working on the run directory."""
+
+
+LOCK_NAME = ".lock"
+
+
+@contextlib.contextmanager
+def locked(run_dir) -> Iterator[None]:
+    """Hold the run directory's lock for the body; RunInUse if someone else holds it.
+
+    The lock is an OS file lock (flock): the kernel drops it when its process
+    ends, however it ends, so it never outlives a killed run.
+    """
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    path = Path(run_dir) / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "another process"
+            raise RunInUse(f"{run_dir} is in use by process {holder}: one process trains a run at a time; wait for "
+                           "it to end or stop it.") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def sweep_temporaries(run_dir) -> None:
+    """Remove the temporary files a killed writer left (call with the run's lock held: no one else writes)."""
+    for tmp in Path(run_dir).rglob(".*.tmp-*"):
+        if tmp.is_file() and not tmp.is_symlink():
+            tmp.unlink(missing_ok=True)
+
+
+def in_use(run_dir) -> bool:
+    """Whether a live process holds the run directory's lock."""
+    path = Path(run_dir) / LOCK_NAME
+    if fcntl is None or not path.is_file():
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def check_contained(run_dir) -> None:
+    """RunDirError if the run directory is a symlink or holds one: resume writes there and must stay inside it."""
+    root = Path(run_dir)
+    if root.is_symlink():
+        raise RunDirError(f"{run_dir} is a symlink; resume works on the run directory itself. "
+                          f"Received: {run_dir} -> {os.readlink(root)}")
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder, name)
+            if path.is_symlink():
+                raise RunDirError(f"{path} is a symlink (to {os.readlink(path)}); tpukit does not write through links "
+                                  "out of a run directory. Remove it to resume.")
+
+
 def load(run_dir) -> RunResult:
     """The result of the run in `run_dir` (status 'running' if it never wrote one).
+
+    A run recorded as running that no process holds was killed: it is reported
+    as stopped, and `resume` continues it.
 
     Raises:
         FileNotFoundError: not a run directory (no config.json).
@@ -154,13 +290,20 @@ def load(run_dir) -> RunResult:
     if result_path.exists():
         values = _read_object(result_path)
         try:
-            return RunResult.from_dict(values)
+            result = RunResult.from_dict(values)
         except TypeError as e:
             raise RunDirError(f"{result_path} is not a tpukit result ({e}).") from None
-    config_path = run_dir / "config.json"
-    if not config_path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a tpukit run directory (no config.json)")
-    return RunResult(run_dir=str(run_dir), status="running", config=_read_object(config_path))
+    else:
+        config_path = run_dir / "config.json"
+        if not config_path.exists():
+            raise FileNotFoundError(f"{run_dir} is not a tpukit run directory (no config.json)")
+        result = RunResult(run_dir=str(run_dir), status="running", config=_read_object(config_path))
+    if result.status == "running" and (run_dir / LOCK_NAME).exists() and not in_use(run_dir):
+        result = dataclasses.replace(
+            result, status="stopped",
+            message="the process ended while the run was training (killed?); resume continues from the last "
+                    "whole epoch")
+    return result
 
 
 def _read_object(path: Path) -> dict:

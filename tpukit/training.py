@@ -3,14 +3,17 @@
 `train()` is the one entry point the notebooks, the panel and the CLI share.
 It creates a fresh run directory (or continues one with `resume()`), writes
 config.json and a result.json that is updated every epoch, and returns a
-`RunResult`. A stop request, Ctrl-C (KeyboardInterrupt) or a NaN loss ends the
-run cleanly with what was done so far; a killed process can be resumed from
-its last whole epoch and, when deterministic, ends with the same weights.
+`RunResult`. A stop request, Ctrl-C (KeyboardInterrupt), SIGTERM or a NaN loss
+ends the run cleanly with what was done so far; any other failure after the run
+directory exists ends it "failed" with a one-line reason. A killed process can
+be resumed from its last whole epoch and, when deterministic, ends with the
+same weights.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import signal
 import shutil
 import threading
 import time
@@ -18,7 +21,7 @@ import warnings
 from pathlib import Path
 from typing import Iterable, Optional
 
-from tpukit import records
+from tpukit import checkpoint, records
 from tpukit.config import ConfigError, PaddingWarning, RunConfig
 from tpukit.records import RunResult
 
@@ -59,24 +62,55 @@ def train(
     return _Run(config, runtime, callbacks, stop, progress, inputs=(model, data, validation_data, test_data)).execute()
 
 
-def resume(run_dir, runtime=None, callbacks: Iterable = (), *, model=None, data=None, validation_data=None,
-           test_data=None, stop=None, progress=None) -> RunResult:
+def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[int] = None, model=None, data=None,
+           validation_data=None, test_data=None, stop=None, progress=None) -> RunResult:
     """Continue a stopped or killed run in its own directory, from its last whole epoch.
+
+    A completed run is never trained again in place: with `epochs=N` (more than
+    it ran) it is extended into a new run directory that records it as its
+    `parent`, starting from its final weights and optimizer state.
 
     A run of a model or data handed to `train()` as objects needs the same objects
     again (`model=`, `data=`); one named by the registry or an import path rebuilds by itself.
 
     Raises:
-        records.RunDirError: the run is complete (it is not trained again), or its record is damaged.
+        records.RunDirError: the run is complete and `epochs` does not extend it, its record or backup is
+            damaged, it holds a symlink, or another process is training it (`records.RunInUse`).
     """
+    records.check_contained(run_dir)
     config = records.load_config(run_dir)
     previous = records.load(run_dir)
+    _check_agree(run_dir, config, previous)
+    inputs = (model, data, validation_data, test_data)
     if previous.status == "completed":
+        if epochs is None or epochs <= previous.epochs_done:
+            raise records.RunDirError(
+                f"{run_dir} is a completed run ({previous.epochs_done} epochs) and is not trained again; to train it "
+                f"further, extend it into a new run: resume(run_dir, epochs=N) or --resume DIR --epochs N, with N > "
+                f"{previous.epochs_done}. Received: epochs={epochs}.")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PaddingWarning)
+            extended = config.replace(epochs=epochs)
+        return _Run(extended, runtime, callbacks, stop, progress, parent=previous, inputs=inputs).execute()
+    if epochs is not None and epochs != config.epochs:
         raise records.RunDirError(
-            f"{run_dir} is a completed run ({previous.epochs_done} epochs): resume continues stopped or killed runs "
-            "and never trains a finished one again; start a new run to train more.")
-    return _Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir),
-                inputs=(model, data, validation_data, test_data)).execute()
+            f"{run_dir} is a {previous.status} run of {config.epochs} epochs; resume finishes it as it was set up, "
+            f"and epochs= extends only completed runs. Received: epochs={epochs}.")
+    return _Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir), inputs=inputs).execute()
+
+
+def _check_agree(run_dir, config: RunConfig, previous: RunResult) -> None:
+    """RunDirError if config.json and result.json describe different runs (one of them was edited or replaced)."""
+    import json
+
+    written = json.loads(json.dumps(config.to_dict()))
+    recorded = previous.config or written
+    differ = sorted(k for k in set(written) | set(recorded) if written.get(k) != recorded.get(k))
+    if differ:
+        k = differ[0]
+        raise records.RunDirError(
+            f"{run_dir}: config.json and result.json disagree on {', '.join(differ)} ({k}={written.get(k)!r} vs "
+            f"{recorded.get(k)!r}); the run cannot resume exactly. Start a new run with the settings you want.")
 
 
 def check_names(config: RunConfig, model=None, data=None) -> None:
@@ -89,10 +123,41 @@ def check_names(config: RunConfig, model=None, data=None) -> None:
         registry.resolve("dataset", config.dataset)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside the training loop (or a second one), raised where Python next runs, as Ctrl-C is."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops(run: "_Run"):
+    """While a run executes in the main thread, SIGTERM ends it "stopped" with its work kept, instead of killing it.
+
+    Inside fit, the first SIGTERM sets the stop flag, so the step in flight ends and the run stops cleanly (an
+    exception raised in the middle of TensorFlow's Python code can leave it unstable); outside fit, or a second
+    time, it raises `Terminated`.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if run.fitting and not run.terminated:
+            run.terminated = True
+            run.stop.set()
+        else:
+            raise Terminated(f"terminated by signal {signum} (SIGTERM)")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
 class _Run:
     """One execution of a run: the steps of `train`, each a small method."""
 
-    def __init__(self, config, runtime, callbacks, stop, progress, run_dir=None, inputs=(None, None, None, None)):
+    def __init__(self, config, runtime, callbacks, stop, progress, run_dir=None, inputs=(None, None, None, None),
+                 parent: Optional[RunResult] = None):
         model, data, self.validation_data, self.test_data = inputs
         self.config, self.model_arg, self.data_arg = with_labels(config, model, data)
         self.runtime = runtime
@@ -101,16 +166,31 @@ class _Run:
         self.progress = progress
         self.run_dir = run_dir
         self.resuming = run_dir is not None
+        self.previous = records.load(run_dir) if self.resuming else parent
+        self.parent = parent.run_dir if parent is not None else (self.previous.parent if self.resuming else None)
         self.started = time.time()
         self.notes = []
+        self.fitting = self.terminated = False
+        if parent is not None:
+            self.notes.append(f"extends {parent.run_dir} ({parent.epochs_done} epochs) to {config.epochs} epochs")
 
     # ---- the steps -----------------------------------------------------------
     def execute(self) -> RunResult:
+        with contextlib.ExitStack() as held:
+            held.enter_context(_sigterm_stops(self))
+            if self.resuming:
+                held.enter_context(records.locked(self.run_dir))
+                records.sweep_temporaries(self.run_dir)
+            return self._execute(held)
+
+    def _execute(self, held) -> RunResult:
         from tpukit import determinism, precision
         from tpukit import runtime as rt
 
         config = self.config
         check_names(config, self.model_arg, self.data_arg)  # fail fast, before connecting
+        if not self.resuming:
+            records.check_logdir(config.logdir)
         runtime = self.runtime or rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
                                              replicas=config.replicas, deterministic=config.deterministic)
         if config.backend not in ("auto", runtime.backend):
@@ -138,10 +218,20 @@ class _Run:
         self.runtime = runtime
         determinism.setup(config.seed, config.deterministic, runtime.backend)
         self.source = self._load_data()
+        self._check_profile_window()
+        self.initial_epoch, self.history, self.restore_from = self._restore_point()
         with precision.policy(policy), runtime.strategy.scope():
             self.model = self._build_model()
-            self._open_run_dir()
-            return self._fit()
+            self._open_run_dir(held)
+            try:
+                return self._fit()
+            except checkpoint.RestoreError as e:
+                if not self.resuming:
+                    self._end_badly(*_status_of(e))
+                raise  # a resume refused before any file changed
+            except BaseException as e:
+                self._end_badly(*_status_of(e))
+                raise
 
     def _load_data(self):
         from tpukit import pipeline, sources
@@ -151,8 +241,8 @@ class _Run:
                                  seed=config.seed, size=config.dataset_size,
                                  validation_split=config.validation_split, validation_data=self.validation_data,
                                  test_data=self.test_data)
-        if self.resuming:
-            recorded = records.load(self.run_dir).data.get("fingerprint")
+        if self.previous is not None:
+            recorded = self.previous.data.get("fingerprint")
             if recorded and source.fingerprint and recorded != source.fingerprint:
                 raise sources.DataError(
                     f"the data differs from the data this run trained on (fingerprint {source.fingerprint}, "
@@ -178,40 +268,47 @@ class _Run:
         self.notes.append(f"model: {built}; {compiled}")
         return model
 
-    def _open_run_dir(self):
+    def _check_profile_window(self):
+        profile, epochs = self.config.profile, self.config.epochs
+        if profile is not None and self.steps and profile[1] > self.steps * epochs:
+            raise ConfigError(
+                f"RunConfig.profile: the run has {self.steps * epochs} steps ({epochs} epochs x {self.steps}), so "
+                f"steps {profile[0]}-{profile[1]} are never reached; choose a window within 1-{self.steps * epochs}. "
+                f"Received: profile={profile}.")
+
+    def _open_run_dir(self, held):
         if self.run_dir is None:
             self.run_dir = records.new_run_dir(self.config.logdir, self.config.run_name)
-        records.write_json(self.run_dir / "config.json", self.config.to_dict())
+            held.enter_context(records.locked(self.run_dir))
+            records.write_json(self.run_dir / "config.json", self.config.to_dict())
 
     def _fit(self) -> RunResult:
         from tpukit import pipeline
 
         config, source, model = self.config, self.source, self.model
         global_batch = config.global_batch_size
-        self.initial_epoch, self.history = self._restore_point()
         train_feed = pipeline.train_feed(source.train, feeder=self.feeder, global_batch=global_batch,
                                          seed=config.seed, epochs=config.epochs, initial_epoch=self.initial_epoch,
                                          steps=self.steps)
         validation_feed = pipeline.eval_feed(source.validation, feeder=self.feeder, global_batch=global_batch,
                                              replicas=self.runtime.replicas)
-        callbacks = self._callbacks(self.steps, global_batch)
+        callbacks = self._callbacks(self.steps, global_batch, self.restore_from)
         self.test_metrics = {}
-        self._save(status="running")
         status, message = "completed", ""
+        self.fitting = True
         try:
             model.fit(train_feed, validation_data=validation_feed, epochs=config.epochs,
                       initial_epoch=self.initial_epoch, steps_per_epoch=self.steps if source.ordered else
                       config.steps_per_epoch, callbacks=callbacks, shuffle=False, verbose=0)
-        except KeyboardInterrupt:
-            status, message = "stopped", "interrupted (KeyboardInterrupt); resume continues from the last whole epoch"
-        except Exception as e:
-            self._close_profiler()
-            self._save(status="failed", message=f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}")
-            raise
+        except KeyboardInterrupt as e:
+            status, message = _status_of(e)
         finally:
+            self.fitting = False
             self._close_profiler()
         if self.recorder.nan_step is not None:
             status, message = "failed", self._nan_message()
+        elif self.terminated and status == "completed":
+            status, message = _status_of(Terminated())
         elif self.stopper.stopped_early and status == "completed":
             status, message = "stopped", "stopped on request; resume continues from the last whole epoch"
         elif self.early_stopper is not None and self.early_stopper.stopped_epoch:
@@ -233,16 +330,23 @@ class _Run:
         return {k: float(v) for k, v in scores.items()}
 
     def _restore_point(self):
-        """Where a resumed run starts: the epoch after its last backup, and the history up to it."""
-        if not self.resuming:
-            return 0, []
-        meta = self.run_dir / "backup" / "training_metadata.json"
-        epoch = json.loads(meta.read_text())["epoch"] if meta.exists() else 0
-        previous = records.load(self.run_dir)
-        rows = _rows(previous.history)
-        return epoch, [r for r in rows if r["epoch"] < epoch]
+        """(first epoch, history before it, weights to load): from the run's last whole backup, else from the
+        final weights of the run it extends, else from scratch. Reads only; a damaged backup raises BackupError."""
+        if self.resuming:
+            backup = checkpoint.latest(self.run_dir / "backup")
+            if backup is not None:
+                rows = _rows(self.previous.history)
+                return backup.epochs_done, [r for r in rows if r["epoch"] < backup.epochs_done], str(backup.path)
+        if self.parent is None:
+            return 0, [], None
+        parent = records.load(self.parent)
+        weights = Path(self.parent) / "model.weights.h5"
+        if parent.status != "completed" or not weights.is_file():
+            raise checkpoint.RestoreError(f"{self.parent}, the run this one extends, has no final weights "
+                                          f"({parent.status}); it cannot be continued exactly.")
+        return parent.epochs_done, _rows(parent.history), str(weights)
 
-    def _callbacks(self, steps, global_batch):
+    def _callbacks(self, steps, global_batch, weights):
         import keras
 
         from tpukit import callbacks as cb
@@ -252,9 +356,10 @@ class _Run:
         self.recorder = cb.RunRecorder(global_batch, config.steps_per_execution, on_epoch=self._on_epoch,
                                        steps_per_epoch=steps)
         out = [
-            self.recorder,
+            self.recorder,  # records an epoch before its backup: a kill between them redoes the epoch, nothing lost
+            cb.EpochBackup(str(self.run_dir / "backup"), steps, restore=weights),  # restores before any write
+            keras.callbacks.LambdaCallback(on_train_begin=lambda logs: self._save(status="running")),
             self.stopper,
-            cb.EpochBackup(str(self.run_dir / "backup"), steps),
             _scalar_writer(str(self.run_dir)),
         ]
         self.profiler = None
@@ -283,9 +388,12 @@ class _Run:
 
     def _nan_message(self) -> str:
         config = self.config
-        cause = ("float16 overflows above 65504; keep loss scaling on (tpukit wraps the optimizer) or use "
-                 "mixed_bfloat16" if config.precision == "mixed_float16"
-                 else f"the learning rate {config.learning_rate} may be too high")
+        cause = f"the learning rate {config.learning_rate} may be too high (try it 10x lower)"
+        if config.precision == "mixed_float16":
+            cause += (", or float16 overflowed above 65504 (if float32 trains at this learning rate, use "
+                      "mixed_bfloat16)")
+        elif config.precision == "mixed_bfloat16":
+            cause += ", or bfloat16's 8-bit mantissa lost the update (if float32 trains at this learning rate)"
         return f"loss became NaN at step {self.recorder.nan_step}: likely cause: {cause}."
 
     # ---- results ---------------------------------------------------------------
@@ -299,7 +407,8 @@ class _Run:
                       steps_per_epoch=getattr(self, "steps", None),
                       precision_reason=self.precision_reason, runtime=self.runtime.to_dict(),
                       message=message, started=self.started, data=self.source.describe(),
-                      test_metrics=dict(getattr(self, "test_metrics", {})), notes=tuple(self.notes))
+                      test_metrics=dict(getattr(self, "test_metrics", {})), notes=tuple(self.notes),
+                      parent=self.parent)
         if self.history:
             fields["final_metrics"] = {k: v for k, v in self.history[-1].items() if k != "epoch"}
         if rec is not None:
@@ -319,13 +428,36 @@ class _Run:
     def _save(self, status: str, message: str = "") -> None:
         records.save_result(self._result(status, message))
 
+    def _end_badly(self, status: str, message: str) -> None:
+        """Record how a run that raised ended, as far as the disk allows (a full disk may refuse even this).
+
+        Its history keeps the epochs a resume continues from: an epoch whose backup failed is trained again.
+        """
+        with contextlib.suppress(Exception):
+            kept = checkpoint.latest(self.run_dir / "backup", verify=False)
+            self.history = [r for r in self.history if r["epoch"] < (kept.epochs_done if kept else self.initial_epoch)]
+        with contextlib.suppress(Exception):
+            self._save(status, message)
+
     def _finish(self, status: str, message: str) -> RunResult:
-        self.model.save_weights(str(self.run_dir / "model.weights.h5"))
+        with records.atomic(self.run_dir / "model.weights.h5") as tmp:
+            self.model.save_weights(str(tmp))
         result = self._result(status, message, final=True)
         records.save_result(result)
         if status == "completed":
             shutil.rmtree(self.run_dir / "backup", ignore_errors=True)
         return result
+
+
+def _status_of(error: BaseException):
+    """(status, one-line message) for a run ended by `error`: an interrupt or SIGTERM stops it, anything else fails it."""
+    from tpukit.errors import one_line
+
+    if isinstance(error, Terminated):
+        return "stopped", "terminated (SIGTERM); resume continues from the last whole epoch"
+    if isinstance(error, KeyboardInterrupt):
+        return "stopped", "interrupted (KeyboardInterrupt); resume continues from the last whole epoch"
+    return "failed", one_line(error, limit=300)
 
 
 def _mfu(flops, examples_per_sec, peak, how: str):
