@@ -7,6 +7,9 @@ Works under ipywidgets 8 (no kernel needed) and 7.7.1, Colab's version
 
 import functools
 import html
+import json
+import os
+import re
 import socket
 import subprocess
 import sys
@@ -20,11 +23,11 @@ import pytest
 
 import panel_support
 import tpukit
-from tpukit import context
+from tpukit import context, records
 from tpukit import tensorboard as tb
 from tpukit.config import ConfigError, RunConfig
 from tpukit.records import RunDirError
-from tpukit.ui import NoRunError, Panel, PanelBusy, embed, progress
+from tpukit.ui import NoRunError, Panel, PanelBusy, embed, layout, progress, resumable
 
 SMALL = dict(dataset="digits", model="mlp", epochs=1, batch_size=32)
 
@@ -82,6 +85,11 @@ def text(widget):
     return html.unescape(widget.value)
 
 
+def words(widget):
+    """What a person reads in an HTML widget: its text without the tags."""
+    return html.unescape(re.sub(r"<[^>]+>", "", widget.value))
+
+
 # ---- building and the config ------------------------------------------------------
 def test_import_stays_cheap_until_a_panel_is_built():
     code = ("import sys, tpukit; tpukit.panel; "
@@ -93,8 +101,8 @@ def test_import_stays_cheap_until_a_panel_is_built():
 def test_widgets_and_config_follow_each_other(make_panel):
     panel = make_panel()
     w = panel.form.widgets
-    assert (w["dataset"].value, w["batch_size"].value, w["profile"].value) == ("digits", 32, "")
-    w["batch_size"].value = 64
+    assert (w["dataset"].value, w["batch_size"].value, w["profile"].value) == ("digits", "32", "")
+    w["batch_size"].value = "64"
     w["deterministic"].value = True
     w["steps_per_epoch"].value = "7"
     w["profile"].value = "3:5"
@@ -104,32 +112,85 @@ def test_widgets_and_config_follow_each_other(make_panel):
     assert "global batch 64 = 64 × 1 replica" in text(panel.form.notes["batch_size"])
 
     panel.config = RunConfig(dataset="shapes", model="cnn", epochs=4, batch_size=8, replicas=8, logdir="elsewhere")
-    assert (w["dataset"].value, w["model"].value, w["epochs"].value, w["replicas"].value) == ("shapes", "cnn", 4, "8")
+    assert (w["dataset"].value, w["model"].value, w["epochs"].value, w["replicas"].value) == ("shapes", "cnn", "4", "8")
     assert (w["steps_per_epoch"].value, w["profile"].value, w["logdir"].value) == ("", "", "elsewhere")
     assert "global batch 64 = 8 × 8 replicas" in text(panel.form.notes["batch_size"])
     panel.config = {"learning_rate": 0.01}  # a dict changes just those fields
-    assert w["learning_rate"].value == pytest.approx(0.01) and panel.config.model == "cnn"
+    assert w["learning_rate"].value == "0.01" and panel.config.model == "cnn"
 
 
-def test_an_invalid_widget_value_shows_the_engine_message_and_disables_train(make_panel):
+def test_an_invalid_widget_value_is_said_in_a_sentence_under_it_and_disables_train(make_panel):
     panel = make_panel()
     train, before = panel.buttons["train"], panel.config
-    assert not train.disabled
-    panel.form.widgets["batch_size"].value = 0
-    assert "RunConfig.batch_size: expected an integer >= 1. Received: batch_size=0." in text(panel.form.errors["batch_size"])
-    assert train.disabled and panel.config == before
-    with pytest.raises(ConfigError, match="batch_size=0"):
+    errors = panel.form.errors
+    assert not train.disabled and errors["batch_size"].layout.display == "none"
+    panel.form.widgets["batch_size"].value = "0"
+    assert words(errors["batch_size"]) == "batch size must be a whole number ≥ 1; received 0."
+    assert errors["batch_size"].layout.display == "" and train.disabled and panel.config == before
+    with pytest.raises(ConfigError, match="Train is off: batch size must be a whole number ≥ 1; received 0."):
         panel.train()
     train.click()  # a click on a disabled button still reaches the handler: it says why, nothing runs
-    assert "batch_size=0" in panel.message and not panel.running
+    assert "batch size must be a whole number ≥ 1" in panel.message and not panel.running
 
-    panel.form.widgets["batch_size"].value = 5000  # valid alone, larger than the dataset
-    assert "fewer than one global batch" in text(panel.form.errors["batch_size"]) and train.disabled
-    panel.form.widgets["batch_size"].value = 16
-    assert panel.form.errors["batch_size"].value == "" and not train.disabled and panel.config.batch_size == 16
+    panel.form.widgets["batch_size"].value = "5000"  # valid alone, larger than the dataset
+    assert "fewer than one global batch" in text(errors["batch_size"]) and train.disabled
+    panel.form.widgets["batch_size"].value = "16"
+    assert errors["batch_size"].value == "" and errors["batch_size"].layout.display == "none"
+    assert not train.disabled and panel.config.batch_size == 16 and panel.problems == {}
 
-    panel.form.widgets["steps_per_epoch"].value = "ten"  # text is passed on as it is: the engine's message
-    assert "Received: steps_per_epoch='ten'" in text(panel.form.errors["steps_per_epoch"]) and train.disabled
+    panel.form.widgets["steps_per_epoch"].value = "ten"
+    assert words(errors["steps_per_epoch"]) == "steps per epoch must be a whole number ≥ 1 or empty; received 'ten'."
+    assert train.disabled
+
+
+def test_numbers_are_parsed_strictly(make_panel):
+    """IntText would have made a typed 1.5 into 15; the form's text boxes pass it on, and it is refused."""
+    panel = make_panel()
+    w, before = panel.form.widgets, panel.config
+    w["batch_size"].value = "1.5"
+    assert panel.problems == {"batch_size": "batch size must be a whole number ≥ 1; received '1.5'."}
+    assert words(panel.form.errors["batch_size"]) == panel.problems["batch_size"]
+    assert panel.buttons["train"].disabled and panel.config == before
+    w["batch_size"].value = " 48 "  # spaces around a whole number are fine
+    assert panel.config.batch_size == 48 and not panel.buttons["train"].disabled
+    for typed in ("1e3", "1,000", "", "15.0"):
+        w["epochs"].value = typed
+        assert panel.problems["epochs"].startswith("epochs must be a whole number ≥ 1 and ≤ 1,000,000"), typed
+        assert panel.config.epochs == 1
+    w["epochs"].value = "3"
+    w["learning_rate"].value = "3e-4"
+    assert (panel.config.epochs, panel.config.learning_rate) == (3, 3e-4) and panel.problems == {}
+    w["learning_rate"].value = "0.0.1"  # FloatText would have read 0 here
+    assert panel.problems == {"learning_rate": "learning rate must be a positive number; received '0.0.1'."}
+    panel.config = {"learning_rate": 1e-05}
+    assert w["learning_rate"].value == "1e-05" and panel.problems == {}
+
+
+def test_every_invalid_field_is_marked_at_once_and_train_says_why_it_is_off(make_panel):
+    panel = make_panel()
+    w, train = panel.form.widgets, panel.buttons["train"]
+    assert train.tooltip == layout.TIPS["train"] and words(panel.views["train_off"]) == ""
+    w["batch_size"].value = "1.5"
+    w["epochs"].value = "0"
+    w["seed"].value = "-1"
+    assert set(panel.problems) == {"batch_size", "epochs", "seed"}
+    for field, start in (("batch_size", "batch size must be a whole number ≥ 1"),
+                         ("epochs", "epochs must be a whole number ≥ 1"), ("seed", "seed must be a whole number ≥ 0")):
+        assert words(panel.form.errors[field]).startswith(start), field
+    assert train.disabled
+    assert train.tooltip.startswith("Train is off: batch size must be a whole number ≥ 1; received '1.5'. epochs must")
+    assert words(panel.views["train_off"]) == train.tooltip
+    w["epochs"].value = "2"  # fixing one leaves the others marked
+    assert set(panel.problems) == {"batch_size", "seed"} and words(panel.form.errors["epochs"]) == ""
+    assert train.disabled and "epochs" not in train.tooltip
+    w["batch_size"].value = "5000"  # valid alone, too large for the data: checked with the other valid fields
+    assert set(panel.problems) == {"batch_size", "seed"}
+    assert "fewer than one global batch" in panel.problems["batch_size"]
+    w["seed"].value = "7"
+    assert set(panel.problems) == {"batch_size"}
+    w["batch_size"].value = "32"
+    assert panel.problems == {} and not train.disabled and train.tooltip == layout.TIPS["train"]
+    assert words(panel.views["train_off"]) == "" and (panel.config.epochs, panel.config.seed) == (2, 7)
 
 
 def test_an_invalid_assignment_raises_value_error_and_changes_nothing(make_panel):
@@ -141,7 +202,7 @@ def test_an_invalid_assignment_raises_value_error_and_changes_nothing(make_panel
         panel.config = {"epoch": 2}
     with pytest.raises(TypeError):
         panel.config = "digits"
-    assert panel.config == before and panel.form.widgets["epochs"].value == 1
+    assert panel.config == before and panel.form.widgets["epochs"].value == "1"
 
 
 def test_connect_shows_the_accelerator_and_what_auto_precision_means(make_panel):
@@ -153,7 +214,7 @@ def test_connect_shows_the_accelerator_and_what_auto_precision_means(make_panel)
     assert panel.buttons["connect"].description == "Reconnect"
     assert f"auto → {runtime.precision}" in text(panel.form.notes["precision"])
     assert "= 32 × 8 replicas" in text(panel.form.notes["batch_size"])
-    panel.form.widgets["batch_size"].value = 200  # 1600 > 1437 examples on 8 replicas
+    panel.form.widgets["batch_size"].value = "200"  # 1600 > 1437 examples on 8 replicas
     assert "fewer than one global batch of 1600" in text(panel.form.errors["batch_size"])
 
 
@@ -249,12 +310,9 @@ def test_engine_errors_become_one_line_and_the_panel_stays_usable(make_panel, tm
     panel.config = {"accelerator": "cpu", "logdir": str(not_a_dir)}  # fails only when the run starts
     panel.buttons["train"].click()
     assert panel.wait(120) is None
-    # Not tpukit's error: one line that names the log with the traceback (the temp dir's: the logdir is a file).
-    log = temp / "tpukit-panel.log"
-    assert panel.message.startswith(("FileExistsError", "NotADirectoryError")) and "\n" not in panel.message
-    assert panel.message.endswith(f"(full traceback in {log})") and panel.error_log == str(log)
-    logged = log.read_text()
-    assert "panel.train ---" in logged and "Traceback (most recent call last)" in logged
+    # A logdir that is a file is tpukit's RunDirError, found before the run starts: one line, nothing logged.
+    assert panel.message.startswith(f"RunDirError: logdir {not_a_dir} is not a writable directory")
+    assert "\n" not in panel.message and panel.error_log is None and not temp.exists()
     assert not panel.buttons["train"].disabled and panel.buttons["stop"].disabled
 
 

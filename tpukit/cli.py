@@ -1,7 +1,10 @@
 """The command line: `python -m tpukit train | doctor | tensorboard`.
 
-Bad arguments exit with status 2 and a short message on stderr, never a
-traceback. With `--json`, the last line of stdout is one JSON object.
+Every error is one line on stderr, never a traceback (`--debug` shows it):
+status 2 for bad arguments, 1 for a problem of the environment or of a run's
+state, 130 for a run stopped by Ctrl-C or SIGTERM. TensorFlow's C++ log lines
+are hidden and warnings take one line each, unless `--verbose`. With `--json`,
+the last line of stdout is one JSON object.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from typing import List, Optional
 
 EXIT_BAD_ARGS = 2
@@ -48,8 +52,12 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog="python -m tpukit", description="Connect, train and profile Keras models on TPU, GPU or CPU.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's log lines and warnings in full (TF_CPP_MIN_LOG_LEVEL is left alone)")
+    common.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
-    t = sub.add_parser("train", help="train a model and record the run")
+    t = sub.add_parser("train", help="train a model and record the run", parents=[common])
     t.add_argument("--backend", default="auto", help="auto, tensorflow or jax (auto: JAX only for a TPU TensorFlow cannot drive)")
     t.add_argument("--accelerator", default="auto", help=f"one of {', '.join(ACCELERATORS)}")
     t.add_argument("--tpu", default=None, metavar="ADDRESS", help="'local', grpc://host:port or a Cloud TPU name")
@@ -63,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--metrics", default="accuracy", help="comma-separated metric names, e.g. mae,mse")
     t.add_argument("--validation-split", type=_fraction, default=0.1, metavar="FRACTION",
                    help="held out from the training data for validation (seeded); 'none' for no validation")
-    t.add_argument("--epochs", type=int, default=3)
+    t.add_argument("--epochs", type=int, default=None,
+                   help="default 3; with --resume, extends a completed run to N epochs in a new run directory")
     t.add_argument("--steps-per-epoch", type=int, default=None)
     t.add_argument("--batch-size", type=int, default=64, help="per replica")
     t.add_argument("--precision", default="auto", help=f"one of {', '.join(PRECISIONS)}")
@@ -78,24 +87,87 @@ def _parser() -> argparse.ArgumentParser:
                    help="capture these training steps (inclusive) for TensorBoard's profiler")
     t.add_argument("--logdir", default="runs")
     t.add_argument("--name", default="")
-    t.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a stopped or killed run")
+    t.add_argument("--resume", default=None, metavar="RUN_DIR",
+                   help="continue a stopped or killed run (or, with --epochs N, extend a completed one)")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
 
-    d = sub.add_parser("doctor", help="show the accelerator, versions and recommended settings")
+    d = sub.add_parser("doctor", help="show the accelerator, versions and recommended settings", parents=[common])
     d.add_argument("--json", action="store_true")
 
-    b = sub.add_parser("tensorboard", help="start (or reuse) TensorBoard on 127.0.0.1")
+    b = sub.add_parser("tensorboard", help="start (or reuse) TensorBoard on 127.0.0.1", parents=[common])
     b.add_argument("--logdir", default="runs")
     b.add_argument("--port", type=int, default=None)
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        args = _parser().parse_args(argv)
+    except KeyboardInterrupt:
+        return _interrupted()
+    if not args.verbose:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads; the user's own setting wins
+        warnings.showwarning = _one_line_warning
     if os.getcwd() not in sys.path:  # import paths (--model pkg.mod:fn) resolve from here, as uvicorn's do
         sys.path.insert(0, os.getcwd())
-    args = _parser().parse_args(argv)
-    return {"train": _train, "doctor": _doctor, "tensorboard": _tensorboard}[args.command](args)
+    command = {"train": _train, "doctor": _doctor, "tensorboard": _tensorboard}[args.command]
+    try:
+        return command(args)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        return _interrupted()
+    except Exception as e:
+        if args.debug:
+            raise
+        return _interrupted() if _interrupt_within(e) else _explain(e)
+
+
+def _interrupt_within(error: BaseException) -> bool:
+    """Whether Ctrl-C caused `error` (an interrupted import surfaces as numpy's or TensorFlow's ImportError)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _interrupted() -> int:
+    print("python -m tpukit: interrupted", file=sys.stderr)
+    return EXIT_STOPPED
+
+
+def _explain(error: Exception) -> int:
+    """Print one line for `error` and return the exit status: 2 for bad input, 1 for the environment or state."""
+    from tpukit.backend import BackendError
+    from tpukit.config import ConfigError
+    from tpukit.data import DatasetUnavailable
+    from tpukit.errors import one_line
+    from tpukit.modeling import ModelError
+    from tpukit.records import RunDirError
+    from tpukit.registry import RegistryError
+    from tpukit.runtime import ConnectError
+    from tpukit.sources import DataError
+
+    if isinstance(error, (ConfigError, RegistryError, DataError, ModelError)):
+        return _bad(str(error))
+    if isinstance(error, (ConnectError, BackendError)):
+        text = f"cannot connect: {error}"
+    elif isinstance(error, (RunDirError, DatasetUnavailable)):
+        text = str(error)
+    elif isinstance(error, OSError):
+        text = f"{error.strerror or type(error).__name__}: {error.filename or error}"
+    else:
+        text = f"unexpected error: {one_line(error, 300)} (run again with --debug for the traceback)"
+    print(f"python -m tpukit: {text}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    text = " ".join(str(message).split())
+    print(f"{category.__name__}: {text}", file=file or sys.stderr)
 
 
 def _bad(message: str) -> int:
@@ -111,7 +183,7 @@ def _config_from(args):
         backend=args.backend, accelerator=args.accelerator, tpu=args.tpu, replicas=args.replicas,
         dataset=args.dataset, dataset_size=args.dataset_size, model=args.model, loss=args.loss,
         metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()),
-        validation_split=args.validation_split, epochs=args.epochs,
+        validation_split=args.validation_split, epochs=3 if args.epochs is None else args.epochs,
         steps_per_epoch=args.steps_per_epoch, batch_size=args.batch_size, precision=args.precision,
         deterministic=args.deterministic, seed=args.seed, learning_rate=args.learning_rate,
         optimizer=args.optimizer, steps_per_execution=args.steps_per_execution, jit_compile=jit,
@@ -121,38 +193,24 @@ def _config_from(args):
 
 def _train(args) -> int:
     from tpukit import records
-    from tpukit.config import ConfigError
 
     try:
         config = records.load_config(args.resume) if args.resume else _config_from(args)
-    except (ConfigError, FileNotFoundError) as e:
+    except FileNotFoundError as e:
         return _bad(str(e))
     from tpukit import runtime as rt
     from tpukit import training
-    from tpukit.backend import BackendError
-    from tpukit.data import DatasetUnavailable
-    from tpukit.modeling import ModelError
-    from tpukit.registry import RegistryError
-    from tpukit.sources import DataError
 
-    try:
-        if not args.resume:
-            training.check_names(config)
-        runtime = rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
-                             replicas=config.replicas, deterministic=config.deterministic)
-        print(runtime.describe(), file=sys.stderr)
-        if args.resume:
-            result = training.resume(args.resume, runtime, progress=sys.stderr)
-        else:
-            result = training.train(config, runtime, progress=sys.stderr)
-    except (ConfigError, RegistryError, DataError, ModelError) as e:
-        return _bad(str(e))
-    except (DatasetUnavailable, records.RunDirError) as e:
-        print(f"python -m tpukit: {e}", file=sys.stderr)
-        return EXIT_FAILED
-    except (rt.ConnectError, BackendError) as e:
-        print(f"python -m tpukit: cannot connect: {e}", file=sys.stderr)
-        return EXIT_FAILED
+    if not args.resume:
+        training.check_names(config)
+        records.check_logdir(config.logdir)
+    runtime = rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
+                         replicas=config.replicas, deterministic=config.deterministic)
+    print(runtime.describe(), file=sys.stderr)
+    if args.resume:
+        result = training.resume(args.resume, runtime, progress=sys.stderr, epochs=args.epochs)
+    else:
+        result = training.train(config, runtime, progress=sys.stderr)
     if args.json:
         print(json.dumps(_json_result(result, runtime)))
     else:

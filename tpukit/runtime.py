@@ -9,7 +9,6 @@ owned by this module.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import shutil

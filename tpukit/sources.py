@@ -20,7 +20,7 @@ import dataclasses
 import hashlib
 import os
 import warnings
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Optional, Tuple, Union
 
 from tpukit.errors import one_line
 

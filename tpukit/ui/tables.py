@@ -7,13 +7,10 @@ they are easy to test and work the same under ipywidgets 7 and 8.
 from __future__ import annotations
 
 import html
-import re
 from typing import Iterable, List, Sequence
 
 _TABLE = '<table style="border-collapse:collapse;font-size:12px">'
 _CELL = 'style="padding:2px 8px;border-bottom:1px solid #ddd;text-align:{align}"'
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras bolds the message of an error raised in a layer
-_KERAS_WRAPPER = re.compile(r"Exception encountered when calling (.+?)\.?")
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -56,17 +53,13 @@ RUN_COLUMNS = ("run", "status", "model", "dataset", "precision", "batch_size", "
                "examples_per_sec", "step_time_ms", "accuracy", "val_accuracy", "loss", "fingerprint")
 
 
-def runs(rows: List[dict], results: Sequence = ()) -> str:
-    """The runs table from `records.compare` rows (plus whether each run can be resumed)."""
+def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
+    """The runs table from `records.compare` rows, with a note per run (its message, whether it can be resumed)."""
     if not rows:
         return '<span style="color:#666">No runs yet in this kernel.</span>'
     header = ["#", *RUN_COLUMNS, "note"]
-    body = []
-    for i, row in enumerate(rows):
-        note = ""
-        if i < len(results):
-            note = results[i].message + (" (resumable)" if results[i].resumable else "")
-        body.append([i + 1, *(row.get(c) for c in RUN_COLUMNS), note])
+    body = [[i + 1, *(row.get(c) for c in RUN_COLUMNS), notes[i] if i < len(notes) else ""]
+            for i, row in enumerate(rows)]
     return table(header, body)
 
 
@@ -95,16 +88,8 @@ def message(text: str, kind: str = "info") -> str:
 
 
 def short_error(error: BaseException, limit: int = 300) -> str:
-    """One line for an exception: its type and the first line of its message.
+    """One line for an exception (`tpukit.errors.one_line`), for the panel's status."""
+    from tpukit.errors import one_line
 
-    Keras wraps an error raised in a layer as "Exception encountered when calling
-    X.call()." with the error's own message on a later line: that line is shown.
-    """
-    lines = [line.strip() for line in _ANSI.sub("", str(error)).splitlines() if line.strip()]
-    text = lines[0] if lines else ""
-    wrapped = _KERAS_WRAPPER.fullmatch(text)
-    if wrapped and len(lines) > 1:
-        text = f"{lines[1]} (in {wrapped.group(1)})"
-    line = f"{type(error).__name__}: {text}" if text else type(error).__name__
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return one_line(error, limit)
 
