@@ -203,3 +203,16 @@ def test_warnings_take_one_line_each(capsys):
         warnings.showwarning = cli._one_line_warning
         warnings.warn("the batch is padded:\n  12% of each step is waste", UserWarning)
     assert capsys.readouterr().err == "UserWarning: the batch is padded: 12% of each step is waste\n"
+
+
+def test_the_cli_hides_tensorflows_log_lines_unless_verbose(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = str(REPO)
+    args = [sys.executable, "-m", "tpukit", "train", "--model", "mlp", "--dataset", "digits", "--epochs", "1",
+            "--logdir", str(tmp_path)]
+    quiet = subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    verbose = subprocess.run(args + ["--verbose"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert quiet.returncode == verbose.returncode == 0
+    noise = ("cpu_feature_guard", "oneDNN", "absl::InitializeLog", "Traceback")
+    assert not [line for line in quiet.stderr.splitlines() if any(n in line for n in noise)], quiet.stderr
+    assert "cpu_feature_guard" in verbose.stderr  # TensorFlow's own start-up line, shown when asked for
