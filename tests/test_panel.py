@@ -284,15 +284,103 @@ def test_a_second_train_is_rejected_and_stop_keeps_the_run(make_panel):
     assert panel.stop()
     pause.release.set()
     stopped = panel.wait(120)
-    assert stopped.status == "stopped" and stopped.resumable and stopped.epochs_done < 3
+    assert stopped.status == "stopped" and stopped.resumable and stopped.epochs_done == 1
     assert not panel.buttons["train"].disabled and not panel.buttons["resume"].disabled
     assert "stopped" in text(panel.views["runs"]) and "(resumable)" in text(panel.views["runs"])
+    assert panel.message.endswith("stopped on request. Resume continues it from epoch 2 of 3."), panel.message
+    assert panel.buttons["resume"].tooltip.endswith("Resume continues it from epoch 2 of 3.")
     assert not panel.stop() and panel.message.startswith("Nothing to stop")
 
+    with records.locked(stopped.run_dir):  # another process trains it (the engine's own lock)
+        panel.buttons["resume"].click()
+        assert panel.message.startswith("NoRunError: No resumable run. Cannot resume yet: a process is training")
+        assert panel.buttons["resume"].disabled and not panel.running
+    panel.buttons["compare"].click()  # any refresh after the lock is gone offers it again
+    assert not panel.buttons["resume"].disabled
+
+    # Killed: the record still says "running", and no process holds the lock. It resumes as a stopped run.
+    record = Path(stopped.run_dir, "result.json")
+    record.write_text(json.dumps({**json.loads(record.read_text()), "status": "running"}))
+    assert resumable.check(stopped.run_dir).ok and records.load(stopped.run_dir).status == "stopped"
     panel.buttons["resume"].click()
     resumed = panel.wait(120)
     assert resumed.status == "completed" and resumed.run_dir == stopped.run_dir and resumed.epochs_done == 3
     assert panel.runs == [resumed]  # the same run, continued
+    assert panel.buttons["resume"].disabled and "the run completed" in panel.buttons["resume"].tooltip
+    with pytest.raises(NoRunError, match="No resumable run. Nothing to resume: the run completed"):
+        panel.resume()
+
+    # A completed run is extended, not resumed: into a new run directory that names it as its parent.
+    extended = panel.resume(resumed, epochs=4, wait=True)
+    assert extended.status == "completed" and extended.parent == resumed.run_dir and extended.epochs_done == 4
+
+
+def test_a_run_stopped_in_its_first_epoch_promises_no_resume(make_panel):
+    """No whole epoch done, so nothing was kept: Resume stays off, and no line says a resume would continue it."""
+    panel = make_panel(epochs=2)
+    panel._clock = pause = PauseAt(10)  # in the first epoch
+    panel.train()
+    assert pause.reached.wait(60) and panel.stop()
+    pause.release.set()
+    stopped = panel.wait(120)
+    assert stopped.status == "stopped" and stopped.epochs_done == 0
+    check = resumable.check(stopped.run_dir)
+    assert not check.ok and "before its first whole epoch ended" in check.reason
+    assert "resume continues" not in panel.message.lower()
+    assert panel.message.endswith("stopped on request. " + check.reason), panel.message
+    assert panel.buttons["resume"].disabled and panel.buttons["resume"].tooltip.endswith(check.reason)
+    assert "resum" not in words(panel.views["runs"])
+    with pytest.raises(NoRunError, match="No resumable run. Nothing to resume: the run stopped before"):
+        panel.resume()
+    with pytest.raises(NoRunError, match="Nothing to resume"):  # named, it is refused too: it would start over
+        panel.resume(stopped)
+    assert not panel.buttons["train"].disabled and not panel.running
+
+
+def test_a_click_says_at_once_what_it_does_and_a_new_run_clears_the_last_status(make_panel):
+    """Set by the click's handler itself, before the slow part (in Colab only the handler's updates show)."""
+    panel = make_panel(accelerator="cpu")
+    seen = {name: [] for name in ("message", "accelerator", "progress", "bar")}
+
+    def note(change):
+        seen[change["owner"].tpukit_view].append((change["new"], threading.current_thread()))
+
+    for name in seen:
+        panel.views[name].tpukit_view = name
+        panel.views[name].observe(note, "value")
+
+    def first(name):
+        value, thread = seen[name][0]
+        assert thread is threading.main_thread(), name
+        return html.unescape(re.sub(r"<[^>]+>", "", value)) if isinstance(value, str) else value
+
+    panel.buttons["train"].click()
+    assert first("message").startswith("Connecting to the CPU…") and first("accelerator") == first("message")
+    assert first("progress") == first("message")
+    done = panel.wait(120)
+    assert panel.message.startswith("completed:") and "kind" in words(panel.views["accelerator"])
+
+    for views in seen.values():
+        views.clear()
+    panel.buttons["train"].click()  # connected: no connecting now, and the last run's status is gone at once
+    assert first("message") == f"Starting {done.config['name'] or 'mlp-digits'}: building the model and the input " \
+                                "pipeline…"
+    assert first("progress") == first("message") and first("bar") == 0
+    panel.wait(120)
+
+    for views in seen.values():
+        views.clear()
+    panel.buttons["connect"].click()
+    assert first("accelerator").startswith("Connecting to the CPU…") and first("message").startswith("Connecting")
+    assert panel.message.startswith("Connected: CPU, 1 replica") and "kind" in words(panel.views["accelerator"])
+
+
+def test_the_page_marks_the_panel_when_the_kernel_is_gone(make_panel):
+    """The kernel cannot say it died; ipywidgets marks views it lost as disconnected, and a style rule shows it."""
+    panel = make_panel()
+    assert layout.ROOT_CLASS in panel.widget._dom_classes
+    header = panel.widget.children[0].value
+    assert f".{layout.ROOT_CLASS}.jupyter-widgets-disconnected::after" in header and layout.KERNEL_GONE in header
 
 
 def test_engine_errors_become_one_line_and_the_panel_stays_usable(make_panel, tmp_path, monkeypatch):
@@ -300,6 +388,7 @@ def test_engine_errors_become_one_line_and_the_panel_stays_usable(make_panel, tm
     assert panel.train(wait=True) is None
     assert panel.message.startswith("ConnectError: no GPU visible") and "\n" not in panel.message
     assert not panel.running and not panel.buttons["train"].disabled and panel.runs == []
+    assert words(panel.views["progress"]).startswith("Did not finish: ConnectError: no GPU visible")
     assert panel.connect() is None and "ConnectError" in text(panel.views["accelerator"])
     assert panel.error_log is None  # tpukit's own errors say all in their line: nothing is logged
 

@@ -1,10 +1,14 @@
-"""The settings form: one widget per RunConfig field, each with a note and an error line beside it.
+"""The settings form: one widget per RunConfig field, each with a note beside it and an error line under it.
 
 The form only converts: widget values to field values (`values`) and a
 config back to widgets (`show`). It never validates; RunConfig does, and the
-panel puts RunConfig's message next to the field it names (`show_error`).
-A text that is not a number is passed on as it is, so the message is the
-engine's ("expected an integer >= 1 or None. Received: steps_per_epoch='x'").
+panel puts RunConfig's messages, as plain sentences (`plain`), under the
+fields they name (`show_errors`).
+
+Numbers are typed into text boxes and parsed strictly here: `1.5` in an
+integer field stays the text '1.5', so RunConfig refuses it and the field
+says "batch size must be a whole number ≥ 1; received '1.5'." (ipywidgets'
+IntText drops the '.' as it is typed and would silently make it 15.)
 
 Works with ipywidgets 7 (Colab) and 8: only widgets and traits both have.
 """
@@ -41,8 +45,13 @@ FIELDS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("name", "run name", "str", "model-dataset"),
 )
 ACCELERATOR_FIELDS = ("accelerator", "replicas", "tpu")
-_FIELD_IN_MESSAGE = re.compile(r"^RunConfig\.(\w+):")
+_FIELD_IN_MESSAGE = re.compile(r"^RunConfig\.(\w+):\s*")
+_EXPECTED = re.compile(r"^RunConfig\.(\w+): expected (.+?)\. Received: \w+=(.*?)\.?$", re.DOTALL)
 _INT = re.compile(r"\s*[+-]?\d+\s*")
+_FLOAT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+# How a sentence names a field, where its label is terse.
+SAY = {"batch_size": "batch size", "steps_per_epoch": "steps per epoch", "steps_per_execution": "steps per execution",
+       "learning_rate": "learning rate", "profile": "the profile window", "name": "the run name"}
 _WINDOW = re.compile(r"\s*(\d+)\s*[:\-,]\s*(\d+)\s*")
 _LABEL_STYLE = {"description_width": "120px"}
 
@@ -60,7 +69,7 @@ class Form:
         self.kinds = {name: kind for name, _, kind, _ in FIELDS}
         self.widgets: Dict[str, Any] = {}
         self.notes: Dict[str, widgets.HTML] = {}
-        self.errors: Dict[str, widgets.HTML] = {}
+        self.errors: Dict[str, widgets.HTML] = {}  # under each field; hidden while empty
         self.rows: Dict[str, widgets.Box] = {}
         self._on_change = on_change
         self._writing = False
@@ -68,8 +77,8 @@ class Form:
             widget = _make_widget(label, kind, extra)
             self.widgets[name] = widget
             self.notes[name] = widgets.HTML(layout=widgets.Layout(margin="0 0 0 8px"))
-            self.errors[name] = widgets.HTML(layout=widgets.Layout(margin="0 0 0 8px"))
-            self.rows[name] = widgets.HBox([widget, self.notes[name], self.errors[name]])
+            self.errors[name] = widgets.HTML(layout=widgets.Layout(margin="0 0 4px 128px", display="none"))
+            self.rows[name] = widgets.VBox([widgets.HBox([widget, self.notes[name]]), self.errors[name]])
         self.show(config)
         for widget in self.widgets.values():
             widget.observe(self._changed, names="value")
@@ -94,19 +103,16 @@ class Form:
             self._writing = False
 
     # ---- messages ----------------------------------------------------------
-    def show_error(self, message: str) -> Optional[str]:
-        """Put a RunConfig error next to the field it names; returns that field, or None if no row has it."""
-        self.clear_errors()
-        match = _FIELD_IN_MESSAGE.match(message)
-        field = match.group(1) if match and match.group(1) in self.errors else None
-        if field is not None:
-            self.errors[field].value = error_html(message)
-        return field
+    def show_errors(self, problems: Dict[str, str]) -> None:
+        """Put each sentence under its field ({field: sentence}); every other field's error line is cleared."""
+        for field, label in self.errors.items():
+            value = error_html(problems[field]) if problems.get(field) else ""
+            if label.value != value:
+                label.value = value
+                label.layout.display = "" if value else "none"
 
     def clear_errors(self) -> None:
-        for label in self.errors.values():
-            if label.value:
-                label.value = ""
+        self.show_errors({})
 
     def note(self, field: str, text: str) -> None:
         """A grey line of information beside a field (empty text clears it)."""
@@ -150,6 +156,29 @@ class Form:
             self._on_change()
 
 
+def field_of(message: str) -> Optional[str]:
+    """The field a RunConfig message names ("RunConfig.batch_size: ..."), or None."""
+    match = _FIELD_IN_MESSAGE.match(message)
+    return match.group(1) if match else None
+
+
+def plain(message: str) -> str:
+    """A RunConfig message as a sentence for a person: "RunConfig.batch_size: expected an integer >= 1.
+    Received: batch_size='1.5'." becomes "batch size must be a whole number ≥ 1; received '1.5'."."""
+    match = _EXPECTED.match(message)
+    if match:
+        field, expected, received = match.groups()
+        for old, new in (("an integer", "a whole number"), (" >= ", " ≥ "), (" <= ", " ≤ "), (" or None", " or empty")):
+            expected = expected.replace(old, new)
+        received = "nothing" if received in ("''", "None") else received
+        return f"{SAY.get(field, field.replace('_', ' '))} must be {expected}; received {received}."
+    field = field_of(message)
+    if field is None:
+        return message
+    rest = _FIELD_IN_MESSAGE.sub("", message, count=1)
+    return f"{SAY.get(field, field.replace('_', ' '))}: {rest}"
+
+
 def error_html(message: str) -> str:
     return f'<span style="color:#b00020">{html.escape(message)}</span>'
 
@@ -162,14 +191,16 @@ def _make_widget(label: str, kind: str, extra):
         return widgets.Dropdown(options=list(registry.names(extra)), **common)
     if kind == "bool":
         return widgets.Checkbox(value=False, indent=True, **common)
-    if kind == "int":
-        return widgets.IntText(**common)
-    if kind == "float":
-        return widgets.FloatText(**common)
+    # Numbers are text, parsed strictly by `_read`: IntText would turn a typed "1.5" into 15.
     return widgets.Text(placeholder=extra or "", continuous_update=False, **common)
 
 
 def _read(kind: str, value):
+    """A field value from a widget's; text that does not parse is passed on as text, for RunConfig to refuse."""
+    if kind == "int":
+        return int(value) if _INT.fullmatch(value) else value.strip()
+    if kind == "float":
+        return float(value) if _FLOAT.fullmatch(value) else value.strip()
     if kind == "optional_int":
         text = value.strip()
         return None if not text else int(text) if _INT.fullmatch(text) else text
@@ -189,6 +220,8 @@ def _write(kind: str, value):
         return "" if value is None else str(value)
     if kind == "window":
         return "" if value is None else f"{value[0]}:{value[1]}"
+    if kind == "int":
+        return str(value)
     if kind == "float":
-        return float(value)
+        return repr(float(value))  # the shortest text that reads back as the same float
     return value

@@ -18,6 +18,24 @@ BUTTONS = (
     ("compare", "Compare runs", "", "Table and chart of the runs made in this kernel"),
     ("reproduce", "Check reproducibility", "", "Rerun the latest completed run and compare fingerprints"),
 )
+TIPS = {name: tip for name, _, _, tip in BUTTONS}
+
+# When the front end loses the kernel, ipywidgets marks every widget view `jupyter-widgets-disconnected` (the
+# widget manager sets comm_live false: JupyterLab/Notebook 7 on a restart, classic Notebook on a kill or restart,
+# and any page showing saved widget state with no kernel). The kernel cannot say it has died, so the page does:
+# this rule puts a line at the top of the panel and greys its controls, in place of ipywidgets' own broken-link
+# icon on every widget. Elsewhere it never matches. Seen in Voila (ipywidgets 8): a SIGKILLed kernel shows it in 1 s.
+ROOT_CLASS = "tpukit-panel"
+KERNEL_GONE = "Kernel not connected: this panel no longer reaches Python. Run its cell again once the kernel is back."
+STYLE = f"""<style>
+.{ROOT_CLASS}.jupyter-widgets-disconnected::after {{
+  content: "{KERNEL_GONE}"; order: -1; display: block; padding: 4px 8px; margin-bottom: 4px;
+  color: #fff; background: #b00020; font-weight: bold; }}
+.{ROOT_CLASS}.jupyter-widgets-disconnected button, .{ROOT_CLASS}.jupyter-widgets-disconnected input,
+.{ROOT_CLASS}.jupyter-widgets-disconnected select {{ pointer-events: none; opacity: 0.45; }}
+.{ROOT_CLASS}.jupyter-widgets-disconnected::before,
+.{ROOT_CLASS} .jupyter-widgets-disconnected::before {{ display: none; }}
+</style>"""
 
 
 def build(p) -> None:
@@ -49,7 +67,7 @@ def build(p) -> None:
         "bar": widgets.IntProgress(value=0, min=0, max=1000, layout=widgets.Layout(width="60%")),
         "profile": html(), "profile_chart": image(), "tensorboard": html(),
         "tensorboard_frame": widgets.Output(), "runs": html(), "runs_chart": image(),
-        "reproducibility": html(),
+        "reproducibility": html(), "train_off": html(),
     }
     p._progress_view = progress.ProgressView(p.views["progress"], p.views["bar"], p.views["curves"])
     rows, b, v = p.form.rows, p.buttons, p.views
@@ -61,19 +79,21 @@ def build(p) -> None:
         return widgets.VBox([rows[n] for n in names])
 
     p.widget = widgets.VBox([
-        html("<b>tpukit</b> · settings are a RunConfig; every button calls the engine"),
+        html(STYLE + "<b>tpukit</b> · settings are a RunConfig; every button calls the engine"),
         section("Accelerator", widgets.HBox([b["connect"], column("accelerator", "replicas", "tpu")]),
                 v["accelerator"]),
         section("Settings", column("dataset", "model", "precision", "batch_size", "epochs", "steps_per_epoch",
                                    "learning_rate", "optimizer", "steps_per_execution", "deterministic",
                                    "seed", "profile", "logdir", "name")),
-        section("Run", widgets.HBox([b["train"], b["stop"], b["resume"], b["profile"]]), v["message"]),
+        section("Run", widgets.HBox([b["train"], b["stop"], b["resume"], b["profile"]]), v["train_off"],
+                v["message"]),
         section("Progress", v["progress"], v["bar"], v["curves"]),
         section("Profile", v["profile"], v["profile_chart"]),
         section("TensorBoard", widgets.HBox([b["tensorboard"]]), v["tensorboard"], v["tensorboard_frame"]),
         section("Runs", widgets.HBox([b["compare"], b["reproduce"]]), v["reproducibility"], v["runs"],
                 v["runs_chart"]),
     ])
+    p.widget.add_class(ROOT_CLASS)
     p._all_widgets = _descendants(p.widget)
 
 

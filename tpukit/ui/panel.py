@@ -6,6 +6,8 @@
 
 `panel.config` is the single source of truth: assigning it updates every
 widget, and a widget change updates it once RunConfig accepts the value.
+Until then every field RunConfig refuses says why in a sentence under it
+(`panel.problems`), and Train is off with the reason beside it.
 Every button calls a public method (`connect`, `train`, `stop`, `resume`,
 `capture_profile`, `show_tensorboard`, `compare`, `check_reproducibility`),
 so a test or a notebook cell does exactly what a click does. Failures show
@@ -15,6 +17,11 @@ say all there is in that line; any other exception, and the cause of a tpukit
 error raised from one, is written with its full traceback to
 `<logdir>/tpukit-panel.log` (the temp dir when the logdir cannot be written),
 and the line names that file.
+
+A click shows its state at once ("Connecting…", "loading TensorFlow…"),
+set by the click's handler itself before the slow work starts; a new run
+clears the last run's status line. Resume is on exactly when
+`tpukit.resume()` would continue a run (`tpukit.ui.resumable`).
 
 Where training runs depends on the front end (`tpukit.context`): in Colab,
 widget updates from a background thread do not reach the page, so a run
@@ -42,6 +49,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from tpukit import context as _context
 from tpukit.config import ConfigError, PaddingWarning, RunConfig
 from tpukit.ui import layout
+from tpukit.ui import resumable
 
 # Runs made by panels in this kernel: a panel built again (a re-run cell) still lists them.
 KERNEL_RUNS: List[Any] = []
@@ -153,7 +161,7 @@ class Panel:
         self._config = config
         self._runtime = None
         self._runtime_key: Optional[Tuple] = None
-        self._invalid: Optional[str] = None
+        self._invalid: Dict[str, str] = {}  # field (or "" for none) -> a sentence: why the form is refused
         self._job: Optional[_Job] = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -181,25 +189,48 @@ class Panel:
         self._check_runtime_fit(value)
         self.form.show(value)
         self.form.clear_errors()
-        self._invalid = None
+        self._invalid = {}
         self._commit(value)
 
+    @property
+    def problems(self) -> Dict[str, str]:
+        """Why the form's values are refused: {field: sentence} ("" for a problem no field names); empty if none."""
+        return dict(self._invalid)
+
     def _form_changed(self) -> None:
-        """A person changed a widget: take the value if RunConfig (and the connected hardware) accept it."""
+        """A person changed a widget: take the values if RunConfig (and the connected hardware) accept them all;
+        else mark every field refused, each with its sentence, and keep the config as it was."""
+        candidate, self._invalid = self._check_form()
+        self.form.show_errors(self._invalid)
+        if candidate is None:
+            self._refresh()
+        else:
+            self._commit(candidate)
+
+    def _check_form(self) -> Tuple[Optional[RunConfig], Dict[str, str]]:
+        """(the config the form asks for, or None; {field: sentence} for each refused field).
+
+        RunConfig stops at its first error, so each changed field is tried alone on the current config first,
+        then all the fields that pass together (and against the hardware and the data's size).
+        """
+        from tpukit.ui import form as _form
+
+        base, values = self._config.to_dict(), self.form.values()
+        problems: Dict[str, str] = {}
+        for field, value in values.items():
+            if value != base.get(field):
+                try:
+                    _valid({**base, field: value})
+                except (ValueError, TypeError) as e:
+                    problems[field] = _form.plain(str(e))
+        accepted = {field: value for field, value in values.items() if field not in problems}
         try:
-            candidate = _valid({**self._config.to_dict(), **self.form.values()})
+            candidate = _valid({**base, **accepted})
             self._check_runtime_fit(candidate)
         except (ValueError, TypeError) as e:
-            self._invalid = str(e)
-            if self.form.show_error(self._invalid) is None:
-                self._say(self._invalid, "error")
-            self._refresh()
-            return
-        was_invalid, self._invalid = self._invalid, None
-        self.form.clear_errors()
-        if was_invalid and self._message == was_invalid:
-            self._say("")
-        self._commit(candidate)
+            field = _form.field_of(str(e))
+            problems[field if field in self.form.errors else ""] = _form.plain(str(e))
+        return (None if problems else candidate), problems
 
     def _commit(self, config: RunConfig) -> None:
         self._config = config
@@ -230,13 +261,19 @@ class Panel:
     def connect(self):
         """Connect to the accelerator the config asks for; returns the Runtime, or None (the panel says why)."""
         self._ensure_idle("connect")
+        line = self._connecting_line(self._config)
+        self._say(line)  # shown before the slow part: a click's handler runs this
+        self.views["accelerator"].value = _tables().message(line)
         try:
-            return self._connect(self._config)
+            runtime = self._connect(self._config)
         except Exception as e:  # ConnectError, RestartRequired, or TensorFlow's own
             line = self._explain(e, "connect")
             self._say(line, "error")
             self.views["accelerator"].value = _tables().message(line, "error")
             return None
+        self._say(f"Connected: {runtime.kind.upper()}, {runtime.replicas} replica"
+                  + ("s" if runtime.replicas != 1 else "") + f", {runtime.backend}.", "ok")
+        return runtime
 
     def train(self, wait: bool = False):
         """Train the current config with live progress.
@@ -248,13 +285,14 @@ class Panel:
 
         Raises:
             PanelBusy: a run is already going on.
-            ConfigError: a setting in the form is invalid (its message is shown beside it).
+            ConfigError: settings in the form are invalid (each says why under it; the error lists them).
         """
         if self._invalid:
-            raise ConfigError(f"Fix the settings first: {self._invalid}")
-        return self._start("train", functools.partial(self._train_work, self._config, None), wait)
+            raise ConfigError(self._train_off())
+        config = self._config
+        return self._start("train", functools.partial(self._train_work, config, None), wait, config)
 
-    def resume(self, run=None, wait: bool = False):
+    def resume(self, run=None, wait: bool = False, epochs: Optional[int] = None):
         """Continue a stopped run from its last whole epoch, in its own directory.
 
         Args:
@@ -262,27 +300,39 @@ class Panel:
                 name under the config's logdir). Default: the latest resumable run
                 of this kernel.
             wait: block until the run ends (always so in Colab).
+            epochs: extend a completed run to this many epochs, in a new run
+                directory (`tpukit.resume(run_dir, epochs=N)`).
 
         Returns:
             The RunResult when the run has ended, else None (as `train`).
 
         Raises:
-            NoRunError: no run given and none of this kernel's runs can be resumed.
-            RunDirError: `run` is not a tpukit run directory, or its record is damaged.
+            NoRunError: no run given and none of this kernel's runs can be resumed, or the run
+                given kept nothing to resume from (it stopped before its first whole epoch ended).
+            RunDirError: `run` is not a tpukit run directory, its record is damaged, or it completed
+                (and `epochs` does not extend it).
         """
         from tpukit import records
 
         if run is None:
-            run = next((r for r in reversed(self._runs) if r.resumable), None)
-            if run is None:
-                raise NoRunError("No resumable run: a run stopped after at least one whole epoch can be resumed.")
+            found = self._resume_target()
+            if not found.ok:
+                raise NoRunError(f"No resumable run. {found.reason}")
+            run_dir = found.run_dir
         elif isinstance(run, (str, os.PathLike)):
-            run = records.load(self._run_dir(run))
-        elif not hasattr(run, "run_dir"):
+            run_dir = self._run_dir(run)
+        elif hasattr(run, "run_dir"):
+            run_dir = run.run_dir
+        else:
             raise TypeError(f"Expected a RunResult or a run directory. Received: run={run!r}")
-        config = records.load_config(run.run_dir)
-        runtime = self._runtime_for(run.to_dict())
-        return self._start("resume", functools.partial(self._train_work, config, run.run_dir, runtime), wait)
+        found = resumable.check(run_dir)
+        if not found.ok and found.status in ("stopped", "failed") and epochs is None:
+            raise NoRunError(f"{os.path.basename(run_dir)}: {found.reason}")  # the engine would start it over
+        recorded = records.load(run_dir)
+        config = records.load_config(run_dir)
+        runtime = self._runtime_for(recorded.to_dict())
+        work = functools.partial(self._train_work, config, run_dir, runtime, epochs)
+        return self._start("resume", work, wait, config, runtime)
 
     def stop(self) -> bool:
         """Ask the run to end after its current step; it is kept as "stopped" and can be resumed.
@@ -401,7 +451,8 @@ class Panel:
         if run is None:
             raise NoRunError("No completed run to rerun yet: train one first.")
         config = _valid({**run.config, "profile": None})
-        return self._start("check reproducibility", functools.partial(self._reproduce_work, run, config), wait)
+        return self._start("check reproducibility", functools.partial(self._reproduce_work, run, config), wait,
+                           config, self._runtime_for(run.to_dict()))
 
     # ---- read-only state -----------------------------------------------------
     @property
@@ -547,11 +598,20 @@ class Panel:
         if job is not None and job.active:
             raise PanelBusy(f"Cannot {what}: '{job.name}' is still going on. Wait for it, or press Stop.")
 
-    def _start(self, name: str, work: Callable[[], Any], wait: bool):
+    def _start(self, name: str, work: Callable[[], Any], wait: bool, config: RunConfig, runtime=None):
         with self._lock:
             self._ensure_idle(name)
             job = self._job = _Job(name, work)
             self._stop = threading.Event()
+        # Before the slow part, from the caller's thread (a click's handler): the last run's status goes, and
+        # the page says at once what is happening. In Colab only the handler's own updates reach the page.
+        if runtime is None and self._matching_runtime(config) is None:
+            line = self._connecting_line(config)
+            self.views["accelerator"].value = _tables().message(line)
+        else:
+            line = f"Starting {config.run_name}: building the model and the input pipeline…"
+        self._say(line)
+        self._progress_view.waiting(line)
         self._refresh()
         if self.context == _context.COLAB:
             self._run(job)
@@ -568,9 +628,11 @@ class Panel:
         except KeyboardInterrupt:  # Colab's interrupt outside fit (fit itself ends the run as "stopped")
             job.error = f"{job.name} interrupted before training began; nothing was kept."
             self._say(job.error, "error")
+            self._progress_view.failed(job.error)
         except Exception as e:
             job.error = self._explain(e, job.name.replace(" ", "_"))
             self._say(job.error, "error")
+            self._progress_view.failed(job.error)
         finally:
             job.active = False
             self._refresh()
@@ -579,14 +641,29 @@ class Panel:
     def _connect(self, config: RunConfig):
         from tpukit import runtime as rt
 
-        runtime = rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu, replicas=config.replicas,
-                             deterministic=config.deterministic)
+        try:
+            runtime = rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
+                                 replicas=config.replicas, deterministic=config.deterministic)
+        except Exception as e:
+            self.views["accelerator"].value = _tables().message(_short(e), "error")
+            raise
+        self.views["accelerator"].value = _tables().runtime(runtime)
         if runtime is not self._runtime or self._runtime_key != _runtime_key(config):
             self._runtime, self._runtime_key = runtime, _runtime_key(config)
-            self.views["accelerator"].value = _tables().runtime(runtime)
             self.buttons["connect"].description = "Reconnect"
-            self._form_changed()  # the settings may not fit this hardware: say so beside the field
+            self._form_changed()  # the settings may not fit this hardware: say so under the field
         return runtime
+
+    def _connecting_line(self, config: RunConfig) -> str:
+        """What a click that connects says at once: connecting, and loading the framework the first time."""
+        from tpukit import backend
+
+        line = ("Connecting: looking for a TPU, else GPUs, else the CPU…" if config.accelerator == "auto"
+                else f"Connecting to the {config.accelerator.upper()}…")
+        if backend.loaded() is None:
+            framework = {"tensorflow": "TensorFlow", "jax": "JAX"}.get(config.backend, "TensorFlow or JAX")
+            line += f" Loading {framework} (the first time in a kernel takes a while)…"
+        return line
 
     def _runtime_for(self, recorded: dict):
         """The connected runtime if it is the kind and size a recorded run used (no reconnect, which
@@ -597,12 +674,12 @@ class Panel:
             return rt
         return None
 
-    def _train_work(self, config: RunConfig, run_dir: Optional[str], runtime=None):
+    def _train_work(self, config: RunConfig, run_dir: Optional[str], runtime=None, epochs: Optional[int] = None):
         from tpukit import data, registry, training
         from tpukit.ui import progress
 
         runtime = runtime or self._connect(config)
-        total = _steps_per_epoch(config, runtime.replicas, self._inputs_for(config)) * config.epochs
+        total = _steps_per_epoch(config, runtime.replicas, self._inputs_for(config)) * (epochs or config.epochs)
         entry = registry.lookup("dataset", config.dataset)
         # A fresh classifier's loss sets the plot's first height; the axes grow for anything else.
         first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if entry and entry.builtin else 1.0
@@ -613,7 +690,8 @@ class Panel:
         if run_dir is None:
             result = training.train(config, runtime, callbacks=[callback], stop=self._stop, **inputs)
         else:
-            result = training.resume(run_dir, runtime, callbacks=[callback], stop=self._stop, **inputs)
+            result = training.resume(run_dir, runtime, callbacks=[callback], stop=self._stop, epochs=epochs,
+                                     **inputs)
         self._progress_view.finish(result)
         self._record(result)
         if result.profile_files:
@@ -650,8 +728,11 @@ class Panel:
             line += f", val_accuracy {result.final_metrics['val_accuracy']:.4f}"
         if result.examples_per_sec:
             line += f", {result.examples_per_sec:,.0f} examples/s"
-        if result.message:
-            line += f". {result.message}"
+        message = resumable.without_promise(result.message)
+        if message:
+            line += f". {message}"
+        if result.status in ("stopped", "failed"):  # what Resume can do, as the button shows it
+            line += f". {resumable.check(result.run_dir).reason}"
         self._say(line, kind)
         self._render_runs()
 
@@ -675,7 +756,13 @@ class Panel:
         from tpukit import records
 
         rows = records.compare(self._runs) if rows is None else rows
-        self.views["runs"].value = _tables().runs(rows, self._runs)
+        notes = []
+        for run in self._runs:
+            note = resumable.without_promise(run.message)
+            if run.status != "completed" and resumable.check(run.run_dir).ok:
+                note += " (resumable)"
+            notes.append(note.strip())
+        self.views["runs"].value = _tables().runs(rows, notes)
         if rows and (chart or self.views["runs_chart"].layout.display != "none"):
             self._show_image("runs_chart", _plots().runs_chart(rows))
 
@@ -684,14 +771,15 @@ class Panel:
         self.form.explain(self._config, runtime, stale=self._runtime is not None and runtime is None)
 
     def _refresh(self) -> None:
-        """Set every button's enabled state from the panel's state."""
+        """Set every button's enabled state from the panel's state; a disabled Train or Resume says why."""
         busy = self.running
         runs = self._runs
+        target = None if busy else self._resume_target()
         states = {
             "connect": busy,
             "train": busy or bool(self._invalid),
             "stop": not busy,
-            "resume": busy or not any(r.resumable for r in runs),
+            "resume": busy or not target.ok,
             "profile": False,
             "tensorboard": False,
             "compare": not runs,
@@ -700,6 +788,32 @@ class Panel:
         for name, disabled in states.items():
             if self.buttons[name].disabled != disabled:
                 self.buttons[name].disabled = disabled
+        why = f"'{self._job.name}' is going on: wait for it, or press Stop." if busy else ""
+        train_off = self._train_off() if self._invalid else ("Train is off: " + why if busy else "")
+        self._tip("train", train_off or layout.TIPS["train"])
+        self.views["train_off"].value = _tables().message(train_off if self._invalid else "", "error")
+        resume_tip = ("Resume is off: " + why) if busy else (
+            f"{os.path.basename(target.run_dir)}: {target.reason}" if target.run_dir else target.reason)
+        self._tip("resume", resume_tip)
+
+    def _tip(self, button: str, text: str) -> None:
+        if self.buttons[button].tooltip != text:
+            self.buttons[button].tooltip = text
+
+    def _train_off(self) -> str:
+        """Why Train is off while the form has problems: each refused field's sentence."""
+        return "Train is off: " + " ".join(self._invalid.values())
+
+    def _resume_target(self) -> resumable.ResumeCheck:
+        """The run Resume continues: the latest of this kernel's runs that `tpukit.resume()` would continue;
+        else a check that is not ok, with the latest run's reason (or that there is no run)."""
+        first = None
+        for run in reversed(self._runs):
+            found = resumable.check(run.run_dir)
+            if found.ok:
+                return found
+            first = first or found
+        return first or resumable.ResumeCheck("", False, "Nothing to resume: no run in this kernel yet.")
 
     # ---- helpers ---------------------------------------------------------------
     def _inputs_for(self, config: RunConfig) -> Dict[str, Any]:

@@ -112,6 +112,22 @@ class ProgressView:
         hint = " In Colab, stop with the cell's interrupt (Ctrl+M I); the run is kept." if foreground else ""
         self.line.value = tables.message(f"Starting {name}: building the model and the input pipeline…{hint}")
 
+    def waiting(self, text: str) -> None:
+        """A run was asked for: the last run's line and bar give way to `text` at once (before anything slow)."""
+        from tpukit.ui import tables
+
+        self.latest = None
+        self.bar.value, self.bar.bar_style = 0, "info"
+        self.line.value = tables.message(text)
+
+    def failed(self, text: str) -> None:
+        """The run ended with an error: the line says so (after the last progress, if any), the bar turns red."""
+        from tpukit.ui import tables
+
+        self.bar.bar_style = "danger"
+        where = f" at {self.latest.text()}" if self.latest is not None and not self.latest.done else ""
+        self.line.value = tables.message(f"Did not finish{where}: {text}", "error")
+
     def show_progress(self, progress: Progress) -> None:
         from tpukit.ui import tables
 
