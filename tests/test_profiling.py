@@ -341,8 +341,6 @@ def test_panel_html_escapes_nothing_that_was_meant_as_html(capture, jax_capture)
         assert html.escape(summary.recommendation) in page
 
 
-@pytest.mark.xfail(reason="tpukit/ui/tables.py maps input_bound to its own words ('possibly input-bound'); "
-                          "it should show summary.input_verdict")
 def test_panel_html_shows_the_summarys_own_verdict(jax_capture):
     from tpukit.ui import tables
 

@@ -70,11 +70,8 @@ def profile(summary) -> str:
     else:
         step = (f"{summary.step_time_ms:.2f} ms average (min {summary.step_time_ms_min:.2f}, "
                 f"max {summary.step_time_ms_max:.2f}) over {len(summary.steps)} steps")
-    verdict = {True: "input-bound", False: "not input-bound", None: "possibly input-bound (see xprof's reason)"}[summary.input_bound]
-    if summary.input_percent is not None:
-        verdict += f" ({summary.input_percent:.1f}% of step time waiting for input)"
     facts = table(("", ""), [("capture", summary.path), ("hardware", summary.hardware_type or "unknown"),
-                             ("step time", step), ("input pipeline", verdict),
+                             ("step time", step), ("input pipeline", summary.input_verdict),
                              ("next step", summary.recommendation or "–")])
     ops = table(("self time (us)", "share", "category", "op"),
                 [(op.self_time_us, f"{op.self_time_percent:.1f}%", op.category, op.name) for op in summary.top_ops])
