@@ -69,12 +69,8 @@ class RunResult:
 
     @property
     def resumable(self) -> bool:
-        """Whether `resume()` continues this run from a whole epoch: it ended without completing, has a backup (or
-        extends a parent run), and no process is working on it. A completed run is extended, not resumed."""
-        backup = Path(self.run_dir, "backup")
-        saved = (backup / "latest.json").is_file() or (backup / "training_metadata.json").is_file()
-        return (self.status in ("stopped", "running", "failed") and bool(saved or self.parent)
-                and not in_use(self.run_dir))
+        """Whether `resume()` continues this run from a kept epoch (`resume_check` says why or why not)."""
+        return resume_check(self.run_dir).ok
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -273,6 +269,66 @@ def check_contained(run_dir) -> None:
             if path.is_symlink():
                 raise RunDirError(f"{path} is a symlink (to {os.readlink(path)}); tpukit does not write through links "
                                   "out of a run directory. Remove it to resume.")
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumeCheck:
+    """What Resume would do with one run: `ok`, and `reason`, a sentence for the person either way.
+
+    `from_epoch` is the first epoch (counted from 1) a resume trains, when `ok`.
+    """
+
+    run_dir: str
+    ok: bool
+    reason: str
+    status: str = ""
+    from_epoch: Optional[int] = None
+
+
+def resume_check(run_dir) -> ResumeCheck:
+    """Whether `tpukit.resume(run_dir)` would continue the run, and why (not)."""
+    from tpukit import checkpoint
+
+    run_dir = str(run_dir)
+    try:
+        result = load(run_dir)
+    except FileNotFoundError:
+        return ResumeCheck(run_dir, False, "Nothing to resume: the run's directory is gone.")
+    except (OSError, RunDirError) as e:
+        return ResumeCheck(run_dir, False, f"Cannot resume: {e}")
+    status = result.status
+    total = result.config.get("epochs")
+
+    def no(reason: str) -> ResumeCheck:
+        return ResumeCheck(run_dir, False, reason, status)
+
+    if status == "completed":
+        return no("Nothing to resume: the run completed. To train it further, extend it into a new run with "
+                  "resume(run_dir, epochs=N) (--resume RUN_DIR --epochs N).")
+    if in_use(run_dir):
+        return no("Cannot resume yet: a process is training this run now.")
+    try:
+        backup = checkpoint.latest(Path(run_dir, "backup"), verify=False)
+    except RunDirError as e:  # checkpoint.BackupError: a marker or file that cannot be read
+        return no(f"Cannot resume: {e}")
+    if backup is not None:
+        return _yes(run_dir, status, backup.epochs_done, total)
+    if result.parent:
+        try:
+            parent = load(result.parent)
+        except (OSError, RunDirError):
+            parent = None
+        if parent is not None and parent.status == "completed" and Path(result.parent, "model.weights.h5").is_file():
+            return _yes(run_dir, status, parent.epochs_done, total)
+        return no(f"Cannot resume: {result.parent}, the run this one extends, has no final weights.")
+    return no(f"Nothing to resume: the run {status} before its first whole epoch ended, so no epoch was kept; "
+              "start a new run (Train, in the panel).")
+
+
+def _yes(run_dir: str, status: str, epochs_done: int, total) -> ResumeCheck:
+    of = f" of {total}" if total else ""
+    return ResumeCheck(run_dir, True, f"Resume continues it from epoch {epochs_done + 1}{of}.", status,
+                       epochs_done + 1)
 
 
 def load(run_dir) -> RunResult:
