@@ -31,6 +31,7 @@ _EXPORTS = {
     "DataError": "tpukit.sources",
     "ModelError": "tpukit.modeling",
     "resume": "tpukit.training",
+    "tune_batch_size": "tpukit.tuning",
     "RunResult": "tpukit.records",
     "list_runs": "tpukit.records",
     "fingerprint": "tpukit.determinism",

@@ -1,0 +1,216 @@
+"""Find a fast per-replica batch size that fits, by trying it.
+
+Lightning's `Tuner.scale_batch_size` doubles the batch until memory runs out.
+This does the same on the run's own model, data, precision and strategy, and
+also stops when a bigger batch stops paying: each trial builds a fresh model,
+compiles it, runs a few warm-up steps and then times a few more (the median
+step counts). An out-of-memory
+error ends the search (the trial's memory is freed, never a crash). Nothing is
+written: no run directory, no TensorBoard events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import math
+import time
+import warnings
+from typing import List, Optional, Tuple
+
+from tpukit.config import ConfigError, PaddingWarning, RunConfig
+
+PATIENCE = 2  # sizes in a row that gain less than min_gain before the search ends (one can be a hiccup)
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchTrial:
+    """One tried batch size (per replica) and what it gave."""
+
+    batch_size: int
+    global_batch_size: int
+    examples_per_sec: Optional[float] = None
+    step_time_ms: Optional[float] = None
+    outcome: str = "measured"  # or "out of memory"
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchTuning:
+    """The trials, the recommended per-replica batch size and why."""
+
+    trials: Tuple[BatchTrial, ...]
+    recommended: int
+    reason: str
+
+    def rows(self) -> List[dict]:
+        return [dataclasses.asdict(t) for t in self.trials]
+
+    def table(self) -> str:
+        """The trials as aligned text, the recommendation marked."""
+        lines = [f"{'batch/replica':>13}  {'global':>7}  {'examples/s':>11}  {'ms/step':>8}  outcome"]
+        for t in self.trials:
+            rate = f"{t.examples_per_sec:,.0f}" if t.examples_per_sec else "-"
+            step = f"{t.step_time_ms:.1f}" if t.step_time_ms else "-"
+            mark = "  <- recommended" if t.batch_size == self.recommended and t.outcome == "measured" else ""
+            lines.append(f"{t.batch_size:>13}  {t.global_batch_size:>7}  {rate:>11}  {step:>8}  {t.outcome}{mark}")
+        return "\n".join(lines + [self.reason])
+
+
+def candidates(multiple: int, start: int, limit: int) -> List[int]:
+    """Per-replica batches to try: `start` rounded up to `multiple`, then doubling, up to `limit`."""
+    first = max(multiple, math.ceil(start / multiple) * multiple)
+    out = []
+    size = first
+    while size <= limit:
+        out.append(size)
+        size *= 2
+    return out
+
+
+def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, start: Optional[int] = None,
+                    max_batch_size: Optional[int] = None, warmup_steps: int = 2, steps: int = 5,
+                    min_gain: Optional[float] = 0.05, time_budget_s: float = 60.0) -> BatchTuning:
+    """Try growing per-replica batch sizes on `config`'s model and data; recommend the fastest that fits.
+
+    Batches are multiples of 8 (128 on a TPU, the matrix unit's side), doubling from
+    `start` (default: the multiple). The search stops at an out-of-memory error, when
+    a batch gains less than `min_gain` over the best so far, when the global batch
+    would exceed the training examples or `max_batch_size`, or after `time_budget_s`.
+    The recommendation is the smallest batch within `min_gain` of the fastest
+    (`min_gain=None`: try every size up to memory or the limit, recommend the fastest).
+
+    Args:
+        config: the run's settings (model, dataset, precision, optimizer...); its batch size is not used.
+        runtime: a `Runtime`; None connects as the config says.
+        model, data: the run's own model and data, as `train()` takes them.
+
+    Raises:
+        ConfigError: batched data (its batch is its own) or arguments out of range.
+    """
+    from tpukit import modeling, pipeline, precision, sources
+    from tpukit import runtime as rt
+    from tpukit.training import check_names, with_labels
+
+    for name, value, low in (("warmup_steps", warmup_steps, 1), ("steps", steps, 2)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"tune_batch_size: {name} must be an integer >= {low}. Received: {name}={value!r}.")
+    if min_gain is not None and (isinstance(min_gain, bool) or not 0 <= min_gain < 1):
+        raise ConfigError(f"tune_batch_size: min_gain must be a fraction in [0, 1) or None. Received: "
+                          f"min_gain={min_gain!r}.")
+    config, model, data = with_labels(config, model, data)
+    check_names(config, model, data)
+    runtime = runtime or rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
+                                    replicas=config.replicas, deterministic=config.deterministic)
+    policy, _ = precision.resolve(config.precision, runtime)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sources.UnorderedDataWarning)  # batched data is refused just below
+        source = sources.prepare(data if data is not None else config.dataset, name=config.dataset,
+                                 seed=config.seed, size=config.dataset_size, validation_split=None)
+    if not source.ordered:
+        raise ConfigError("tune_batch_size: the data is already batched, so its batch size is its own; pass arrays "
+                          "or an unbatched dataset.")
+    multiple = 128 if runtime.kind == "tpu" else 8
+    limit = len(source.train) // runtime.replicas
+    if max_batch_size is not None:
+        limit = min(limit, max_batch_size)
+    sizes = candidates(multiple, start or multiple, limit)
+    if not sizes:
+        raise ConfigError(f"tune_batch_size: {len(source.train)} training examples cannot fill one batch of "
+                          f"{multiple} x {runtime.replicas} replicas.")
+    trials, began, flat = [], time.perf_counter(), 0
+    for size in sizes:
+        trial = _trial(size, config, runtime, policy, source, model, warmup_steps, steps,
+                       modeling=modeling, pipeline=pipeline, precision=precision)
+        trials.append(trial)
+        best = max((t.examples_per_sec for t in trials[:-1] if t.examples_per_sec), default=None)
+        if trial.outcome != "measured":
+            break
+        gained = min_gain is None or best is None or trial.examples_per_sec >= best * (1 + min_gain)
+        flat = 0 if gained else flat + 1
+        if flat == PATIENCE or time.perf_counter() - began > time_budget_s:
+            break
+    return _recommend(tuple(trials), min_gain, runtime.replicas, limit, flat == PATIENCE)
+
+
+def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, modeling, pipeline, precision):
+    """Build, compile and time one batch size; an out-of-memory error is a result, not a crash."""
+    global_batch = size * runtime.replicas
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PaddingWarning)
+        trial_config = config.replace(batch_size=size, steps_per_execution=1, replicas=runtime.replicas,
+                                      precision=policy)
+    per_epoch = pipeline.steps_per_epoch(len(source.train), global_batch)
+    epochs = math.ceil((warmup + steps) / per_epoch)
+    timer = _StepTimer(warmup + steps)
+    model = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a built model is cloned for every trial: said once by train(), not here
+            with precision.policy(policy), runtime.strategy.scope():
+                model, _ = modeling.build(model_arg, trial_config, source.spec)
+                modeling.compile(model, trial_config)
+                feed = pipeline.train_feed(source.train, feeder=pipeline.choose(runtime.backend),
+                                           global_batch=global_batch, seed=config.seed, epochs=epochs,
+                                           steps=per_epoch)
+                model.fit(feed, epochs=epochs, steps_per_epoch=per_epoch, callbacks=[timer.callback()], verbose=0)
+    except Exception as e:
+        if not _out_of_memory(e):
+            raise
+        return BatchTrial(size, global_batch, outcome="out of memory")
+    finally:
+        del model
+        gc.collect()
+    timed = sorted(b - a for a, b in zip(timer.times[warmup - 1:], timer.times[warmup:]))
+    median = timed[len(timed) // 2] if len(timed) % 2 else (timed[len(timed) // 2 - 1] + timed[len(timed) // 2]) / 2
+    return BatchTrial(size, global_batch, examples_per_sec=global_batch / median, step_time_ms=1000 * median)
+
+
+class _StepTimer:
+    """Times the end of each step and stops training after `total` steps."""
+
+    def __init__(self, total: int):
+        self.total, self.times = total, []
+
+    def callback(self):
+        import keras
+
+        timer = self
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                timer.times.append(time.perf_counter())
+                if len(timer.times) >= timer.total:
+                    self.model.stop_training = True
+
+        return Timer()
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    """TensorFlow's ResourceExhaustedError, XLA's RESOURCE_EXHAUSTED (JAX), or Python's MemoryError."""
+    text = f"{type(error).__name__}: {error}"
+    return (isinstance(error, MemoryError) or "ResourceExhausted" in text or "RESOURCE_EXHAUSTED" in text
+            or "out of memory" in text.lower())
+
+
+def _recommend(trials, min_gain, replicas, limit, flattened) -> BatchTuning:
+    measured = [t for t in trials if t.examples_per_sec]
+    if not measured:
+        raise MemoryError(f"tune_batch_size: even {trials[0].batch_size} per replica ran out of memory; use a smaller "
+                          "model or a lower precision.")
+    fastest = max(measured, key=lambda t: t.examples_per_sec)
+    pick = min((t for t in measured if t.examples_per_sec >= fastest.examples_per_sec / (1 + (min_gain or 0))),
+               key=lambda t: t.batch_size)
+    last = trials[-1]
+    if last.outcome == "out of memory":
+        ended = f"{last.batch_size} per replica ran out of memory"
+    elif flattened:
+        ended = f"{trials[-PATIENCE].batch_size} and {last.batch_size} per replica gained less than {min_gain:.0%}"
+    elif last.batch_size * 2 > limit:
+        ended = f"the next size would exceed {limit} per replica (the training examples or max_batch_size)"
+    else:
+        ended = "the time budget ran out"
+    closest = ("the fastest measured" if pick is fastest else
+               f"within {min_gain or 0:.0%} of the fastest ({fastest.batch_size}: {fastest.examples_per_sec:,.0f}/s)")
+    reason = (f"Recommended: batch_size={pick.batch_size} per replica (global {pick.batch_size * replicas}), "
+              f"{pick.examples_per_sec:,.0f} examples/s, {closest}; the search stopped because {ended}.")
+    return BatchTuning(trials, pick.batch_size, reason)
