@@ -588,3 +588,19 @@ def test_without_a_notebook_the_panel_is_text(capsys, tmp_path):
     assert out.startswith("tpukit panel (none)") and '"dataset": "digits"' in out
     assert repr(panel) == "<tpukit Panel: none, not connected, 0 runs, idle>"
     panel.close()
+
+
+def test_tune_batch_size_shows_the_trials_and_sets_the_recommended_batch(make_panel):
+    """The Tune button on the reader's own model and arrays: a table, a chart, and the batch size set."""
+    from usermodels import images, user_cnn
+
+    panel = make_panel(model=user_cnn, data=images(512), precision="float32")
+    panel.buttons["tune"].click()
+    assert panel.wait(300) is not None or panel.message.startswith("Batch size set to")
+    result = panel._job.result
+    assert result.recommended == panel.config.batch_size and result.recommended % 8 == 0
+    shown = words(panel.views["tuning"])
+    assert "examples/s" in shown and f"➜ {result.recommended}" in shown and "Recommended: batch_size=" in shown
+    assert panel.views["tuning_chart"].layout.display == "" and panel.views["tuning_chart"].value[:4] == b"\x89PNG"
+    assert panel.message == f"Batch size set to {result.recommended} per replica (tuned; the table says why)."
+    assert not panel.buttons["tune"].disabled and not panel.buttons["train"].disabled

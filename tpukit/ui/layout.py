@@ -14,6 +14,7 @@ BUTTONS = (
     ("stop", "Stop", "danger", "End the run after the current step; it is kept and can be resumed"),
     ("resume", "Resume", "", "Continue the latest stopped run from its last whole epoch"),
     ("profile", "Profile next run", "", "Capture the profile window's steps in the next run"),
+    ("tune", "Tune batch size", "", "Try growing batch sizes on this model and data; set the fastest that fits"),
     ("tensorboard", "TensorBoard", "", "Show TensorBoard for the runs directory"),
     ("compare", "Compare runs", "", "Table and chart of the runs made in this kernel"),
     ("reproduce", "Check reproducibility", "", "Rerun the latest completed run and compare fingerprints"),
@@ -67,7 +68,7 @@ def build(p) -> None:
         "bar": widgets.IntProgress(value=0, min=0, max=1000, layout=widgets.Layout(width="60%")),
         "profile": html(), "profile_chart": image(), "tensorboard": html(),
         "tensorboard_frame": widgets.Output(), "runs": html(), "runs_chart": image(),
-        "reproducibility": html(), "train_off": html(),
+        "reproducibility": html(), "train_off": html(), "tuning": html(), "tuning_chart": image(),
     }
     p._progress_view = progress.ProgressView(p.views["progress"], p.views["bar"], p.views["curves"])
     rows, b, v = p.form.rows, p.buttons, p.views
@@ -85,8 +86,8 @@ def build(p) -> None:
         section("Settings", column("dataset", "model", "precision", "batch_size", "epochs", "steps_per_epoch",
                                    "learning_rate", "optimizer", "steps_per_execution", "deterministic",
                                    "seed", "profile", "logdir", "name")),
-        section("Run", widgets.HBox([b["train"], b["stop"], b["resume"], b["profile"]]), v["train_off"],
-                v["message"]),
+        section("Run", widgets.HBox([b["train"], b["stop"], b["resume"], b["profile"], b["tune"]]), v["train_off"],
+                v["message"], v["tuning"], v["tuning_chart"]),
         section("Progress", v["progress"], v["bar"], v["curves"]),
         section("Profile", v["profile"], v["profile_chart"]),
         section("TensorBoard", widgets.HBox([b["tensorboard"]]), v["tensorboard"], v["tensorboard_frame"]),

@@ -429,6 +429,33 @@ class Panel:
                 self._show(Javascript(shown.javascript))
         return url
 
+    def tune_batch_size(self, wait: bool = False):
+        """Try growing per-replica batch sizes on the current model and data (`tpukit.tune_batch_size`), show
+        the trials as a table and a chart, and set the recommended batch size in the settings.
+
+        Returns:
+            The `BatchTuning` when it has ended (wait=True, or always in Colab), else None.
+        """
+        if self._invalid:
+            raise ConfigError(self._train_off())
+        config = self._config
+        return self._start("tune batch size", functools.partial(self._tune_work, config), wait, config)
+
+    def _tune_work(self, config: RunConfig):
+        from tpukit import tuning
+
+        runtime = self._matching_runtime(config) or self._connect(config)
+        self._progress_view.waiting("Tuning the batch size: a few steps at each size…")
+        inputs = self._inputs_for(config)
+        result = tuning.tune_batch_size(config, runtime, model=inputs["model"], data=inputs["data"])
+        self.views["tuning"].value = _tables().tuning(result)
+        self._show_image("tuning_chart", _plots().tuning_chart(result))
+        self.config = self._config.replace(batch_size=result.recommended)
+        line = f"Batch size set to {result.recommended} per replica (tuned; the table says why)."
+        self._progress_view.waiting(line)
+        self._say(line)
+        return result
+
     def compare(self) -> List[Dict[str, Any]]:
         """The runs made in this kernel side by side: one row per run (also drawn as a table and a chart)."""
         from tpukit import records
@@ -546,6 +573,9 @@ class Panel:
 
     def _on_tensorboard(self, button):
         self._handle(button, self.show_tensorboard)
+
+    def _on_tune(self, button):
+        self._handle(button, self.tune_batch_size)
 
     def _on_compare(self, button):
         self._handle(button, self.compare)
@@ -781,6 +811,7 @@ class Panel:
             "stop": not busy,
             "resume": busy or not target.ok,
             "profile": False,
+            "tune": busy or bool(self._invalid),
             "tensorboard": False,
             "compare": not runs,
             "reproduce": busy or not any(r.status == "completed" and r.fingerprint for r in runs),

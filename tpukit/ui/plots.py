@@ -147,6 +147,35 @@ def runs_chart(rows: List[dict]) -> bytes:
     return _png(fig)
 
 
+def tuning_chart(result) -> bytes:
+    """Examples/sec against the per-replica batch size, the recommended size marked (a `BatchTuning`)."""
+    measured = [t for t in result.trials if t.examples_per_sec]
+    fig = _figure(6.0, 2.2)
+    ax = fig.subplots()
+    xs = [t.batch_size for t in measured]
+    ax.plot(xs, [t.examples_per_sec for t in measured], "o-", color=_BLUE)
+    best = next((t for t in measured if t.batch_size == result.recommended), None)
+    if best is not None:
+        ax.plot([best.batch_size], [best.examples_per_sec], "o", color=_ORANGE, markersize=10,
+                label=f"recommended: {best.batch_size}")
+        ax.legend(fontsize=8, loc="lower center")
+    for t in result.trials:
+        if t.outcome != "measured":
+            ax.axvline(t.batch_size, color="#b00020", linestyle="--", linewidth=1)
+            ax.annotate(t.outcome, (t.batch_size, 0), fontsize=8, color="#b00020", rotation=90,
+                        xytext=(-4, 4), textcoords="offset points", va="bottom", ha="right")
+    sizes = [t.batch_size for t in result.trials]
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(min(sizes) / 1.3, max(sizes) * 1.3)
+    ax.set_xticks(sizes, [str(size) for size in sizes])
+    ax.set_xlabel("batch size per replica", fontsize=9)
+    ax.set_ylabel("examples / sec", fontsize=9)
+    ax.set_ylim(0, 1.2 * max((t.examples_per_sec for t in measured), default=1.0))
+    ax.tick_params(labelsize=8)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
 def _run_label(i: int, row: dict) -> str:
     return (f"#{i + 1} {row.get('model')} {row.get('precision')} "
             f"b{row.get('batch_size')}x{row.get('replicas')} {row.get('status')}")

@@ -84,6 +84,15 @@ def message(text: str, kind: str = "info") -> str:
     return f'<span style="color:{colour}">{html.escape(text)}</span>' if text else ""
 
 
+def tuning(result) -> str:
+    """The batch-size trials of `tpukit.tune_batch_size`, the recommended one marked, and why."""
+    rows = [(("➜ " if t.batch_size == result.recommended and t.outcome == "measured" else "") + str(t.batch_size),
+             t.global_batch_size, f"{t.examples_per_sec:,.0f}" if t.examples_per_sec else "–",
+             f"{t.step_time_ms:.1f}" if t.step_time_ms else "–", t.outcome) for t in result.trials]
+    return table(("batch / replica", "global batch", "examples/s", "ms/step", "outcome"), rows) + message(
+        result.reason)
+
+
 def short_error(error: BaseException, limit: int = 300) -> str:
     """One line for an exception (`tpukit.errors.one_line`), for the panel's status."""
     from tpukit.errors import one_line
