@@ -105,7 +105,8 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sources.UnorderedDataWarning)  # batched data is refused just below
         source = sources.prepare(data if data is not None else config.dataset, name=config.dataset,
-                                 seed=config.seed, size=config.dataset_size, validation_split=None)
+                                 seed=config.seed, size=config.dataset_size,
+                                 validation_split=config.validation_split)  # the examples a run trains on
     if not source.ordered:
         raise ConfigError("tune_batch_size: the data is already batched, so its batch size is its own; pass arrays "
                           "or an unbatched dataset.")
