@@ -31,6 +31,10 @@ from tpukit.config import ConfigError, PaddingWarning, RunConfig, padding_advice
         (dict(jit_compile=1), "jit_compile", "jit_compile=1"),
         (dict(deterministic="yes"), "deterministic", "deterministic='yes'"),
         (dict(name="a/b"), "name", "name='a/b'"),
+        (dict(steps_per_execution=0), "steps_per_execution", "'auto' or an integer >= 1. Received: "),
+        (dict(steps_per_execution="fast"), "steps_per_execution", "steps_per_execution='fast'"),
+        (dict(steps_per_execution=True), "steps_per_execution", "steps_per_execution=True"),
+        (dict(steps_per_execution=2.0), "steps_per_execution", "steps_per_execution=2.0"),
     ],
 )
 def test_bad_values_name_field_value_and_choices(changes, field, shown):
@@ -127,3 +131,11 @@ def test_a_profile_window_beyond_a_known_run_length_is_refused_when_built():
     with pytest.raises(ConfigError, match=r"a window within the run's 20 steps \(2 epochs x steps_per_epoch=10\)"):
         RunConfig(epochs=2, steps_per_epoch=10, profile=(15, 21))
     assert RunConfig(epochs=2, steps_per_epoch=10, profile=(15, 20)).profile == (15, 20)
+
+
+def test_steps_per_execution_defaults_to_auto_and_keeps_explicit_values():
+    """"auto" is resolved by train(), which records the value it chose; an explicit value is kept as given."""
+    assert RunConfig().steps_per_execution == "auto"
+    assert RunConfig.from_json(RunConfig().to_json()).steps_per_execution == "auto"
+    assert RunConfig(steps_per_execution=16).replace(steps_per_execution="auto").steps_per_execution == "auto"
+    assert RunConfig.from_dict({"steps_per_execution": 8}).steps_per_execution == 8

@@ -218,3 +218,30 @@ print(json.dumps({"backend": runtime.backend, "replicas": runtime.replicas, "sta
                   "trained_on": result.config["backend"]}))
 """)
     assert out == {"backend": "jax", "replicas": 8, "status": "completed", "trained_on": "jax"}
+
+
+STEPS_PER_EXECUTION_ON_JAX = """
+import json, sys, tpukit
+runtime = tpukit.connect(backend="jax", replicas=8)
+out = {}
+for spe in ("auto", 1, 20, 40):  # digits, batch 4 x 8: 40 steps per epoch
+    r = tpukit.train(tpukit.RunConfig(dataset="digits", model="mlp", epochs=2, batch_size=4, deterministic=True,
+                                      steps_per_execution=spe, logdir=sys.argv[1]), runtime)
+    out[str(spe)] = {"status": r.status, "epochs": r.epochs_done, "resolved": r.config["steps_per_execution"],
+                     "notes": [n for n in r.notes if n.startswith("steps_per_execution")],
+                     "fingerprint": r.fingerprint, "loss": r.history["loss"], "step_ms": r.step_time_ms}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_steps_per_execution_on_jax_8_devices_trains_the_same_weights(tmp_path):
+    """Checked: Keras 3.15 on JAX runs several steps per call under DataParallel over 8 simulated devices (no refusal
+    there); the steps are the same, so the weights are bitwise those of one step per call. On the CPU auto is 1."""
+    out = _python_with(STEPS_PER_EXECUTION_ON_JAX.replace("sys.argv[1]", repr(str(tmp_path))))
+    assert out["auto"]["resolved"] == 1
+    assert out["auto"]["notes"][0].startswith("steps_per_execution: auto → 1 on the CPU")
+    for spe in ("1", "20", "40"):
+        assert out[spe]["status"] == "completed" and out[spe]["epochs"] == 2, out[spe]
+        assert out[spe]["resolved"] == int(spe) and not out[spe]["notes"] and out[spe]["step_ms"] > 0
+        assert out[spe]["fingerprint"] == out["auto"]["fingerprint"] and out[spe]["loss"] == out["auto"]["loss"]

@@ -47,6 +47,15 @@ def _fraction(text: str):
         raise argparse.ArgumentTypeError(f"expected a fraction such as 0.1, or none. Received: {text!r}") from None
 
 
+def _steps_per_execution(text: str):
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of steps or auto. Received: {text!r}") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     from tpukit.config import ACCELERATORS, OPTIMIZERS, PRECISIONS
 
@@ -80,7 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=42)
     t.add_argument("--learning-rate", type=float, default=1e-3)
     t.add_argument("--optimizer", default="adam", help=f"one of {', '.join(OPTIMIZERS)}")
-    t.add_argument("--steps-per-execution", type=int, default=1)
+    t.add_argument("--steps-per-execution", type=_steps_per_execution, default="auto", metavar="N|auto",
+                   help="training steps per call of the compiled train function; auto: the largest divisor of the "
+                   "steps per epoch up to 32 on TPU and GPU, 1 on the CPU and on several GPUs under TensorFlow")
     t.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto")
     t.add_argument("--early-stopping", type=int, default=None, metavar="PATIENCE")
     t.add_argument("--profile", type=_profile_window, default=None, metavar="START:STOP",

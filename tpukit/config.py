@@ -102,6 +102,9 @@ class RunConfig:
 
     `batch_size` is per replica; `global_batch_size` is derived from it.
     `profile` is an inclusive (start, stop) window of training steps, or None.
+    `steps_per_execution` is how many training steps run per call of the
+    compiled train function: an integer, or "auto", which `train()` resolves
+    once it knows the hardware and the epoch (`training.resolve_steps_per_execution`).
     `model` and `dataset` name what is trained: a zoo or registered name, an
     import path `package.module:function`, or the label `train()` records for
     an object handed to it. `loss` and `metrics` compile a model that comes
@@ -130,7 +133,7 @@ class RunConfig:
     seed: int = 42
     learning_rate: float = 1e-3
     optimizer: str = "adam"
-    steps_per_execution: int = 1
+    steps_per_execution: Any = "auto"
     jit_compile: Any = "auto"
     early_stopping: Optional[int] = None
     profile: Optional[Tuple[int, int]] = None
@@ -165,7 +168,9 @@ class RunConfig:
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < math.inf:
             _fail("learning_rate", lr, "a positive number")
         _check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        _check_int("steps_per_execution", self.steps_per_execution, 1)
+        spe = self.steps_per_execution
+        if spe != "auto" and (isinstance(spe, bool) or not isinstance(spe, int) or spe < 1):
+            _fail("steps_per_execution", spe, "'auto' or an integer >= 1")
         _check_choice("jit_compile", self.jit_compile, JIT_CHOICES)
         _check_int("early_stopping", self.early_stopping, 1, optional=True)
         if self.profile is not None:

@@ -202,12 +202,6 @@ class _Run:
                 "the cluster is connected, use runtime.strategy in a custom training loop for now."
             )
         config.check_for(runtime.kind, runtime.replicas)
-        if runtime.backend == "tensorflow" and runtime.replicas > 1 and config.steps_per_execution > 1:
-            raise ConfigError(
-                f"RunConfig.steps_per_execution: Keras 3.15 fails to run more than one step per execution under "
-                f"MirroredStrategy ({runtime.replicas} replicas); use 1 there. "
-                f"Received: steps_per_execution={config.steps_per_execution}."
-            )
         policy, self.precision_reason = precision.resolve(config.precision, runtime)
         advice = config.padding_advice(runtime.kind)
         if advice:
@@ -218,6 +212,7 @@ class _Run:
         self.runtime = runtime
         determinism.setup(config.seed, config.deterministic, runtime.backend)
         self.source = self._load_data()
+        self._resolve_steps_per_execution()
         self._check_profile_window()
         self.initial_epoch, self.history, self.restore_from = self._restore_point()
         with precision.policy(policy), runtime.strategy.scope():
@@ -258,6 +253,15 @@ class _Run:
             self.notes.append(f"validation: {config.validation_split:.0%} of the training data "
                               f"({source.spec.num_validation} examples, split with seed {config.seed})")
         return source
+
+    def _resolve_steps_per_execution(self):
+        config = self.config
+        steps, why = resolve_steps_per_execution(config.steps_per_execution, self.runtime, self.steps, config.profile)
+        if config.steps_per_execution == "auto":
+            self.notes.append(f"steps_per_execution: {why}")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PaddingWarning)  # already said
+                self.config = config.replace(steps_per_execution=steps)
 
     def _build_model(self):
         from tpukit import modeling
@@ -458,6 +462,83 @@ def _status_of(error: BaseException):
     if isinstance(error, KeyboardInterrupt):
         return "stopped", "interrupted (KeyboardInterrupt); resume continues from the last whole epoch"
     return "failed", one_line(error, limit=300)
+
+
+# "auto" runs at most this many steps per execution: enough to amortize the host's dispatch of each call
+# (measured: benchmarks/steps_per_execution.py), while callbacks, stop requests and NaN checks still come often.
+AUTO_STEPS_PER_EXECUTION = 32
+
+
+def multi_step_refusal(runtime) -> Optional[str]:
+    """Why `runtime` cannot run more than one step per execution, or None where it can.
+
+    Checked on TF 2.21 + Keras 3.15 with 8 logical CPU devices: MirroredStrategy
+    over 2 or more devices fails in Keras' multi-step loop; over one device, on
+    the default strategy, and on JAX (DataParallel over 8 devices) it trains.
+    """
+    if runtime.backend != "tensorflow" or runtime.replicas < 2:
+        return None
+    import tensorflow as tf
+
+    if isinstance(runtime.strategy, tf.distribute.MirroredStrategy):
+        return (f"Keras 3.15 cannot run more than one step per execution under MirroredStrategy with more than one "
+                f"replica ({runtime.replicas} here): its multi-step loop fails with \"You must feed a value for "
+                f"placeholder tensor\"")
+    return None
+
+
+def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[int], profile=None):
+    """(steps per execution, why) for a run: "auto" resolved, or an explicit value checked against the backend.
+
+    "auto" is the largest divisor of the epoch's steps up to `AUTO_STEPS_PER_EXECUTION`,
+    so every epoch ends where an execution does (epoch backups and resume need whole
+    epochs). It is 1 where `multi_step_refusal` says the backend cannot run more; on
+    the CPU (measured with benchmarks/steps_per_execution.py: faster only for models
+    whose steps take milliseconds, while a stop request waits for the whole call);
+    when the epoch's length is unknown; and with a profile window (its step markers
+    are one per call of the train function). An explicit value must divide the
+    steps per epoch: Keras runs whole calls, and would take the next epoch's batches.
+
+    >>> from types import SimpleNamespace
+    >>> tpu = SimpleNamespace(backend="jax", kind="tpu", replicas=8, strategy=None)
+    >>> resolve_steps_per_execution("auto", tpu, steps_per_epoch=100)[0]
+    25
+
+    Raises:
+        ConfigError: an explicit value above 1 where the backend cannot run it.
+    """
+    refusal = multi_step_refusal(runtime)
+    if requested != "auto":
+        if requested > 1 and refusal:
+            raise ConfigError(f"RunConfig.steps_per_execution: {refusal}; use 1 there (or 'auto'). "
+                              f"Received: steps_per_execution={requested}.")
+        if steps_per_epoch and steps_per_epoch % requested:
+            divisors = ", ".join(str(d) for d in range(steps_per_epoch, 0, -1) if steps_per_epoch % d == 0)
+            raise ConfigError(
+                f"RunConfig.steps_per_execution: {requested} does not divide the {steps_per_epoch} steps per epoch: "
+                f"Keras would run {-(-steps_per_epoch // requested) * requested} steps in each epoch, taking batches "
+                f"of the next, and run out of data before the last epoch ends; use a divisor ({divisors[:40]}"
+                f"{', ...' if len(divisors) > 40 else ''}) or 'auto'. Received: steps_per_execution={requested}.")
+        return requested, f"{requested}, as set"
+    if refusal:
+        return 1, f"auto → 1: {refusal}"
+    if runtime.kind == "cpu":
+        return 1, ("auto → 1 on the CPU: more steps per call measured faster only where a step takes milliseconds "
+                   "(not for the CNN), and a stop request, progress and callbacks would wait for a whole call; "
+                   "set a divisor of the steps per epoch to run a small model faster")
+    if not steps_per_epoch:
+        return 1, "auto → 1: the number of steps per epoch is unknown, so no value is known to keep epochs whole"
+    if profile is not None:
+        return 1, (f"auto → 1: the profile window {profile[0]}-{profile[1]} marks one step per call of the train "
+                   f"function")
+    n = max(d for d in range(1, min(steps_per_epoch, AUTO_STEPS_PER_EXECUTION) + 1) if steps_per_epoch % d == 0)
+    if n == 1:
+        return 1, (f"auto → 1: the {steps_per_epoch} steps per epoch have no divisor from 2 to "
+                   f"{AUTO_STEPS_PER_EXECUTION}, and epochs must stay whole; a steps_per_epoch or batch size with "
+                   f"one would let more steps run per call")
+    return n, (f"auto → {n} on {runtime.kind.upper()}: fewer calls from the host, each running {n} steps; the "
+               f"largest divisor of the {steps_per_epoch} steps per epoch up to {AUTO_STEPS_PER_EXECUTION}, so "
+               f"epochs stay whole")
 
 
 def _mfu(flops, examples_per_sec, peak, how: str):
