@@ -92,6 +92,10 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
             warnings.simplefilter("ignore", PaddingWarning)
             extended = config.replace(epochs=epochs)
         return _Run(extended, runtime, callbacks, stop, progress, parent=previous, inputs=inputs).execute()
+    checkpoint.latest(Path(run_dir, "backup"))  # a damaged backup: BackupError, saying what is wrong
+    found = records.resume_check(run_dir)
+    if not found.ok and not records.in_use(run_dir):  # in use: taking the lock says by whom
+        raise records.RunDirError(f"{run_dir}: {found.reason}")
     if epochs is not None and epochs != config.epochs:
         raise records.RunDirError(
             f"{run_dir} is a {previous.status} run of {config.epochs} epochs; resume finishes it as it was set up, "
@@ -222,10 +226,10 @@ class _Run:
                 return self._fit()
             except checkpoint.RestoreError as e:
                 if not self.resuming:
-                    self._end_badly(*_status_of(e))
+                    self._end_badly(*self._ending(e))
                 raise  # a resume refused before any file changed
             except BaseException as e:
-                self._end_badly(*_status_of(e))
+                self._end_badly(*self._ending(e))
                 raise
 
     def _load_data(self):
@@ -305,16 +309,16 @@ class _Run:
                       initial_epoch=self.initial_epoch, steps_per_epoch=self.steps if source.ordered else
                       config.steps_per_epoch, callbacks=callbacks, shuffle=False, verbose=0)
         except KeyboardInterrupt as e:
-            status, message = _status_of(e)
+            status, message = self._ending(e)
         finally:
             self.fitting = False
             self._close_profiler()
         if self.recorder.nan_step is not None:
             status, message = "failed", self._nan_message()
         elif self.terminated and status == "completed":
-            status, message = _status_of(Terminated())
+            status, message = self._ending(Terminated())
         elif self.stopper.stopped_early and status == "completed":
-            status, message = "stopped", "stopped on request; resume continues from the last whole epoch"
+            status, message = "stopped", f"stopped on request; {self._resume_hint()}"
         elif self.early_stopper is not None and self.early_stopper.stopped_epoch:
             best = getattr(self.early_stopper, "best_epoch", None)
             message = (f"early stopping after epoch {self.early_stopper.stopped_epoch + 1} (no "
@@ -432,6 +436,25 @@ class _Run:
     def _save(self, status: str, message: str = "") -> None:
         records.save_result(self._result(status, message))
 
+    def _ending(self, error: BaseException):
+        """(status, one-line message) for a run ended by `error`: an interrupt or SIGTERM stops it, anything else
+        fails it."""
+        from tpukit.errors import one_line
+
+        if isinstance(error, Terminated):
+            return "stopped", f"terminated (SIGTERM); {self._resume_hint()}"
+        if isinstance(error, KeyboardInterrupt):
+            return "stopped", f"interrupted (KeyboardInterrupt); {self._resume_hint()}"
+        return "failed", one_line(error, limit=300)
+
+    def _resume_hint(self) -> str:
+        """What a resume of this run would do, from what it kept (a backup, or the run it extends)."""
+        with contextlib.suppress(Exception):
+            kept = checkpoint.latest(self.run_dir / "backup", verify=False)
+            if kept is not None or self.parent:
+                return "resume continues from the last whole epoch"
+        return "it stopped before its first whole epoch ended, so nothing was kept to resume"
+
     def _end_badly(self, status: str, message: str) -> None:
         """Record how a run that raised ended, as far as the disk allows (a full disk may refuse even this).
 
@@ -451,17 +474,6 @@ class _Run:
         if status == "completed":
             shutil.rmtree(self.run_dir / "backup", ignore_errors=True)
         return result
-
-
-def _status_of(error: BaseException):
-    """(status, one-line message) for a run ended by `error`: an interrupt or SIGTERM stops it, anything else fails it."""
-    from tpukit.errors import one_line
-
-    if isinstance(error, Terminated):
-        return "stopped", "terminated (SIGTERM); resume continues from the last whole epoch"
-    if isinstance(error, KeyboardInterrupt):
-        return "stopped", "interrupted (KeyboardInterrupt); resume continues from the last whole epoch"
-    return "failed", one_line(error, limit=300)
 
 
 # "auto" runs at most this many steps per execution: enough to amortize the host's dispatch of each call
