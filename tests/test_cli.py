@@ -14,7 +14,7 @@ from conftest import REPO, run_cli
 
 JSON_KEYS = {"run_dir", "status", "backend", "accelerator", "replicas", "precision", "deterministic", "seed",
              "batch_size", "global_batch_size", "epochs", "history", "examples_per_sec", "step_time_ms",
-             "fingerprint", "profile_files"}
+             "fingerprint", "profile_files", "steps_per_execution"}
 
 
 @pytest.mark.parametrize(

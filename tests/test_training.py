@@ -239,3 +239,15 @@ def test_a_completed_run_is_not_trained_again_by_resume(tmp_path):
         resume(result.run_dir)
     assert "\n" not in str(info.value)
     assert {p: p.stat().st_mtime_ns for p in Path(result.run_dir).rglob("*") if p.is_file()} == files
+
+
+def test_more_than_one_step_per_call_with_a_profile_window_is_refused():
+    from types import SimpleNamespace
+
+    from tpukit.config import ConfigError
+    from tpukit.training import resolve_steps_per_execution
+
+    gpu = SimpleNamespace(backend="jax", kind="gpu", replicas=1, strategy=None)
+    with pytest.raises(ConfigError, match=r"profile window 2-4 counts steps one call at a time"):
+        resolve_steps_per_execution(4, gpu, 40, (2, 4))
+    assert resolve_steps_per_execution(1, gpu, 40, (2, 4))[0] == 1

@@ -236,6 +236,7 @@ def _json_result(result, runtime) -> dict:
         "backend": c["backend"], "accelerator": runtime.kind, "devices": list(runtime.devices),
         "replicas": c["replicas"], "precision": c["precision"], "precision_reason": result.precision_reason,
         "deterministic": c["deterministic"], "seed": c["seed"], "batch_size": c["batch_size"],
+        "steps_per_execution": c.get("steps_per_execution"),
         "global_batch_size": c["batch_size"] * c["replicas"], "epochs": c["epochs"], "epochs_done": result.epochs_done,
         "dataset": c["dataset"], "model": c["model"], "history": result.history, "final_metrics": result.final_metrics,
         "validation_metrics": result.validation_metrics, "test_metrics": result.test_metrics,

@@ -517,13 +517,17 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
     25
 
     Raises:
-        ConfigError: an explicit value above 1 where the backend cannot run it.
+        ConfigError: an explicit value above 1 where the backend cannot run it, or with a profile window.
     """
     refusal = multi_step_refusal(runtime)
     if requested != "auto":
         if requested > 1 and refusal:
             raise ConfigError(f"RunConfig.steps_per_execution: {refusal}; use 1 there (or 'auto'). "
                               f"Received: steps_per_execution={requested}.")
+        if requested > 1 and profile is not None:
+            raise ConfigError(f"RunConfig.steps_per_execution: the profile window {profile[0]}-{profile[1]} counts "
+                              f"steps one call at a time, and {requested} steps per call would move or skip it; use "
+                              f"1 (or 'auto') for a profiled run. Received: steps_per_execution={requested}.")
         if steps_per_epoch and steps_per_epoch % requested:
             divisors = ", ".join(str(d) for d in range(steps_per_epoch, 0, -1) if steps_per_epoch % d == 0)
             raise ConfigError(
