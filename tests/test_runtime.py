@@ -276,3 +276,17 @@ def test_one_mirrored_strategy_per_device_set_across_reconnects():
     first = tpukit.connect(replicas=REPLICAS).strategy
     tpukit.connect(replicas=1)
     assert tpukit.connect(replicas=REPLICAS).strategy is first
+
+
+def test_fewer_replicas_after_more_in_one_process_trains(tmp_path):
+    """replicas=8 then 4 then 2 in one kernel: each strategy numbers its all-reduce groups apart from the others.
+
+    Without that TensorFlow refuses the second ("joining a group with size 4, but that group has size 8").
+    """
+    import tpukit
+
+    for n in (REPLICAS, REPLICAS // 2, 2):
+        config = tpukit.RunConfig(model="mlp", dataset="digits", replicas=n, epochs=1, steps_per_epoch=3,
+                                  logdir=str(tmp_path))
+        result = tpukit.train(config)
+        assert result.status == "completed" and result.config["replicas"] == n, result.summary()

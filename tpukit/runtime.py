@@ -524,13 +524,30 @@ def mirrored(devices) -> Any:
     matches its all-reduces with ones the first left pending (seen with a sparse
     Embedding gradient: "Shape mismatch in the collective instance 100"), which
     cancels the next run. One strategy per device set never reuses a key.
+
+    Strategies over different device sets (replicas=8, then replicas=4) would
+    still both number their all-reduce groups from 1, and TensorFlow refuses the
+    second ("joining a group with size 4, but that group has size 8"). So each
+    set gets its own range of group keys, through the class attribute that
+    MirroredStrategy reads once, when it is made.
     """
     import tensorflow as tf
 
     key = tuple(devices)
     if key not in _mirrored:
-        _mirrored[key] = tf.distribute.MirroredStrategy(devices=list(key))
+        cls = tf.distribute.MirroredStrategy
+        base = getattr(cls, "_collective_key_base", None)
+        if base is not None:
+            cls._collective_key_base = base + _GROUP_KEYS_PER_STRATEGY * len(_mirrored)
+        try:
+            _mirrored[key] = cls(devices=list(key))
+        finally:
+            if base is not None:
+                cls._collective_key_base = base
     return _mirrored[key]
+
+
+_GROUP_KEYS_PER_STRATEGY = 10_000  # a strategy uses a few group keys (one per device group); far fewer than this
 
 
 # ---- CPU -------------------------------------------------------------------
