@@ -66,7 +66,7 @@ import tensorflow as tf
 import tensorflow.experimental.numpy as tnp
 
 import tpukit
-from tpukit import data, models, profiling, records
+from tpukit import checkpoint, data, models, profiling, records
 
 SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"
 SCRIPTS = tempfile.TemporaryDirectory(prefix="tpukit-06-")  # the worker and job scripts; removed at exit
@@ -275,13 +275,10 @@ def job_run():
 
 
 def backed_up_epochs():
-    """Whole epochs the job's BackupAndRestore has saved so far (0 before the first)."""
+    """Whole epochs the job has backed up so far (0 before the first), as `backup/latest.json` says."""
     run = job_run()
-    meta = Path(run.run_dir, "backup", "training_metadata.json") if run else None
-    try:
-        return json.loads(meta.read_text())["epoch"]
-    except (AttributeError, OSError, ValueError, KeyError):
-        return 0
+    backup = checkpoint.latest(Path(run.run_dir, "backup"), verify=False) if run else None
+    return backup.epochs_done if backup else 0
 
 
 deadline = time.monotonic() + 300
@@ -306,19 +303,23 @@ print(on_demand)
 # MultiWorkerMirroredStrategy the other workers then fail at the next all-reduce, the cluster manager
 # restarts them all, and Keras' `BackupAndRestore` callback resumes from the last epoch it backed up.
 # Because `fit` cannot run under MWMS today (keras#20585), we show the same mechanism on one process:
-# tpukit backs up every whole epoch (`EpochBackup`, a `BackupAndRestore`), so we kill the job with
+# tpukit backs up every whole epoch (`EpochBackup`, which works like `BackupAndRestore` but writes each epoch
+# to a new file and only then names it in `latest.json`, so a kill cannot tear it), so we kill the job with
 # SIGKILL, which no code can catch, and resume it with `python -m tpukit train --resume RUN_DIR`.
 
 # %%
 os.kill(job.pid, signal.SIGKILL)
 job.wait(timeout=30)
 killed = job_run()
-print(f"exit code {job.returncode}; status in result.json: {killed.status}; epochs done: {killed.epochs_done} "
+print(f"exit code {job.returncode}; status: {killed.status}; epochs done: {killed.epochs_done} "
       f"of {job_config.epochs}; resumable: {killed.resumable}")
-assert killed.status == "running" and killed.resumable, "the job finished before the kill: raise steps_per_epoch"
+print(killed.message)
+assert killed.status == "stopped" and killed.resumable, "the job finished before the kill: raise steps_per_epoch"
 
 # %% [markdown]
-# `result.json` still says `running`: nothing could write `completed` or `stopped`. Resume it, and
+# The job could not write `completed` or `stopped` itself: its `result.json` still says `running`. tpukit
+# reads that together with the run's lock file, which only a living process holds, and so reports the run as
+# stopped (killed?) with the epochs its last whole backup kept. Resume it, and
 # meanwhile run the same config once more without interruption, for reference (the same script, no profiler
 # server, in a process like the first, so that only the kill differs).
 
