@@ -185,7 +185,10 @@ def test_debug_shows_the_traceback_the_one_line_hides():
 
 @pytest.mark.parametrize("after_s", [0.3, 1.0, 2.5])  # inside numpy's, TensorFlow's or Keras' imports
 def test_ctrl_c_during_start_up_is_one_line(tmp_path, after_s):
-    proc = _train_json("--model", "mlp", "--dataset", "digits", logdir=tmp_path)
+    # A shell that starts a job in the background (`make test &`) ignores SIGINT in it, and children inherit that:
+    # give the CLI the default handler, as an interactive terminal does.
+    proc = _train_json("--model", "mlp", "--dataset", "digits", logdir=tmp_path,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(after_s)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)

@@ -184,7 +184,8 @@ def test_user_models_and_data_on_jax_with_either_feeder(tmp_path, feeder, replic
     assert out["regression"]["val"].keys() == {"loss", "mae"}
     assert out["subclassed"]["how"].startswith("XLA cost analysis")
     matmuls = 3 * 2 * (32 * 32 * 3 * 32 + 32 * 4)
-    assert out["subclassed"]["flops"] == pytest.approx(matmuls, rel=0.05)
+    # XLA's count is the matmuls plus the elementwise work it keeps, which moves with jax (+9% on 0.10.2).
+    assert matmuls <= out["subclassed"]["flops"] <= 1.15 * matmuls, (out["subclassed"]["flops"], matmuls)
     assert out["stop_resume"]["stopped"] == "stopped" and out["stop_resume"]["done"] == 1
     assert out["stop_resume"]["status"] == "completed"
     assert out["stop_resume"]["fingerprint"] == out["text"]["fingerprint"]  # exact resume on JAX
