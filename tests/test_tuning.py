@@ -1,5 +1,7 @@
 """tune_batch_size: real trials on the CPU, with the user's model, the zoo, simulated replicas and a memory wall."""
 
+import re
+
 import keras
 import pytest
 
@@ -13,6 +15,28 @@ def test_candidates_are_multiples_that_double_up_to_the_limit():
     assert tuning.candidates(8, 20, 100) == [24, 48, 96]
     assert tuning.candidates(128, 1, 1000) == [128, 256, 512]
     assert tuning.candidates(128, 1, 100) == []
+
+
+def test_the_limit_keeps_enough_steps_per_epoch_unless_the_data_is_tiny():
+    assert tuning._limit(1437, 1, 8, None) == (89, "an epoch of the 1,437 training examples would have fewer than "
+                                                    "16 steps")
+    assert tuning._limit(1437, 1, 8, 32) == (32, "it would exceed max_batch_size=32")
+    assert tuning._limit(1437, 4, 128, None) == (359, "one global batch would exceed the 1,437 training examples")
+
+
+def test_the_search_stops_before_an_epoch_gets_too_few_steps(tmp_path):
+    """digits once got 1024 recommended: one step per epoch, fast and useless."""
+    config = RunConfig(model="mlp", dataset="digits", precision="float32", logdir=str(tmp_path))
+    calls = []
+    result = tpukit.tune_batch_size(config, min_gain=None, warmup_steps=1, steps=2,
+                                    on_trial=lambda trials, trying: calls.append(([t.batch_size for t in trials], trying)))
+    sizes = [t.batch_size for t in result.trials]
+    assert calls == [(sizes[:i], size) for i, size in enumerate(sizes)]  # progress: before each size, what came before
+    examples = int(re.search(r"of the ([\d,]+) training examples", result.reason).group(1).replace(",", ""))
+    biggest = result.trials[-1].batch_size
+    assert examples // biggest >= tuning.MIN_STEPS_PER_EPOCH > examples // (2 * biggest), result.reason
+    assert f"at {2 * biggest} per replica an epoch" in result.reason
+    assert repr(result) == f"BatchTuning(recommended={result.recommended}, tried={[t.batch_size for t in result.trials]})"
 
 
 def _check_sane(tuning_result, multiple=8):

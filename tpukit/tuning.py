@@ -16,11 +16,12 @@ import gc
 import math
 import time
 import warnings
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from tpukit.config import ConfigError, PaddingWarning, RunConfig
 
 PATIENCE = 2  # sizes in a row that gain less than min_gain before the search ends (one can be a hiccup)
+MIN_STEPS_PER_EPOCH = 16  # the search stops before a batch that leaves an epoch fewer steps than this
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +42,12 @@ class BatchTuning:
     trials: Tuple[BatchTrial, ...]
     recommended: int
     reason: str
+
+    def __repr__(self) -> str:
+        return f"BatchTuning(recommended={self.recommended}, tried={[t.batch_size for t in self.trials]})"
+
+    def _repr_pretty_(self, printer, cycle):  # IPython / Jupyter: the table, not the fields
+        printer.text(self.table())
 
     def rows(self) -> List[dict]:
         return [dataclasses.asdict(t) for t in self.trials]
@@ -69,13 +76,15 @@ def candidates(multiple: int, start: int, limit: int) -> List[int]:
 
 def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, start: Optional[int] = None,
                     max_batch_size: Optional[int] = None, warmup_steps: int = 2, steps: int = 5,
-                    min_gain: Optional[float] = 0.05, time_budget_s: float = 60.0) -> BatchTuning:
+                    min_gain: Optional[float] = 0.05, time_budget_s: float = 60.0,
+                    on_trial: Optional[Callable[[Tuple[BatchTrial, ...], int], None]] = None) -> BatchTuning:
     """Try growing per-replica batch sizes on `config`'s model and data; recommend the fastest that fits.
 
     Batches are multiples of 8 (128 on a TPU, the matrix unit's side), doubling from
     `start` (default: the multiple). The search stops at an out-of-memory error, when
-    a batch gains less than `min_gain` over the best so far, when the global batch
-    would exceed the training examples or `max_batch_size`, or after `time_budget_s`.
+    a batch gains less than `min_gain` over the best so far, before a batch that
+    would leave an epoch fewer than MIN_STEPS_PER_EPOCH steps or exceed
+    `max_batch_size`, or after `time_budget_s`.
     The recommendation is the smallest batch within `min_gain` of the fastest
     (`min_gain=None`: try every size up to memory or the limit, recommend the fastest).
 
@@ -83,6 +92,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
         config: the run's settings (model, dataset, precision, optimizer...); its batch size is not used.
         runtime: a `Runtime`; None connects as the config says.
         model, data: the run's own model and data, as `train()` takes them.
+        on_trial: called before each size with the trials so far and the size about to be tried (progress).
 
     Raises:
         ConfigError: batched data (its batch is its own) or arguments out of range.
@@ -111,15 +121,15 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
         raise ConfigError("tune_batch_size: the data is already batched, so its batch size is its own; pass arrays "
                           "or an unbatched dataset.")
     multiple = 128 if runtime.kind == "tpu" else 8
-    limit = len(source.train) // runtime.replicas
-    if max_batch_size is not None:
-        limit = min(limit, max_batch_size)
+    limit, why = _limit(len(source.train), runtime.replicas, multiple, max_batch_size)
     sizes = candidates(multiple, start or multiple, limit)
     if not sizes:
         raise ConfigError(f"tune_batch_size: {len(source.train)} training examples cannot fill one batch of "
                           f"{multiple} x {runtime.replicas} replicas.")
     trials, began, flat = [], time.perf_counter(), 0
     for size in sizes:
+        if on_trial is not None:
+            on_trial(tuple(trials), size)
         trial = _trial(size, config, runtime, policy, source, model, warmup_steps, steps,
                        modeling=modeling, pipeline=pipeline, precision=precision)
         trials.append(trial)
@@ -130,7 +140,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
         flat = 0 if gained else flat + 1
         if flat == PATIENCE or time.perf_counter() - began > time_budget_s:
             break
-    return _recommend(tuple(trials), min_gain, runtime.replicas, limit, flat == PATIENCE)
+    return _recommend(tuple(trials), min_gain, runtime.replicas, limit, why, flat == PATIENCE)
 
 
 def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, modeling, pipeline, precision):
@@ -193,7 +203,26 @@ def _out_of_memory(error: BaseException) -> bool:
             or "out of memory" in text.lower())
 
 
-def _recommend(trials, min_gain, replicas, limit, flattened) -> BatchTuning:
+def _limit(examples: int, replicas: int, multiple: int, max_batch_size: Optional[int]) -> Tuple[int, str]:
+    """The largest per-replica batch worth trying, and what sets it.
+
+    A batch so big that an epoch is a handful of steps is fast per example and
+    useless for training (digits: 1024 gave one step per epoch), so the search
+    keeps MIN_STEPS_PER_EPOCH steps, unless the data cannot fill even one
+    smallest batch that way (then one step per epoch is the limit).
+    """
+    by_steps = examples // (replicas * MIN_STEPS_PER_EPOCH)
+    if by_steps >= multiple:
+        limit, why = by_steps, (f"an epoch of the {examples:,} training examples would have fewer than "
+                                f"{MIN_STEPS_PER_EPOCH} steps")
+    else:
+        limit, why = examples // replicas, f"one global batch would exceed the {examples:,} training examples"
+    if max_batch_size is not None and max_batch_size < limit:
+        limit, why = max_batch_size, f"it would exceed max_batch_size={max_batch_size}"
+    return limit, why
+
+
+def _recommend(trials, min_gain, replicas, limit, why, flattened) -> BatchTuning:
     measured = [t for t in trials if t.examples_per_sec]
     if not measured:
         raise MemoryError(f"tune_batch_size: even {trials[0].batch_size} per replica ran out of memory; use a smaller "
@@ -207,7 +236,7 @@ def _recommend(trials, min_gain, replicas, limit, flattened) -> BatchTuning:
     elif flattened:
         ended = f"{trials[-PATIENCE].batch_size} and {last.batch_size} per replica gained less than {min_gain:.0%}"
     elif last.batch_size * 2 > limit:
-        ended = f"the next size would exceed {limit} per replica (the training examples or max_batch_size)"
+        ended = f"at {last.batch_size * 2} per replica {why}"
     else:
         ended = "the time budget ran out"
     closest = ("the fastest measured" if pick is fastest else
