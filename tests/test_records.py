@@ -54,3 +54,13 @@ def test_a_damaged_record_is_one_line_and_list_runs_keeps_the_others(tmp_path):
     (good / "config.json").write_text("[]")
     with pytest.raises(ConfigError, match="config.json: RunConfig.from_json: expected a JSON object"):
         records.load_config(good)
+
+
+def test_a_result_shows_its_summary_in_a_notebook_and_a_short_repr_elsewhere():
+    from IPython.lib.pretty import pretty
+
+    result = records.RunResult(run_dir="runs/a", status="completed", epochs_done=2, fingerprint="ab12",
+                               config={"model": "mlp", "dataset": "digits", "epochs": 2},
+                               history={"loss": [0.5, 0.25] * 500})
+    assert repr(result) == "RunResult(status='completed', epochs_done=2, run_dir='runs/a', fingerprint='ab12')"
+    assert pretty(result) == result.summary() and "COMPLETED: mlp on digits, 2/2 epochs" in pretty(result)

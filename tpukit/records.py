@@ -57,6 +57,13 @@ class RunResult:
     data: Dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: Tuple[str, ...] = ()
 
+    def __repr__(self) -> str:
+        return (f"RunResult(status={self.status!r}, epochs_done={self.epochs_done}, run_dir={self.run_dir!r}, "
+                f"fingerprint={self.fingerprint!r})")
+
+    def _repr_pretty_(self, printer, cycle):  # IPython / Jupyter: the summary, not forty fields and the history
+        printer.text(self.summary())
+
     @property
     def train_metrics(self) -> Dict[str, float]:
         """The last epoch's training metrics (loss, accuracy, ...)."""
