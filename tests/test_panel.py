@@ -356,7 +356,7 @@ def test_a_click_says_at_once_what_it_does_and_a_new_run_clears_the_last_status(
 
     panel.buttons["train"].click()
     assert first("message").startswith("Connecting to the CPU…") and first("accelerator") == first("message")
-    assert first("progress") == first("message")
+    assert first("progress") == "Train: waiting for the accelerator…"  # said once where it happens, not thrice
     done = panel.wait(120)
     assert panel.message.startswith("completed:") and "kind" in words(panel.views["accelerator"])
 
@@ -600,7 +600,34 @@ def test_tune_batch_size_shows_the_trials_and_sets_the_recommended_batch(make_pa
     result = panel._job.result
     assert result.recommended == panel.config.batch_size and result.recommended % 8 == 0
     shown = words(panel.views["tuning"])
-    assert "examples/s" in shown and f"➜ {result.recommended}" in shown and "Recommended: batch_size=" in shown
-    assert panel.views["tuning_chart"].layout.display == "" and panel.views["tuning_chart"].value[:4] == b"\x89PNG"
+    assert "examples/s" in shown and "Recommended: batch_size=" in shown
+    highlighted = re.search(r'<tr style="font-weight:600[^"]*"><td[^>]*>(\d+)</td>', panel.views["tuning"].value)
+    assert highlighted and int(highlighted.group(1)) == result.recommended, panel.views["tuning"].value
+    chart = panel.views["tuning_chart"]
+    assert chart.layout.display == "" and chart.value[:4] == b"\x89PNG"
+    assert chart.layout.width == f"{int.from_bytes(chart.value[16:20], 'big') // 2}px"  # drawn at 2x, never stretched
     assert panel.message == f"Batch size set to {result.recommended} per replica (tuned; the table says why)."
     assert not panel.buttons["tune"].disabled and not panel.buttons["train"].disabled
+
+
+def test_the_runs_table_is_narrow_names_never_wrap_and_numbers_line_up():
+    """The helper's screenshot: 16 columns made a 1314 px table in an 848 px output; run names wrapped."""
+    from tpukit.ui import tables
+
+    rows = [{"run": "20261124-101010-mlp-digits", "status": "completed", "model": "mlp", "dataset": "digits",
+             "precision": "mixed_bfloat16", "batch_size": 32, "replicas": 8, "deterministic": True,
+             "examples_per_sec": 12345.6, "val_accuracy": 0.9531, "fingerprint": "fa82969f8d1fd1ed"},
+            {"run": "20261124-101011-cnn", "status": "stopped", "model": "cnn", "dataset": "mnist5k",
+             "precision": "float32", "batch_size": 64, "replicas": 1}]
+    page = tables.runs(rows, ["", "stopped by the user (resumable)"])
+    cells = re.findall(r"<t[hd] style=\"([^\"]*)\">([^<]*)</t[hd]>", page)
+    assert len(cells) == 3 * 10 and page.startswith('<div style="overflow-x:auto')
+    shown = [html.unescape(value) for _, value in cells]
+    assert shown[10:20] == ["1", "20261124-101010-mlp-digits", "completed", "mlp / digits", "bf16", "32 × 8",
+                            "12,346", "95.3%", "fa82969f8d1fd1ed (det)", ""]
+    assert shown[20:30] == ["2", "20261124-101011-cnn", "stopped", "cnn / mnist5k", "fp32", "64", "–", "–", "–",
+                            "stopped by the user (resumable)"]
+    styles = [style for style, _ in cells]
+    assert all("nowrap" in s for s in styles[10:19]) and "nowrap" not in styles[19]
+    assert [s.endswith("right") for s in styles[:10]] == [True, False, False, False, False, False, True, True,
+                                                          False, False]

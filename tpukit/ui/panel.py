@@ -57,6 +57,9 @@ _TENSORBOARD_HEIGHT = 800
 ERROR_LOG = "tpukit-panel.log"  # in the logdir (else the temp dir): tracebacks of unexpected errors
 
 
+_TUNE = "tune batch size"  # the job's name: it says what is going on, and the tuning views outlive only it
+
+
 class PanelBusy(RuntimeError):
     """An action needs the panel idle, but a run is going on."""
 
@@ -439,7 +442,7 @@ class Panel:
         if self._invalid:
             raise ConfigError(self._train_off())
         config = self._config
-        return self._start("tune batch size", functools.partial(self._tune_work, config), wait, config)
+        return self._start(_TUNE, functools.partial(self._tune_work, config), wait, config)
 
     def _tune_work(self, config: RunConfig):
         from tpukit import tuning
@@ -447,7 +450,15 @@ class Panel:
         runtime = self._matching_runtime(config) or self._connect(config)
         self._progress_view.waiting("Tuning the batch size: a few steps at each size…")
         inputs = self._inputs_for(config)
-        result = tuning.tune_batch_size(config, runtime, model=inputs["model"], data=inputs["data"])
+
+        def on_trial(trials, trying):  # each size as it goes: the table so far and the size being tried
+            done = "; ".join(f"{t.batch_size}: {t.examples_per_sec:,.0f}/s" if t.examples_per_sec else
+                             f"{t.batch_size}: {t.outcome}" for t in trials)
+            self._progress_view.waiting(f"Tuning the batch size: trying {trying} per replica…"
+                                        + (f" (so far {done})" if done else ""))
+
+        result = tuning.tune_batch_size(config, runtime, model=inputs["model"], data=inputs["data"],
+                                        on_trial=on_trial)
         self.views["tuning"].value = _tables().tuning(result)
         self._show_image("tuning_chart", _plots().tuning_chart(result))
         self.config = self._config.replace(batch_size=result.recommended)
@@ -638,10 +649,14 @@ class Panel:
         if runtime is None and self._matching_runtime(config) is None:
             line = self._connecting_line(config)
             self.views["accelerator"].value = _tables().message(line)
+            self._progress_view.waiting(f"{name[0].upper() + name[1:]}: waiting for the accelerator…")
         else:
             line = f"Starting {config.run_name}: building the model and the input pipeline…"
+            self._progress_view.waiting(line)
         self._say(line)
-        self._progress_view.waiting(line)
+        if name != _TUNE:  # the last tuning's table would sit under this job's lines as if it were about it
+            self.views["tuning"].value = ""
+            self.views["tuning_chart"].layout.display = "none"
         self._refresh()
         if self.context == _context.COLAB:
             self._run(job)
@@ -780,7 +795,7 @@ class Panel:
     def _show_image(self, name: str, png: bytes) -> None:
         image = self.views[name]
         image.value = png
-        image.layout.display = ""
+        image.layout.width, image.layout.max_width, image.layout.display = _plots().css_width(png), "100%", ""
 
     def _render_runs(self, rows=None, chart: bool = False) -> None:
         from tpukit import records

@@ -12,6 +12,7 @@ import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 DPI = 72
+SHARP = 2  # static charts are drawn at SHARP x DPI and shown at their size in points: crisp on HiDPI screens
 _BLUE, _ORANGE = "#1f77b4", "#ff7f0e"
 
 
@@ -26,8 +27,15 @@ def _figure(width: float, height: float):
 
 def _png(fig) -> bytes:
     buffer = io.BytesIO()
-    fig.canvas.print_png(buffer)
+    fig.savefig(buffer, format="png", dpi=DPI * SHARP)
     return buffer.getvalue()
+
+
+def css_width(png: bytes, scale: int = SHARP) -> str:
+    """The width to show `png` at (its pixels / `scale`), so a flex box never stretches it past its drawn size."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n":
+        return ""
+    return f"{int.from_bytes(png[16:20], 'big') // scale}px"
 
 
 class LiveCurves:
@@ -156,9 +164,9 @@ def tuning_chart(result) -> bytes:
     ax.plot(xs, [t.examples_per_sec for t in measured], "o-", color=_BLUE)
     best = next((t for t in measured if t.batch_size == result.recommended), None)
     if best is not None:
-        ax.plot([best.batch_size], [best.examples_per_sec], "o", color=_ORANGE, markersize=10,
-                label=f"recommended: {best.batch_size}")
-        ax.legend(fontsize=8, loc="lower center")
+        ax.plot([best.batch_size], [best.examples_per_sec], "o", color=_ORANGE, markersize=10)
+        ax.annotate(f"recommended: {best.batch_size}", (best.batch_size, best.examples_per_sec), fontsize=8,
+                    color="#a04000", xytext=(0, 9), textcoords="offset points", ha="center", va="bottom")
     for t in result.trials:
         if t.outcome != "measured":
             ax.axvline(t.batch_size, color="#b00020", linestyle="--", linewidth=1)
@@ -170,7 +178,7 @@ def tuning_chart(result) -> bytes:
     ax.set_xticks(sizes, [str(size) for size in sizes])
     ax.set_xlabel("batch size per replica", fontsize=9)
     ax.set_ylabel("examples / sec", fontsize=9)
-    ax.set_ylim(0, 1.2 * max((t.examples_per_sec for t in measured), default=1.0))
+    ax.set_ylim(0, 1.3 * max((t.examples_per_sec for t in measured), default=1.0))  # room for the label
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
     return _png(fig)

@@ -106,7 +106,8 @@ class ProgressView:
         if self.curves is None:
             self.curves = plots.LiveCurves()
         self.image.value = self.curves.prepare(total_steps, loss_top)
-        self.image.layout.display = ""
+        self.image.layout.width = plots.css_width(self.image.value, scale=1)  # drawn at its size: never stretched
+        self.image.layout.max_width, self.image.layout.display = "100%", ""
         self.latest = None
         self.bar.value, self.bar.bar_style = 0, "info"
         hint = " In Colab, stop with the cell's interrupt (Ctrl+M I); the run is kept." if foreground else ""

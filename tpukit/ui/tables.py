@@ -7,23 +7,43 @@ they are easy to test and work the same under ipywidgets 7 and 8.
 from __future__ import annotations
 
 import html
-from typing import Iterable, List, Sequence
+import re
+from typing import Iterable, List, Optional, Sequence
 
 _TABLE = '<table style="border-collapse:collapse;font-size:12px">'
 _CELL = 'style="padding:2px 8px;border-bottom:1px solid #ddd;text-align:{align}"'
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """An HTML table; numbers are right-aligned, everything is escaped."""
-    out = [_TABLE, "<tr>" + "".join(f"<th {_CELL.format(align='left')}>{html.escape(h)}</th>" for h in header) + "</tr>"]
-    for row in rows:
-        cells = []
-        for value in row:
-            align = "right" if isinstance(value, (int, float)) and not isinstance(value, bool) else "left"
-            cells.append(f"<td {_CELL.format(align=align)}>{html.escape(_fmt(value))}</td>")
-        out.append("<tr>" + "".join(cells) + "</tr>")
+_NUMBER = re.compile(r"^[➜ ]*[-+]?[\d,]*\.?\d+\s*%?$|^–$")  # 12,345 / 3.5 / 40% / – (none) / ➜ 64
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[object]], highlight: Optional[int] = None,
+          nowrap: int = 0) -> str:
+    """An HTML table; numbers (also formatted ones) are right-aligned, everything is escaped.
+
+    Args:
+        highlight: the index of a row to show in bold on a light background (a recommendation).
+        nowrap: how many leading columns never wrap (names and numbers; a last note column may).
+    """
+    rows = [list(row) for row in rows]
+    numeric = [all(_is_number(row[i]) for row in rows) if rows else False for i in range(len(header))]
+    out = [_TABLE, "<tr>" + "".join(
+        f"<th {_CELL.format(align='right' if numeric[i] else 'left')}>{html.escape(h)}</th>"
+        for i, h in enumerate(header)) + "</tr>"]
+    for r, row in enumerate(rows):
+        cells = "".join(f"<td {_CELL.format(align='right' if numeric[i] else 'left')[:-1]}"
+                        f"{';white-space:nowrap' if i < nowrap else ''}\">{html.escape(_fmt(value))}</td>"
+                        for i, value in enumerate(row))
+        style = ' style="font-weight:600;background:#fff3e0"' if r == highlight else ""
+        out.append(f"<tr{style}>{cells}</tr>")
     out.append("</table>")
     return "".join(out)
+
+
+def _is_number(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    return value is None or isinstance(value, (int, float)) or bool(_NUMBER.match(str(value)))
 
 
 def _fmt(value) -> str:
@@ -49,18 +69,36 @@ def runtime(rt) -> str:
     return table(("", ""), rows)
 
 
-RUN_COLUMNS = ("run", "status", "model", "dataset", "precision", "batch_size", "replicas", "deterministic",
-               "examples_per_sec", "step_time_ms", "accuracy", "val_accuracy", "loss", "fingerprint")
+_SHORT_PRECISION = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
 
 
 def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
-    """The runs table from `records.compare` rows, with a note per run (its message, whether it can be resumed)."""
+    """The runs table from `records.compare` rows, with a note per run (its message, whether it can be resumed).
+
+    Narrow enough for a notebook's output column (about 850 px): the columns that tell runs apart, in short
+    forms; `records.compare` and Compare's chart keep every field. Wider content scrolls inside its box.
+    """
     if not rows:
         return '<span style="color:#666">No runs yet in this kernel.</span>'
-    header = ["#", *RUN_COLUMNS, "note"]
-    body = [[i + 1, *(row.get(c) for c in RUN_COLUMNS), notes[i] if i < len(notes) else ""]
-            for i, row in enumerate(rows)]
-    return table(header, body)
+    header = ("#", "run", "status", "model / data", "precision", "batch", "examples/s", "val acc", "fingerprint",
+              "note")
+    body = []
+    for i, row in enumerate(rows):
+        precision = row.get("precision")
+        body.append((
+            i + 1, row.get("run"), row.get("status"), f"{row.get('model')} / {row.get('dataset')}",
+            _SHORT_PRECISION.get(precision, precision),
+            f"{row.get('batch_size')} × {row.get('replicas') or 1}" if (row.get("replicas") or 1) > 1
+            else row.get("batch_size"),
+            row.get("examples_per_sec"), _accuracy(row.get("val_accuracy")),
+            (row.get("fingerprint") or "–") + (" (det)" if row.get("deterministic") else ""),
+            notes[i] if i < len(notes) else ""))
+    return ('<div style="overflow-x:auto;max-width:100%">'
+            + table(header, body, nowrap=len(header) - 1) + "</div>")
+
+
+def _accuracy(value) -> str:
+    return f"{value:.1%}" if isinstance(value, float) else "–"
 
 
 def profile(summary) -> str:
@@ -86,10 +124,14 @@ def message(text: str, kind: str = "info") -> str:
 
 def tuning(result) -> str:
     """The batch-size trials of `tpukit.tune_batch_size`, the recommended one marked, and why."""
-    rows = [(("➜ " if t.batch_size == result.recommended and t.outcome == "measured" else "") + str(t.batch_size),
-             t.global_batch_size, f"{t.examples_per_sec:,.0f}" if t.examples_per_sec else "–",
-             f"{t.step_time_ms:.1f}" if t.step_time_ms else "–", t.outcome) for t in result.trials]
-    return table(("batch / replica", "global batch", "examples/s", "ms/step", "outcome"), rows) + message(
+    rows, pick = [], None
+    for i, t in enumerate(result.trials):
+        chosen = t.batch_size == result.recommended and t.outcome == "measured"
+        pick = i if chosen else pick
+        rows.append((t.batch_size, t.global_batch_size, f"{t.examples_per_sec:,.0f}" if t.examples_per_sec else "–",
+                     f"{t.step_time_ms:.1f}" if t.step_time_ms else "–",
+                     "recommended" if chosen else t.outcome))
+    return table(("batch / replica", "global batch", "examples/s", "ms/step", ""), rows, highlight=pick) + message(
         result.reason)
 
 
