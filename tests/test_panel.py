@@ -631,3 +631,19 @@ def test_the_runs_table_is_narrow_names_never_wrap_and_numbers_line_up():
     assert all("nowrap" in s for s in styles[10:19]) and "nowrap" not in styles[19]
     assert [s.endswith("right") for s in styles[:10]] == [True, False, False, False, False, False, True, True,
                                                           False, False]
+
+
+def test_the_steps_per_execution_note_says_what_auto_becomes_here_fake_tpu(make_panel):
+    from types import SimpleNamespace
+
+    panel = make_panel(accelerator="cpu", precision="float32")
+    note = panel.form.notes["steps_per_execution"]
+    assert "decided when the run starts" in words(note)
+    panel.connect()
+    assert words(note) == "auto → 1 on the CPU" and 'title="auto → 1 on the CPU: more steps per call' in note.value
+    # a TPU cannot be here: a stand-in runtime with the fields the rule reads
+    fake_tpu = SimpleNamespace(backend="jax", kind="tpu", replicas=1, strategy=None)
+    panel.form.explain(panel.config.replace(steps_per_epoch=100), runtime=fake_tpu)
+    assert words(note) == "auto → 25 on TPU"
+    panel.form.explain(panel.config.replace(steps_per_execution=4), runtime=fake_tpu)
+    assert note.value == ""

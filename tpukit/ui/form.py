@@ -114,9 +114,10 @@ class Form:
     def clear_errors(self) -> None:
         self.show_errors({})
 
-    def note(self, field: str, text: str) -> None:
-        """A grey line of information beside a field (empty text clears it)."""
-        value = f'<span style="color:#666">{html.escape(text)}</span>' if text else ""
+    def note(self, field: str, text: str, detail: str = "") -> None:
+        """A grey line of information beside a field (empty text clears it); `detail` shows on hover."""
+        title = f' title="{html.escape(detail)}"' if detail else ""
+        value = f'<span style="color:#666"{title}>{html.escape(text)}</span>' if text else ""
         if self.notes[field].value != value:
             self.notes[field].value = value
 
@@ -145,11 +146,31 @@ class Form:
             self.note("deterministic", "op determinism stays on in this process until a restart")
         else:
             self.note("deterministic", "seeded; ops may differ in the last bits between runs")
+        self._explain_steps_per_execution(config, runtime)
         self.note("dataset", registry.describe("dataset", config.dataset))
         self.note("model", registry.describe("model", config.model))
         simulated = config.replicas is not None and config.accelerator in ("auto", "cpu")
         self.note("replicas", "on a CPU: simulated replicas (logical devices)" if simulated else "")
         self.note("accelerator", "changed since connect: Train reconnects" if stale else "")
+
+    def _explain_steps_per_execution(self, config, runtime) -> None:
+        """What "auto" steps per call becomes here, the whole reason on hover (the run records it too)."""
+        from tpukit import training
+
+        if config.steps_per_execution != "auto":
+            self.note("steps_per_execution", "")
+            return
+        if runtime is None or (runtime.kind != "cpu" and not config.steps_per_epoch
+                               and not training.multi_step_refusal(runtime)):
+            self.note("steps_per_execution", f"auto: up to {training.AUTO_STEPS_PER_EXECUTION} steps per call on "
+                                             "TPU and GPU, 1 on the CPU; decided when the run starts")
+            return
+        try:
+            _, why = training.resolve_steps_per_execution("auto", runtime, config.steps_per_epoch, config.profile)
+        except Exception:  # noqa: BLE001 - a note, never an error: Train says what is wrong
+            self.note("steps_per_execution", "")
+            return
+        self.note("steps_per_execution", why.split(":")[0], detail=why)
 
     def _changed(self, change) -> None:
         if not self._writing:
