@@ -80,4 +80,7 @@ def select(name: str) -> str:
         hint = "pip install 'tpukit[cpu]'" if name == "tensorflow" else "pip install jax"
         raise BackendError(f"the {name} backend is not installed here: {hint}")
     os.environ["KERAS_BACKEND"] = name
+    # TensorFlow's C++ INFO lines (CPU feature and oneDNN banners) land in a notebook as red stderr on every
+    # first import; warnings and errors still show, and the user's own setting wins (the CLI goes further).
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     return name

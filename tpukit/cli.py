@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--verbose", action="store_true",
-                        help="show TensorFlow's log lines and warnings in full (TF_CPP_MIN_LOG_LEVEL is left alone)")
+                        help="show TensorFlow's log lines and warnings in full (unless TF_CPP_MIN_LOG_LEVEL is set)")
     common.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
     t = sub.add_parser("train", help="train a model and record the run", parents=[common])
@@ -116,8 +116,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         args = _parser().parse_args(argv)
     except KeyboardInterrupt:
         return _interrupted()
+    # Before TensorFlow loads; the user's own setting wins. Without the CLI, tpukit hides only INFO lines (1).
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if args.verbose else "2")
     if not args.verbose:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads; the user's own setting wins
         warnings.showwarning = _one_line_warning
     if os.getcwd() not in sys.path:  # import paths (--model pkg.mod:fn) resolve from here, as uvicorn's do
         sys.path.insert(0, os.getcwd())

@@ -28,7 +28,8 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]], highlight: Op
     rows = [list(row) for row in rows]
     numeric = [all(_is_number(row[i]) for row in rows) if rows else False for i in range(len(header))]
     out = [_TABLE, "<tr>" + "".join(
-        f"<th {_CELL.format(align='right' if numeric[i] else 'left')}>{html.escape(h)}</th>"
+        f"<th {_CELL.format(align='right' if numeric[i] else 'left')[:-1]}"
+        f"{';white-space:nowrap' if i < nowrap else ''}\">{html.escape(h)}</th>"
         for i, h in enumerate(header)) + "</tr>"]
     for r, row in enumerate(rows):
         cells = "".join(f"<td {_CELL.format(align='right' if numeric[i] else 'left')[:-1]}"
