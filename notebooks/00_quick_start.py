@@ -46,15 +46,32 @@
 # **Cell 1: install.** The same cell works on Colab's CPU, GPU and TPU runtimes: it installs tpukit only where it
 # is missing, without extras, so the runtime's own framework stays (TensorFlow on CPU and GPU; JAX, with no
 # TensorFlow, on TPU) and no package Colab ships changes. Where tpukit is installed already, it does nothing.
+# It then picks Keras' backend, which must happen before anything imports Keras: TensorFlow where it is installed,
+# else JAX (a `KERAS_BACKEND` you set yourself wins). Every tpukit notebook starts with this same cell.
 
 # %%
+# The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
 import importlib.util
+import os
 import subprocess
 import sys
 
-if importlib.util.find_spec("tpukit") is None:  # Colab: install tpukit, keep the runtime's own framework
+if importlib.util.find_spec("tpukit") is None:  # Colab: add tpukit only; the runtime's TF, JAX and Keras stay
     subprocess.run([sys.executable, "-m", "pip", "install", "-q",
                     "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+
+# Keras reads KERAS_BACKEND once, on its first import, so the backend is chosen here, before anything imports it.
+if os.environ.get("KERAS_BACKEND"):
+    why = "KERAS_BACKEND was already set"
+elif importlib.util.find_spec("tensorflow") is not None:
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    why = "TensorFlow is installed (Colab's CPU and GPU runtimes)"
+else:
+    os.environ["KERAS_BACKEND"] = "jax"
+    why = "no TensorFlow here (Colab's TPU runtime: JAX and Keras 3)"
+print(f"Keras backend: {os.environ['KERAS_BACKEND']}, because {why}.")
+
+SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: every size shrinks to seconds
 
 # %% [markdown]
 # The tests run every notebook with `TPUKIT_SMOKE=1`, which shrinks the run to a few seconds on a CPU
@@ -66,7 +83,6 @@ import os
 
 import tpukit
 
-SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"
 START = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, steps_per_epoch=4) if SMOKE else None
 
 # %% [markdown]

@@ -42,6 +42,30 @@
 # ## Setup
 
 # %%
+# The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("tpukit") is None:  # Colab: add tpukit only; the runtime's TF, JAX and Keras stay
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+
+# Keras reads KERAS_BACKEND once, on its first import, so the backend is chosen here, before anything imports it.
+if os.environ.get("KERAS_BACKEND"):
+    why = "KERAS_BACKEND was already set"
+elif importlib.util.find_spec("tensorflow") is not None:
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    why = "TensorFlow is installed (Colab's CPU and GPU runtimes)"
+else:
+    os.environ["KERAS_BACKEND"] = "jax"
+    why = "no TensorFlow here (Colab's TPU runtime: JAX and Keras 3)"
+print(f"Keras backend: {os.environ['KERAS_BACKEND']}, because {why}.")
+
+SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: every size shrinks to seconds
+
+# %%
 import os
 import time
 
@@ -52,7 +76,6 @@ import tensorflow as tf
 import tpukit
 from tpukit import data, determinism, models
 
-SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"
 runtime = tpukit.connect()
 digits = data.load("digits")
 print(runtime.describe())

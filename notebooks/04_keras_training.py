@@ -39,17 +39,33 @@
 # %% [markdown]
 # ## Setup
 #
-# On Colab this installs tpukit and keeps the runtime's own TensorFlow. `SMOKE` is set by the
-# tests (`TPUKIT_SMOKE=1`): it shrinks every size so that the notebook runs in about a minute on a CPU.
+# The first cell, the same in every tpukit notebook, installs tpukit where it is missing (keeping the runtime's
+# own TensorFlow, JAX and Keras) and picks the Keras backend before anything imports Keras. `SMOKE` is set by
+# the tests (`TPUKIT_SMOKE=1`): it shrinks every size so that the notebook runs in about a minute on a CPU.
 
 # %%
+# The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
 import importlib.util
+import os
 import subprocess
 import sys
 
-if importlib.util.find_spec("tpukit") is None:  # Colab: install tpukit without a second TensorFlow
+if importlib.util.find_spec("tpukit") is None:  # Colab: add tpukit only; the runtime's TF, JAX and Keras stay
     subprocess.run([sys.executable, "-m", "pip", "install", "-q",
                     "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+
+# Keras reads KERAS_BACKEND once, on its first import, so the backend is chosen here, before anything imports it.
+if os.environ.get("KERAS_BACKEND"):
+    why = "KERAS_BACKEND was already set"
+elif importlib.util.find_spec("tensorflow") is not None:
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    why = "TensorFlow is installed (Colab's CPU and GPU runtimes)"
+else:
+    os.environ["KERAS_BACKEND"] = "jax"
+    why = "no TensorFlow here (Colab's TPU runtime: JAX and Keras 3)"
+print(f"Keras backend: {os.environ['KERAS_BACKEND']}, because {why}.")
+
+SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: every size shrinks to seconds
 
 # %%
 import os
@@ -61,7 +77,6 @@ import pandas as pd
 import tpukit
 from tpukit import data, models, precision, records
 
-SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"
 LOGDIR = os.path.join("runs", "04-keras-training")  # every run gets a directory in here
 
 # %% [markdown]

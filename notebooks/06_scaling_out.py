@@ -41,13 +41,28 @@
 # ## Setup
 
 # %%
+# The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
 import importlib.util
+import os
 import subprocess
 import sys
 
-if importlib.util.find_spec("tpukit") is None:  # Colab: install tpukit without a second TensorFlow
+if importlib.util.find_spec("tpukit") is None:  # Colab: add tpukit only; the runtime's TF, JAX and Keras stay
     subprocess.run([sys.executable, "-m", "pip", "install", "-q",
                     "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+
+# Keras reads KERAS_BACKEND once, on its first import, so the backend is chosen here, before anything imports it.
+if os.environ.get("KERAS_BACKEND"):
+    why = "KERAS_BACKEND was already set"
+elif importlib.util.find_spec("tensorflow") is not None:
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    why = "TensorFlow is installed (Colab's CPU and GPU runtimes)"
+else:
+    os.environ["KERAS_BACKEND"] = "jax"
+    why = "no TensorFlow here (Colab's TPU runtime: JAX and Keras 3)"
+print(f"Keras backend: {os.environ['KERAS_BACKEND']}, because {why}.")
+
+SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: every size shrinks to seconds
 
 # %%
 import json
@@ -68,7 +83,6 @@ import tensorflow.experimental.numpy as tnp
 import tpukit
 from tpukit import checkpoint, data, models, profiling, records
 
-SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"
 SCRIPTS = tempfile.TemporaryDirectory(prefix="tpukit-06-")  # the worker and job scripts; removed at exit
 WORKDIR = Path(SCRIPTS.name)
 LOGDIR = Path("runs") / "06-scaling-out"  # runs and captures of this notebook
@@ -501,30 +515,51 @@ print("Exercise 3: correct.")
 # %% [markdown]
 # ## The JAX backend on a TPU
 #
-# Colab's TPU runtimes are now TPU VMs that come with JAX; the TensorFlow there may have no TPU support,
-# and `tpukit.connect()` then says so and uses the CPU. Keras 3 runs the same models on JAX: set
-# `KERAS_BACKEND=jax` **before** Keras is imported (a fresh runtime), and distribute with
-# `keras.distribution` instead of `tf.distribute`. tpukit's own JAX backend (`RunConfig(backend=...)`) is
-# being built separately; until then, this is the plain Keras way. The cell runs only when the backend is JAX,
-# so it is skipped here (the rest of this notebook needs TensorFlow).
-#
-# ```python
-# import os
-# os.environ["KERAS_BACKEND"] = "jax"  # first cell of a fresh TPU runtime, before any Keras import
-# ```
+# Colab's TPU runtime is a TPU VM with JAX and Keras 3 and no TensorFlow: there the first cell of every tpukit
+# notebook picks `KERAS_BACKEND=jax`, and `tpukit.connect()` runs Keras 3 on JAX, on the TPU, distributing with
+# `keras.distribution` instead of `tf.distribute`. Keras reads `KERAS_BACKEND` once, on its first import, and
+# this kernel has imported Keras on TensorFlow already, so it cannot switch. A fresh process can: the cell below
+# runs the JAX version of a data-parallel `fit` in a subprocess with `KERAS_BACKEND=jax`, which is what you would
+# see in a fresh runtime. On Colab's TPU runtime it sees the TPU (one v5e chip on the free tier, 8 devices on
+# Kaggle's v5e-8 or a v2-8/v3-8 board); here it uses the CPU. The plain Keras code is:
 
 # %%
-if keras.backend.backend() == "jax":
-    import jax
+JAX_JOB = WORKDIR / "jax_job.py"
+JAX_JOB.write_text(textwrap.dedent("""
+    import sys
 
-    print(jax.devices())  # e.g. 8 TpuDevice entries on a v2-8
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
-    jax_model = models.build("cnn", input_shape=(32, 32, 3), num_classes=4)
-    jax_model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    shapes = data.load("shapes", size=1024)
-    jax_model.fit(shapes.x_train, shapes.y_train, batch_size=128 * len(jax.devices()), epochs=1)
+    import jax
+    import keras
+
+    from tpukit import data, models
+
+    devices = jax.devices()
+    print("Keras", keras.__version__, "on", keras.backend.backend(), "| devices:", devices)
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))  # one replica per device
+    model = models.build("cnn", input_shape=(32, 32, 3), num_classes=4)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    shapes = data.load("shapes", size=int(sys.argv[1]))
+    model.fit(shapes.x_train, shapes.y_train, batch_size=32 * len(devices), epochs=1, verbose=2)
+    print("TensorFlow imported in this process:", "tensorflow" in sys.modules)
+"""))
+print(JAX_JOB.read_text())
+
+# %%
+if importlib.util.find_spec("jax") is None:
+    print("JAX is not installed in this runtime; on Colab's TPU runtime it is (pip install jax to try it here).")
 else:
-    print(f"Keras backend is {keras.backend.backend()!r}: the JAX cell is skipped.")
+    # CHILD_ENV hides the GPUs (this kernel's TensorFlow holds their memory); a TPU stays visible.
+    jax_run = subprocess.run([sys.executable, str(JAX_JOB), "128" if SMOKE else "2048"],
+                             env={**CHILD_ENV, "KERAS_BACKEND": "jax"}, capture_output=True, text=True,
+                             timeout=600)
+    print(jax_run.stdout[-3000:] or jax_run.stderr[-3000:])
+    assert jax_run.returncode == 0, jax_run.stderr[-3000:]
+    print("This kernel's Keras backend is still", keras.backend.backend())
+
+# %% [markdown]
+# **What you should see:** Keras on `jax`, the devices JAX found (`CpuDevice` here, `TpuDevice` entries on a TPU
+# runtime), one epoch of the CNN, and `TensorFlow imported in this process: False`: the JAX path never loads
+# TensorFlow. This kernel stays on TensorFlow.
 
 # %% [markdown]
 # ## What changes between TPU, GPU and CPU runtimes
@@ -535,6 +570,7 @@ else:
 # - **Profiling**: the on-demand trace of a TPU job includes the TPU's device timeline and MXU figures;
 #   of a GPU job, the kernels.
 # - **TF32** matters only on Ampere and newer GPUs; **bfloat16** is the TPU's counterpart (notebook 02).
-# - **JAX**: on a TPU VM runtime, Keras on JAX is the direct route to the TPU.
+# - **JAX**: on Colab's TPU runtime (a TPU VM, no TensorFlow), Keras 3 on JAX is the route to the TPU, and the
+#   one tpukit takes there.
 #
 # The servers of the in-process cluster above end with this kernel; the subprocesses have all ended.

@@ -8,6 +8,7 @@ needed or used), with TPUKIT_SMOKE=1 and a temporary working directory, so the
 runs a notebook makes land there.
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -48,6 +49,66 @@ def test_pair_in_sync(script):
 def test_no_orphan_ipynb():
     orphans = [p.name for p in NOTEBOOKS.glob("*.ipynb") if not p.with_suffix(".py").exists()]
     assert not orphans, f"notebooks without a .py source: {orphans}"
+
+
+# ---- the first cell ---------------------------------------------------------------
+
+KERAS_IMPORT = re.compile(r"^\s*(import|from)\s+(keras|tensorflow|tpukit|jax)\b", re.M)
+
+
+def _code_cells(path):
+    return [source for kind, source in _cells(path) if kind == "code"]
+
+
+def test_first_cells_are_identical():
+    """Every notebook starts with the same code cell (install tpukit if missing, pick the backend, SMOKE)."""
+    firsts = {script.name: _code_cells(script)[0] for script in SCRIPTS}
+    reference = firsts[SCRIPTS[0].name]
+    differ = [name for name, source in firsts.items() if source != reference]
+    assert not differ, f"the first code cell of {differ} differs from {SCRIPTS[0].name}'s; copy it over exactly"
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=IDS)
+def test_first_cell_sets_the_backend_before_keras(script):
+    cells = _code_cells(script)
+    first = cells[0]
+    assert 'os.environ["KERAS_BACKEND"]' in first, f"{script.name}: the first code cell does not set KERAS_BACKEND"
+    assert 'SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"' in first, f"{script.name}: SMOKE is not defined first"
+    assert not KERAS_IMPORT.search(first), (
+        f"{script.name}: the first cell imports {KERAS_IMPORT.search(first).group(0).strip()!r}, "
+        "which loads Keras before its backend is chosen")
+    installs = re.findall(r'"pip", "install"[^)]*\)', first)
+    assert installs and all(re.search(r"tensorflow|jax|keras", line) is None for line in installs), (
+        f"{script.name}: the first cell must install tpukit only: {installs}")
+    later = [i for i, source in enumerate(cells) if KERAS_IMPORT.search(source)]
+    assert not later or later[0] > 0, f"{script.name}: Keras or TensorFlow is imported before the backend is chosen"
+
+
+@pytest.mark.parametrize("preset, has_tf, expected", [
+    ("jax", True, "jax"), ("tensorflow", False, "tensorflow"), (None, True, "tensorflow"), (None, False, "jax")])
+def test_first_cell_picks_the_backend(monkeypatch, capsys, preset, has_tf, expected):
+    """Run the first cell: a set KERAS_BACKEND is kept, else TensorFlow where importable, else JAX; nothing installed."""
+    import subprocess
+
+    def no_install(*args, **kwargs):
+        raise AssertionError(f"the first cell tried to install while tpukit is importable: {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_install)
+    monkeypatch.syspath_prepend(str(REPO))
+    if preset is None:
+        monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    else:
+        monkeypatch.setenv("KERAS_BACKEND", preset)
+    if not has_tf:
+        monkeypatch.setitem(sys.modules, "tensorflow", None)  # find_spec("tensorflow") is then None
+    elif importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("TensorFlow is not installed in this environment")
+    namespace = {}
+    exec(compile(_code_cells(SCRIPTS[0])[0], "first-cell", "exec"), namespace)
+    assert os.environ["KERAS_BACKEND"] == expected
+    assert namespace["SMOKE"] == (os.environ.get("TPUKIT_SMOKE") == "1")
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and f"Keras backend: {expected}" in out, out
 
 
 # ---- notebooks/README.md --------------------------------------------------------
