@@ -109,8 +109,8 @@ print(result.summary())
 # %% [markdown]
 # ## What you should see
 #
-# - The accelerator group names what `connect` found, for example `TPU, 8 replicas`, `GPU, 1 replica (Tesla T4)`
-#   or `CPU`, with the precision tpukit recommends there and why.
+# - The accelerator group names what `connect` found, for example `TPU, 1 replica` (Colab's free TPU, one v5e
+#   chip), `GPU, 1 replica (Tesla T4)` or `CPU`, with the precision tpukit recommends there and why.
 # - While the run goes on: epoch, step, examples per second, an ETA and a loss/accuracy plot that updates.
 # - At the end, a line such as `completed: 20261122-...-mlp-digits, val_accuracy 0.9...` and a row in the runs
 #   table. At smoke size accuracy is low (a few steps). With the defaults (3 epochs of the CNN), training accuracy
@@ -137,9 +137,12 @@ except ValueError as e:
 # %% [markdown]
 # ### Exercise 1: a batch size without padding
 #
-# A TPU's matrix unit works on 128x128 tiles, so a per-replica batch of 100 is padded to 128: 21.9% of every
-# step is wasted. **Try changing `BATCH`**: find the batch size nearest to 100 that has no waste on a TPU.
-# (On a GPU the tile is 8: try `panel.config.padding_advice("gpu")` too.)
+# A TPU's matrix unit works on 128x128 tiles. XLA pads one dimension of a matrix to a multiple of 8 and the
+# other to a multiple of 128, and which one gets 128 depends on the layout it picks, so tpukit's rule (the one
+# `padding_advice` applies, above) is a per-replica batch that is a multiple of 128 on a TPU: then nothing is
+# padded either way. On a GPU the rule is a multiple of 8 (Tensor Cores). The advice printed above for a batch of
+# 100 says how much of each step is padding. **Try changing `BATCH`**: find the batch size nearest to 100 that
+# has no waste on a TPU, and print `panel.config.padding_advice("gpu")` for it too.
 
 # %%
 BATCH = 128  # try changing this
@@ -151,6 +154,7 @@ assert panel.config.padding_advice("tpu") is None, panel.config.padding_advice("
 assert abs(BATCH - 100) < 64, "a multiple of 128, but not the one nearest to 100"
 print("Exercise 1: correct,", panel.config.global_batch_size, "examples per step on", panel.runtime.replicas,
       "replica(s)")
+print("On a GPU:", panel.config.padding_advice("gpu") or f"{BATCH} is a multiple of 8 too: no padding")
 
 # %% [markdown]
 # ### Exercise 2: reproduce a run bit for bit
@@ -187,8 +191,9 @@ for row in panel.compare():
 # %% [markdown]
 # ## On a TPU, a GPU or the CPU
 #
-# - **TPU**: 8 replicas on a v2-8 or v3-8 board (4 chips x 2 cores); `batch_size` is per replica, so the global
-#   batch is 8x larger. Precision "auto" means `mixed_bfloat16`; `mixed_float16` is refused.
+# - **TPU**: one replica per TPU device: 1 on Colab's free TPU (a single v5e chip), 8 on Kaggle's v5e-8 or a
+#   v2-8/v3-8 board (4 chips x 2 cores). `batch_size` is per replica, so the global batch is that many times
+#   larger. On Colab's TPU runtime (JAX, no TensorFlow) tpukit runs Keras 3 on JAX, on the TPU. Precision "auto" means `mixed_bfloat16`; `mixed_float16` is refused.
 # - **GPU**: one replica per GPU under `MirroredStrategy`; "auto" picks `mixed_float16` on Tensor-Core GPUs
 #   (compute capability 7.0 or higher, such as the T4) and `float32` on older ones.
 # - **CPU**: one replica (or simulated replicas, see notebook 01); "auto" is decided by measuring float32 against

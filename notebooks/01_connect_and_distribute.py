@@ -27,10 +27,12 @@
 # %% [markdown]
 # ## Introduction
 #
-# A Colab TPU board has 4 chips with 2 cores each: TensorFlow sees 8 devices, and a `tf.distribute.TPUStrategy`
-# runs one *replica* of your step on each. A GPU runtime has one GPU (`MirroredStrategy` over it), a CPU runtime
-# has the CPU. tpukit's `connect()` tries them in that order and tells you why it skipped the others. On a CPU
-# it can also split the processor into 8 logical devices, so everything below about replicas runs anywhere.
+# A TPU v2-8 or v3-8 board has 4 chips with 2 cores each: TensorFlow sees 8 devices, and a
+# `tf.distribute.TPUStrategy` runs one *replica* of your step on each. Those boards are what the 2020 material
+# used; Colab's free TPU today is a single v5e chip (one device), and 8 devices remain on Kaggle's v5e-8. A GPU
+# runtime has one GPU (`MirroredStrategy` over it), a CPU runtime has the CPU. tpukit's `connect()` tries them in
+# that order and tells you why it skipped the others. On a CPU it can also split the processor into 8 logical
+# devices, so everything below about 8 replicas runs anywhere.
 #
 # **You will learn to:**
 #
@@ -85,7 +87,7 @@ from tpukit import runtime as rt
 
 tf.get_logger().setLevel("WARNING")  # MirroredStrategy logs every reduction at INFO level
 
-# A TPU or a GPU is used as it is; a CPU-only runtime simulates the 8 cores of a TPU board.
+# A TPU or a GPU is used as it is; a CPU-only runtime simulates the 8 cores of a v2-8/v3-8 TPU board.
 has_accelerator = rt.tpu_address() is not None or bool(tf.config.list_physical_devices("GPU"))
 runtime = tpukit.connect(replicas=None if has_accelerator else 8)
 strategy = runtime.strategy
@@ -153,8 +155,8 @@ print(source[source.index("    make ="): source.index("    devices =")])
 # %% [markdown]
 # ## Devices, and one op on one device
 #
-# A TPU v2-8 lists 8 logical `TPU` devices (`/device:TPU:0` to `TPU:7`); here the list is whatever this runtime
-# has. `tf.device` pins the ops created inside it to one device, such as one TPU core.
+# A TPU v2-8 lists 8 logical `TPU` devices (`/device:TPU:0` to `TPU:7`), as does Kaggle's v5e-8; Colab's free
+# v5e TPU lists one. Here the list is whatever this runtime has. `tf.device` pins the ops created inside it to one device, such as one TPU core.
 
 # %%
 for device in tf.config.list_logical_devices():
@@ -266,7 +268,10 @@ import numpy as np
 rng = np.random.default_rng(0)
 x = rng.random(((4 if SMOKE else 64) * GLOBAL_BATCH, 8), dtype=np.float32)
 y = (x.sum(axis=1) > 4).astype("int32")
-examples = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH, drop_remainder=True)
+# fit(shuffle=True) shuffles arrays only: a tf.data input comes in its own order, so shuffle it here, before
+# batching (reshuffled every epoch, the order fixed by the seed).
+examples = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=0)
+            .batch(GLOBAL_BATCH, drop_remainder=True))
 
 
 class Subclassed(keras.Model):
@@ -294,7 +299,7 @@ for make in [sequential] if SMOKE else [sequential, functional, Subclassed]:
     with strategy.scope():
         model = make()
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    model.fit(examples, epochs=1 if SMOKE else 5, shuffle=False, verbose=0)  # a tf.data input shuffles itself
+    model.fit(examples, epochs=1 if SMOKE else 5, verbose=0)  # the dataset shuffles: it has .shuffle() above
     loss, accuracy = model.evaluate(examples, verbose=0)
     probabilities = model.predict(examples.take(1), verbose=0)
     print(f"{make.__name__:>10}: loss {loss:.3f}, accuracy {accuracy:.3f}, predictions {probabilities.shape}")
@@ -339,8 +344,8 @@ print("Exercise 2: correct.")
 # %% [markdown]
 # ## What you should see
 #
-# - `describe()` names the runtime: here `CPU with 8 simulated replicas`; on Colab `TPU, 8 replicas` or
-#   `GPU, 1 replica`, with one line per skipped kind.
+# - `describe()` names the runtime: here `CPU with 8 simulated replicas`; on Colab's free TPU one replica (one
+#   v5e chip; 8 on Kaggle's v5e-8 or a v2-8/v3-8 board) or `GPU, 1 replica`, with one line per skipped kind.
 # - The matmul ran on the first device; `strategy.run` returned one value per replica (`0, 10, 20, ...`).
 # - Each replica's slice of the first batch holds different, consecutive examples, and the distributed mean loss
 #   equals the one-device mean.
@@ -348,7 +353,8 @@ print("Exercise 2: correct.")
 #
 # ## On a TPU, a GPU or the CPU
 #
-# - **TPU**: 8 replicas (4 chips x 2 cores on a v2-8 or v3-8), `TPUStrategy`; ops placed with
+# - **TPU**: one replica per TPU device: 1 on Colab's free v5e chip, 8 on Kaggle's v5e-8 or on a v2-8/v3-8
+#   (4 chips x 2 cores), `TPUStrategy`; ops placed with
 #   `tf.device("/device:TPU:0")`. Steps are compiled with XLA, so keep shapes static (`drop_remainder=True`).
 # - **GPU**: one replica per GPU, `MirroredStrategy` (NCCL all-reduce between GPUs). On one GPU the replica
 #   machinery still runs, with a single slice per batch.

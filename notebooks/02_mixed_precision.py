@@ -287,15 +287,19 @@ plt.show()
 # ## Multiples of 8 and 128
 #
 # Tensor Cores work on tiles of 8, so on a GPU keep batch sizes, `Dense` units and conv filters multiples of 8.
-# A TPU's matrix unit is 128x128, and XLA pads one dimension to a multiple of 8 and the other to 128: a
-# dimension of 100 wastes 22% of the unit. With 16-bit types each activation takes half the memory, so the
-# batch size can usually double as well. `RunConfig` checks the per-replica batch and warns with the waste:
+# A TPU's matrix unit is 128x128. XLA pads one dimension of a matrix to a multiple of 8 and the other to a
+# multiple of 128, and which one gets 128 depends on the layout it picks, so the rule that is safe either way,
+# and the one tpukit applies, is multiples of 128 on a TPU (per-replica batch, units, filters). With 16-bit types
+# each activation takes half the memory, so the batch size can usually double as well. `RunConfig` checks the
+# per-replica batch and warns with the waste; `padding_advice` gives the same advice for each kind:
 
 # %%
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     tpukit.RunConfig(accelerator="tpu", batch_size=100)
 print(caught[0].category.__name__, ":", caught[0].message)
+for kind in ("tpu", "gpu"):
+    print(f"{kind}: {tkconfig.padding_advice(100, kind)}")
 
 print(f"{'size':>6} {'GPU waste':>10} {'TPU waste':>10}")
 for size in (100, 128, 200, 256, 1000, 1024):
@@ -320,8 +324,9 @@ print("Exercise 3: correct.")
 # ## GPUs: compute capability, `nvidia-smi`, TF32
 #
 # On a GPU runtime, check which GPU you got (`!nvidia-smi -L` in Colab). float16 needs compute capability 7.0
-# or higher (T4 7.5, V100 7.0, A100 8.0); on older GPUs (P100, K80) Keras warns and mixed precision is slower, so
-# tpukit's "auto" stays float32 there. Ampere and newer GPUs also run float32 matmuls in **TensorFloat-32**
+# or higher (T4 7.5, V100 7.0, A100 8.0). On older GPUs (P100, K80) Keras 3.15 gives no warning: `mixed_float16`
+# runs, but without Tensor Cores it brings no speed-up (often a slow-down), so tpukit's "auto" stays float32
+# there and `describe()` says why. Ampere and newer GPUs also run float32 matmuls in **TensorFloat-32**
 # (10-bit mantissa) by default, so float32 is already fast and the gain from mixed precision shrinks;
 # `tpukit.set_tf32(False)` turns TF32 off for exact float32 (it returns the previous setting).
 

@@ -123,7 +123,8 @@ print(f"strategy: {type(runtime.strategy).__name__}, replicas in sync: {runtime.
 # %% [markdown]
 # **What you should see:** on Colab's CPU runtime, `Connected: CPU` and the default strategy with one
 # replica, plus a line for the TPU and the GPU saying why each was skipped. On a GPU runtime,
-# MirroredStrategy over the GPUs; on a TPU, TPUStrategy with 8 replicas (v2-8) or as many cores as there are.
+# MirroredStrategy over the GPUs; on a TPU, one replica per TPU device: 1 on Colab's free TPU (a single v5e
+# chip), 8 on Kaggle's v5e-8 or a v2-8/v3-8 board.
 
 # %% [markdown]
 # ## Model and metrics in the strategy's scope
@@ -240,6 +241,8 @@ print(f"best val_loss at epoch {best_epoch + 1} of {len(val_loss)}; stopped earl
 # after training, into `result.test_metrics`. Every run also saves its final weights to `model.weights.h5`
 # in its run directory. Rebuild the model in the scope and under the run's precision, load them, and
 # `evaluate` on the test split: the numbers match `result.test_metrics`, the same weights on the same batches.
+# This repeats the engine's one test evaluation to show how; it chooses nothing. Early stopping, and any choice
+# you make between runs, uses the validation figures: look at the test split once, at the end.
 
 # %%
 dataset = data.load(DATASET, size=config.dataset_size, seed=config.seed)
@@ -390,13 +393,14 @@ print("Exercise 3: correct.")
 # %% [markdown]
 # ## What changes between TPU, GPU and CPU runtimes
 #
-# | | TPU (v2-8 and later) | GPU | CPU |
+# | | TPU | GPU | CPU |
 # |---|---|---|---|
-# | Strategy from `connect()` | TPUStrategy, one replica per core | MirroredStrategy over the GPUs | default (one replica), or simulated replicas |
+# | Strategy from `connect()` | one replica per TPU device (1 on Colab's free v5e chip, 8 on Kaggle's v5e-8 or a v2-8): Keras on JAX with `keras.distribution` on Colab's TPU runtime, TPUStrategy with TensorFlow on a TPU node | MirroredStrategy over the GPUs | default (one replica), or simulated replicas |
 # | Precision `auto` | `mixed_bfloat16` | `mixed_float16` from compute capability 7.0 | `mixed_bfloat16` only where measured faster |
 # | Batch per replica | 128 or more, a multiple of 128 | a multiple of 8 | small is fine; the CNN is compute-bound |
-# | Plan used above | 512 x 8 replicas, up to 100 epochs | 256 per GPU, up to 40 epochs | 128, 8 epochs on 10,000 images |
+# | Plan used above | 512 per replica, up to 100 epochs | 256 per GPU, up to 40 epochs | 128, 8 epochs on 10,000 images |
 # | First step | XLA compiles the whole step: tens of seconds | a few seconds | a few seconds |
 #
-# On Colab's current TPU runtimes (TPU VMs with JAX) TensorFlow may have no TPU support: `connect()` then
-# says so in the `Skipped TPU` line and uses the CPU. Notebook 06 shows the JAX backend for those runtimes.
+# Colab's TPU runtime is a TPU VM with JAX and Keras 3 and no TensorFlow. There the first cell picks
+# `KERAS_BACKEND=jax`, and tpukit runs Keras 3 on JAX, on the TPU (`connect()` says `jax` in its first line).
+# This notebook's hand-made `tf.distribute` parts need TensorFlow; notebook 06 shows the same `fit` on JAX.

@@ -31,7 +31,8 @@
 #   input-bound or not), the top ops, the trace viewer and the input pipeline analyzer.
 # - How a naive input pipeline compares with a tuned one, in examples per second, and how the profile
 #   tells an input-bound run from a compute-bound one.
-# - What XLA fusion buys, why TPUs pad to multiples of 8 and 128, and which ops cost more than they look.
+# - What XLA fusion buys, why a TPU wants batch and feature sizes in multiples of 128 (a GPU in multiples of 8),
+#   and which ops cost more than they look.
 
 # %% [markdown]
 # ## Setup
@@ -127,8 +128,9 @@ show(board.url)
 # `RunConfig(profile=(start, stop))` profiles that inclusive window of training steps. Skip the first
 # steps: they trace and compile the step function, which you do not want to read as step time. tpukit marks
 # every profiled step (`tf.profiler.experimental.Trace("train", step_num=n)`), so TensorBoard's overview
-# gets its step-time graph; Keras' own `TensorBoard(profile_batch=...)` captures carry no step markers, and
-# the 2020 post noted the missing graph.
+# gets its step-time graph. Keras 3.15's own `TensorBoard(profile_batch=...)` marks its steps too, but names
+# them "Profiled batch", and XProf counts only steps named `train` or `test` for the step-time graph, so it
+# ignores them: the overview of such a capture has no step-time graph (the 2020 post noted it missing).
 
 # %%
 PROFILE = (3, 6) if SMOKE else (10, 14)
@@ -255,7 +257,7 @@ plt.show()
 # %% [markdown]
 # **What you should see:** the tuned pipeline delivers ten or more times the naive one's examples per second.
 # Does it matter? Only if the model consumes faster than the pipeline produces. The seeds' TPU v2-8 ran the
-# CIFAR CNN at 4,096 examples every 88 ms:
+# CIFAR CNN at 4,096 examples every 88 ms (8 cores: the 2020 Colab TPU; today's free Colab TPU is one v5e chip):
 
 # %%
 tpu_demand = 4096 / 0.088
@@ -332,8 +334,11 @@ with tempfile.TemporaryDirectory(prefix="tpukit-shards-") as shard_dir:
 # Without XLA, TensorFlow runs one kernel per op, and each elementwise op reads and writes the whole tensor
 # in memory. XLA compiles the function and *fuses* chains of such ops into one kernel. On a TPU everything
 # goes through XLA; on GPU and CPU you ask for it with `jit_compile=True` (`RunConfig(jit_compile=True)` for
-# a run; tpukit's `"auto"` lets Keras decide, and Keras leaves it off on CPU-only machines, where XLA made
-# our CNN about 2x slower). A chain of elementwise ops is where fusion shines:
+# a run; tpukit's `"auto"` lets Keras decide). Keras 3.15's `jit_compile="auto"` on TensorFlow leaves XLA off
+# on CPU-only machines (where XLA made our CNN about 2x slower), under **any `tf.distribute` strategy** (a model
+# compiled in `strategy.scope()`, even MirroredStrategy over one GPU), and with op determinism on. So a
+# distributed run on a GPU gets XLA only if you ask with `jit_compile=True`. A chain of elementwise ops is
+# where fusion shines:
 
 # %%
 values = tf.random.normal([1 << 20 if SMOKE else 1 << 23])
@@ -361,15 +366,18 @@ print(f"tf.function: {plain_ms:.2f} ms, with XLA: {xla_ms:.2f} ms ({plain_ms / x
 # ### Padding waste and the 128x128 matrix unit
 #
 # A TPU core multiplies matrices on a 128x128 systolic array (the MXU). XLA pads tensors to its tiles: one
-# dimension to a multiple of **8** and another to a multiple of **128**, typically the batch and the feature
-# dimension. Padding is computed and thrown away. GPU Tensor Cores want multiples of 8 for the same reason.
-# `RunConfig` warns when the per-replica batch wastes part of each tile:
+# dimension to a multiple of **8** and another to a multiple of **128**. Which dimension gets 128 depends on the
+# layout XLA picks for each op, so the rule that is safe either way, and the one tpukit applies, is a
+# per-replica batch (and feature sizes) in multiples of **128** on a TPU. Padding is computed and thrown away.
+# GPU Tensor Cores want multiples of **8** for the same reason. `RunConfig` warns when the per-replica batch
+# wastes part of each tile, with the same advice `padding_advice` gives:
 
 # %%
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     tpukit.RunConfig(accelerator="tpu", batch_size=100)
 print(caught[0].message)
+print(tk_config.padding_advice(100, "gpu"))
 pd.DataFrame({b: {"TPU (128)": tk_config.padding_waste(b, 128), "GPU (8)": tk_config.padding_waste(b, 8)}
               for b in (20, 64, 100, 128, 200, 256)}).round(1).rename_axis("% wasted at batch")
 
@@ -444,7 +452,7 @@ for pool in (tf.nn.avg_pool2d, tf.nn.max_pool2d):
 # ## What changes between TPU, GPU and CPU runtimes
 #
 # - **TPU**: XLA always; the overview shows MXU utilization and the step-time split into device compute
-#   and infeed; batch and features in multiples of 128 (batch per core) and 8. The input pipeline runs on
+#   and infeed; per-replica batch and features in multiples of 128. The input pipeline runs on
 #   the TPU VM's host CPU, so an input-bound TPU is common: profile before buying more cores.
 # - **GPU**: the profile adds GPU kernel stats and a kernel-launch verdict; multiples of 8 for Tensor
 #   Cores; XLA is opt-in and often helps.
