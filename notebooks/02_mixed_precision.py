@@ -85,6 +85,17 @@ from tpukit import data, models, precision
 runtime = tpukit.connect()
 print(runtime.describe())
 
+# The exercises leave `...` for you to fill in. Each has a hidden solution cell that runs only with
+# TPUKIT_SOLUTIONS=1 (the tests set it), so the self-checks test your answer, not ours.
+SOLUTIONS = os.environ.get("TPUKIT_SOLUTIONS") == "1"
+
+
+def answered(value, hint):
+    """The start of every self-check: an answer still `...` fails here, with a hint."""
+    assert value is not ..., f"Not answered yet: replace the `...` in the cell above. Hint: {hint}"
+    return value
+
+
 # %% [markdown]
 # tpukit's precision "auto" is what `describe()` recommends: `mixed_bfloat16` on a TPU, `mixed_float16` on a
 # Tensor-Core GPU, and on a CPU whatever a quick float32-vs-bfloat16 matmul measurement favours.
@@ -172,14 +183,19 @@ for dtype in (tf.float16, tf.bfloat16, tf.float32):
 # %% [markdown]
 # ### Exercise 1: a value float16 cannot hold
 #
-# **Try changing `VALUE`** until the self-check passes: it wants a number that float16 rounds to infinity while
-# bfloat16 keeps it finite (and within 1% of the truth).
+# **Set `VALUE`** to a number that float16 rounds to infinity while bfloat16 keeps it finite (and within 1% of
+# the truth). The table above has what you need.
 
-# %%
-VALUE = 1e5  # try changing this
+# %% tags=["exercise"]
+VALUE = ...  # YOUR ANSWER: a number
 
-# %%
+# %% tags=["solution"] jupyter={"source_hidden": true}
+if SOLUTIONS:
+    VALUE = 1e5  # above float16's max (65504), far below bfloat16's (about 3.4e38)
+
+# %% tags=["self-check"]
 # Self-check
+answered(VALUE, "float16's largest value is 65504; bfloat16's is about 3.4e38")
 as_16, as_bf16 = (float(tf.cast(tf.constant(VALUE), d)) for d in (tf.float16, tf.bfloat16))
 assert np.isinf(as_16), f"float16 still holds {VALUE} (as {as_16})"
 assert np.isfinite(as_bf16) and abs(as_bf16 - VALUE) <= 0.01 * abs(VALUE), as_bf16
@@ -230,14 +246,19 @@ for step in range(8):
 # %% [markdown]
 # ### Exercise 2: a loss scale that works
 #
-# **Try changing `MY_SCALE`.** A good scale lifts a 1e-9 gradient out of float16's underflow, yet keeps a large
+# **Set `MY_SCALE`.** A good scale lifts a 1e-9 gradient out of float16's underflow, yet keeps a large
 # gradient of 0.1 below float16's maximum. The self-check tests both ends.
 
-# %%
-MY_SCALE = 2.0**15  # try changing this
+# %% tags=["exercise"]
+MY_SCALE = ...  # YOUR ANSWER: a power of two, such as 2.0**10
 
-# %%
+# %% tags=["solution"] jupyter={"source_hidden": true}
+if SOLUTIONS:
+    MY_SCALE = 2.0**15  # 1e-9 x 2^15 = 3.3e-5 is representable; 0.1 x 2^15 = 3277 is far below 65504
+
+# %% tags=["self-check"]
 # Self-check
+answered(MY_SCALE, "float16 holds about 6e-8 to 65504: 1e-9 x scale must be above 6e-8, 0.1 x scale below 65504")
 assert float(tf.cast(1e-9 * MY_SCALE, tf.float16)) > 0, "1e-9 still underflows: scale up"
 assert np.isfinite(float(tf.cast(0.1 * MY_SCALE, tf.float16))), "0.1 overflows: scale down"
 print("Exercise 2: correct: any scale from 2^5 to 2^19 works; dynamic scaling finds one for you.")
@@ -306,19 +327,48 @@ for size in (100, 128, 200, 256, 1000, 1024):
     print(f"{size:>6} {tkconfig.padding_waste(size, 8):9.1f}% {tkconfig.padding_waste(size, 128):9.1f}%")
 
 # %% [markdown]
-# ### Exercise 3: a hidden layer that fills the tiles
+# ### Exercise 3: predict the padding, then measure it
 #
-# You want a hidden layer of about 300 units. **Try changing `UNITS`** to a size within 100 of 300 that wastes
+# A per-replica batch of **320** on a TPU: what percentage of each padded batch is padding? **Predict it** by
+# hand (padded size, then the share that is padding), write it in `PREDICTED_WASTE`, and let the self-check
+# measure it with `padding_waste` and `padding_advice`.
+
+# %% tags=["exercise"]
+PREDICTED_WASTE = ...  # YOUR PREDICTION: percent of the padded batch, e.g. 12.5
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+if SOLUTIONS:
+    PREDICTED_WASTE = 100 * (384 - 320) / 384  # 320 pads up to 3 x 128 = 384: 64 of 384 rows are padding
+
+# %% tags=["self-check"]
+# Self-check: your prediction against the measured figure
+answered(PREDICTED_WASTE, "round 320 up to a multiple of 128, then divide the padding by the padded size")
+measured = tkconfig.padding_waste(320, 128)
+print(f"predicted {PREDICTED_WASTE:.1f}%, measured {measured:.1f}%")
+print(tkconfig.padding_advice(320, "tpu"))
+assert abs(PREDICTED_WASTE - measured) < 0.5, (
+    "not quite: the waste is a share of the padded size (not of 320), in percent")
+print("Exercise 3: correct.")
+
+# %% [markdown]
+# ### Exercise 4: a hidden layer that fills the tiles
+#
+# You want a hidden layer of about 300 units. **Set `UNITS`** to a size within 100 of 300 that wastes
 # nothing on a GPU or a TPU. (XLA, which notebook 05 looks at, is what pads; on a TPU it is always on.)
 
-# %%
-UNITS = 256  # try changing this
+# %% tags=["exercise"]
+UNITS = ...  # YOUR ANSWER: a number of units
 
-# %%
+# %% tags=["solution"] jupyter={"source_hidden": true}
+if SOLUTIONS:
+    UNITS = 256  # 2 x 128 (384 = 3 x 128 works too)
+
+# %% tags=["self-check"]
 # Self-check
+answered(UNITS, "a multiple of 128 is a multiple of 8 too")
 assert tkconfig.padding_waste(UNITS, 8) == 0 and tkconfig.padding_waste(UNITS, 128) == 0, UNITS
 assert abs(UNITS - 300) <= 100, f"{UNITS} is far from the 300 units you wanted"
-print("Exercise 3: correct.")
+print("Exercise 4: correct.")
 
 # %% [markdown]
 # ## GPUs: compute capability, `nvidia-smi`, TF32

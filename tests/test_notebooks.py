@@ -168,6 +168,84 @@ def _headings(stem):
     return [m.strip() for m in re.findall(r"^# #{2,3} (.+)$", text, flags=re.M)]
 
 
+# ---- exercises -----------------------------------------------------------------
+#
+# An exercise is three code cells in a row, tagged "exercise" (the reader's `...` placeholder), "solution"
+# (hidden; it fills the answer in only when TPUKIT_SOLUTIONS=1) and "self-check". The notebook runs above
+# set TPUKIT_SOLUTIONS=1, so every self-check passes with the solutions; the test below checks the other side.
+
+EXERCISE_DRIVER = """
+import json, os, sys
+cells = json.load(open(sys.argv[1]))
+namespace = {}
+for source in cells["setup"]:
+    exec(compile(source, "setup", "exec"), namespace)
+assert namespace.get("SOLUTIONS") is False, "the setup turned the solutions on"
+results = []
+for exercise, solution, check in cells["exercises"]:
+    outcome = {}
+    for answered in (False, True):
+        scope = dict(namespace, SOLUTIONS=answered)
+        try:
+            for source in (exercise, solution, check):
+                exec(compile(source, "exercise", "exec"), scope)
+            outcome[answered] = None
+        except AssertionError as e:
+            outcome[answered] = str(e) or "AssertionError"
+    results.append({"unanswered": outcome[False], "answered": outcome[True]})
+print("RESULTS " + json.dumps(results))
+"""
+
+
+def _tagged_cells(path):
+    import jupytext
+
+    return [(cell.source, cell.metadata.get("tags", [])) for cell in jupytext.read(path).cells
+            if cell.cell_type == "code"]
+
+
+def _exercises(path):
+    cells = _tagged_cells(path)
+    found = []
+    for i, (source, tags) in enumerate(cells):
+        if "exercise" in tags:
+            group = cells[i:i + 3]
+            assert [t for _, t in group] == [["exercise"], ["solution"], ["self-check"]], (
+                f"{path.name}: an exercise cell must be followed by a solution and a self-check cell: {source!r}")
+            assert re.search(r"=\s*\.\.\.", source), f"{path.name}: an exercise without a `...` placeholder"
+            assert "if SOLUTIONS:" in group[1][0], f"{path.name}: a solution cell not guarded by `if SOLUTIONS:`"
+            found.append([s for s, _ in group])
+    return found
+
+
+EXERCISE_SCRIPTS = [p for p in SCRIPTS if _exercises(p)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", EXERCISE_SCRIPTS, ids=[p.stem for p in EXERCISE_SCRIPTS])
+def test_exercises_fail_unanswered_and_pass_answered(script, tmp_path):
+    """Each self-check fails with a hint on the placeholder, and passes with the hidden solution filled in.
+
+    The notebook's first two code cells (install/backend, imports and setup) run in a fresh Python, then each
+    exercise twice: placeholder + self-check, and placeholder + solution + self-check.
+    """
+    import subprocess
+
+    setup = [source for source, _ in _tagged_cells(script)[:2]]
+    cells = tmp_path / "cells.json"
+    cells.write_text(json.dumps({"setup": setup, "exercises": _exercises(script)}))
+    env = {**_kernel_env(), "MPLBACKEND": "Agg"}
+    env.pop("TPUKIT_SOLUTIONS")
+    done = subprocess.run([sys.executable, "-c", EXERCISE_DRIVER, str(cells)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=CELL_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULTS "))
+    for number, result in enumerate(json.loads(line[len("RESULTS "):]), start=1):
+        assert result["unanswered"] and "Hint:" in result["unanswered"], (
+            f"{script.name} exercise {number}: the self-check does not fail with a hint on the placeholder: {result}")
+        assert result["answered"] is None, f"{script.name} exercise {number}: the solution fails its check: {result}"
+
+
 # ---- execution -----------------------------------------------------------------
 
 
@@ -189,7 +267,7 @@ def kernel_dir(tmp_path_factory):
 
 def _kernel_env():
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "COLAB_TPU_ADDR", "TPU_NAME")}
-    env.update(TPUKIT_SMOKE="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
+    env.update(TPUKIT_SMOKE="1", TPUKIT_SOLUTIONS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     return env
 
