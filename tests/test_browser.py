@@ -14,8 +14,9 @@ One Voila server, one browser and one page (one kernel) serve the three
 tests, so TensorFlow starts once. Each test names its own run and sets the
 fields it needs by typing in the page, so any one of them can run alone.
 
-Screenshots go to each test's tmp dir; with TPUKIT_SAVE_SCREENSHOT=1 the latest
-is also copied to docs/panel-screenshot.png.
+Screenshots go to each test's tmp dir and to test-artifacts/screenshots/ (or
+$TPUKIT_SCREENSHOTS), the folder CI keeps; with TPUKIT_SAVE_SCREENSHOT=1 the
+latest is also copied to docs/panel-screenshot.png.
 """
 
 import importlib.util
@@ -40,7 +41,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 NOTEBOOK = REPO / "tests" / "browser" / "panel.ipynb"
 SCREENSHOT = REPO / "docs" / "panel-screenshot.png"
-VIEWPORT = {"width": 1280, "height": 900}
+ARTIFACTS = Path(os.environ.get("TPUKIT_SCREENSHOTS") or REPO / "test-artifacts" / "screenshots")
+VIEWPORT = {"width": 1280, "height": 800}  # a laptop
 START = dict(dataset="digits", model="mlp", epochs=1, batch_size=32)  # 40 steps an epoch (10% validates)
 RUN_TIMEOUT_MS = 150_000  # a run (TensorFlow starts on the first) or a profiled run with TensorBoard
 
@@ -174,18 +176,25 @@ class PanelPage:
         expect(box).to_have_value(str(value))
 
     def section(self, title):
-        """The innermost box under a section heading (Run, Progress, Profile, TensorBoard, Runs)."""
-        heading = self.page.get_by_role("heading", name=title, exact=True)
-        return self.page.locator(".widget-vbox").filter(has=heading).last
+        """A section's box: "Run" is the top (actions, status, progress line), the others sit below the
+        section picker (Settings, Progress, Runs, Profile, TensorBoard, Accelerator), one shown at a time."""
+        if title == "Run":
+            return self.page.locator(".tpukit-top")
+        return self.page.locator(f".tpukit-section-{title.lower()}")
+
+    def show(self, title):
+        """Pick a section, as a person clicks its name above the sections."""
+        self.page.locator(".widget-toggle-buttons").get_by_role("button", name=title, exact=True).click()
+        expect(self.section(title)).to_be_visible()
 
     def run_row(self, name):
         return self.section("Runs").locator("tr").filter(has_text=f"-{name}")  # run dirs end "-<name>"
 
     def progress_line(self):
-        return self.section("Progress").locator(".widget-html-content").last
+        return self.page.locator(".tpukit-progress-line .widget-html-content")
 
     def bar(self):
-        return self.section("Progress").locator(".progress-bar")
+        return self.section("Run").locator(".progress-bar")
 
     def screenshot(self, path: Path) -> Path:
         """The whole panel, however tall (the viewport grows for the shot); copied to docs/ on request."""
@@ -196,6 +205,8 @@ class PanelPage:
             self.root.screenshot(path=str(path), animations="disabled")
         finally:
             self.page.set_viewport_size(VIEWPORT)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, ARTIFACTS / path.name)
         if os.environ.get("TPUKIT_SAVE_SCREENSHOT") == "1":
             SCREENSHOT.parent.mkdir(exist_ok=True)
             shutil.copyfile(path, SCREENSHOT)
@@ -225,21 +236,27 @@ def test_train_shows_progress_to_the_end_and_lists_the_run(panel_page, tmp_path)
     ui.set("run name", "browser-train")
     ui.set("epochs", 2)
     ui.button("Train").click()
+    expect(ui.section("Progress")).to_be_visible()  # Train shows the curves
 
     row = ui.run_row("browser-train")
     expect(row).to_contain_text("completed", timeout=RUN_TIMEOUT_MS)
-    expect(row).to_contain_text(re.compile(r"mlp\s*digits"))
+    expect(row).to_contain_text("mlp / digits")
     expect(row.locator("td").last).to_have_text("")  # no error note
     line = ui.progress_line()
     expect(line).to_contain_text(re.compile(r"^completed: epoch 2/2\s+·\s+step 40/40\s+·\s+loss \d"))
     expect(line).to_contain_text("examples/s")
     expect(ui.bar()).to_have_attribute("style", re.compile(r"width:\s*100%"))
     expect(ui.bar()).to_have_class(re.compile(r"progress-bar-success"))
-    expect(ui.section("Progress").locator("img")).to_be_visible()  # the loss/accuracy curves
+    expect(ui.section("Progress").locator("img").first).to_be_visible()  # the loss/accuracy curves
     expect(ui.section("Run")).to_contain_text(re.compile(r"completed: \d{8}-\d{6}-browser-train, val_accuracy 0\.\d+"))
     expect(ui.button("Train")).to_be_enabled()
     expect(ui.button("Stop")).to_be_disabled()
+    _fits_the_first_screen(ui, "after a run")
     ui.screenshot(tmp_path / "panel-trained.png")
+    ui.show("Runs")
+    expect(row).to_be_visible()
+    ui.screenshot(tmp_path / "panel-runs.png")
+    ui.show("Settings")
 
 
 def test_stop_ends_a_long_run_and_keeps_it_as_stopped(panel_page, tmp_path):
@@ -265,6 +282,7 @@ def test_stop_ends_a_long_run_and_keeps_it_as_stopped(panel_page, tmp_path):
     expect(ui.button("Stop")).to_be_disabled()
     expect(ui.button("Resume")).to_be_enabled()
     ui.screenshot(tmp_path / "panel-stopped.png")
+    ui.show("Settings")
 
 
 def test_a_profiled_run_shows_the_summary_inline_and_embeds_tensorboard(panel_page, tmp_path):
@@ -282,6 +300,9 @@ def test_a_profiled_run_shows_the_summary_inline_and_embeds_tensorboard(panel_pa
     expect(profile).to_contain_text("input pipeline")
     expect(profile.locator("img")).to_be_visible()  # the profile chart
 
+    _fits_the_first_screen(ui, "after a profiled run")
+    ui.screenshot(tmp_path / "panel-profile-summary.png")
+    ui.show("TensorBoard")
     frame = ui.section("TensorBoard").locator("iframe")
     expect(frame).to_have_count(1, timeout=RUN_TIMEOUT_MS)  # TensorBoard starts after the summary
     src = frame.get_attribute("src")
@@ -303,6 +324,16 @@ def test_a_profiled_run_shows_the_summary_inline_and_embeds_tensorboard(panel_pa
     except AssertionError:
         print("xprof's overview page did not show 'Performance Summary' within 20 s")
     ui.screenshot(tmp_path / "panel-profiled.png")
+
+
+def _fits_the_first_screen(ui, when):
+    """At 1280x800 the panel's top (status, actions, progress line) and the section picker are on the first
+    screen, and the shown section starts there too."""
+    top = ui.section("Run").bounding_box()
+    picker = ui.page.locator(".widget-toggle-buttons").bounding_box()
+    assert top and picker, when
+    assert top["y"] >= 0 and picker["y"] + picker["height"] <= VIEWPORT["height"], (when, top, picker)
+    assert picker["y"] - top["y"] < 260, (when, "the top grew", top, picker)
 
 
 # ---- helpers -----------------------------------------------------------------------------

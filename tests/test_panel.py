@@ -379,7 +379,7 @@ def test_the_page_marks_the_panel_when_the_kernel_is_gone(make_panel):
     """The kernel cannot say it died; ipywidgets marks views it lost as disconnected, and a style rule shows it."""
     panel = make_panel()
     assert layout.ROOT_CLASS in panel.widget._dom_classes
-    header = panel.widget.children[0].value
+    header = panel.widget.children[0].children[0].children[0].value  # the top box's header line
     assert f".{layout.ROOT_CLASS}.jupyter-widgets-disconnected::after" in header and layout.KERNEL_GONE in header
 
 
@@ -647,3 +647,43 @@ def test_the_steps_per_execution_note_says_what_auto_becomes_here_fake_tpu(make_
     assert words(note) == "auto → 25 on TPU"
     panel.form.explain(panel.config.replace(steps_per_execution=4), runtime=fake_tpu)
     assert note.value == ""
+
+
+class CurveSink(Sink):
+    def show_curves(self, points, epochs):
+        super().show_curves(points, epochs)
+        self.points, self.epochs = list(points), list(epochs)
+
+
+def _fit_steps(callback, epochs, steps, first_epoch=0, loss=lambda g: 1.0 / g):
+    callback.set_params({"epochs": epochs, "steps": steps})
+    callback.on_train_begin()
+    for epoch in range(first_epoch, epochs):
+        callback.on_epoch_begin(epoch)
+        for step in range(steps):
+            g = epoch * steps + step + 1
+            callback.on_train_batch_end(step, {"loss": loss(g), "accuracy": 0.5})
+        callback.on_epoch_end(epoch, {"loss": 0.1, "accuracy": 0.5, "val_loss": 0.2, "val_accuracy": 0.4})
+    callback.on_train_end()
+
+
+def test_the_curves_get_every_step_of_a_short_run_and_a_window_of_a_long_one():
+    """Not a point per text update: a 40-step run drew a straight line between two points."""
+    sink = CurveSink()
+    _fit_steps(progress.make_callback(sink, global_batch=8), epochs=2, steps=20)
+    assert [g for g, _, _ in sink.points] == list(range(1, 41))
+    assert sink.points[9][1] == pytest.approx(1 / 10)  # the loss of that step, as Keras logged it
+    sink = CurveSink()
+    _fit_steps(progress.make_callback(sink, global_batch=8), epochs=3, steps=1000)
+    assert len(sink.points) == progress.POINTS and sink.points[-1][0] == 3000
+
+
+def test_after_resume_the_step_axis_goes_on_and_the_kept_epochs_are_drawn():
+    sink = CurveSink()
+    earlier = {"loss": [0.9, 0.7], "accuracy": [0.3, 0.5], "val_loss": [0.8, 0.6], "val_accuracy": [0.4, 0.5]}
+    _fit_steps(progress.make_callback(sink, global_batch=8, earlier=earlier), epochs=4, steps=10, first_epoch=2)
+    steps = [g for g, _, _ in sink.points]
+    assert steps[:2] == [10, 20] and steps[2:] == list(range(21, 41))  # kept epochs, then every new step
+    assert [g for g, _ in sink.epochs] == [10, 20, 30, 40] and sink.epochs[0][1]["val_loss"] == 0.8
+    last = sink.progress[-1]
+    assert last.global_step == 40 and last.fraction == 1.0

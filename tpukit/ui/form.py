@@ -1,4 +1,4 @@
-"""The settings form: one widget per RunConfig field, each with a note beside it and an error line under it.
+"""The settings form: one widget per RunConfig field, each with a note and an error line under it.
 
 The form only converts: widget values to field values (`values`) and a
 config back to widgets (`show`). It never validates; RunConfig does, and the
@@ -76,9 +76,10 @@ class Form:
         for name, label, kind, extra in FIELDS:
             widget = _make_widget(label, kind, extra)
             self.widgets[name] = widget
-            self.notes[name] = widgets.HTML(layout=widgets.Layout(margin="0 0 0 8px"))
+            # Under the field (the settings sit in two columns), shown only when there is something to say.
+            self.notes[name] = widgets.HTML(layout=widgets.Layout(margin="-2px 0 4px 128px", display="none"))
             self.errors[name] = widgets.HTML(layout=widgets.Layout(margin="0 0 4px 128px", display="none"))
-            self.rows[name] = widgets.VBox([widgets.HBox([widget, self.notes[name]]), self.errors[name]])
+            self.rows[name] = widgets.VBox([widget, self.notes[name], self.errors[name]])
         self.show(config)
         for widget in self.widgets.values():
             widget.observe(self._changed, names="value")
@@ -117,9 +118,11 @@ class Form:
     def note(self, field: str, text: str, detail: str = "") -> None:
         """A grey line of information beside a field (empty text clears it); `detail` shows on hover."""
         title = f' title="{html.escape(detail)}"' if detail else ""
-        value = f'<span style="color:#666"{title}>{html.escape(text)}</span>' if text else ""
+        value = (f'<div style="color:#666;font-size:12px;line-height:1.35"{title}>{html.escape(text)}</div>'
+                 if text else "")
         if self.notes[field].value != value:
             self.notes[field].value = value
+            self.notes[field].layout.display = "" if text else "none"
 
     def explain(self, config, runtime=None, stale: bool = False) -> None:
         """Notes beside the fields: what "auto" precision resolves to and why, the global batch and padding
@@ -201,7 +204,7 @@ def plain(message: str) -> str:
 
 
 def error_html(message: str) -> str:
-    return f'<span style="color:#b00020">{html.escape(message)}</span>'
+    return f'<div style="color:#b00020;line-height:1.35">{html.escape(message)}</div>'
 
 
 def _make_widget(label: str, kind: str, extra):

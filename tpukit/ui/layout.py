@@ -15,11 +15,21 @@ BUTTONS = (
     ("resume", "Resume", "", "Continue the latest stopped run from its last whole epoch"),
     ("profile", "Profile next run", "", "Capture the profile window's steps in the next run"),
     ("tune", "Tune batch size", "", "Try growing batch sizes on this model and data; set the fastest that fits"),
-    ("tensorboard", "TensorBoard", "", "Show TensorBoard for the runs directory"),
+    ("tensorboard", "Refresh TensorBoard", "", "Start or reload TensorBoard for the runs directory"),
     ("compare", "Compare runs", "", "Table and chart of the runs made in this kernel"),
     ("reproduce", "Check reproducibility", "", "Rerun the latest completed run and compare fingerprints"),
 )
 TIPS = {name: tip for name, _, _, tip in BUTTONS}
+# The sections below the actions, one shown at a time; the settings first.
+SECTIONS = ("Settings", "Progress", "Runs", "Profile", "TensorBoard", "Accelerator")
+SECTION_TIPS = ("The run's settings (a RunConfig)", "Live curves of the current run, and batch-size tuning",
+                "The runs of this kernel: compare, check reproducibility", "The profile capture's summary",
+                "TensorBoard inline (starts when opened)", "What Connect found, and why it skipped the rest")
+# Settings in two columns: what a run is about, then where and how it runs.
+CORE_FIELDS = ("dataset", "model", "precision", "batch_size", "epochs", "steps_per_epoch", "learning_rate",
+               "optimizer")
+ADVANCED_FIELDS = ("accelerator", "replicas", "tpu", "steps_per_execution", "deterministic", "seed", "profile",
+                   "logdir", "name")
 
 # When the front end loses the kernel, ipywidgets marks every widget view `jupyter-widgets-disconnected` (the
 # widget manager sets comm_live false: JupyterLab/Notebook 7 on a restart, classic Notebook on a kill or restart,
@@ -64,6 +74,7 @@ def build(p) -> None:
     p.views = {
         "message": html(), "accelerator": html(tables.message(
             "Not connected. Connect finds a TPU, else GPUs, else the CPU (Train connects too).")),
+        "chip": html(tables.chip(None)),
         "progress": html(tables.message("No run yet.")), "curves": image(),
         "bar": widgets.IntProgress(value=0, min=0, max=1000, layout=widgets.Layout(width="60%")),
         "profile": html(), "profile_chart": image(), "tensorboard": html(),
@@ -72,28 +83,38 @@ def build(p) -> None:
     }
     p._progress_view = progress.ProgressView(p.views["progress"], p.views["bar"], p.views["curves"])
     rows, b, v = p.form.rows, p.buttons, p.views
-
-    def section(title, *children):
-        return widgets.VBox([html(f"<h4 style='margin:10px 0 4px 0'>{title}</h4>"), *children])
+    v["progress"].add_class("tpukit-progress-line")
 
     def column(*names):
-        return widgets.VBox([rows[n] for n in names])
+        return widgets.VBox([rows[n] for n in names], layout=widgets.Layout(width="50%", min_width="360px"))
 
-    p.widget = widgets.VBox([
-        html(STYLE + "<b>tpukit</b> · settings are a RunConfig; every button calls the engine"),
-        section("Accelerator", widgets.HBox([b["connect"], column("accelerator", "replicas", "tpu")]),
-                v["accelerator"]),
-        section("Settings", column("dataset", "model", "precision", "batch_size", "epochs", "steps_per_epoch",
-                                   "learning_rate", "optimizer", "steps_per_execution", "deterministic",
-                                   "seed", "profile", "logdir", "name")),
-        section("Run", widgets.HBox([b["train"], b["stop"], b["resume"], b["profile"], b["tune"]]), v["train_off"],
-                v["message"], v["tuning"], v["tuning_chart"]),
-        section("Progress", v["progress"], v["bar"], v["curves"]),
-        section("Profile", v["profile"], v["profile_chart"]),
-        section("TensorBoard", widgets.HBox([b["tensorboard"]]), v["tensorboard"], v["tensorboard_frame"]),
-        section("Runs", widgets.HBox([b["compare"], b["reproduce"]]), v["reproducibility"], v["runs"],
-                v["runs_chart"]),
+    # What stays on screen: the header (what is connected), the actions, the status and the progress line.
+    top = widgets.VBox([
+        widgets.HBox([html(STYLE + "<b style='font-size:14px'>tpukit</b>"), v["chip"], b["connect"]],
+                     layout=widgets.Layout(align_items="center")),
+        widgets.HBox([b["train"], b["stop"], b["resume"], b["profile"], b["tune"]]),
+        v["train_off"], v["message"], v["progress"], v["bar"],
     ])
+    top.add_class("tpukit-top")
+    # The rest, one section at a time (ToggleButtons, not Tab or Accordion: both render alike in ipywidgets 7
+    # on Colab, whose Accordion misbehaves, colabtools #3571).
+    p.sections = {
+        "Settings": widgets.HBox([column(*CORE_FIELDS), column(*ADVANCED_FIELDS)],
+                                 layout=widgets.Layout(flex_flow="row wrap")),
+        "Progress": widgets.VBox([v["curves"], v["tuning"], v["tuning_chart"]]),
+        "Runs": widgets.VBox([widgets.HBox([b["compare"], b["reproduce"]]), v["reproducibility"], v["runs"],
+                              v["runs_chart"]]),
+        "Profile": widgets.VBox([v["profile"], v["profile_chart"]]),
+        "TensorBoard": widgets.VBox([widgets.HBox([b["tensorboard"]]), v["tensorboard"], v["tensorboard_frame"]]),
+        "Accelerator": widgets.VBox([v["accelerator"]]),
+    }
+    for name, box in p.sections.items():
+        box.add_class(f"tpukit-section-{name.lower()}")
+        box.layout.display = "" if name == SECTIONS[0] else "none"
+    p.picker = widgets.ToggleButtons(options=SECTIONS, value=SECTIONS[0], tooltips=SECTION_TIPS,
+                                     style={"button_width": "104px"}, layout=widgets.Layout(margin="8px 0 4px 0"))
+    p.picker.observe(p._on_section, names="value")
+    p.widget = widgets.VBox([top, p.picker, *p.sections.values()])
     p.widget.add_class(ROOT_CLASS)
     p._all_widgets = _descendants(p.widget)
 

@@ -60,6 +60,18 @@ ERROR_LOG = "tpukit-panel.log"  # in the logdir (else the temp dir): tracebacks 
 _TUNE = "tune batch size"  # the job's name: it says what is going on, and the tuning views outlive only it
 
 
+def _history(run_dir: Optional[str]) -> Optional[Dict[str, List[float]]]:
+    """A resumed run's per-epoch history, so its curves go on where they were (None: a new run, or unreadable)."""
+    if run_dir is None:
+        return None
+    from tpukit import records
+
+    try:
+        return records.load(run_dir).history
+    except Exception:  # noqa: BLE001 - the curves start empty; resume() itself says what is wrong
+        return None
+
+
 class PanelBusy(RuntimeError):
     """An action needs the panel idle, but a run is going on."""
 
@@ -267,6 +279,8 @@ class Panel:
         line = self._connecting_line(self._config)
         self._say(line)  # shown before the slow part: a click's handler runs this
         self.views["accelerator"].value = _tables().message(line)
+        self.views["chip"].value = _tables().chip(None, "connecting…")
+        self.show_section("Accelerator")  # what it found, and why it skipped the rest
         try:
             runtime = self._connect(self._config)
         except Exception as e:  # ConnectError, RestartRequired, or TensorFlow's own
@@ -463,7 +477,8 @@ class Panel:
         self._show_image("tuning_chart", _plots().tuning_chart(result))
         self.config = self._config.replace(batch_size=result.recommended)
         line = f"Batch size set to {result.recommended} per replica (tuned; the table says why)."
-        self._progress_view.waiting(line)
+        self._progress_view.waiting(f"Tuned: tried {', '.join(str(t.batch_size) for t in result.trials)} per "
+                                    f"replica.")
         self._say(line)
         return result
 
@@ -473,6 +488,7 @@ class Panel:
 
         rows = records.compare(self._runs)
         self._render_runs(rows, chart=True)
+        self.show_section("Runs")
         return rows
 
     def check_reproducibility(self, run=None, wait: bool = False):
@@ -566,6 +582,27 @@ class Panel:
         for widget in self._all_widgets:
             widget.close()
 
+    # ---- sections: one shown at a time below the actions ----------------------
+    def show_section(self, name: str) -> None:
+        """Show one section below the actions: Settings, Progress, Runs, Profile, TensorBoard or Accelerator."""
+        if name not in self.sections:
+            raise ValueError(f"Unknown section {name!r}. Choices: {', '.join(self.sections)}.")
+        self.picker.value = name  # _on_section does the rest
+
+    @property
+    def section(self) -> str:
+        """The section shown below the actions."""
+        return self.picker.value
+
+    def _on_section(self, change) -> None:
+        for name, box in self.sections.items():
+            box.layout.display = "" if name == change["new"] else "none"
+        if change["new"] == "TensorBoard" and self._tensorboard is None:  # it starts when first opened
+            try:
+                self.show_tensorboard()
+            except Exception as e:  # show_tensorboard says its own failures; anything else, in one line
+                self._say(self._explain(e, "show_tensorboard"), "error")
+
     # ---- button handlers: one line each, the work is in the methods ---------
     def _on_connect(self, button):
         self._handle(button, self.connect)
@@ -646,9 +683,11 @@ class Panel:
             self._stop = threading.Event()
         # Before the slow part, from the caller's thread (a click's handler): the last run's status goes, and
         # the page says at once what is happening. In Colab only the handler's own updates reach the page.
+        self.show_section("Progress")
         if runtime is None and self._matching_runtime(config) is None:
             line = self._connecting_line(config)
             self.views["accelerator"].value = _tables().message(line)
+            self.views["chip"].value = _tables().chip(None, "connecting…")
             self._progress_view.waiting(f"{name[0].upper() + name[1:]}: waiting for the accelerator…")
         else:
             line = f"Starting {config.run_name}: building the model and the input pipeline…"
@@ -691,8 +730,10 @@ class Panel:
                                  replicas=config.replicas, deterministic=config.deterministic)
         except Exception as e:
             self.views["accelerator"].value = _tables().message(_short(e), "error")
+            self.views["chip"].value = _tables().chip(self._runtime)
             raise
         self.views["accelerator"].value = _tables().runtime(runtime)
+        self.views["chip"].value = _tables().chip(runtime)
         if runtime is not self._runtime or self._runtime_key != _runtime_key(config):
             self._runtime, self._runtime_key = runtime, _runtime_key(config)
             self.buttons["connect"].description = "Reconnect"
@@ -730,7 +771,7 @@ class Panel:
         first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if entry and entry.builtin else 1.0
         self._progress_view.start(config.run_name, self.context == _context.COLAB, total, first_loss)
         callback = progress.make_callback(self._progress_view, global_batch=config.batch_size * runtime.replicas,
-                                          clock=self._clock)
+                                          clock=self._clock, earlier=_history(run_dir))
         inputs = self._inputs_for(config)
         if run_dir is None:
             result = training.train(config, runtime, callbacks=[callback], stop=self._stop, **inputs)
@@ -747,6 +788,7 @@ class Panel:
         """The summary inline, and TensorBoard on the profile tab; a failure here never loses the run."""
         try:
             self.show_profile(result)
+            self.show_section("Profile")
             if self._auto_tensorboard:
                 self.show_tensorboard(profile=True)
         except Exception as e:

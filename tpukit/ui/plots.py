@@ -185,13 +185,16 @@ def tuning_chart(result) -> bytes:
 
 
 def _run_label(i: int, row: dict) -> str:
-    return (f"#{i + 1} {row.get('model')} {row.get('precision')} "
-            f"b{row.get('batch_size')}x{row.get('replicas')} {row.get('status')}")
+    """'#2 mlp-digits 10:27:33' from the run directory '20261124-102733-mlp-digits' (as the runs table names it)."""
+    parts = str(row.get("run") or "").split("-", 2)
+    if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit() and len(parts[1]) == 6:
+        return f"#{i + 1} {parts[2]} {parts[1][:2]}:{parts[1][2:4]}:{parts[1][4:]}"
+    return f"#{i + 1} {row.get('run')}"
 
 
 def profile_chart(summary) -> bytes:
     """Top ops by self time and the profiled steps' times, from a `ProfileSummary`."""
-    fig = _figure(8.0, 2.8)
+    fig = _figure(8.0, 2.3)
     ops_ax, steps_ax = fig.subplots(1, 2, width_ratios=(3, 2))
     ops = list(summary.top_ops)[:8]
     ys = list(range(len(ops)))

@@ -1,7 +1,8 @@
 """Live progress for the panel: a Keras callback that reports at most every so often, by wall time.
 
 A panel must not slow training down: its budget is 2% of step time. Each
-training step costs this callback one clock read and a comparison. Reports
+training step costs this callback one clock read and a comparison, and every
+few steps (about POINTS over the run) one loss for the curves. Reports
 happen on a wall-clock schedule: the text (epoch, step, examples/sec, ETA)
 at most every `text_every` seconds, the loss/accuracy plot at most every
 `plot_every` seconds, and, since a plot costs tens of milliseconds, never
@@ -152,11 +153,20 @@ class ProgressView:
             self.line.value = tables.message(f"{result.status}: {self.latest.text()}")
 
 
+POINTS = 300  # the curves keep about this many training points: every step of a short run, a window of a long one
+
+
 def make_callback(sink, *, global_batch: int, clock: Callable[[], float] = time.perf_counter,
-                  text_every: float = 0.5, plot_every: float = 1.0, budget: float = 0.01):
-    """A Keras callback that reports a run's progress to `sink` (see the module docstring)."""
+                  text_every: float = 0.5, plot_every: float = 1.0, budget: float = 0.01,
+                  earlier: Optional[Dict[str, List[float]]] = None):
+    """A Keras callback that reports a run's progress to `sink` (see the module docstring).
+
+    Args:
+        earlier: a resumed run's history (per-epoch metrics, as `RunResult.history`): its kept epochs start the
+            curves, and the step axis goes on from them.
+    """
     return _callback_class()(sink, global_batch=global_batch, clock=clock, text_every=text_every,
-                             plot_every=plot_every, budget=budget)
+                             plot_every=plot_every, budget=budget, earlier=earlier)
 
 
 _CLASS = None
@@ -175,13 +185,14 @@ def _build_class():
     class PanelProgress(keras.callbacks.Callback):
         """Reports progress to a sink on a wall-clock schedule; each step costs one clock read."""
 
-        def __init__(self, sink, *, global_batch, clock, text_every, plot_every, budget):
+        def __init__(self, sink, *, global_batch, clock, text_every, plot_every, budget, earlier):
             super().__init__()
             self.sink = sink
             self.global_batch = global_batch
             self.clock = clock
             self.text = Throttle(text_every, budget / 4)
             self.plot = Throttle(plot_every, budget)
+            self.earlier = earlier or {}
             self.points: List[Tuple[int, Optional[float], Optional[float]]] = []
             self.epoch_ends: List[Tuple[int, Dict[str, float]]] = []
             self.progress = Progress()
@@ -190,19 +201,30 @@ def _build_class():
         def _reset(self):
             self._begin = self.clock()
             self._epoch = self._step = self._global = 0
+            self._started = False
+            self._stride = 1
             self._first_step = None  # (time, global step) after the run's first step: ETA leaves out tracing
             self._mark = None  # (time, global step) after the epoch's first step: the rate's start
 
         # ---- Keras hooks: small, the work is in helpers ----------------------
         def on_train_begin(self, logs=None):
             self._reset()
+            self.points, self.epoch_ends = [], []
+            steps, epochs = self._shape()
+            self._stride = max(1, steps * epochs // POINTS)
 
         def on_epoch_begin(self, epoch, logs=None):
+            if not self._started:  # a resumed run starts at its first unfinished epoch: the axis goes on
+                self._started = True
+                self._global = epoch * self._shape()[0]
+                self._seed_earlier(epoch)
             self._epoch, self._step, self._mark = epoch, 0, None
 
         def on_train_batch_end(self, batch, logs=None):
             self._step = batch + 1
             self._global += 1
+            if self._global % self._stride == 0:  # the loss of every step, or of every few in a long run
+                self.points.append((self._global, _metric(logs, "loss"), _metric(logs, "accuracy")))
             now = self.clock()
             if self._mark is None:
                 self._mark = (now, self._global)
@@ -220,9 +242,21 @@ def _build_class():
             self._report(self.clock(), logs, force_plot=True, done=True)
 
         # ---- helpers ---------------------------------------------------------
+        def _shape(self) -> Tuple[int, int]:
+            params = self.params or {}
+            return int(params.get("steps") or 0), int(params.get("epochs") or 0)
+
+        def _seed_earlier(self, epochs_kept: int) -> None:
+            """The resumed run's kept epochs, one point each, where the axis has them."""
+            steps = self._shape()[0]
+            for i in range(epochs_kept):
+                values = {k: v[i] for k, v in self.earlier.items() if isinstance(v, list) and i < len(v)}
+                if values:
+                    self.points.append(((i + 1) * steps, values.get("loss"), values.get("accuracy")))
+                    self.epoch_ends.append(((i + 1) * steps, values))
+
         def _report(self, now, logs, in_step=False, force_plot=False, done=False):
             loss, accuracy = _metric(logs, "loss"), _metric(logs, "accuracy")
-            self.points.append((self._global, loss, accuracy))
             self.progress = self._snapshot(now, loss, accuracy, in_step, done)
             self.sink.show_progress(self.progress)
             after_text = self.clock()
@@ -232,8 +266,7 @@ def _build_class():
                 self.plot.done(after_text, self.clock() - after_text)
 
         def _snapshot(self, now, loss, accuracy, in_step, done):
-            steps = int(self.params.get("steps") or 0) if self.params else 0
-            epochs = int(self.params.get("epochs") or 0) if self.params else 0
+            steps, epochs = self._shape()
             # This epoch's rate so far, from its first step's end: no validation, no epoch start-up.
             mark_time, mark_global = self._mark or (now, self._global)
             if in_step and self._global > mark_global and now > mark_time:

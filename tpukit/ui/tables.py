@@ -10,8 +10,9 @@ import html
 import re
 from typing import Iterable, List, Optional, Sequence
 
-_TABLE = '<table style="border-collapse:collapse;font-size:12px">'
-_CELL = 'style="padding:2px 8px;border-bottom:1px solid #ddd;text-align:{align}"'
+# line-height: an HTML widget sets 28 px lines (a widget's height), which would make every row 33 px tall.
+_TABLE = '<table style="border-collapse:collapse;font-size:12px;line-height:1.4">'
+_CELL = 'style="padding:2px 6px;border-bottom:1px solid #ddd;text-align:{align}"'
 
 
 _NUMBER = re.compile(r"^[➜ ]*[-+]?[\d,]*\.?\d+\s*%?$|^–$")  # 12,345 / 3.5 / 40% / – (none) / ➜ 64
@@ -70,6 +71,21 @@ def runtime(rt) -> str:
     return table(("", ""), rows)
 
 
+def chip(rt, state: str = "") -> str:
+    """The header's status: what is connected ("CPU · tensorflow · 8 replicas (simulated)"), or `state`."""
+    if rt is None:
+        text, colour = state or "not connected", "#666"
+    else:
+        names = sorted({f.get("name", "") for f in rt.device_facts if f.get("name")})
+        text = " · ".join([rt.kind.upper() + (f" {names[0]}" if names and rt.kind != "cpu" else ""), rt.backend,
+                           f"{rt.replicas} replica" + ("s" if rt.replicas != 1 else "")
+                           + (" (simulated)" if rt.simulated else "")]
+                          + ([f"{rt.workers} workers"] if rt.workers > 1 else []))
+        colour = "#1b5e20"
+    return (f'<span style="margin:0 10px;padding:2px 8px;border-radius:10px;border:1px solid {colour};'
+            f'color:{colour};font-size:12px;white-space:nowrap">{html.escape(text)}</span>')
+
+
 _SHORT_PRECISION = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
 
 
@@ -102,6 +118,9 @@ def _accuracy(value) -> str:
     return f"{value:.1%}" if isinstance(value, float) else "–"
 
 
+TOP_OPS = 5  # in the panel's table (the chart beside it has 8; profiling.summarize keeps them all)
+
+
 def profile(summary) -> str:
     """Step time, input verdict and top ops of a `ProfileSummary`."""
     if summary.step_time_ms is None:
@@ -113,7 +132,8 @@ def profile(summary) -> str:
                              ("step time", step), ("input pipeline", summary.input_verdict),
                              ("next step", summary.recommendation or "–")])
     ops = table(("self time (us)", "share", "category", "op"),
-                [(op.self_time_us, f"{op.self_time_percent:.1f}%", op.category, op.name) for op in summary.top_ops])
+                [(op.self_time_us, f"{op.self_time_percent:.1f}%", op.category, op.name)
+                 for op in summary.top_ops[:TOP_OPS]])
     return facts + "<div style='margin-top:6px'><b>Top ops by self time</b></div>" + ops
 
 
