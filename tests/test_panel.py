@@ -687,3 +687,27 @@ def test_after_resume_the_step_axis_goes_on_and_the_kept_epochs_are_drawn():
     assert [g for g, _ in sink.epochs] == [10, 20, 30, 40] and sink.epochs[0][1]["val_loss"] == 0.8
     last = sink.progress[-1]
     assert last.global_step == 40 and last.fraction == 1.0
+
+
+def test_a_tensorboard_the_panel_started_stops_when_its_kernel_exits(tmp_path):
+    """Seen in JupyterLab: after the server shut its kernel down, the panel's TensorBoard went on serving."""
+    code = (
+        "import json, tpukit\n"
+        "from tpukit import context\n"
+        f"p = tpukit.panel(tpukit.RunConfig(logdir={str(tmp_path)!r}), display=False, context=context.JUPYTER, "
+        "display_fn=lambda *a: None, runs=[])\n"
+        "print(json.dumps(p.show_tensorboard()))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    url = json.loads(done.stdout.strip().splitlines()[-1])
+    port = int(re.search(r"127\.0\.0\.1:(\d+)", url).group(1))
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return  # nothing listens there any more
+        time.sleep(0.5)
+    raise AssertionError(f"TensorBoard still serves {url} after its Python exited")

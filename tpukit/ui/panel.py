@@ -36,6 +36,7 @@ TensorFlow when it connects or trains.
 from __future__ import annotations
 
 import dataclasses
+import atexit
 import functools
 import math
 import os
@@ -431,6 +432,9 @@ class Panel:
             return None
         if isinstance(result, tb.Launched):
             self._launched.append(result)
+            # Stopped with the kernel: at a normal exit (Jupyter's restart or shut down) as at close(). A
+            # killed kernel runs nothing; the next panel on the logdir reuses the server it left.
+            atexit.register(tb.stop, result)
         self._tensorboard = result
         capture = self._latest_capture(logdir) if profile is not False else None
         url = tb.profile_url(result, run=capture) if capture else (
