@@ -73,7 +73,22 @@ class EpochBackup(keras.callbacks.Callback):
         if whole_epoch(self._seen, self.steps_per_epoch, self.model):
             from tpukit import checkpoint
 
-            checkpoint.write(self.backup_dir, epoch + 1, self.model.save_weights)
+            checkpoint.write(self.backup_dir, epoch + 1, self.model.save_weights, needed=state_bytes(self.model))
+
+
+def state_bytes(model) -> int:
+    """About how many bytes `model.save_weights` writes: every weight and optimizer variable."""
+    variables = list(model.weights)
+    optimizer = getattr(model, "optimizer", None)
+    variables += list(getattr(optimizer, "variables", None) or [])
+    total = 0
+    for v in variables:
+        count = 1
+        for dim in v.shape:
+            count *= int(dim or 1)
+        digits = "".join(c for c in str(v.dtype) if c.isdigit())
+        total += count * (int(digits) // 8 if digits else 4)
+    return total
 
 
 def _load_exactly(model, path: str) -> None:

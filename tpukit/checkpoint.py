@@ -24,6 +24,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Callable, Optional
@@ -54,14 +55,52 @@ def weights_name(epochs_done: int) -> str:
     return f"epoch-{epochs_done:06d}.weights.h5"
 
 
-def write(backup_dir, epochs_done: int, save: Callable[[str], None]) -> Backup:
+def room_for(folder, needed: int, what: str) -> None:
+    """BackupError, before anything is written, if `folder`'s disk has less than `needed` bytes free.
+
+    Why check first: HDF5 (under Keras' save_weights) that fails a write for want of space leaves an object
+    whose reference count is broken, and the process later crashes as it exits (seen: a segfault at the end of
+    a test session). A write that never starts leaves nothing broken.
+    """
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return  # the write itself will say what is wrong
+    if free < needed:
+        raise BackupError(f"could not {what} in {folder}: the disk is full; {_kept(folder)} ({free / 2**20:.1f} MB "
+                          f"free, about {needed / 2**20:.1f} MB needed). Free space and resume the run.")
+
+
+def _kept(folder: Path) -> str:
+    with contextlib.suppress(BackupError, OSError):
+        kept = latest(folder, verify=False)
+        if kept:
+            return f"the backup of epoch {kept.epochs_done} is kept"
+    return "no earlier backup exists"
+
+
+def size_needed(estimate: int, folder) -> int:
+    """Bytes a new backup takes: the previous backup's size where there is one, else `estimate`, plus a margin."""
+    with contextlib.suppress(BackupError, OSError):
+        kept = latest(folder, verify=False)
+        if kept:
+            estimate = max(estimate, kept.path.stat().st_size)
+    return int(estimate * 1.05) + 256 * 1024
+
+
+def write(backup_dir, epochs_done: int, save: Callable[[str], None], needed: int = 0) -> Backup:
     """Back up after `epochs_done` whole epochs: `save(path)` writes the weights; the marker follows them.
+
+    Args:
+        needed: about how many bytes `save` writes (checked against the free space first; see `room_for`).
 
     Raises:
         BackupError: the disk is full or not writable; the previous backup is kept.
     """
     folder = Path(backup_dir)
     target = folder / weights_name(epochs_done)
+    if folder.exists():
+        room_for(folder, size_needed(needed, folder), f"back up epoch {epochs_done}")
     failure = None
     with _hush_h5py():
         try:
@@ -76,10 +115,8 @@ def write(backup_dir, epochs_done: int, save: Callable[[str], None]) -> Backup:
         if failure:  # outside the except block, so the failed writer's frames (and its open file) can be freed
             gc.collect()
     if failure:
-        kept = latest(folder, verify=False)
-        keeps = f"the backup of epoch {kept.epochs_done} is kept" if kept else "no earlier backup exists"
         why = "the disk is full" if failure[0] in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else failure[1]
-        raise BackupError(f"could not back up epoch {epochs_done} in {folder}: {why}; {keeps}. "
+        raise BackupError(f"could not back up epoch {epochs_done} in {folder}: {why}; {_kept(folder)}. "
                           "Free space and resume the run.")
     for old in folder.iterdir():  # earlier epochs and temporary files a kill left behind
         if old.name not in (target.name, MARKER) and old.is_file():
