@@ -1,4 +1,4 @@
-"""The command line: `python -m tpukit train | doctor | tensorboard`.
+"""The command line: `python -m tpukit train | launch | doctor | tensorboard`.
 
 Every error is one line on stderr, never a traceback (`--debug` shows it):
 status 2 for bad arguments, 1 for a problem of the environment or of a run's
@@ -102,6 +102,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="continue a stopped or killed run (or, with --epochs N, extend a completed one)")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
 
+    la = sub.add_parser("launch", help="run a train command as N local processes (JAX's multi-process engine)",
+                        parents=[common])
+    la.add_argument("--workers", type=int, required=True, help="processes to start on 127.0.0.1")
+    la.add_argument("--port", type=int, default=None, help="the coordinator's port (default: a free one)")
+    la.add_argument("--logs", default=None, metavar="DIR", help="keep the other workers' output here")
+    la.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- train ARGS", help="the command each worker runs (its own --replicas)")
+
     d = sub.add_parser("doctor", help="show the accelerator, versions and recommended settings", parents=[common])
     d.add_argument("--json", action="store_true")
 
@@ -122,7 +129,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         warnings.showwarning = _one_line_warning
     if os.getcwd() not in sys.path:  # import paths (--model pkg.mod:fn) resolve from here, as uvicorn's do
         sys.path.insert(0, os.getcwd())
-    command = {"train": _train, "doctor": _doctor, "tensorboard": _tensorboard}[args.command]
+    command = {"train": _train, "doctor": _doctor, "tensorboard": _tensorboard, "launch": _launch}[args.command]
     try:
         return command(args)
     except KeyboardInterrupt:
@@ -285,6 +292,14 @@ def _doctor(args) -> int:
         print(text)
         print("Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
     return 0
+
+
+def _launch(args) -> int:
+    from tpukit import launch
+
+    if args.port is not None and not 1 <= args.port <= 65535:
+        return _bad(f"--port: expected a port from 1 to 65535, or none for a free one. Received: {args.port}")
+    return launch.run(args.workers, args.argv, port=args.port, logs=args.logs)
 
 
 def _tensorboard(args) -> int:

@@ -16,7 +16,9 @@ by tf.data with a seeded buffer; already batched data is fed as it is.
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Optional, Tuple
+
+from tpukit.config import ConfigError
 
 FEEDERS = ("tf.data", "numpy")
 
@@ -38,11 +40,14 @@ def eval_batch_size(num_examples: int, global_batch: int, replicas: int = 1) -> 
     return max(min(global_batch, num_examples - num_examples % replicas), min(num_examples, 1))
 
 
-def choose(backend: str) -> str:
+def choose(backend: str, workers: int = 1) -> str:
     """The feeder for a backend: tf.data where TensorFlow is installed, else NumPy.
 
     `TPUKIT_FEEDER=numpy` (or `tf.data`) forces one, for tests and comparisons.
+    Several JAX processes take NumPy: each cuts its own share out of every batch.
     """
+    if backend == "jax" and workers > 1:
+        return "numpy"
     forced = os.environ.get("TPUKIT_FEEDER")
     if forced:
         if forced not in FEEDERS:
@@ -70,13 +75,16 @@ def epoch_order(num_train: int, global_batch: int, steps: int, seed: int, epoch:
 
 
 def train_feed(part, *, feeder: str, global_batch: int, seed: int, epochs: int, initial_epoch: int = 0,
-               steps: Optional[int] = None):
+               steps: Optional[int] = None, shard: Tuple[int, int] = (0, 1)):
     """Batches for epochs `initial_epoch .. epochs - 1` of a training part, as one stream.
 
     Pass the same `steps` to `fit(steps_per_epoch=...)`, so Keras epochs and data epochs stay aligned.
+    `shard=(i, n)`: this is process i of n, and it feeds the i-th n-th of every global batch (the
+    examples one process would feed, so n processes train on the same batches as one).
     """
     from tpukit import sources
 
+    _check_shard(part, feeder, global_batch, shard)
     if isinstance(part, sources.Batched):
         return part.dataset
     _check_epochs(epochs, initial_epoch)
@@ -85,16 +93,17 @@ def train_feed(part, *, feeder: str, global_batch: int, seed: int, epochs: int, 
         return _tf_stream(part, global_batch, seed, epochs, initial_epoch, steps)
     if feeder == "numpy":
         return EpochBatches(part, global_batch=global_batch, seed=seed, epochs=epochs,
-                            initial_epoch=initial_epoch, steps=steps)
+                            initial_epoch=initial_epoch, steps=steps, shard=shard)
     return _tf_arrays(part, global_batch, seed, epochs, initial_epoch, steps)
 
 
-def eval_feed(part, *, feeder: str, global_batch: int, replicas: int = 1):
+def eval_feed(part, *, feeder: str, global_batch: int, replicas: int = 1, shard: Tuple[int, int] = (0, 1)):
     """A validation or test part in a fixed order, in static batches (the tail that fills no batch is left out)."""
     from tpukit import sources
 
     if part is None:
         return None
+    _check_shard(part, feeder, global_batch, shard)
     if isinstance(part, sources.Batched):
         return part.dataset
     batch = eval_batch_size(len(part), global_batch, replicas)
@@ -103,7 +112,7 @@ def eval_feed(part, *, feeder: str, global_batch: int, replicas: int = 1):
 
         return _with_options(part.dataset.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
     if feeder == "numpy":
-        return InOrder(part, batch)
+        return InOrder(part, batch, shard=shard)
     import tensorflow as tf
 
     examples = tf.data.Dataset.from_tensor_slices((part.x, part.y))
@@ -188,10 +197,11 @@ def _make_classes():
     class EpochBatchesImpl(keras.utils.PyDataset):
         """Training batches of epochs `initial_epoch .. epochs - 1` as one random-access sequence."""
 
-        def __init__(self, part, *, global_batch, seed, epochs, initial_epoch, steps):
+        def __init__(self, part, *, global_batch, seed, epochs, initial_epoch, steps, shard=(0, 1)):
             super().__init__(workers=1, use_multiprocessing=False)
             self.part, self.global_batch, self.seed = part, global_batch, seed
             self.initial_epoch, self.epochs, self.steps = initial_epoch, epochs, steps
+            self.share = _share(global_batch, shard)
             self._cached = (None, None)
 
         def __len__(self):
@@ -202,21 +212,23 @@ def _make_classes():
             epoch += self.initial_epoch
             if self._cached[0] != epoch:
                 self._cached = (epoch, epoch_order(len(self.part), self.global_batch, self.steps, self.seed, epoch))
-            batch = self.part.take(self._cached[1][step])
+            batch = self.part.take(self._cached[1][step][self.share])
             return batch.x, batch.y
 
     class InOrderImpl(keras.utils.PyDataset):
         """Validation or test batches in their stored order."""
 
-        def __init__(self, part, batch):
+        def __init__(self, part, batch, shard=(0, 1)):
             super().__init__(workers=1, use_multiprocessing=False)
             self.part, self.batch = part, batch
+            self.share = _share(batch, shard)
 
         def __len__(self):
             return len(self.part) // self.batch
 
         def __getitem__(self, index):
-            piece = self.part.take(slice(index * self.batch, (index + 1) * self.batch))
+            start = index * self.batch
+            piece = self.part.take(slice(start + self.share.start, start + self.share.stop))
             return piece.x, piece.y
 
     return EpochBatchesImpl, InOrderImpl
@@ -237,12 +249,34 @@ def EpochBatches(part, **kwargs):
     return _feeder_classes()[0](part, **kwargs)
 
 
-def InOrder(part, batch: int):
+def InOrder(part, batch: int, shard: Tuple[int, int] = (0, 1)):
     """A `keras.utils.PyDataset` of evaluation batches in stored order (the NumPy feeder)."""
-    return _feeder_classes()[1](part, batch)
+    return _feeder_classes()[1](part, batch, shard=shard)
 
 
 # ---- checks ------------------------------------------------------------------------
+
+def _share(batch: int, shard: Tuple[int, int]) -> slice:
+    """The rows of a batch that process `shard[0]` of `shard[1]` feeds."""
+    index, count = shard
+    size = batch // count
+    return slice(index * size, (index + 1) * size)
+
+
+def _check_shard(part, feeder: str, batch: int, shard: Tuple[int, int]) -> None:
+    from tpukit import sources
+
+    index, count = shard
+    if count == 1:
+        return
+    if feeder != "numpy" or not isinstance(part, sources.Arrays):
+        raise ConfigError(f"training across {count} processes cuts each process's share out of every batch, "
+                          "which needs arrays (or a dataset tpukit can read into arrays), not a stream or a batched "
+                          "dataset; pass arrays.")
+    if batch % count or not 0 <= index < count:
+        raise ConfigError(f"a batch of {batch} cannot be shared by {count} processes; use a global batch that "
+                          f"is a multiple of {count}.")
+
 
 def _check_positive(field, value) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:

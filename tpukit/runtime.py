@@ -65,6 +65,7 @@ class Runtime:
     strategy: Any = dataclasses.field(repr=False, compare=False)
     simulated: bool = False
     workers: int = 1
+    process_index: int = 0  # this process among `workers`; 0 is the chief, the one that writes the run
     device_facts: Tuple[Dict[str, Any], ...] = ()
     precision: str = "float32"
     precision_reason: str = ""
@@ -753,12 +754,48 @@ def _xla_flag(flag: str) -> None:
     os.environ["XLA_FLAGS"] = " ".join(flags + [flag])
 
 
+def processes() -> int:
+    """How many processes train together, from Keras' own variables (`python -m tpukit launch` sets them)."""
+    try:
+        return max(1, int(os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES") or 1))
+    except ValueError:
+        raise ConnectError(f"KERAS_DISTRIBUTION_NUM_PROCESSES must be a whole number. Received: "
+                           f"{os.environ.get('KERAS_DISTRIBUTION_NUM_PROCESSES')!r}.") from None
+
+
+_initialized = False
+
+
+def _join_processes(count: int) -> None:
+    """Join the other processes once: keras.distribution.initialize, which calls jax.distributed.initialize with
+    KERAS_DISTRIBUTION_JOB_ADDRESSES (the coordinator), _NUM_PROCESSES and _PROCESS_ID. On the CPU the
+    collectives are gloo's (JAX's default since 0.5.1)."""
+    global _initialized
+    if _initialized:
+        return
+    import keras
+
+    # On a Cloud TPU pod slice JAX finds the coordinator and its own id from the TPU's metadata; elsewhere
+    # KERAS_DISTRIBUTION_JOB_ADDRESSES and _PROCESS_ID say them (python -m tpukit launch sets all three).
+    where = os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES") or "the TPU's metadata"
+    try:
+        keras.distribution.initialize()
+    except Exception as e:  # a coordinator that never answers, a bad address, no TPU metadata
+        raise ConnectError(f"could not join the {count} processes through {where}: "
+                           f"{str(e).splitlines()[0][:200]} (off a Cloud TPU pod, set KERAS_DISTRIBUTION_JOB_ADDRESSES "
+                           "and KERAS_DISTRIBUTION_PROCESS_ID, or use python -m tpukit launch)") from None
+    _initialized = True
+
+
 def _connect_jax(accelerator, replicas, deterministic, why) -> Runtime:
-    """Devices from JAX, data parallelism with keras.distribution.DataParallel."""
+    """Devices from JAX, data parallelism with keras.distribution.DataParallel (over every process's devices)."""
     if replicas and replicas > 1 and accelerator in ("auto", "cpu"):
         _xla_flag(f"--xla_force_host_platform_device_count={replicas}")
     if deterministic:
         _xla_flag("--xla_gpu_deterministic_ops=true")
+    count = processes()
+    if count > 1:
+        _join_processes(count)
     import jax
     import keras
 
@@ -767,7 +804,12 @@ def _connect_jax(accelerator, replicas, deterministic, why) -> Runtime:
     except RuntimeError as e:
         raise ConnectError(f"JAX sees no {accelerator.upper()}: {str(e).splitlines()[0][:200]}") from None
     kind = {"cuda": "gpu", "rocm": "gpu"}.get(devices[0].platform, devices[0].platform)
-    if replicas:
+    if count > 1:  # replicas: each process's own devices; the run trains on all of them
+        local = [d for d in devices if d.process_index == jax.process_index()]
+        if replicas and len(local) < replicas:
+            raise RestartRequired(f"replicas={replicas} per process, but this process has {len(local)} "
+                                  f"{kind.upper()} device(s).")
+    elif replicas:
         if len(devices) < replicas:
             raise RestartRequired(
                 f"replicas={replicas} but JAX started with {len(devices)} {kind.upper()} device(s). "
@@ -776,7 +818,8 @@ def _connect_jax(accelerator, replicas, deterministic, why) -> Runtime:
                 f"replicas={replicas} but JAX sees only {len(devices)} {kind.upper()} device(s)."
             )
         devices = devices[:replicas]
-    facts = tuple(_jax_facts(d, kind) for d in devices)
+    # Facts of this process's devices (peak_flops multiplies them by the workers).
+    facts = tuple(_jax_facts(d, kind) for d in devices if count == 1 or d.process_index == jax.process_index())
     if kind == "tpu":
         precision, reason = "mixed_bfloat16", "TPU matrix units compute in bfloat16; variables stay float32."
     elif kind == "gpu":
@@ -785,13 +828,18 @@ def _connect_jax(accelerator, replicas, deterministic, why) -> Runtime:
         precision, reason = _cpu_precision()
     others = [k for k in KINDS if k != kind]
     skipped = tuple((k, f"JAX sees no {k.upper()} device") for k in others[: KINDS.index(kind)])
+    distribution = keras.distribution.DataParallel(devices=devices)
+    if count > 1:
+        distribution.auto_shard_dataset = False  # tpukit's feeders give each process its share of every batch
     return Runtime(
         backend="jax",
         kind=kind,
         devices=tuple(str(d) for d in devices),
         replicas=len(devices),
-        strategy=keras.distribution.DataParallel(devices=devices),
+        strategy=distribution,
         simulated=kind == "cpu" and len(devices) > 1,
+        workers=count,
+        process_index=jax.process_index() if count > 1 else 0,
         device_facts=facts,
         precision=precision,
         precision_reason=f"{reason} (Backend: JAX, {why}.)",

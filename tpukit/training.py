@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import shutil
+import tempfile
 import threading
 import time
 import warnings
@@ -200,11 +201,15 @@ class _Run:
         if config.backend not in ("auto", runtime.backend):
             raise ConfigError(f"RunConfig.backend: the runtime runs {runtime.backend}, not {config.backend}. "
                               f"Received: backend={config.backend!r}.")
-        if runtime.workers > 1:
+        if runtime.workers > 1 and runtime.backend == "tensorflow":
             raise rt.ConnectError(
                 "Keras 3's fit cannot train under MultiWorkerMirroredStrategy yet (keras-team/keras#20585): "
-                "the cluster is connected, use runtime.strategy in a custom training loop for now."
+                "the cluster is connected, use runtime.strategy in a custom training loop for now, or train "
+                "across processes on JAX (python -m tpukit launch --workers N -- train --backend jax ...)."
             )
+        if runtime.workers > 1:
+            self._worker_writes_aside(runtime, held)
+            config = self.config
         config.check_for(runtime.kind, runtime.replicas)
         policy, self.precision_reason = precision.resolve(config.precision, runtime)
         advice = config.padding_advice(runtime.kind)
@@ -232,6 +237,20 @@ class _Run:
                 self._end_badly(*self._ending(e))
                 raise
 
+    def _worker_writes_aside(self, runtime, held) -> None:
+        """Across processes only the chief (process 0) writes the run; the others write theirs (the same
+        checkpoints and events, which every process must save in step) to a temporary directory, removed at
+        the end, so nothing they leave looks like a run."""
+        if self.resuming:
+            raise ConfigError("resume continues a run in one process; a run trained across processes cannot be "
+                              "resumed yet (train it again, or resume it with python -m tpukit train --resume in "
+                              "one process with the same global batch).")
+        if runtime.process_index == 0:
+            return
+        aside = tempfile.mkdtemp(prefix=f"tpukit-worker{runtime.process_index}-")
+        held.callback(shutil.rmtree, aside, ignore_errors=True)
+        self.config = self.config.replace(logdir=aside)
+
     def _load_data(self):
         from tpukit import pipeline, sources
 
@@ -246,7 +265,7 @@ class _Run:
                 raise sources.DataError(
                     f"the data differs from the data this run trained on (fingerprint {source.fingerprint}, "
                     f"recorded {recorded}); resume needs the same data. Received: dataset={config.dataset!r}.")
-        self.feeder = pipeline.choose(self.runtime.backend)
+        self.feeder = pipeline.choose(self.runtime.backend, self.runtime.workers)
         if source.ordered:
             config.check_examples(len(source.train), config.replicas, source.validation_from == "split")
             per_pass = pipeline.steps_per_epoch(len(source.train), config.global_batch_size)
@@ -295,11 +314,12 @@ class _Run:
 
         config, source, model = self.config, self.source, self.model
         global_batch = config.global_batch_size
+        shard = (self.runtime.process_index, self.runtime.workers)
         train_feed = pipeline.train_feed(source.train, feeder=self.feeder, global_batch=global_batch,
                                          seed=config.seed, epochs=config.epochs, initial_epoch=self.initial_epoch,
-                                         steps=self.steps)
+                                         steps=self.steps, shard=shard)
         validation_feed = pipeline.eval_feed(source.validation, feeder=self.feeder, global_batch=global_batch,
-                                             replicas=self.runtime.replicas)
+                                             replicas=self.runtime.replicas, shard=shard)
         callbacks = self._callbacks(self.steps, global_batch, self.restore_from)
         self.test_metrics = {}
         status, message = "completed", ""
@@ -333,7 +353,8 @@ class _Run:
         from tpukit import pipeline
 
         feed = pipeline.eval_feed(self.source.test, feeder=self.feeder, global_batch=self.config.global_batch_size,
-                                  replicas=self.runtime.replicas)
+                                  replicas=self.runtime.replicas,
+                                  shard=(self.runtime.process_index, self.runtime.workers))
         scores = self.model.evaluate(feed, verbose=0, return_dict=True)
         return {k: float(v) for k, v in scores.items()}
 
@@ -467,6 +488,10 @@ class _Run:
             self._save(status, message)
 
     def _finish(self, status: str, message: str) -> RunResult:
+        from tpukit import callbacks as cb
+
+        checkpoint.room_for(self.run_dir, checkpoint.size_needed(cb.state_bytes(self.model), self.run_dir / "backup"),
+                            "write the final weights")
         with records.atomic(self.run_dir / "model.weights.h5") as tmp:
             self.model.save_weights(str(tmp))
         result = self._result(status, message, final=True)

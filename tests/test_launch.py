@@ -1,0 +1,154 @@
+"""`python -m tpukit launch`: one train() across local processes on JAX's multi-process engine (gloo on the CPU).
+
+Real processes, real JAX: 2 workers x 4 simulated CPU devices each, coordinated on 127.0.0.1.
+"""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO, run_cli
+from tpukit import launch
+from tpukit.config import ConfigError
+
+TRAIN = ["train", "--model", "mlp", "--dataset", "digits", "--batch-size", "4", "--epochs", "1",
+         "--steps-per-epoch", "20", "--deterministic", "--precision", "float32", "--json"]
+
+
+def _launch(tmp_path, name, *extra, workers=2, replicas=4):
+    logs = tmp_path / f"{name}-logs"
+    done = run_cli("launch", "--workers", str(workers), "--logs", str(logs), "--", *TRAIN, "--replicas",
+                   str(replicas), "--logdir", str(tmp_path / name), *extra, timeout=400)
+    assert done.returncode == 0, (done.stderr[-3000:], _tails(logs))
+    chief = json.loads(done.stdout.strip().splitlines()[-1])
+    others = [json.loads(Path(p).read_text().strip().splitlines()[-1]) for p in sorted(glob.glob(f"{logs}/*.log"))]
+    return chief, others
+
+
+def _tails(folder) -> str:
+    return "\n".join(Path(p).read_text()[-1500:] for p in glob.glob(f"{folder}/*.log"))
+
+
+def _weights(run_dir):
+    import h5py
+
+    arrays = {}
+    with h5py.File(Path(run_dir) / "model.weights.h5") as f:
+        f.visititems(lambda name, obj: arrays.__setitem__(name, np.array(obj)) if isinstance(obj, h5py.Dataset)
+                     else None)
+    return arrays
+
+
+@pytest.mark.slow
+def test_two_processes_of_four_devices_train_one_run_the_same_on_both_and_across_launches(tmp_path):
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "tpukit-worker*")))
+    chief, (other,) = _launch(tmp_path, "a")
+    assert chief["status"] == "completed" and chief["backend"] == "jax"
+    assert chief["replicas"] == 8 and chief["global_batch_size"] == 32  # 2 workers x 4 devices, 4 per replica
+    assert other["fingerprint"] == chief["fingerprint"]  # every process holds the same weights
+    # Only the chief writes the run; the other worker's copy was in a temporary directory, now gone.
+    assert [p.name for p in (tmp_path / "a").iterdir()] == [Path(chief["run_dir"]).name]
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "tpukit-worker*"))) == before
+
+    again, _ = _launch(tmp_path, "b")
+    assert again["fingerprint"] == chief["fingerprint"]  # deterministic across launches, bitwise
+
+    # One process with all 8 devices and the same global batch: the same batches in the same order, so the
+    # same run up to float32 rounding. Not bitwise: XLA's in-process all-reduce and gloo's ring across
+    # processes add the 8 gradients in different orders (measured: max |difference| 6.7e-8 after 40 steps).
+    single = run_cli(*TRAIN, "--backend", "jax", "--replicas", "8", "--logdir", str(tmp_path / "single"),
+                     timeout=300)
+    assert single.returncode == 0, single.stderr[-3000:]
+    one = json.loads(single.stdout.strip().splitlines()[-1])
+    assert one["replicas"] == 8 and one["global_batch_size"] == 32
+    a, b = _weights(chief["run_dir"]), _weights(one["run_dir"])
+    assert a.keys() == b.keys()
+    worst = max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+    assert worst < 1e-5, worst
+    assert one["final_metrics"]["loss"] == pytest.approx(chief["final_metrics"]["loss"], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_a_killed_worker_stops_the_job_in_one_line_and_the_run_resumes_in_one_process(tmp_path):
+    logs = tmp_path / "logs"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
+    job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs", str(logs), "--",
+                            *[a for a in TRAIN if a != "--json"], "--replicas", "2", "--epochs", "8",
+                            "--steps-per-epoch", "50", "--logdir", str(tmp_path / "runs")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    # Kill worker 1 once the chief has backed up a whole epoch (so there is something to resume).
+    deadline = time.monotonic() + 300
+    while not glob.glob(str(tmp_path / "runs" / "*" / "backup" / "latest.json")):
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[1][-3000:]
+        time.sleep(0.2)
+    worker = _process_with(job.pid, "KERAS_DISTRIBUTION_PROCESS_ID=1")
+    os.kill(worker, signal.SIGKILL)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 1, err[-3000:]
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("python -m tpukit launch: worker 1 of 2 was killed by signal 9, so the others were "
+                           "stopped"), err[-3000:]
+
+    run_dir = glob.glob(str(tmp_path / "runs" / "*"))[0]
+    resumed = run_cli("train", "--resume", run_dir, "--json", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    result = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert result["status"] == "completed" and result["replicas"] == 4  # the run's 2 x 2 devices, in one process
+
+
+def test_launch_refuses_what_it_cannot_run_in_one_line():
+    assert launch.command_for(["--", "train", "--model", "mlp"])[-2:] == ["--backend", "jax"]
+    assert launch.command_for(["train", "--backend", "auto"]) == ["train", "--backend", "jax"]
+    for argv, text in ((["doctor"], "launch runs a train command"),
+                       (["train", "--backend", "tensorflow"], "keras-team/keras#20585")):
+        with pytest.raises(ConfigError, match=text):
+            launch.command_for(argv)
+    with pytest.raises(ConfigError, match="--workers: expected a whole number from 1 to 64"):
+        launch.run(0, ["train"])
+    done = run_cli("launch", "--workers", "2", "--", "train", "--backend", "tensorflow", timeout=60)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "MultiWorkerMirroredStrategy" in done.stderr
+
+
+def _process_with(parent: int, entry: str) -> int:
+    """The child of `parent` whose environment holds `entry` (Linux /proc)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) != parent:
+                    continue
+                if entry.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                    return int(pid)
+            except (OSError, ValueError, IndexError):
+                continue
+        time.sleep(0.2)
+    raise AssertionError(f"no child of {parent} with {entry}")
+
+
+def test_each_process_feeds_its_share_of_every_batch_and_together_the_whole():
+    from tpukit import pipeline, sources
+
+    part = sources.Arrays(np.arange(100, dtype="float32").reshape(50, 2), np.arange(50))
+    kwargs = dict(feeder="numpy", global_batch=8, seed=3, epochs=2, steps=6)
+    whole = pipeline.train_feed(part, **kwargs)
+    shares = [pipeline.train_feed(part, shard=(i, 2), **kwargs) for i in range(2)]
+    for step in range(len(whole)):
+        _, y = whole[step]
+        assert np.array_equal(np.concatenate([s[step][1] for s in shares]), y)  # process 0's rows, then 1's
+    evaluation = [pipeline.eval_feed(part, feeder="numpy", global_batch=8, replicas=4, shard=(i, 2)) for i in (0, 1)]
+    assert np.array_equal(np.concatenate([e[0][1] for e in evaluation]), np.arange(8))
+    with pytest.raises(ConfigError, match="cannot be shared by 3 processes"):
+        pipeline.train_feed(part, shard=(0, 3), **kwargs)
