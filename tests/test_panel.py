@@ -711,3 +711,33 @@ def test_a_tensorboard_the_panel_started_stops_when_its_kernel_exits(tmp_path):
             return  # nothing listens there any more
         time.sleep(0.5)
     raise AssertionError(f"TensorBoard still serves {url} after its Python exited")
+
+
+def test_the_backend_field_says_what_the_kernel_runs_and_a_switch_is_refused_in_one_line(make_panel):
+    panel = make_panel(accelerator="cpu")
+    assert "backend" in panel.form.widgets and panel.config.backend == "auto"
+    panel.form.widgets["backend"].value = "jax"  # this test process runs Keras on TensorFlow
+    assert panel.config.backend == "jax"
+    assert words(panel.form.notes["backend"]) == "this kernel runs Keras on tensorflow; restart it to use jax"
+    assert panel.train(wait=True) is None
+    assert "cannot switch to jax" in panel.message and "\n" not in panel.message
+
+
+@pytest.mark.slow
+def test_a_jax_run_from_the_panel_in_a_fresh_kernel(tmp_path):
+    """What Colab's TPU runtime does (there JAX is the only backend): the panel connects JAX and trains on it."""
+    code = (
+        "import json, tpukit\n"
+        "from tpukit import context\n"
+        f"p = tpukit.panel(tpukit.RunConfig(backend='jax', model='mlp', dataset='digits', epochs=1, "
+        f"steps_per_epoch=5, logdir={str(tmp_path)!r}), display=False, context=context.JUPYTER, "
+        "display_fn=lambda *a: None, runs=[])\n"
+        "r = p.train(wait=True)\n"
+        "print(json.dumps({'status': r.status, 'backend': r.config['backend'], 'chip': p.views['chip'].value}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["status"] == "completed" and out["backend"] == "jax" and "CPU · jax · 1 replica" in out["chip"]

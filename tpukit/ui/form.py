@@ -27,6 +27,7 @@ from tpukit import registry
 # (field, label, kind, choices or placeholder). Fields not listed here keep their config value.
 FIELDS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("accelerator", "accelerator", "choice", _config.ACCELERATORS),
+    ("backend", "backend", "choice", _config.BACKENDS),
     ("replicas", "replicas", "optional_int", "all devices (CPU: 1)"),
     ("tpu", "TPU address", "optional_str", "from the environment"),
     ("dataset", "dataset", "name", "dataset"),
@@ -44,7 +45,7 @@ FIELDS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("logdir", "logdir", "str", None),
     ("name", "run name", "str", "model-dataset"),
 )
-ACCELERATOR_FIELDS = ("accelerator", "replicas", "tpu")
+ACCELERATOR_FIELDS = ("accelerator", "backend", "replicas", "tpu")
 _FIELD_IN_MESSAGE = re.compile(r"^RunConfig\.(\w+):\s*")
 _EXPECTED = re.compile(r"^RunConfig\.(\w+): expected (.+?)\. Received: \w+=(.*?)\.?$", re.DOTALL)
 _INT = re.compile(r"\s*[+-]?\d+\s*")
@@ -155,6 +156,7 @@ class Form:
         simulated = config.replicas is not None and config.accelerator in ("auto", "cpu")
         self.note("replicas", "on a CPU: simulated replicas (logical devices)" if simulated else "")
         self.note("accelerator", "changed since connect: Train reconnects" if stale else "")
+        self.note("backend", _backend_note(config.backend))
 
     def _explain_steps_per_execution(self, config, runtime) -> None:
         """What "auto" steps per call becomes here, the whole reason on hover (the run records it too)."""
@@ -178,6 +180,18 @@ class Form:
     def _changed(self, change) -> None:
         if not self._writing:
             self._on_change()
+
+
+def _backend_note(chosen: str) -> str:
+    """Which Keras backend this kernel runs, once one is loaded (a kernel cannot switch)."""
+    from tpukit import backend
+
+    loaded = backend.loaded()
+    if loaded is None:
+        return "auto: TensorFlow if installed, else JAX (and JAX on Colab's TPU)" if chosen == "auto" else ""
+    if chosen not in ("auto", loaded):
+        return f"this kernel runs Keras on {loaded}; restart it to use {chosen}"
+    return f"Keras runs on {loaded} in this kernel"
 
 
 def field_of(message: str) -> Optional[str]:

@@ -28,8 +28,8 @@ SECTION_TIPS = ("The run's settings (a RunConfig)", "Live curves of the current 
 # Settings in two columns: what a run is about, then where and how it runs.
 CORE_FIELDS = ("dataset", "model", "precision", "batch_size", "epochs", "steps_per_epoch", "learning_rate",
                "optimizer")
-ADVANCED_FIELDS = ("accelerator", "replicas", "tpu", "steps_per_execution", "deterministic", "seed", "profile",
-                   "logdir", "name")
+ADVANCED_FIELDS = ("accelerator", "backend", "replicas", "tpu", "steps_per_execution", "deterministic", "seed",
+                   "profile", "logdir", "name")
 
 # When the front end loses the kernel, ipywidgets marks every widget view `jupyter-widgets-disconnected` (the
 # widget manager sets comm_live false: JupyterLab/Notebook 7 on a restart, classic Notebook on a kill or restart,

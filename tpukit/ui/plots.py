@@ -194,9 +194,9 @@ def _run_label(i: int, row: dict) -> str:
 
 def profile_chart(summary) -> bytes:
     """Top ops by self time and the profiled steps' times, from a `ProfileSummary`."""
-    fig = _figure(8.0, 2.3)
+    fig = _figure(8.0, 1.9)  # short: the profile section fits the first screen at 1280x800
     ops_ax, steps_ax = fig.subplots(1, 2, width_ratios=(3, 2))
-    ops = list(summary.top_ops)[:8]
+    ops = list(summary.top_ops)[:6]
     ys = list(range(len(ops)))
     ops_ax.barh(ys, [op.self_time_percent for op in ops], color=_BLUE)
     ops_ax.set_yticks(ys, [_short(op.name) for op in ops], fontsize=7)

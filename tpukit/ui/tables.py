@@ -118,7 +118,7 @@ def _accuracy(value) -> str:
     return f"{value:.1%}" if isinstance(value, float) else "–"
 
 
-TOP_OPS = 5  # in the panel's table (the chart beside it has 8; profiling.summarize keeps them all)
+TOP_OPS = 5  # in the panel's table (the chart under it has 6; profiling.summarize keeps them all)
 
 
 def profile(summary) -> str:
