@@ -1,5 +1,15 @@
 """`python -m tpukit ...`: see tpukit/cli.py."""
 
-from tpukit.cli import main
+import os
+import sys
 
-raise SystemExit(main())
+from tpukit.cli import EXIT_STOPPED, main
+
+code = main()
+if code == EXIT_STOPPED:
+    # Interrupted: the run is recorded. Leave now, with the documented status: a C extension that printed the
+    # KeyboardInterrupt (TensorFlow's, JAX's) would make Python's shutdown end the process by SIGINT instead.
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
+raise SystemExit(code)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import _thread
 import os
 import sys
+import threading
 import warnings
 from typing import List, Optional
 
@@ -118,7 +120,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _keep_interrupts() -> None:
+    """A Ctrl-C that lands inside a garbage-collector callback (JAX registers one, and TensorFlow imports JAX
+    where it is installed) is printed as 'Exception ignored' and lost; deliver it again instead."""
+    default = sys.unraisablehook
+
+    def hook(unraisable):
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            # Not from here: a signal raised inside the hook would be lost the same way. A moment later, from
+            # another thread, it reaches the main thread's ordinary code.
+            threading.Timer(0.01, _thread.interrupt_main).start()
+            return
+        default(unraisable)
+
+    sys.unraisablehook = hook
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    _keep_interrupts()
     try:
         args = _parser().parse_args(argv)
     except KeyboardInterrupt:
