@@ -231,6 +231,20 @@ def panel_page(voila, browser):
     page.goto("about:blank")
 
 
+def test_a_bad_batch_size_is_marked_under_its_field_and_train_says_why_it_is_off(panel_page, tmp_path):
+    ui = panel_page
+    ui.show("Settings")
+    ui.set("batch / replica", "1.5")  # ipywidgets' IntText would have made this 15, silently
+    expect(ui.section("Settings")).to_contain_text("batch size must be a whole number ≥ 1; received '1.5'.")
+    expect(ui.button("Train")).to_be_disabled()
+    expect(ui.section("Run")).to_contain_text("Train is off: batch size must be a whole number ≥ 1")
+    _fits_the_first_screen(ui, "with a field error")
+    ui.screenshot(tmp_path / "panel-bad-batch.png")
+    ui.set("batch / replica", "32")
+    expect(ui.button("Train")).to_be_enabled()
+    expect(ui.section("Run")).not_to_contain_text("Train is off")
+
+
 def test_train_shows_progress_to_the_end_and_lists_the_run(panel_page, tmp_path):
     ui = panel_page
     ui.set("run name", "browser-train")

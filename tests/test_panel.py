@@ -741,3 +741,13 @@ def test_a_jax_run_from_the_panel_in_a_fresh_kernel(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["status"] == "completed" and out["backend"] == "jax" and "CPU · jax · 1 replica" in out["chip"]
+
+
+def test_a_refused_field_shows_its_error_not_its_note(make_panel):
+    panel = make_panel()
+    note, error = panel.form.notes["batch_size"], panel.form.errors["batch_size"]
+    assert note.layout.display == "" and "global batch" in words(note)
+    panel.form.widgets["batch_size"].value = "1.5"
+    assert error.layout.display == "" and note.layout.display == "none"
+    panel.form.widgets["batch_size"].value = "16"
+    assert error.layout.display == "none" and note.layout.display == "" and "global batch 16" in words(note)

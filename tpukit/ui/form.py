@@ -112,6 +112,8 @@ class Form:
             if label.value != value:
                 label.value = value
                 label.layout.display = "" if value else "none"
+            # A refused field's note describes the value it still holds, not the one typed: the error says it all.
+            self.notes[field].layout.display = "none" if value or not self.notes[field].value else ""
 
     def clear_errors(self) -> None:
         self.show_errors({})
@@ -123,7 +125,7 @@ class Form:
                  if text else "")
         if self.notes[field].value != value:
             self.notes[field].value = value
-            self.notes[field].layout.display = "" if text else "none"
+            self.notes[field].layout.display = "" if text and not self.errors[field].value else "none"
 
     def explain(self, config, runtime=None, stale: bool = False) -> None:
         """Notes beside the fields: what "auto" precision resolves to and why, the global batch and padding
