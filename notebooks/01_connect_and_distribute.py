@@ -17,9 +17,9 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/22<br>
+# **Last modified:** 2026/11/24<br>
 # **Description:** Connect to a TPU, GPUs or the CPU (or simulate 8 replicas), place ops on one device, run a
-# function on every replica and split a dataset between them.<br>
+# function on every replica and split a batch between them, in TensorFlow and in JAX.<br>
 # **Accelerator:** TPU, GPU or CPU (on a CPU, 8 simulated replicas)
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/tpukit/tpukit/blob/main/notebooks/01_connect_and_distribute.ipynb)
@@ -34,24 +34,31 @@
 # that order and tells you why it skipped the others. On a CPU it can also split the processor into 8 logical
 # devices, so everything below about 8 replicas runs anywhere.
 #
+# Colab's TPU runtime has no TensorFlow: Keras 3 runs on **JAX** there. `tf.distribute` (strategies,
+# `strategy.run`, `PerReplica`) exists only in TensorFlow, so each section teaches the TensorFlow API where
+# TensorFlow is installed (Colab's CPU and GPU runtimes) and its JAX counterpart where it is not: a device list,
+# a *sharded array* split over a device mesh, `jax.grad`, and `keras.distribution.DataParallel`.
+#
 # **You will learn to:**
 #
 # - connect to a TPU, GPUs or the CPU, and read what was found and why the rest was skipped;
 # - know how a TPU was found on Colab's old TPU-node runtime (`COLAB_TPU_ADDR`) and how it is found on today's
 #   TPU VMs (`tpu="local"`);
 # - list the devices and run an op on one of them;
-# - run a function on every replica with `strategy.run` and read the `PerReplica` value it returns;
-# - distribute a dataset, and tell the per-replica batch from the global batch;
+# - run a function on every replica with `strategy.run` and read the `PerReplica` value it returns (JAX: a
+#   sharded array and `jax.shard_map`);
+# - distribute a batch, and tell the per-replica batch from the global batch;
 # - build Keras models inside `strategy.scope()`;
-# - write gradient descent by hand with `tf.GradientTape` on a single device.
+# - write gradient descent by hand with `tf.GradientTape` (JAX: `jax.grad`) on a single device.
 
 # %% [markdown]
 # ## Setup
 #
-# Simulated replicas are logical CPU devices, and TensorFlow fixes its devices the first time it runs an op.
-# So `tpukit.connect(replicas=8)` must be the **first TensorFlow work in the kernel**; asked later, it raises
-# `RestartRequired` (restart the runtime, then run this cell first). Listing the *physical* GPUs, as below, does
-# not start TensorFlow's devices, so it may come first.
+# Simulated replicas are logical CPU devices, and both frameworks fix their devices once: TensorFlow the first
+# time it runs an op, JAX the first time it lists its devices. So `tpukit.connect(replicas=8)` must be the
+# **first TensorFlow or JAX work in the kernel**; asked later, it raises `RestartRequired` (restart the runtime,
+# then run this cell first). Listing the *physical* GPUs, as below, does not start TensorFlow's devices, so it
+# may come first; on JAX the cell looks for a TPU or a GPU without asking JAX.
 
 # %%
 # The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
@@ -78,34 +85,63 @@ print(f"Keras backend: {os.environ['KERAS_BACKEND']}, because {why}.")
 SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: every size shrinks to seconds
 
 # %%
+import contextlib
 import os
+import shutil
 
-import tensorflow as tf
+import keras
+import numpy as np
 
 import tpukit
 from tpukit import runtime as rt
 
-tf.get_logger().setLevel("WARNING")  # MirroredStrategy logs every reduction at INFO level
+TF = keras.backend.backend() == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
+if TF:
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("WARNING")  # MirroredStrategy logs every reduction at INFO level
+    has_accelerator = rt.tpu_address() is not None or bool(tf.config.list_physical_devices("GPU"))
+else:
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    has_accelerator = rt.tpu_vm_present() or shutil.which("nvidia-smi") is not None
 
 # A TPU or a GPU is used as it is; a CPU-only runtime simulates the 8 cores of a v2-8/v3-8 TPU board.
-has_accelerator = rt.tpu_address() is not None or bool(tf.config.list_physical_devices("GPU"))
 runtime = tpukit.connect(replicas=None if has_accelerator else 8)
 strategy = runtime.strategy
 print(runtime.describe())
+
+# The exercises leave `...` for you to fill in. Each has a hidden solution cell that runs only with
+# TPUKIT_SOLUTIONS=1 (the tests set it), so the self-checks test your answer, not ours.
+SOLUTIONS = os.environ.get("TPUKIT_SOLUTIONS") == "1"
+
+
+def answered(value, hint):
+    """The start of every self-check: an answer still `...` fails here, with a hint."""
+    assert value is not ..., f"Not answered yet: replace the `...` in the cell above. Hint: {hint}"
+    return value
+
 
 # %% [markdown]
 # ## Connecting: TPU, then GPUs, then the CPU
 #
 # `connect()` is the `detect_strategy()` helper of the early Colab TPU examples, grown up: a `TPUStrategy` when a
 # TPU answers, a `MirroredStrategy` over the GPUs when there are any, else the default strategy (or a
-# `MirroredStrategy` over simulated replicas). The `Runtime` it returns keeps what it found, the strategy and the
-# reason each other kind was skipped.
+# `MirroredStrategy` over simulated replicas). On JAX it returns a `keras.distribution.DataParallel` over JAX's
+# devices instead, whose `scope()` plays the part of `strategy.scope()`. The `Runtime` it returns keeps what it
+# found, the strategy (or distribution) and the reason each other kind was skipped.
 #
 # One `tensorflow` pip package serves both CPU and GPU (since TF 2.1); `tensorflow-cpu` is the smaller build
-# without CUDA, which is what tpukit's `[cpu]` extra installs on laptops and in CI.
+# without CUDA, which is what tpukit's `[cpu]` extra installs on laptops and in CI. JAX comes as one package
+# too, with the TPU (`libtpu`) or CUDA support as extras.
 
 # %%
-print("TensorFlow", tf.__version__, "built with CUDA:", tf.test.is_built_with_cuda())
+if TF:
+    print("TensorFlow", tf.__version__, "built with CUDA:", tf.test.is_built_with_cuda())
+else:
+    print("JAX", jax.__version__, "| platform:", jax.default_backend(), "| devices:", len(jax.devices()))
 print("kind:", runtime.kind, "| replicas:", runtime.replicas, "| simulated:", runtime.simulated)
 print("strategy:", type(strategy).__name__)
 for kind, why in runtime.skipped_reasons.items():
@@ -126,15 +162,12 @@ for kind, why in runtime.skipped_reasons.items():
 #
 # On Colab the resolver found the address by itself, so `TPUClusterResolver()` with no argument also worked.
 # Today's Colab TPU runtimes are **TPU VMs**: the chips are attached to the notebook's own machine, there is no
-# cluster to connect to, and the resolver needs `tpu="local"`. tpukit picks the address like this:
-
-# %%
-import inspect
-
-print(inspect.getsource(rt.tpu_address))
-
-# %% [markdown]
-# Nothing here needs a TPU to try: set the old variable for a moment and see which address tpukit would resolve.
+# cluster to connect to, and the resolver needs `tpu="local"` (and a TensorFlow built with TPU support, which
+# Colab no longer ships; JAX finds the chips by itself: `jax.devices()` lists them).
+#
+# `tpukit.runtime.tpu_address()` makes that choice: an explicit `tpu=` argument wins, else `COLAB_TPU_ADDR` (an
+# old TPU node, as `grpc://...`), else `TPU_NAME` (a Cloud TPU by name), else `"local"` on a TPU VM, else None.
+# Nothing here needs a TPU to try: set the old variable for a moment and see which address it resolves.
 
 # %%
 from unittest import mock
@@ -144,28 +177,33 @@ with mock.patch.dict(os.environ, {"COLAB_TPU_ADDR": "10.0.0.2:8470"}):
 print("this runtime:", rt.tpu_address(), "| explicit:", rt.tpu_address("local"))
 
 # %% [markdown]
-# Then it connects only for a remote address, initializes the TPU system and builds the strategy. A failure
-# becomes one line in `runtime.skipped_reasons["tpu"]` (for example a TensorFlow build without TPU support),
-# instead of a page of gRPC errors:
-
-# %%
-source = inspect.getsource(rt._connect_tpu)
-print(source[source.index("    make ="): source.index("    devices =")])
+# With an address, `connect()` runs the four lines above: it connects to the cluster only for a remote
+# (`grpc://`) address, initializes the TPU system and builds the `TPUStrategy`, each step with a time limit. A
+# failure becomes one line in `runtime.skipped_reasons["tpu"]` (for example a TensorFlow build without TPU
+# support) instead of a page of gRPC errors.
 
 # %% [markdown]
 # ## Devices, and one op on one device
 #
 # A TPU v2-8 lists 8 logical `TPU` devices (`/device:TPU:0` to `TPU:7`), as does Kaggle's v5e-8; Colab's free
-# v5e TPU lists one. Here the list is whatever this runtime has. `tf.device` pins the ops created inside it to one device, such as one TPU core.
+# v5e TPU lists one. Here the list is whatever this runtime has. In TensorFlow, `tf.device` pins the ops created
+# inside it to one device, such as one TPU core. In JAX, `jax.device_put` puts an array on a device, and the ops
+# on it run there.
 
 # %%
-for device in tf.config.list_logical_devices():
-    print(device.name, device.device_type)
-
-with tf.device(runtime.devices[0]):
-    a = tf.random.stateless_normal((256, 256), seed=(1, 2))
-    product = tf.matmul(a, a)
-print("the matmul ran on", product.device)
+if TF:
+    for device in tf.config.list_logical_devices():
+        print(device.name, device.device_type)
+    with tf.device(runtime.devices[0]):
+        a = tf.random.stateless_normal((256, 256), seed=(1, 2))
+        product = tf.matmul(a, a)
+    print("the matmul ran on", product.device)
+else:
+    for device in jax.devices():
+        print(device, device.platform)
+    a = jax.device_put(jax.random.normal(jax.random.key(1), (256, 256)), jax.devices()[0])
+    product = a @ a
+    print("the matmul ran on", product.devices())
 
 # %% [markdown]
 # ## `strategy.run` and `PerReplica`
@@ -174,82 +212,131 @@ print("the matmul ran on", product.device)
 # value: one tensor per replica, not one tensor. `experimental_local_results` unpacks it, and `strategy.reduce`
 # combines it (sum or mean) into one tensor. Inside `fn`, the replica context says which replica is running.
 # Wrap the call in a `tf.function`: run eagerly, a `MirroredStrategy` pays a large overhead on every call.
+#
+# JAX has no strategies. Its counterpart is a **mesh** of devices with named axes, and `jax.shard_map(fn, ...)`,
+# which runs `fn` once per device on that device's slice. `jax.lax.axis_index("batch")` is the replica id, and
+# the result is one global array whose *shards* are the per-replica values: `addressable_shards` unpacks it,
+# and an ordinary `sum` reduces it.
 
 # %%
-@tf.function
-def replica_ids():
-    def whoami():
-        return tf.distribute.get_replica_context().replica_id_in_sync_group * 10
+if TF:
+    @tf.function
+    def replica_ids():
+        def whoami():
+            return tf.distribute.get_replica_context().replica_id_in_sync_group * 10
 
-    return strategy.run(whoami)
+        return strategy.run(whoami)
 
-
-per_replica = replica_ids()
-print(type(per_replica).__name__ if runtime.replicas > 1 else "one replica: a plain tensor")
-print([int(t) for t in strategy.experimental_local_results(per_replica)])
-print("sum:", int(strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)))
+    per_replica = replica_ids()
+    print(type(per_replica).__name__ if runtime.replicas > 1 else "one replica: a plain tensor")
+    print([int(t) for t in strategy.experimental_local_results(per_replica)])
+    print("sum:", int(strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)))
+else:
+    mesh = Mesh(np.array(jax.devices()[: runtime.replicas]), ("batch",))  # one axis, one device per replica
+    whoami = jax.shard_map(lambda: jax.lax.axis_index("batch")[None] * 10, mesh=mesh, in_specs=(),
+                           out_specs=PartitionSpec("batch"))
+    per_replica = whoami()
+    print(type(per_replica).__name__, "with", len(per_replica.addressable_shards), "shard(s)")
+    print([int(shard.data[0]) for shard in per_replica.addressable_shards])
+    print("sum:", int(per_replica.sum()))
 
 # %% [markdown]
-# On a real TPU, the TPU system keeps its state (variables, compiled programs) between cells. Before unrelated
-# new work, the old blog posts initialized it again, which clears it (every variable on the TPU is gone):
+# On a real TPU under TensorFlow, the TPU system keeps its state (variables, compiled programs) between cells.
+# Before unrelated new work, the old blog posts initialized it again, which clears it (every variable on the TPU
+# is gone):
 #
 # ```python
 # tf.tpu.experimental.initialize_tpu_system(strategy.cluster_resolver)
 # ```
 #
 # tpukit leaves that to you: `connect()` with the same arguments returns the runtime it already has, without
-# touching the TPU.
+# touching the TPU. JAX has no such step: arrays are freed when Python drops them (or with `array.delete()`).
 
 # %% [markdown]
 # ## Distributing a dataset: per-replica and global batch
 #
 # `strategy.experimental_distribute_dataset(ds)` splits every batch of `ds` between the replicas, so each replica
 # gets a different slice. Batch the dataset with the **global** batch:
-# global batch = per-replica batch x `num_replicas_in_sync`. tpukit's `RunConfig.batch_size` is per replica and
-# `global_batch_size` is derived from it, so changing the hardware never silently changes what a replica sees.
+# global batch = per-replica batch x `num_replicas_in_sync`. In JAX, a `NamedSharding` that splits axis 0 over
+# the mesh's `"batch"` axis does the same to an array, and `jax.device_put` sends each slice to its device;
+# that is what Keras' `DataParallel` does to every batch `fit` feeds it. tpukit's `RunConfig.batch_size` is per
+# replica and `global_batch_size` is derived from it, so changing the hardware never silently changes what a
+# replica sees.
 
 # %%
 PER_REPLICA_BATCH = 4
-config = tpukit.RunConfig(dataset="digits", batch_size=PER_REPLICA_BATCH, replicas=strategy.num_replicas_in_sync)
+config = tpukit.RunConfig(dataset="digits", batch_size=PER_REPLICA_BATCH, replicas=runtime.replicas)
 GLOBAL_BATCH = config.global_batch_size
-print(f"{PER_REPLICA_BATCH} per replica x {strategy.num_replicas_in_sync} replicas = {GLOBAL_BATCH} per step")
+print(f"{PER_REPLICA_BATCH} per replica x {runtime.replicas} replicas = {GLOBAL_BATCH} per step")
 
-dataset = tf.data.Dataset.range(10 * GLOBAL_BATCH).batch(GLOBAL_BATCH)
-first = next(iter(strategy.experimental_distribute_dataset(dataset)))
-slices = [t.numpy().tolist() for t in strategy.experimental_local_results(first)]
+if TF:
+    dataset = tf.data.Dataset.range(10 * GLOBAL_BATCH).batch(GLOBAL_BATCH)
+    first = next(iter(strategy.experimental_distribute_dataset(dataset)))
+    slices = [t.numpy().tolist() for t in strategy.experimental_local_results(first)]
+else:
+    by_rows = NamedSharding(mesh, PartitionSpec("batch"))  # axis 0 split over the mesh's "batch" axis
+    first = jax.device_put(np.arange(GLOBAL_BATCH), by_rows)  # the first global batch of range(...)
+    shards = sorted(first.addressable_shards, key=lambda shard: shard.index[0].start or 0)
+    slices = [shard.data.tolist() for shard in shards]
 for i, rows in enumerate(slices):
     print(f"replica {i}: {rows}")
 
 # %% [markdown]
 # The loss must follow the same rule. Each replica averages its per-example losses over the **global** batch
 # (`tf.nn.compute_average_loss` does this), and the gradients are then summed across replicas: the result is
-# the mean over the global batch, whatever the number of replicas.
+# the mean over the global batch, whatever the number of replicas. In JAX you write the mean over the whole
+# sharded array, and XLA adds the cross-device sum for you.
 
 # %%
-@tf.function
-def mean_loss(batch):
-    def per_replica(x):
-        per_example = tf.cast(x, tf.float32) ** 2
-        return tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+if TF:
+    @tf.function
+    def mean_loss(batch):
+        def per_replica(x):
+            per_example = tf.cast(x, tf.float32) ** 2
+            return tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
 
-    return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(per_replica, args=(batch,)), axis=None)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(per_replica, args=(batch,)), axis=None)
 
-
-one_device = tf.reduce_mean(tf.cast(tf.range(GLOBAL_BATCH), tf.float32) ** 2)
-print("distributed:", float(mean_loss(first)), "| one device:", float(one_device))
+    distributed = float(mean_loss(first))
+else:
+    distributed = float(jax.jit(lambda x: jnp.mean(x.astype(jnp.float32) ** 2))(first))
+one_device = float(np.mean(np.arange(GLOBAL_BATCH, dtype=np.float32) ** 2))
+print("distributed:", distributed, "| one device:", one_device)
 
 # %% [markdown]
 # ### Exercise 1: the slices of a batch
 #
-# **Try changing `PER_REPLICA_BATCH`** above (for example to 16) and re-run from there. The self-check holds for
-# any value: each replica gets exactly `PER_REPLICA_BATCH` rows, the slices never overlap, and together they are
-# the global batch.
+# Now take a per-replica batch of **16** on this runtime (its replica count is in the first cell's output).
+# **Predict** two things before you measure: `GLOBAL_16`, the examples per step, and `LAST_ROWS`, the first and
+# the last row of `range(...)` that the **last** replica gets in the **second** batch, as a pair `(first, last)`.
+# The self-check distributes that batch and compares.
 
-# %%
-# Self-check
-assert all(len(rows) == PER_REPLICA_BATCH for rows in slices), [len(r) for r in slices]
-assert sorted(sum(slices, [])) == list(range(GLOBAL_BATCH)), "the slices should tile the first global batch"
-assert GLOBAL_BATCH == PER_REPLICA_BATCH * runtime.replicas
+# %% tags=["exercise"]
+GLOBAL_16 = ...  # YOUR PREDICTION: examples per step
+LAST_ROWS = ...  # YOUR PREDICTION: (first row, last row) of the last replica's slice of the second batch
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+if SOLUTIONS:
+    GLOBAL_16 = 16 * runtime.replicas  # 16 per replica x the replicas
+    LAST_ROWS = (GLOBAL_16 + 16 * (runtime.replicas - 1), 2 * GLOBAL_16 - 1)  # batch 2 starts at GLOBAL_16
+
+# %% tags=["self-check"]
+# Self-check: distribute the second batch of range(...) with 16 per replica, then compare
+answered(GLOBAL_16, "global batch = per-replica batch x replicas")
+answered(LAST_ROWS, "the second batch holds rows GLOBAL_16 .. 2*GLOBAL_16-1; each replica takes 16 in a row")
+per, n = 16, runtime.replicas
+if TF:
+    batches = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.range(4 * per * n).batch(per * n)))
+    next(batches)
+    last = strategy.experimental_local_results(next(batches))[-1].numpy()
+else:
+    split = NamedSharding(Mesh(np.array(jax.devices()[:n]), ("batch",)), PartitionSpec("batch"))
+    second = jax.device_put(np.arange(per * n, 2 * per * n), split)
+    last = max(second.addressable_shards, key=lambda shard: shard.index[0].start or 0).data
+measured = (int(last[0]), int(last[-1]))
+print(f"predicted {GLOBAL_16} per step and rows {tuple(LAST_ROWS)}; measured {per * n} and rows {measured}")
+assert GLOBAL_16 == per * n, "not the global batch: multiply by the number of replicas"
+assert tuple(LAST_ROWS) == measured, "not the last replica's rows: count the slices before it"
 print("Exercise 1: correct.")
 
 # %% [markdown]
@@ -258,20 +345,17 @@ print("Exercise 1: correct.")
 # `compile`, `fit`, `evaluate` and `predict` work the same under every strategy, for Sequential, functional and
 # subclassed models: build and compile inside `strategy.scope()` (that is where the variables get created, one
 # copy per replica) and feed the global batch. Swapping the strategy swaps how the work is distributed, and
-# nothing else. Notebook 04 trains a real CNN this way; here a tiny classifier shows the three kinds of model.
-# (At smoke size only the Sequential one runs: each fit over 8 simulated replicas traces 8 copies of the step.)
+# nothing else. On JAX the same code runs inside `DataParallel.scope()`. Notebook 04 trains a real CNN this way;
+# here a tiny classifier shows the three kinds of model. (At smoke size only the Sequential one runs: each fit
+# over 8 simulated replicas traces 8 copies of the step.)
+#
+# The data are NumPy arrays, which `fit` reshuffles before every epoch (`shuffle=True` is the default). It does
+# not shuffle a `tf.data.Dataset`: one comes in its own order, so shuffle it yourself, before batching.
 
 # %%
-import keras
-import numpy as np
-
 rng = np.random.default_rng(0)
 x = rng.random(((4 if SMOKE else 64) * GLOBAL_BATCH, 8), dtype=np.float32)
 y = (x.sum(axis=1) > 4).astype("int32")
-# fit(shuffle=True) shuffles arrays only: a tf.data input comes in its own order, so shuffle it here, before
-# batching (reshuffled every epoch, the order fixed by the seed).
-examples = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=0)
-            .batch(GLOBAL_BATCH, drop_remainder=True))
 
 
 class Subclassed(keras.Model):
@@ -299,46 +383,91 @@ for make in [sequential] if SMOKE else [sequential, functional, Subclassed]:
     with strategy.scope():
         model = make()
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    model.fit(examples, epochs=1 if SMOKE else 5, verbose=0)  # the dataset shuffles: it has .shuffle() above
-    loss, accuracy = model.evaluate(examples, verbose=0)
-    probabilities = model.predict(examples.take(1), verbose=0)
+    model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1 if SMOKE else 5, shuffle=True, verbose=0)
+    loss, accuracy = model.evaluate(x, y, batch_size=GLOBAL_BATCH, verbose=0)
+    probabilities = model.predict(x[:GLOBAL_BATCH], batch_size=GLOBAL_BATCH, verbose=0)
     print(f"{make.__name__:>10}: loss {loss:.3f}, accuracy {accuracy:.3f}, predictions {probabilities.shape}")
 
 # %% [markdown]
 # ## Gradient descent by hand, on one device
 #
-# Before strategies, the plain loop: fit `y = 3x + 2` with two variables, a `tf.GradientTape` that records the
-# forward pass, and an optimizer that applies the gradients. Everything sits on one device, the way the first
-# Colab TPU posts ran it on a single TPU core.
+# Before strategies, the plain loop: fit `y = 3x + 2` with two parameters. TensorFlow records the forward pass
+# on a `tf.GradientTape` and an optimizer applies the gradients; JAX turns the loss function into its gradient
+# function with `jax.grad` (here `jax.value_and_grad`, which returns the loss too), and the update is one line.
+# Everything sits on one device (`tf.device`, or `jax.default_device`), the way the first Colab TPU posts ran it
+# on a single TPU core.
 
 # %%
 LEARNING_RATE = 0.1  # try changing this
 STEPS = 100
 
-with tf.device(runtime.devices[0]):
-    xs = tf.random.stateless_uniform((256, 1), seed=(3, 4), minval=-1.0, maxval=1.0)
-    ys = 3.0 * xs + 2.0
+xs = np.random.default_rng(3).uniform(-1.0, 1.0, (256, 1)).astype(np.float32)
+ys = 3.0 * xs + 2.0
+if TF:
+    one_device = tf.device(runtime.devices[0])
     w, b = tf.Variable(0.0), tf.Variable(0.0)
     optimizer = keras.optimizers.SGD(learning_rate=LEARNING_RATE)
-    for step in range(STEPS):
+
+    def step():
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean((w * xs + b - ys) ** 2)
         gradients = tape.gradient(loss, [w, b])
         optimizer.apply_gradients(zip(gradients, [w, b]))
-        if step % 25 == 0 or step == STEPS - 1:
-            print(f"step {step:3d}: loss {float(loss):.6f}, w {float(w):.3f}, b {float(b):.3f}")
-print("w lives on", w.device)
+        return loss
+else:
+    one_device = jax.default_device(jax.devices()[0])
+    params = {"w": jnp.float32(0.0), "b": jnp.float32(0.0)}
+    loss_and_gradients = jax.jit(jax.value_and_grad(lambda p: jnp.mean((p["w"] * xs + p["b"] - ys) ** 2)))
+
+    def step():
+        global params
+        loss, gradients = loss_and_gradients(params)
+        params = {k: params[k] - LEARNING_RATE * gradients[k] for k in params}
+        return loss
+
+with one_device:
+    for i in range(STEPS):
+        loss = step()
+        if i % 25 == 0 or i == STEPS - 1:
+            w_now, b_now = (w, b) if TF else (params["w"], params["b"])
+            print(f"step {i:3d}: loss {float(loss):.6f}, w {float(w_now):.3f}, b {float(b_now):.3f}")
+print("w lives on", w.device if TF else params["w"].devices())
 
 # %% [markdown]
-# ### Exercise 2: a learning rate that converges
+# ### Exercise 2: the fastest learning rate that still converges
 #
-# **Try changing `LEARNING_RATE`** in the cell above: 0.001 is too slow for 100 steps, 1.5 diverges. The
-# self-check passes when the loss ends below 1e-4 and the fit recovers `w = 3`, `b = 2`.
+# 0.1 converges in 100 steps; 0.001 is far too slow; some larger rate makes the loss blow up instead.
+# **Predict `MAX_RATE`**, the learning rate above which this loop diverges, and only then try a few in the cell
+# above. The self-check runs the same descent (in NumPy) at 0.9x and 1.1x your rate: the first must converge,
+# the second must diverge.
 
-# %%
-# Self-check
-assert float(loss) < 1e-4, f"loss {float(loss):.4g} after {STEPS} steps: the learning rate is too small or too large"
-assert abs(float(w) - 3.0) < 0.05 and abs(float(b) - 2.0) < 0.05
+# %% tags=["exercise"]
+MAX_RATE = ...  # YOUR PREDICTION: a learning rate
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+if SOLUTIONS:
+    MAX_RATE = 1.0  # the loss curves most along b (second derivative 2); descent diverges above 2 / 2 = 1
+
+# %% tags=["self-check"]
+# Self-check: gradient descent at 0.9x and at 1.1x your rate
+answered(MAX_RATE, "the loss is a bowl; along b its second derivative is 2, and gradient descent on a bowl of "
+                   "curvature c diverges once the rate passes 2 / c")
+
+
+def final_loss(rate, steps=100):
+    x1 = np.random.default_rng(3).uniform(-1.0, 1.0, 256)
+    w1 = b1 = 0.0
+    for _ in range(steps):
+        error = w1 * x1 + b1 - (3.0 * x1 + 2.0)
+        w1, b1 = w1 - rate * 2 * np.mean(error * x1), b1 - rate * 2 * np.mean(error)
+    return float(np.mean((w1 * x1 + b1 - (3.0 * x1 + 2.0)) ** 2))
+
+
+below, above, start = final_loss(0.9 * MAX_RATE), final_loss(1.1 * MAX_RATE), final_loss(0.0)
+print(f"loss after 100 steps: {below:.3g} at {0.9 * MAX_RATE:.3g}, {above:.3g} at {1.1 * MAX_RATE:.3g} "
+      f"(it starts at {start:.3g})")
+assert below < 1e-3, "just below your rate the loss does not converge: the limit is lower"
+assert above > start, "just above your rate the loss still shrinks: the limit is higher"
 print("Exercise 2: correct.")
 
 # %% [markdown]
@@ -346,17 +475,22 @@ print("Exercise 2: correct.")
 #
 # - `describe()` names the runtime: here `CPU with 8 simulated replicas`; on Colab's free TPU one replica (one
 #   v5e chip; 8 on Kaggle's v5e-8 or a v2-8/v3-8 board) or `GPU, 1 replica`, with one line per skipped kind.
-# - The matmul ran on the first device; `strategy.run` returned one value per replica (`0, 10, 20, ...`).
+#   On JAX the strategy line says `DataParallel`.
+# - The matmul ran on the first device; `strategy.run` (or `shard_map`) returned one value per replica
+#   (`0, 10, 20, ...`).
 # - Each replica's slice of the first batch holds different, consecutive examples, and the distributed mean loss
 #   equals the one-device mean.
-# - The tape loop drives the loss from about 4 to below 1e-4, with `w` near 3 and `b` near 2.
+# - The hand-written loop drives the loss from about 7 to below 1e-4, with `w` near 3 and `b` near 2.
 #
 # ## On a TPU, a GPU or the CPU
 #
 # - **TPU**: one replica per TPU device: 1 on Colab's free v5e chip, 8 on Kaggle's v5e-8 or on a v2-8/v3-8
-#   (4 chips x 2 cores), `TPUStrategy`; ops placed with
-#   `tf.device("/device:TPU:0")`. Steps are compiled with XLA, so keep shapes static (`drop_remainder=True`).
+#   (4 chips x 2 cores). Colab's TPU runtime runs Keras on JAX: `DataParallel` over `jax.devices()`, arrays
+#   placed with `jax.device_put`. With TensorFlow (a TPU node, or a TPU VM with `tensorflow-tpu`):
+#   `TPUStrategy`, ops placed with `tf.device("/device:TPU:0")`. Steps are compiled with XLA either way, so keep
+#   shapes static (`drop_remainder=True`).
 # - **GPU**: one replica per GPU, `MirroredStrategy` (NCCL all-reduce between GPUs). On one GPU the replica
 #   machinery still runs, with a single slice per batch.
-# - **CPU**: the default strategy (one replica), or `connect(replicas=N)` for N logical devices under
-#   `MirroredStrategy`. They share the same cores: right for learning and testing the semantics, never faster.
+# - **CPU**: the default strategy (one replica), or `connect(replicas=N)` for N logical devices (TensorFlow:
+#   `MirroredStrategy`; JAX: `--xla_force_host_platform_device_count`). They share the same cores: right for
+#   learning and testing the semantics, never faster.
