@@ -269,6 +269,10 @@ def _kernel_env():
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "COLAB_TPU_ADDR", "TPU_NAME")}
     env.update(TPUKIT_SMOKE="1", TPUKIT_SOLUTIONS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    # conftest gives this process 8 JAX CPU devices; a kernel starts like a fresh runtime (one device), and a
+    # notebook that wants simulated replicas asks for them itself (connect(replicas=8)).
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+    env["XLA_FLAGS"] = " ".join(flags)
     return env
 
 
