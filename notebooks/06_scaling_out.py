@@ -13,26 +13,35 @@
 # ---
 
 # %% [markdown]
-# # Scaling out: many workers, failures, on-demand profiles
+# # Scaling out on TensorFlow: many workers, failures, on-demand profiles
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/22<br>
-# **Description:** MultiWorkerMirroredStrategy on two local workers, surviving a killed job, a profiler server traced on demand, ParameterServerStrategy, TF32, tf.experimental.numpy and the JAX backend.<br>
-# **Accelerator:** CPU is enough (every cluster here runs on this machine); notes for TPU and GPU
+# **Last modified:** 2026/11/24<br>
+# **Description:** MultiWorkerMirroredStrategy on two local workers, a profiler server traced on demand, a killed job
+# resumed from its backup, TF32, tf.experimental.numpy, minimize vs apply, and ParameterServerStrategy.<br>
+# **Accelerator:** CPU is enough (every cluster here runs on this machine); needs TensorFlow (Colab's CPU or GPU
+# runtime). On Colab's TPU runtime (no TensorFlow) open notebook 07 instead.
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/tpukit/tpukit/blob/main/notebooks/06_scaling_out.ipynb)
 
 # %% [markdown]
-# ## What you will learn
+# ## Introduction
 #
-# - How MultiWorkerMirroredStrategy trains one model synchronously across processes, with a custom
-#   training loop over `strategy.run`, the global batch and an all-reduced loss.
-# - How a killed job resumes from its last backed-up epoch, and ends with bitwise the same weights.
-# - How to start a profiler server in a running job and capture a trace from it on demand.
-# - How ParameterServerStrategy trains asynchronously with a ClusterCoordinator.
-# - What TF32 is, how `tf.experimental.numpy` works with `GradientTape`, what replaced
-#   `optimizer.minimize(loss, vars, tape=tape)`, and how Keras' JAX backend runs on a TPU.
+# TensorFlow's `tf.distribute` has two strategies that span machines: MultiWorkerMirroredStrategy (synchronous)
+# and ParameterServerStrategy (asynchronous). Both exist only in TensorFlow, so this notebook needs it: run it on
+# Colab's CPU or GPU runtime. On Colab's TPU runtime (JAX and Keras 3, no TensorFlow) it still runs top to bottom,
+# but each TensorFlow cell prints that it is skipped; notebook 07 teaches the JAX route there (`keras.distribution`
+# and `python -m tpukit launch`).
+#
+# **You will learn to:**
+#
+# - train one model synchronously across two processes with MultiWorkerMirroredStrategy, in a custom loop over
+#   `strategy.run`, with the loss divided by the global batch;
+# - start a profiler server in a running job and capture a trace from it on demand;
+# - kill a job and resume it from its last backed-up epoch, with bitwise the same weights;
+# - know TF32, `tf.experimental.numpy` with `GradientTape`, and what replaced `optimizer.minimize(..., tape=tape)`;
+# - train asynchronously with ParameterServerStrategy and a ClusterCoordinator.
 #
 # Every process here runs on this machine, is addressed on 127.0.0.1, and ends on its own, with a timeout.
 # The subprocesses use the CPU on every runtime: two processes cannot share one GPU in an all-reduce, nor one TPU.
@@ -65,6 +74,7 @@ print(f"Keras backend: {os.environ['KERAS_BACKEND']}, because {why}.")
 SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: every size shrinks to seconds
 
 # %%
+import importlib.util
 import json
 import os
 import signal
@@ -77,11 +87,18 @@ from pathlib import Path
 import keras
 import numpy as np
 import pandas as pd
-import tensorflow as tf
-import tensorflow.experimental.numpy as tnp
+from IPython.display import display
 
 import tpukit
 from tpukit import checkpoint, data, models, profiling, records
+
+HAS_TF = importlib.util.find_spec("tensorflow") is not None
+if HAS_TF:
+    import tensorflow as tf
+else:
+    print("This notebook teaches TensorFlow's multi-worker APIs, and this runtime has no TensorFlow (Colab's TPU\n"
+          "runtime). Its TensorFlow cells print that they are skipped; the exercises still run. For scaling out\n"
+          "on JAX and TPUs, open notebook 07 (07_jax_and_tpu_scale_out).")
 
 SCRIPTS = tempfile.TemporaryDirectory(prefix="tpukit-06-")  # the worker and job scripts; removed at exit
 WORKDIR = Path(SCRIPTS.name)
@@ -110,6 +127,22 @@ def finish(procs, timeout):
             out, err = proc.communicate()
         outputs.append((proc.returncode, out, err))
     return outputs
+
+
+def skip(what):
+    """What a TensorFlow cell prints where TensorFlow is missing."""
+    print(f"skipped: {what} needs TensorFlow (Colab's CPU or GPU runtime). The JAX route: notebook 07.")
+
+
+# The exercises leave `...` for you to fill in. Each has a hidden solution cell that runs only with
+# TPUKIT_SOLUTIONS=1 (the tests set it), so the self-checks test your answer, not ours.
+SOLUTIONS = os.environ.get("TPUKIT_SOLUTIONS") == "1"
+
+
+def answered(value, hint):
+    """The start of every self-check: an answer still `...` fails here, with a hint."""
+    assert value is not ..., f"Not answered yet: replace the `...` in the cell above. Hint: {hint}"
+    return value
 
 
 # %% [markdown]
@@ -187,38 +220,55 @@ print("wrote", worker_script)
 # (they block on each other at every all-reduce, so they finish together).
 
 # %%
-STEPS = 10 if SMOKE else 200
-workers = [f"127.0.0.1:{free_port()}" for _ in range(2)]
-procs = []
-for index in range(2):
-    tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-    procs.append(subprocess.Popen([sys.executable, str(worker_script), str(STEPS)],
-                                  env={**CHILD_ENV, "TF_CONFIG": json.dumps(tf_config)},
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-outputs = finish(procs, timeout=300)
-for code, out, err in outputs:
-    assert code == 0, f"a worker failed (exit {code}):\n{err[-3000:]}"
-reports = [json.loads(out.strip().splitlines()[-1]) for _, out, _ in outputs]
-print("tpukit.train under MWMS:", reports[0]["refusal"])
-print(f"{reports[0]['replicas']} replicas in sync, global batch {reports[0]['global_batch']}")
-pd.DataFrame({f"worker {r['task']}": r["losses"] for r in reports}).rename_axis("step").iloc[::max(1, STEPS // 10)]
+if HAS_TF:
+    STEPS = 10 if SMOKE else 200
+    workers = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    procs = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        procs.append(subprocess.Popen([sys.executable, str(worker_script), str(STEPS)],
+                                      env={**CHILD_ENV, "TF_CONFIG": json.dumps(tf_config)},
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = finish(procs, timeout=300)
+    for code, out, err in outputs:
+        assert code == 0, f"a worker failed (exit {code}):\n{err[-3000:]}"
+    reports = [json.loads(out.strip().splitlines()[-1]) for _, out, _ in outputs]
+    print("tpukit.train under MWMS:", reports[0]["refusal"])
+    print(f"{reports[0]['replicas']} replicas in sync, global batch {reports[0]['global_batch']}")
+    display(pd.DataFrame({f"worker {r['task']}": r["losses"] for r in reports}).rename_axis("step")
+            .iloc[::max(1, STEPS // 10)])
+else:
+    skip("MultiWorkerMirroredStrategy")
 
 # %% [markdown]
 # **What you should see:** 2 replicas in sync (one per worker), a global batch of 64, and the same
 # all-reduced loss on both workers at every step, falling as training goes.
 #
-# ### Exercise 1: synchronous means identical
+# ### Exercise 1: what does each replica return?
 #
-# Both workers applied the same all-reduced gradients to the same initial weights. What should their
-# weights fingerprints be?
+# Each worker's replica sees 32 of the 64 examples of a global batch. Suppose every one of its 32 examples has a
+# loss of exactly 1.0. **Predict `PER_REPLICA_LOSS`**, what `tf.nn.compute_average_loss(..., global_batch_size=64)`
+# returns on that replica; the self-check calls it.
 
-# %%
-same_weights = True  # answer
+# %% tags=["exercise"]
+PER_REPLICA_LOSS = ...  # YOUR PREDICTION: one replica's loss, for 32 examples of loss 1.0
 
-# Self-check
-assert (reports[0]["fingerprint"] == reports[1]["fingerprint"]) == same_weights
-assert reports[0]["losses"] == reports[1]["losses"] and reports[0]["global_batch"] == 64
-print(f"Exercise 1: correct (both fingerprints {reports[0]['fingerprint']}).")
+# %% tags=["solution"] jupyter={"source_hidden": true}
+if SOLUTIONS:
+    PER_REPLICA_LOSS = 32 * 1.0 / 64  # the sum of its losses over the *global* batch, not its own 32
+
+# %% tags=["self-check"]
+# Self-check: ask TensorFlow
+answered(PER_REPLICA_LOSS, "compute_average_loss sums this replica's losses and divides by global_batch_size")
+per_example = np.ones(32, np.float32)
+if HAS_TF:
+    measured = float(tf.nn.compute_average_loss(per_example, global_batch_size=64))
+else:
+    measured = float(per_example.sum() / 64)  # what tf.nn.compute_average_loss computes
+print(f"predicted {PER_REPLICA_LOSS}, measured {measured}")
+assert abs(PER_REPLICA_LOSS - measured) < 1e-6, "not quite: divide by the global batch (64), not by 32"
+print(f"Exercise 1: correct. The two replicas' losses sum to {2 * measured}, the mean over the global batch; "
+      "dividing by 32 instead would double every gradient.")
 
 # %% [markdown]
 # A note on addresses: the host in `TF_CONFIG` tells the *peers* where to connect. TensorFlow's gRPC
@@ -240,8 +290,10 @@ print(f"Exercise 1: correct (both fingerprints {reports[0]['fingerprint']}).")
 # **Capture Profile** button. Several comma-separated addresses capture every worker of a job at once.
 #
 # Our job is a tpukit run in a subprocess: deterministic, so that the next section can kill it and compare.
-# Keras 3's `fit` marks no steps, so the job adds a callback that wraps each step in a profiler `Trace`
-# (what tpukit's ProfileCallback does inside its window): the on-demand capture then has step times too.
+# Keras 3's `fit` marks steps only inside `TensorBoard(profile_batch=...)`, and names them "Profiled batch", which
+# XProf does not count as steps (it counts `train` and `test` steps). So the job adds a callback that wraps each step
+# in a profiler `Trace("train", step_num=...)`, as tpukit's ProfileCallback does inside its window: the on-demand
+# capture then has step times too.
 
 # %%
 JOB = '''
@@ -270,40 +322,45 @@ job_script.write_text(textwrap.dedent(JOB))
 job_config = tpukit.RunConfig(accelerator="cpu", dataset="shapes", dataset_size=512, model="mlp", batch_size=16,
                               epochs=10 if SMOKE else 12, steps_per_epoch=60 if SMOKE else 600,
                               deterministic=True, logdir=str(LOGDIR / "job"), name="killed")
-profiler_port = free_port()
-job_log = WORKDIR / "job.log"
-job_started = time.time()
-with open(job_log, "w") as log:
-    job = subprocess.Popen([sys.executable, str(job_script), job_config.to_json(indent=None),
-                            str(profiler_port)], env=CHILD_ENV, stdout=log, stderr=subprocess.STDOUT)
+
+if HAS_TF:
+    profiler_port = free_port()
+    job_log = WORKDIR / "job.log"
+    job_started = time.time()
+    with open(job_log, "w") as log:
+        job = subprocess.Popen([sys.executable, str(job_script), job_config.to_json(indent=None),
+                                str(profiler_port)], env=CHILD_ENV, stdout=log, stderr=subprocess.STDOUT)
+else:
+    skip("the profiled job")
 
 # %% [markdown]
 # Wait until the job has backed up its first whole epoch (so it is surely in the middle of training), then
 # capture one second of it from this notebook.
 
 # %%
-def job_run():
-    """The job's run, read from its run directory (None until it has one)."""
-    runs = [r for r in records.list_runs(job_config.logdir) if (r.started or 0) >= job_started]
-    return runs[-1] if runs else None
+if HAS_TF:
+    def job_run():
+        """The job's run, read from its run directory (None until it has one)."""
+        runs = [r for r in records.list_runs(job_config.logdir) if (r.started or 0) >= job_started]
+        return runs[-1] if runs else None
 
+    def backed_up_epochs():
+        """Whole epochs the job has backed up so far (0 before the first), as `backup/latest.json` says."""
+        run = job_run()
+        backup = checkpoint.latest(Path(run.run_dir, "backup"), verify=False) if run else None
+        return backup.epochs_done if backup else 0
 
-def backed_up_epochs():
-    """Whole epochs the job has backed up so far (0 before the first), as `backup/latest.json` says."""
-    run = job_run()
-    backup = checkpoint.latest(Path(run.run_dir, "backup"), verify=False) if run else None
-    return backup.epochs_done if backup else 0
+    deadline = time.monotonic() + 300
+    while backed_up_epochs() < 1:
+        assert job.poll() is None and time.monotonic() < deadline, f"job stopped or stalled:\n{job_log.read_text()[-2000:]}"
+        time.sleep(0.1)
 
-
-deadline = time.monotonic() + 300
-while backed_up_epochs() < 1:
-    assert job.poll() is None and time.monotonic() < deadline, f"job stopped or stalled:\n{job_log.read_text()[-2000:]}"
-    time.sleep(0.1)
-
-trace_dir = str(LOGDIR / "on-demand")
-tf.profiler.experimental.client.trace(f"grpc://127.0.0.1:{profiler_port}", trace_dir, duration_ms=1000)
-on_demand = profiling.summarize(trace_dir)
-print(on_demand)
+    trace_dir = str(LOGDIR / "on-demand")
+    tf.profiler.experimental.client.trace(f"grpc://127.0.0.1:{profiler_port}", trace_dir, duration_ms=1000)
+    on_demand = profiling.summarize(trace_dir)
+    print(on_demand)
+else:
+    skip("the on-demand trace")
 
 # %% [markdown]
 # **What you should see:** a capture of the running job with its step times (about ten milliseconds a step
@@ -319,16 +376,20 @@ print(on_demand)
 # Because `fit` cannot run under MWMS today (keras#20585), we show the same mechanism on one process:
 # tpukit backs up every whole epoch (`EpochBackup`, which works like `BackupAndRestore` but writes each epoch
 # to a new file and only then names it in `latest.json`, so a kill cannot tear it), so we kill the job with
-# SIGKILL, which no code can catch, and resume it with `python -m tpukit train --resume RUN_DIR`.
+# SIGKILL, which no code can catch, and resume it with `python -m tpukit train --resume RUN_DIR`. (Exercise 2
+# then asks what Keras' own `BackupAndRestore` does in the same situation.)
 
 # %%
-os.kill(job.pid, signal.SIGKILL)
-job.wait(timeout=30)
-killed = job_run()
-print(f"exit code {job.returncode}; status: {killed.status}; epochs done: {killed.epochs_done} "
-      f"of {job_config.epochs}; resumable: {killed.resumable}")
-print(killed.message)
-assert killed.status == "stopped" and killed.resumable, "the job finished before the kill: raise steps_per_epoch"
+if HAS_TF:
+    os.kill(job.pid, signal.SIGKILL)
+    job.wait(timeout=30)
+    killed = job_run()
+    print(f"exit code {job.returncode}; status: {killed.status}; epochs done: {killed.epochs_done} "
+          f"of {job_config.epochs}; resumable: {killed.resumable}")
+    print(killed.message)
+    assert killed.status == "stopped" and killed.resumable, "the job finished before the kill: raise steps_per_epoch"
+else:
+    skip("killing the job")
 
 # %% [markdown]
 # The job could not write `completed` or `stopped` itself: its `result.json` still says `running`. tpukit
@@ -338,30 +399,70 @@ assert killed.status == "stopped" and killed.resumable, "the job finished before
 # server, in a process like the first, so that only the kill differs).
 
 # %%
-resumed_proc = subprocess.Popen([sys.executable, "-m", "tpukit", "train", "--resume", killed.run_dir, "--json"],
-                                 env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-reference_config = job_config.replace(logdir=str(LOGDIR / "reference"), name="uninterrupted")
-reference_proc = subprocess.Popen([sys.executable, str(job_script), reference_config.to_json(indent=None), "0"],
-                                  env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-(code, out, err), (reference_code, _, reference_err) = finish([resumed_proc, reference_proc], timeout=300)
-assert code == 0 and reference_code == 0, (err + reference_err)[-3000:]
-resumed = json.loads(out.strip().splitlines()[-1])
-reference = records.list_runs(reference_config.logdir)[-1]
-print(f"resumed:       {resumed['status']}, {resumed['epochs_done']} epochs, fingerprint {resumed['fingerprint']}")
-print(f"uninterrupted: {reference.status}, {reference.epochs_done} epochs, fingerprint {reference.fingerprint}")
+if HAS_TF:
+    resumed_proc = subprocess.Popen([sys.executable, "-m", "tpukit", "train", "--resume", killed.run_dir, "--json"],
+                                     env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reference_config = job_config.replace(logdir=str(LOGDIR / "reference"), name="uninterrupted")
+    reference_proc = subprocess.Popen([sys.executable, str(job_script), reference_config.to_json(indent=None), "0"],
+                                      env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (code, out, err), (reference_code, _, reference_err) = finish([resumed_proc, reference_proc], timeout=300)
+    assert code == 0 and reference_code == 0, (err + reference_err)[-3000:]
+    resumed = json.loads(out.strip().splitlines()[-1])
+    reference = records.list_runs(reference_config.logdir)[-1]
+    print(f"resumed:       {resumed['status']}, {resumed['epochs_done']} epochs, fingerprint {resumed['fingerprint']}")
+    print(f"uninterrupted: {reference.status}, {reference.epochs_done} epochs, fingerprint {reference.fingerprint}")
+else:
+    skip("resuming the job")
 
 # %% [markdown]
-# ### Exercise 2: the same weights?
+# **What you should see:** both runs `completed` with all their epochs, and the same fingerprint: kill, resume, and
+# the weights are bit for bit those of the uninterrupted run (seeds, op determinism, and batches that depend only on
+# seed and epoch, resumed from the start of a whole epoch).
 #
-# The run is deterministic (seeds, op determinism, and batches that depend only on seed and epoch), and it
-# resumed from the start of a whole epoch. Should the fingerprints match?
+# ### Exercise 2: how much does a restarted `fit` redo?
+#
+# Keras' `BackupAndRestore` backs up at the end of every epoch (its default `save_freq="epoch"`). A `fit` of 10
+# epochs loses its worker at the start of the fifth epoch (index 4), after epochs 0-3 were backed up. The cluster
+# manager restarts the job, which builds the model again and calls the same `fit` with the same callback.
+# **Predict `EPOCHS_AFTER_RESTART`**, how many epochs the second `fit` runs. The self-check does exactly this
+# with a tiny model, interrupting the first `fit` with an exception.
 
-# %%
-fingerprints_match = True  # answer
+# %% tags=["exercise"]
+EPOCHS_AFTER_RESTART = ...  # YOUR PREDICTION: epochs the restarted fit runs
 
-# Self-check
-assert (resumed["fingerprint"] == reference.fingerprint) == fingerprints_match
-print("Exercise 2: correct. Kill, resume, and the weights are bit for bit those of the uninterrupted run.")
+# %% tags=["solution"] jupyter={"source_hidden": true}
+if SOLUTIONS:
+    EPOCHS_AFTER_RESTART = 10 - 4  # epochs 0-3 are restored from the backup; 4 to 9 run again
+
+# %% tags=["self-check"]
+# Self-check: interrupt a fit, restart it, count the epochs
+answered(EPOCHS_AFTER_RESTART, "epochs 0-3 were backed up; fit resumes at the epoch after the last backup")
+
+
+class LoseWorkerAtEpoch4(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == 4:
+            raise RuntimeError("worker lost at the start of epoch 4")
+
+
+def tiny_model():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+backup_dir = tempfile.mkdtemp(prefix="tpukit-backup-")
+x_tiny, y_tiny = np.ones((32, 4), np.float32), np.ones((32, 1), np.float32)
+try:
+    tiny_model().fit(x_tiny, y_tiny, epochs=10, verbose=0,
+                     callbacks=[keras.callbacks.BackupAndRestore(backup_dir), LoseWorkerAtEpoch4()])
+except RuntimeError as e:
+    print("first fit:", e)
+restarted = tiny_model().fit(x_tiny, y_tiny, epochs=10, verbose=0,
+                             callbacks=[keras.callbacks.BackupAndRestore(backup_dir)])
+print(f"predicted {EPOCHS_AFTER_RESTART}, the restarted fit ran epochs {restarted.epoch}")
+assert EPOCHS_AFTER_RESTART == len(restarted.epoch), "not quite: only the epochs after the last backup run again"
+print("Exercise 2: correct. A backup per epoch bounds the lost work to one epoch.")
 
 # %% [markdown]
 # ## TF32
@@ -373,38 +474,59 @@ print("Exercise 2: correct. Kill, resume, and the weights are bit for bit those 
 # TPU or CPU the setting changes nothing.
 
 # %%
-previous = tpukit.set_tf32(False)
-now = tf.config.experimental.tensor_float_32_execution_enabled()
-tpukit.set_tf32(previous)  # put it back
-print(f"TF32 was {'on' if previous else 'off'}; after set_tf32(False) it was {'on' if now else 'off'}")
+if HAS_TF:
+    previous = tpukit.set_tf32(False)
+    now = tf.config.experimental.tensor_float_32_execution_enabled()
+    tpukit.set_tf32(previous)  # put it back
+    print(f"TF32 was {'on' if previous else 'off'}; after set_tf32(False) it was {'on' if now else 'off'}")
+else:
+    skip("TF32")
 
 # %% [markdown]
 # ## `tf.experimental.numpy`
 #
 # TF 2.4 added a NumPy API on top of TensorFlow. Its functions take and return tensors, so they run on the
 # accelerator, inside `tf.function`, in `tf.data` maps, and under `GradientTape`. Here it fits a line.
-# (One surprise: `tnp.linspace` returns float64 whatever `dtype` says; we convert a NumPy array instead.)
+# (One surprise: `tnp.linspace` returns float64 whatever `dtype` says; we convert a NumPy array instead.) Without
+# TensorFlow, `jax.numpy` is the same idea on JAX, and the cell shows it instead.
 
 # %%
-xs = tnp.asarray(np.linspace(-1, 1, 256), dtype=tnp.float32)
-ys = 3 * xs + 0.5 + 0.1 * tf.random.stateless_normal([256], seed=(1, 2))
-w, b = tf.Variable(0.0), tf.Variable(0.0)
-sgd = keras.optimizers.SGD(learning_rate=0.5)
+if HAS_TF:
+    import tensorflow.experimental.numpy as tnp
+
+    xs = tnp.asarray(np.linspace(-1, 1, 256), dtype=tnp.float32)
+    ys = 3 * xs + 0.5 + 0.1 * tf.random.stateless_normal([256], seed=(1, 2))
+    w, b = tf.Variable(0.0), tf.Variable(0.0)
+    sgd = keras.optimizers.SGD(learning_rate=0.5)
+
+    @tf.function
+    def fit_step():
+        with tf.GradientTape() as tape:
+            loss = tnp.mean(tnp.square(w * xs + b - ys))
+        grads = tape.gradient(loss, [w, b])
+        sgd.apply(grads, [w, b])  # Keras 3: compute the gradients, then apply them
+        return loss
 
 
-@tf.function
-def fit_step():
-    with tf.GradientTape() as tape:
-        loss = tnp.mean(tnp.square(w * xs + b - ys))
-    grads = tape.gradient(loss, [w, b])
-    sgd.apply(grads, [w, b])  # Keras 3: compute the gradients, then apply them
-    return loss
+    for _ in range(100):
+        loss = fit_step()
+    print(f"w = {float(w):.3f}, b = {float(b):.3f} (true 3 and 0.5), loss {float(loss):.4f}")
+    print("in tf.data:", [round(float(v), 3) for v in tf.data.Dataset.from_tensor_slices(xs[:3]).map(tnp.abs)])
+elif importlib.util.find_spec("jax") is not None:  # no TensorFlow: the same fit with jax.numpy and jax.grad
+    import jax
+    import jax.numpy as jnp
 
-
-for _ in range(100):
-    loss = fit_step()
-print(f"w = {float(w):.3f}, b = {float(b):.3f} (true 3 and 0.5), loss {float(loss):.4f}")
-print("in tf.data:", [round(float(v), 3) for v in tf.data.Dataset.from_tensor_slices(xs[:3]).map(tnp.abs)])
+    xs = jnp.linspace(-1, 1, 256)
+    ys = 3 * xs + 0.5 + 0.1 * jax.random.normal(jax.random.key(2), (256,))
+    line_loss = lambda p: jnp.mean(jnp.square(p[0] * xs + p[1] - ys))  # noqa: E731
+    descend = jax.jit(lambda p: p - 0.5 * jax.grad(line_loss)(p))
+    params = jnp.zeros(2)
+    for _ in range(100):
+        params = descend(params)
+    print(f"tf.experimental.numpy needs TensorFlow; its JAX counterpart, jax.numpy with jax.grad: "
+          f"w = {float(params[0]):.3f}, b = {float(params[1]):.3f} (true 3 and 0.5), loss {float(line_loss(params)):.4f}")
+else:
+    skip("tf.experimental.numpy")
 
 # %% [markdown]
 # ## `optimizer.minimize` with a tape
@@ -420,7 +542,8 @@ print("in tf.data:", [round(float(v), 3) for v in tf.data.Dataset.from_tensor_sl
 # Keras 3 optimizers have no `minimize`: take the gradients from the tape and call
 # `optimizer.apply(grads, variables)` (or `apply_gradients(zip(grads, variables))`), as above. The 2.4-era
 # gradient *transformers* and *aggregators* became `clipnorm`, `clipvalue` and `global_clipnorm`
-# arguments, and the cross-replica sum happens inside `apply` under a strategy, as the MWMS worker relied on.
+# arguments, and the cross-replica sum happens inside `apply` under a strategy, as the MWMS worker relied on. The
+# same holds on the JAX backend: Keras 3's optimizers are one API over every backend.
 
 # %%
 # Self-check: the API you will meet today
@@ -442,16 +565,19 @@ print("Keras", keras.__version__, "optimizers: apply / apply_gradients, no minim
 # a deadlock on small machines. This section comes last because it connects this kernel to the cluster.
 
 # %%
-tf.get_logger().setLevel("WARNING")  # the coordinator logs every step at INFO level
-cluster = tf.train.ClusterSpec({"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)],
-                                "ps": [f"127.0.0.1:{free_port()}"], "chief": [f"127.0.0.1:{free_port()}"]})
-server_config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=4)
-servers = [tf.distribute.Server(cluster, job_name=job_name, task_index=i, config=server_config, start=True)
-           for job_name in ("worker", "ps") for i in range(cluster.num_tasks(job_name))]
-resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, task_type="chief", task_id=0,
-                                                                rpc_layer="grpc")
-ps_strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
-coordinator = tf.distribute.coordinator.ClusterCoordinator(ps_strategy)
+if HAS_TF:
+    tf.get_logger().setLevel("WARNING")  # the coordinator logs every step at INFO level
+    cluster = tf.train.ClusterSpec({"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)],
+                                    "ps": [f"127.0.0.1:{free_port()}"], "chief": [f"127.0.0.1:{free_port()}"]})
+    server_config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=4)
+    servers = [tf.distribute.Server(cluster, job_name=job_name, task_index=i, config=server_config, start=True)
+               for job_name in ("worker", "ps") for i in range(cluster.num_tasks(job_name))]
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, task_type="chief", task_id=0,
+                                                                    rpc_layer="grpc")
+    ps_strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(ps_strategy)
+else:
+    skip("ParameterServerStrategy")
 
 # %% [markdown]
 # Variables created in the scope are placed on the parameter server; each worker gets its own copy of the
@@ -459,118 +585,60 @@ coordinator = tf.distribute.coordinator.ClusterCoordinator(ps_strategy)
 # fetched later; `join` waits until every scheduled step has run.
 
 # %%
-digits = data.load("digits")
-PS_BATCH = 64
+if HAS_TF:
+    digits = data.load("digits")
+    PS_BATCH = 64
+
+    def dataset_fn():
+        return tf.data.Dataset.from_tensor_slices((digits.x_train, digits.y_train)).shuffle(2048).repeat().batch(PS_BATCH)
 
 
-def dataset_fn():
-    return tf.data.Dataset.from_tensor_slices((digits.x_train, digits.y_train)).shuffle(2048).repeat().batch(PS_BATCH)
+    with ps_strategy.scope():
+        ps_model = models.build("mlp", input_shape=(8, 8, 1), num_classes=10)
+        ps_optimizer = keras.optimizers.SGD(0.1)
+        ps_accuracy = keras.metrics.SparseCategoricalAccuracy()
+    print("variables on:", sorted({v.value.device for v in ps_model.weights}))
+    ps_loss_fn = keras.losses.SparseCategoricalCrossentropy()
+    per_worker_iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+
+    @tf.function
+    def ps_step(iterator):
+        def replica_fn(x, y):
+            with tf.GradientTape() as tape:
+                probabilities = ps_model(x, training=True)
+                loss = ps_loss_fn(y, probabilities)
+            ps_optimizer.apply(tape.gradient(loss, ps_model.trainable_variables), ps_model.trainable_variables)
+            ps_accuracy.update_state(y, probabilities)
+            return loss
+        return ps_strategy.run(replica_fn, args=next(iterator))
 
 
-with ps_strategy.scope():
-    ps_model = models.build("mlp", input_shape=(8, 8, 1), num_classes=10)
-    ps_optimizer = keras.optimizers.SGD(0.1)
-    ps_accuracy = keras.metrics.SparseCategoricalAccuracy()
-print("variables on:", sorted({v.value.device for v in ps_model.weights}))
-ps_loss_fn = keras.losses.SparseCategoricalCrossentropy()
-per_worker_iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
-
-
-@tf.function
-def ps_step(iterator):
-    def replica_fn(x, y):
-        with tf.GradientTape() as tape:
-            probabilities = ps_model(x, training=True)
-            loss = ps_loss_fn(y, probabilities)
-        ps_optimizer.apply(tape.gradient(loss, ps_model.trainable_variables), ps_model.trainable_variables)
-        ps_accuracy.update_state(y, probabilities)
-        return loss
-    return ps_strategy.run(replica_fn, args=next(iterator))
-
-
-ps_history = []
-for epoch in range(2 if SMOKE else 5):
-    ps_accuracy.reset_state()
-    handles = [coordinator.schedule(ps_step, args=(per_worker_iterator,)) for _ in range(20 if SMOKE else 100)]
-    coordinator.join()
-    ps_history.append({"epoch": epoch + 1, "last loss": float(handles[-1].fetch()),
-                       "accuracy": float(ps_accuracy.result())})
-pd.DataFrame(ps_history)
-
-# %% [markdown]
-# **What you should see:** the variables on `/job:ps/...`, and the accuracy rising over the epochs.
-#
-# ### Exercise 3: who trained?
-#
-# The coordinator only schedules. Check that training happened: the accuracy of the last epoch is above
-# chance (10 classes).
-
-# %%
-chance = 1 / 10  # answer
-
-# Self-check
-assert ps_history[-1]["accuracy"] > chance, ps_history
-print("Exercise 3: correct.")
-
-# %% [markdown]
-# ## The JAX backend on a TPU
-#
-# Colab's TPU runtime is a TPU VM with JAX and Keras 3 and no TensorFlow: there the first cell of every tpukit
-# notebook picks `KERAS_BACKEND=jax`, and `tpukit.connect()` runs Keras 3 on JAX, on the TPU, distributing with
-# `keras.distribution` instead of `tf.distribute`. Keras reads `KERAS_BACKEND` once, on its first import, and
-# this kernel has imported Keras on TensorFlow already, so it cannot switch. A fresh process can: the cell below
-# runs the JAX version of a data-parallel `fit` in a subprocess with `KERAS_BACKEND=jax`, which is what you would
-# see in a fresh runtime. On Colab's TPU runtime it sees the TPU (one v5e chip on the free tier, 8 devices on
-# Kaggle's v5e-8 or a v2-8/v3-8 board); here it uses the CPU. The plain Keras code is:
-
-# %%
-JAX_JOB = WORKDIR / "jax_job.py"
-JAX_JOB.write_text(textwrap.dedent("""
-    import sys
-
-    import jax
-    import keras
-
-    from tpukit import data, models
-
-    devices = jax.devices()
-    print("Keras", keras.__version__, "on", keras.backend.backend(), "| devices:", devices)
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))  # one replica per device
-    model = models.build("cnn", input_shape=(32, 32, 3), num_classes=4)
-    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    shapes = data.load("shapes", size=int(sys.argv[1]))
-    model.fit(shapes.x_train, shapes.y_train, batch_size=32 * len(devices), epochs=1, verbose=2)
-    print("TensorFlow imported in this process:", "tensorflow" in sys.modules)
-"""))
-print(JAX_JOB.read_text())
-
-# %%
-if importlib.util.find_spec("jax") is None:
-    print("JAX is not installed in this runtime; on Colab's TPU runtime it is (pip install jax to try it here).")
+    ps_history = []
+    for epoch in range(2 if SMOKE else 5):
+        ps_accuracy.reset_state()
+        handles = [coordinator.schedule(ps_step, args=(per_worker_iterator,)) for _ in range(20 if SMOKE else 100)]
+        coordinator.join()
+        ps_history.append({"epoch": epoch + 1, "last loss": float(handles[-1].fetch()),
+                           "accuracy": float(ps_accuracy.result())})
+    display(pd.DataFrame(ps_history))
 else:
-    # CHILD_ENV hides the GPUs (this kernel's TensorFlow holds their memory); a TPU stays visible.
-    jax_run = subprocess.run([sys.executable, str(JAX_JOB), "128" if SMOKE else "2048"],
-                             env={**CHILD_ENV, "KERAS_BACKEND": "jax"}, capture_output=True, text=True,
-                             timeout=600)
-    print(jax_run.stdout[-3000:] or jax_run.stderr[-3000:])
-    assert jax_run.returncode == 0, jax_run.stderr[-3000:]
-    print("This kernel's Keras backend is still", keras.backend.backend())
+    skip("ParameterServerStrategy")
 
 # %% [markdown]
-# **What you should see:** Keras on `jax`, the devices JAX found (`CpuDevice` here, `TpuDevice` entries on a TPU
-# runtime), one epoch of the CNN, and `TensorFlow imported in this process: False`: the JAX path never loads
-# TensorFlow. This kernel stays on TensorFlow.
+# **What you should see:** the variables on `/job:ps/...`, and the accuracy rising over the epochs: the coordinator
+# only scheduled; the workers trained.
 
 # %% [markdown]
 # ## What changes between TPU, GPU and CPU runtimes
 #
 # - **Multi-worker** needs several machines (or processes) that reach each other. On Colab that means this
-#   local demonstration; on Cloud TPU Pods, TPUStrategy spans the pod by itself, without `TF_CONFIG`. With
-#   GPUs, each worker's MirroredStrategy covers its own GPUs and the collectives use NCCL.
+#   local demonstration. With GPUs, each worker's MirroredStrategy covers its own GPUs and the collectives use NCCL.
+#   On Cloud TPU pods, TPUStrategy spans the pod by itself, without `TF_CONFIG`.
+# - **Colab's TPU runtime has no TensorFlow**: there Keras 3 runs on JAX and scales out with `keras.distribution`
+#   and `python -m tpukit launch` (notebook 07), which is also how tpukit trains across processes today: Keras 3's
+#   `fit` does not run under MultiWorkerMirroredStrategy (keras-team/keras#20585).
 # - **Profiling**: the on-demand trace of a TPU job includes the TPU's device timeline and MXU figures;
 #   of a GPU job, the kernels.
 # - **TF32** matters only on Ampere and newer GPUs; **bfloat16** is the TPU's counterpart (notebook 02).
-# - **JAX**: on Colab's TPU runtime (a TPU VM, no TensorFlow), Keras 3 on JAX is the route to the TPU, and the
-#   one tpukit takes there.
 #
 # The servers of the in-process cluster above end with this kernel; the subprocesses have all ended.
