@@ -236,13 +236,11 @@ import json, tpukit, tensorflow as tf
 runtime = tpukit.connect()
 strategy = runtime.strategy
 total = strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)  # all-reduce across workers
-try:
-    tpukit.train(tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, logdir={logdir!r}), runtime)
-    refused = ""
-except tpukit.ConnectError as e:
-    refused = str(e)
+result = tpukit.train(tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, steps_per_epoch=5, logdir={logdir!r}),
+                      runtime)
 print(json.dumps({{"kind": runtime.kind, "workers": runtime.workers, "replicas": runtime.replicas,
-                  "total": float(total), "strategy": isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy), "refused": refused}}))
+                  "total": float(total), "strategy": isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy),
+                  "status": result.status, "chief": runtime.process_index == 0}}))
 """
 
 
@@ -265,7 +263,8 @@ def test_multi_worker_mirrored_two_local_workers(tmp_path):
     for o in outs:
         assert o["strategy"] is True and o["workers"] == 2 and o["replicas"] == 2
         assert o["total"] == 2.0  # one from each worker: the collective ran across both processes
-        assert "keras-team/keras#20585" in o["refused"]  # Keras 3 fit under MWMS: refused clearly, not a deep traceback
+        assert o["status"] == "completed"  # tpukit's own loop (Keras 3's fit cannot run under MWMS)
+    assert [o["chief"] for o in outs] == [True, False]
 
 
 def test_one_mirrored_strategy_per_device_set_across_reconnects():

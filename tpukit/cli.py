@@ -104,10 +104,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="continue a stopped or killed run (or, with --epochs N, extend a completed one)")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
 
-    la = sub.add_parser("launch", help="run a train command as N local processes (JAX's multi-process engine)",
-                        parents=[common])
+    la = sub.add_parser("launch", parents=[common],
+                        help="run a train command as N local processes (JAX's or TensorFlow's multi-process engine)")
     la.add_argument("--workers", type=int, required=True, help="processes to start on 127.0.0.1")
-    la.add_argument("--port", type=int, default=None, help="the coordinator's port (default: a free one)")
+    la.add_argument("--port", type=int, default=None,
+                    help="the coordinator's port (JAX), or the chief's (TensorFlow); default: a free one")
     la.add_argument("--logs", default=None, metavar="DIR", help="keep the other workers' output here")
     la.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- train ARGS", help="the command each worker runs (its own --replicas)")
 
@@ -184,6 +185,7 @@ def _explain(error: Exception) -> int:
     from tpukit.data import DatasetUnavailable
     from tpukit.errors import one_line
     from tpukit.modeling import ModelError
+    from tpukit.multiworker import WorkerLost
     from tpukit.records import RunDirError
     from tpukit.registry import RegistryError
     from tpukit.runtime import ConnectError
@@ -193,7 +195,7 @@ def _explain(error: Exception) -> int:
         return _bad(str(error))
     if isinstance(error, (ConnectError, BackendError)):
         text = f"cannot connect: {error}"
-    elif isinstance(error, (RunDirError, DatasetUnavailable)):
+    elif isinstance(error, (RunDirError, DatasetUnavailable, WorkerLost)):
         text = str(error)
     elif isinstance(error, OSError):
         text = f"{error.strerror or type(error).__name__}: {error.filename or error}"

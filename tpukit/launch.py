@@ -1,19 +1,21 @@
 """Run one `python -m tpukit train` as N local processes, for teaching and tests.
 
 `python -m tpukit launch --workers N -- train ARGS` starts N workers on
-127.0.0.1 with Keras' own variables for a multi-process job
-(KERAS_DISTRIBUTION_JOB_ADDRESSES, _NUM_PROCESSES, _PROCESS_ID), which
-`keras.distribution.initialize` reads (it calls `jax.distributed.initialize`;
-on the CPU the collectives are gloo's). Each worker's `--replicas R` is its own
-simulated devices, so the run trains on N x R replicas; the global batch
-follows. The chief (worker 0) prints to this terminal and writes the run; the
-others' output goes to log files, shown if one fails. If a worker fails or is
-killed, the others are stopped and the launcher says which one and why.
+127.0.0.1, each with the environment of its engine:
 
-The engine is JAX's: Keras 3's `fit` cannot run under TensorFlow's
-MultiWorkerMirroredStrategy yet (keras-team/keras#20585), so `--backend jax`
-is added when the command does not name one, and `--backend tensorflow` is
-refused in one line.
+- JAX (the default: `--backend jax` is added when the command names none):
+  Keras' own variables for a multi-process job (KERAS_DISTRIBUTION_JOB_ADDRESSES,
+  _NUM_PROCESSES, _PROCESS_ID), which `keras.distribution.initialize` reads (it
+  calls `jax.distributed.initialize`; on the CPU the collectives are gloo's).
+- TensorFlow (`--backend tensorflow`): TF_CONFIG, a cluster of N workers on free
+  ports and each worker's index, for MultiWorkerMirroredStrategy (tpukit trains
+  there with its own loop, `tpukit.multiworker`).
+
+Each worker's `--replicas R` is its own simulated devices, so the run trains on
+N x R replicas; the global batch follows. The chief (worker 0) prints to this
+terminal and writes the run; the others' output goes to log files, shown if one
+fails. If a worker fails or is killed, the others are stopped and the launcher
+says which one and why.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import json
 import time
 from typing import List, Optional, Sequence
 
@@ -35,14 +38,11 @@ _POLL_S = 0.05
 _STOP_WAIT_S = 10.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+BACKENDS = ("jax", "tensorflow")
 
 
 def command_for(argv: Sequence[str]) -> List[str]:
-    """The worker command: `train` with `--backend jax` unless it names the backend (tensorflow is refused)."""
+    """The worker command: `train` with `--backend jax` unless it names the backend (jax or tensorflow)."""
     argv = list(argv)
     if argv[:1] == ["--"]:
         argv = argv[1:]
@@ -59,10 +59,43 @@ def command_for(argv: Sequence[str]) -> List[str]:
         argv += ["--backend", "jax"] if backend is None else []
         if backend == "auto":
             argv[argv.index("auto", argv.index("--backend"))] = "jax"
-    elif backend != "jax":
-        raise ConfigError(f"launch trains on JAX's multi-process engine; Keras 3's fit cannot run under TensorFlow's "
-                          f"MultiWorkerMirroredStrategy yet (keras-team/keras#20585). Received: --backend {backend}.")
+    elif backend not in BACKENDS:
+        raise ConfigError(f"launch trains on JAX's or TensorFlow's multi-process engine: --backend jax or "
+                          f"tensorflow. Received: --backend {backend}.")
     return argv
+
+
+def backend_of(command: Sequence[str]) -> str:
+    """The backend a worker command (from `command_for`) names: its last --backend."""
+    named = [command[i + 1] for i, a in enumerate(command[:-1]) if a == "--backend"]
+    named += [a.split("=", 1)[1] for a in command if a.startswith("--backend=")]
+    return named[-1]
+
+
+def worker_env(backend: str, index: int, workers: int, ports: Sequence[int]) -> dict:
+    """The variables that make process `index` one of `workers` on 127.0.0.1, for the backend's engine."""
+    env = {"KERAS_BACKEND": backend, "TPUKIT_LAUNCH_WORKER": str(index)}
+    if backend == "jax":
+        env.update(KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{ports[0]}",
+                   KERAS_DISTRIBUTION_NUM_PROCESSES=str(workers), KERAS_DISTRIBUTION_PROCESS_ID=str(index))
+    else:
+        cluster = {"worker": [f"127.0.0.1:{p}" for p in ports[:workers]]}
+        env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+    return env
+
+
+def free_ports(n: int) -> List[int]:
+    """`n` distinct ports free on 127.0.0.1 (held together while they are found, so none repeats)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def run(workers: int, argv: Sequence[str], *, port: Optional[int] = None, logs: Optional[str] = None,
@@ -76,14 +109,18 @@ def run(workers: int, argv: Sequence[str], *, port: Optional[int] = None, logs: 
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ConfigError(f"--workers: expected a whole number from 1 to {MAX_WORKERS}. Received: {workers!r}.")
-    command = [python, "-m", "tpukit", *command_for(argv)]
-    port = port or free_port()
+    worker_argv = command_for(argv)
+    backend = backend_of(worker_argv)
+    command = [python, "-m", "tpukit", *worker_argv]
+    ports = free_ports(workers if backend == "tensorflow" else 1)
+    if port:  # the coordinator's (JAX) or the chief's (TensorFlow) port
+        ports = [port] + [p for p in free_ports(workers + 1) if p != port][: len(ports) - 1]
     folder = logs or tempfile.mkdtemp(prefix="tpukit-launch-")
     os.makedirs(folder, exist_ok=True)
     procs, files = [], []
     for index in range(workers):
-        env = {**os.environ, "KERAS_BACKEND": "jax", "KERAS_DISTRIBUTION_JOB_ADDRESSES": f"127.0.0.1:{port}",
-               "KERAS_DISTRIBUTION_NUM_PROCESSES": str(workers), "KERAS_DISTRIBUTION_PROCESS_ID": str(index)}
+        env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG" and not k.startswith("KERAS_DISTRIBUTION_")}
+        env.update(worker_env(backend, index, workers, ports))
         if index == 0:
             out = None  # the chief speaks to this terminal
         else:

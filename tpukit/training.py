@@ -201,12 +201,6 @@ class _Run:
         if config.backend not in ("auto", runtime.backend):
             raise ConfigError(f"RunConfig.backend: the runtime runs {runtime.backend}, not {config.backend}. "
                               f"Received: backend={config.backend!r}.")
-        if runtime.workers > 1 and runtime.backend == "tensorflow":
-            raise rt.ConnectError(
-                "Keras 3's fit cannot train under MultiWorkerMirroredStrategy yet (keras-team/keras#20585): "
-                "the cluster is connected, use runtime.strategy in a custom training loop for now, or train "
-                "across processes on JAX (python -m tpukit launch --workers N -- train --backend jax ...)."
-            )
         if runtime.workers > 1:
             self._worker_writes_aside(runtime, held)
             config = self.config
@@ -314,7 +308,7 @@ class _Run:
 
         config, source, model = self.config, self.source, self.model
         global_batch = config.global_batch_size
-        shard = (self.runtime.process_index, self.runtime.workers)
+        shard = self._shard()
         train_feed = pipeline.train_feed(source.train, feeder=self.feeder, global_batch=global_batch,
                                          seed=config.seed, epochs=config.epochs, initial_epoch=self.initial_epoch,
                                          steps=self.steps, shard=shard)
@@ -325,9 +319,16 @@ class _Run:
         status, message = "completed", ""
         self.fitting = True
         try:
-            model.fit(train_feed, validation_data=validation_feed, epochs=config.epochs,
-                      initial_epoch=self.initial_epoch, steps_per_epoch=self.steps if source.ordered else
-                      config.steps_per_epoch, callbacks=callbacks, shuffle=False, verbose=0)
+            if self._multi_worker_tf():  # Keras 3's fit cannot run under MWMS: tpukit's loop, the same callbacks
+                from tpukit import multiworker
+
+                multiworker.fit(model, self.runtime.strategy, train_feed, validation=validation_feed,
+                                epochs=config.epochs, initial_epoch=self.initial_epoch, steps=self.steps,
+                                callbacks=callbacks)
+            else:
+                model.fit(train_feed, validation_data=validation_feed, epochs=config.epochs,
+                          initial_epoch=self.initial_epoch, steps_per_epoch=self.steps if source.ordered else
+                          config.steps_per_epoch, callbacks=callbacks, shuffle=False, verbose=0)
         except KeyboardInterrupt as e:
             status, message = self._ending(e)
         finally:
@@ -353,10 +354,21 @@ class _Run:
         from tpukit import pipeline
 
         feed = pipeline.eval_feed(self.source.test, feeder=self.feeder, global_batch=self.config.global_batch_size,
-                                  replicas=self.runtime.replicas,
-                                  shard=(self.runtime.process_index, self.runtime.workers))
+                                  replicas=self.runtime.replicas, shard=self._shard())
+        if self._multi_worker_tf():
+            from tpukit import multiworker
+
+            return multiworker.evaluate(self.model, self.runtime.strategy, feed)
         scores = self.model.evaluate(feed, verbose=0, return_dict=True)
         return {k: float(v) for k, v in scores.items()}
+
+    def _multi_worker_tf(self) -> bool:
+        return self.runtime.workers > 1 and self.runtime.backend == "tensorflow"
+
+    def _shard(self):
+        """(this process, processes) for the feeds: on JAX each process cuts its share of every batch; under
+        TensorFlow's MultiWorkerMirroredStrategy the distributed dataset does (its DATA auto-shard policy)."""
+        return (0, 1) if self._multi_worker_tf() else (self.runtime.process_index, self.runtime.workers)
 
     def _restore_point(self):
         """(first epoch, history before it, weights to load): from the run's last whole backup, else from the
@@ -549,6 +561,9 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
         if requested > 1 and refusal:
             raise ConfigError(f"RunConfig.steps_per_execution: {refusal}; use 1 there (or 'auto'). "
                               f"Received: steps_per_execution={requested}.")
+    if runtime.workers > 1:
+        return ("tpukit's loop for TensorFlow's MultiWorkerMirroredStrategy (Keras 3's fit cannot run under it, "
+                "keras-team/keras#20585) runs one step per call")
         if requested > 1 and profile is not None:
             raise ConfigError(f"RunConfig.steps_per_execution: the profile window {profile[0]}-{profile[1]} counts "
                               f"steps one call at a time, and {requested} steps per call would move or skip it; use "

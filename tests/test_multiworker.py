@@ -1,0 +1,120 @@
+"""train() across TensorFlow workers: MultiWorkerMirroredStrategy from TF_CONFIG and tpukit's own loop
+(`tpukit.multiworker`; Keras 3's fit cannot run there, keras-team/keras#20585).
+
+Real processes, real TensorFlow on the CPU: `python -m tpukit launch --workers 2 -- train --backend tensorflow`
+on 127.0.0.1, at smoke size.
+"""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+from tpukit import launch, records
+
+TRAIN = ["train", "--backend", "tensorflow", "--model", "mlp", "--dataset", "digits", "--deterministic",
+         "--precision", "float32"]
+
+
+def _last_json(text: str) -> dict:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_two_workers_of_two_devices_train_one_run_and_only_the_chief_records_it(tmp_path):
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "tpukit-worker*")))
+    logs = tmp_path / "logs"
+    done = run_cli("launch", "--workers", "2", "--logs", str(logs), "--", *TRAIN, "--replicas", "2",
+                   "--batch-size", "4", "--epochs", "2", "--steps-per-epoch", "10", "--logdir", str(tmp_path / "runs"),
+                   "--json", timeout=300)
+    assert done.returncode == 0, (done.stderr[-3000:], [p.read_text()[-1500:] for p in logs.glob("*.log")])
+    chief, other = _last_json(done.stdout), _last_json((logs / "worker-1.log").read_text())
+    assert chief["status"] == "completed" and chief["backend"] == "tensorflow"
+    assert chief["replicas"] == 4 and chief["global_batch_size"] == 16  # 2 workers x 2 devices, 4 per replica
+    assert chief["epochs_done"] == 2 and len(chief["history"]["loss"]) == 2 and "val_loss" in chief["history"]
+    assert chief["steps_per_execution"] == 1
+    assert other["fingerprint"] == chief["fingerprint"]  # every worker holds the same weights
+    assert "epoch 2/2  step 10/10" in done.stderr  # the chief's progress, on the launcher's terminal
+
+    # Only the chief writes the run, and it is recorded as fit's runs are; the other worker's copy went to a
+    # temporary directory, now gone.
+    run_dir = Path(chief["run_dir"])
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == [run_dir.name]
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "tpukit-worker*"))) == before
+    assert {"config.json", "result.json", "model.weights.h5", "train", "validation"} <= {p.name for p in run_dir.iterdir()}
+    assert not (run_dir / "backup").exists()  # removed when the run completed, as after fit
+    assert glob.glob(str(run_dir / "train" / "events.out.tfevents.*"))  # TensorBoard scalars
+    result = records.load(run_dir)
+    assert result.status == "completed" and result.runtime["workers"] == 2 and result.runtime["process_index"] == 0
+    assert records.load_config(run_dir).replicas == 4
+    assert "epoch 1/2" in (logs / "worker-1.log").read_text()
+
+
+@pytest.mark.slow
+def test_a_killed_worker_ends_the_job_in_one_line_and_the_run_resumes_in_one_process_to_the_same_weights(tmp_path):
+    args = [*TRAIN, "--batch-size", "8", "--epochs", "3", "--steps-per-epoch", "30"]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
+    job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs", str(tmp_path / "logs"),
+                            "--", *args, "--logdir", str(tmp_path / "runs")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    # Kill worker 1 once the chief has backed up its first whole epoch.
+    deadline = time.monotonic() + 240
+    while not glob.glob(str(tmp_path / "runs" / "*" / "backup" / "latest.json")):
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[1][-3000:]
+        time.sleep(0.1)
+    os.kill(_worker(job.pid, 1), signal.SIGKILL)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 1, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith(
+        "python -m tpukit launch: worker 1 of 2 was killed by signal 9, so the others were stopped"), err[-3000:]
+    (run_dir,) = glob.glob(str(tmp_path / "runs" / "*"))
+    ended = records.load(run_dir)
+    assert ended.status in ("failed", "stopped") and 1 <= ended.epochs_done < 3, ended
+    assert "another worker of the cluster stopped answering" in ended.message or ended.status == "stopped"
+
+    # The backup the chief wrote under MWMS resumes in one process with the run's 2 replicas (MirroredStrategy),
+    # and ends bitwise equal to an uninterrupted run: a sum of two gradients does not depend on its order, so
+    # 2 workers x 1 device train as 1 process x 2 devices (checked: the same fingerprint).
+    resumed = run_cli("train", "--resume", run_dir, "--json", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    result = _last_json(resumed.stdout)
+    assert result["status"] == "completed" and result["replicas"] == 2 and result["epochs_done"] == 3
+    whole = run_cli(*args, "--replicas", "2", "--logdir", str(tmp_path / "whole"), "--json", timeout=300)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert result["fingerprint"] == _last_json(whole.stdout)["fingerprint"]
+
+
+def test_each_tensorflow_worker_gets_the_cluster_and_its_index_and_nothing_of_jax():
+    env = launch.worker_env("tensorflow", 1, 2, [1234, 5678])
+    assert json.loads(env["TF_CONFIG"]) == {"cluster": {"worker": ["127.0.0.1:1234", "127.0.0.1:5678"]},
+                                            "task": {"type": "worker", "index": 1}}
+    assert env["KERAS_BACKEND"] == "tensorflow" and not any(k.startswith("KERAS_DISTRIBUTION") for k in env)
+    assert launch.command_for(["train", "--backend", "tensorflow"]) == ["train", "--backend", "tensorflow"]
+    assert launch.backend_of(["train", "--backend=tensorflow"]) == "tensorflow"
+    ports = launch.free_ports(3)
+    assert len(set(ports)) == 3
+
+
+def _worker(parent: int, index: int) -> int:
+    """The launcher's child that is worker `index` (Linux /proc)."""
+    entry = f"TPUKIT_LAUNCH_WORKER={index}".encode()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) != parent:
+                    continue
+                if entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                    return int(pid)
+            except (OSError, ValueError, IndexError):
+                continue
+        time.sleep(0.1)
+    raise AssertionError(f"no worker {index} under {parent}")
