@@ -17,7 +17,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/22<br>
+# **Last modified:** 2026/11/24<br>
 # **Description:** Connect to the accelerator, train a Keras model and read the result from one widget panel.<br>
 # **Accelerator:** TPU, GPU or CPU (any Colab runtime)
 #
@@ -28,17 +28,19 @@
 #
 # tpukit puts a small control panel in your notebook. It finds the accelerator in front of you (a TPU, else GPUs,
 # else the CPU), lets you toggle precision, determinism and batch size, trains a Keras model inside the right
-# `tf.distribute` strategy, and shows progress, a table of runs and, when you ask for one, a profile.
+# `tf.distribute` strategy (on JAX, a `keras.distribution`), and shows progress, a table of runs and, when you
+# ask for one, a profile.
 #
 # **You will learn to:**
 #
-# - install tpukit in Colab without replacing the runtime's own TensorFlow;
+# - install tpukit in Colab without replacing the runtime's own framework (TensorFlow, or JAX on the TPU runtime);
 # - open the panel and train from it, or from code (every button is a method);
 # - change a setting from code and see the panel follow;
+# - predict the padding and the global batch of a batch size, then check them;
 # - check that a deterministic run can be reproduced bit for bit.
 #
 # The later notebooks open the panel up: 01 connecting and distributing, 02 mixed precision, 03 determinism,
-# 04 Keras training, 05 profiling and input pipelines, 06 scaling out.
+# 04 Keras training, 05 profiling and input pipelines, and from 06 on scaling out.
 
 # %% [markdown]
 # ## Setup
@@ -85,6 +87,16 @@ import tpukit
 
 START = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, steps_per_epoch=4) if SMOKE else None
 
+# The exercises leave `...` for you to fill in. Each has a hidden solution cell that runs only with
+# TPUKIT_SOLUTIONS=1 (the tests set it), so the self-checks test your answer, not ours.
+SOLUTIONS = os.environ.get("TPUKIT_SOLUTIONS") == "1"
+
+
+def answered(value, hint):
+    """The start of every self-check: an answer still `...` fails here, with a hint."""
+    assert value is not ..., f"Not answered yet: replace the `...` in the cell above. Hint: {hint}"
+    return value
+
 # %% [markdown]
 # ## Open the panel
 #
@@ -125,58 +137,96 @@ print(result.summary())
 # `panel.config` is a frozen `RunConfig`, the single source of truth: assign a new one (or a dict of fields to
 # change) and every widget follows. A bad value raises `ValueError` with the field, the value and the choices,
 # exactly the message the panel shows beside the widget.
+#
+# `padding_advice` says what a batch size costs in padding. A TPU's matrix unit works on 128x128 tiles; XLA pads
+# one dimension of a matrix to a multiple of 8 and the other to a multiple of 128, and which one gets 128
+# depends on the layout it picks, so tpukit's rule is a per-replica batch that is a multiple of 128 on a TPU:
+# then nothing is padded either way. On a GPU the rule is a multiple of 8 (Tensor Cores). A batch of 96 pads up
+# to 128 on a TPU, so 32 of every 128 rows are padding:
 
 # %%
-panel.config = {"batch_size": 100}
+panel.config = {"batch_size": 96}
 print(panel.config.padding_advice("tpu"))
+print(panel.config.padding_advice("gpu") or "GPU: 96 is a multiple of 8, no padding")
 try:
     panel.config = {"precision": "float8"}
 except ValueError as e:
     print(e)
 
 # %% [markdown]
-# ### Exercise 1: a batch size without padding
+# ### Exercise 1: the padding in a batch of 100
 #
-# A TPU's matrix unit works on 128x128 tiles. XLA pads one dimension of a matrix to a multiple of 8 and the
-# other to a multiple of 128, and which one gets 128 depends on the layout it picks, so tpukit's rule (the one
-# `padding_advice` applies, above) is a per-replica batch that is a multiple of 128 on a TPU: then nothing is
-# padded either way. On a GPU the rule is a multiple of 8 (Tensor Cores). The advice printed above for a batch of
-# 100 says how much of each step is padding. **Try changing `BATCH`**: find the batch size nearest to 100 that
-# has no waste on a TPU, and print `panel.config.padding_advice("gpu")` for it too.
+# **Predict `PREDICTED_WASTE`**: on a TPU, what percentage of each padded batch is padding when the per-replica
+# batch is 100? Work it out as above (the padded size first, then the padding's share of it); the self-check
+# asks `padding_advice`.
 
-# %%
-BATCH = 128  # try changing this
-panel.config = {"batch_size": BATCH}
+# %% tags=["exercise"]
+PREDICTED_WASTE = ...  # YOUR PREDICTION: percent of the padded batch, e.g. 12.5
 
-# %%
-# Self-check: passes when the batch fills the TPU tiles and is the nearest such size to 100.
-assert panel.config.padding_advice("tpu") is None, panel.config.padding_advice("tpu")
-assert abs(BATCH - 100) < 64, "a multiple of 128, but not the one nearest to 100"
-print("Exercise 1: correct,", panel.config.global_batch_size, "examples per step on", panel.runtime.replicas,
-      "replica(s)")
-print("On a GPU:", panel.config.padding_advice("gpu") or f"{BATCH} is a multiple of 8 too: no padding")
+# %% tags=["solution"] jupyter={"source_hidden": true}
+if SOLUTIONS:
+    PREDICTED_WASTE = 100 * (128 - 100) / 128  # 100 pads up to 128: 28 of 128 rows are padding
+
+# %% tags=["self-check"]
+# Self-check: your prediction against tpukit's advice
+answered(PREDICTED_WASTE, "round 100 up to a multiple of 128, then divide the padding by the padded size")
+print(tpukit.config.padding_advice(100, "tpu"))
+measured = tpukit.config.padding_waste(100, 128)
+print(f"predicted {PREDICTED_WASTE:.1f}%, measured {measured:.1f}%")
+assert abs(PREDICTED_WASTE - measured) < 0.5, "not quite: the waste is a share of the padded size (not of 100)"
+print("Exercise 1: correct.")
 
 # %% [markdown]
-# ### Exercise 2: reproduce a run bit for bit
+# ### Exercise 2: a batch that fills the tiles, and the global batch
 #
-# With **deterministic** on, tpukit seeds everything and turns on TensorFlow's op determinism, so the same config
-# gives the same weights, down to the last bit. `check_reproducibility` reruns the latest completed run and
-# compares the weights' fingerprints (the **Check reproducibility** button). **Try changing `DETERMINISTIC`** to
-# `False` first and see what your hardware does: on a GPU the fingerprints then usually differ, on a CPU they
-# often still match by luck. The self-check passes once reproducibility is guaranteed, not lucky.
+# `batch_size` is **per replica**: each step takes `batch_size x replicas` examples, the *global batch*. Look at
+# the panel's accelerator group for the number of replicas here. **Set `BATCH`** to the per-replica batch nearest
+# to 100 that wastes nothing on a TPU, and **predict `GLOBAL_BATCH`**, the examples per step it gives on this
+# runtime.
+
+# %% tags=["exercise"]
+BATCH = ...  # YOUR ANSWER: a per-replica batch size
+GLOBAL_BATCH = ...  # YOUR PREDICTION: examples per step on this runtime
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+if SOLUTIONS:
+    BATCH = 128  # the multiple of 128 nearest to 100
+    GLOBAL_BATCH = BATCH * tpukit.connect().replicas  # the accelerator group says how many replicas
+
+# %% tags=["self-check"]
+# Self-check
+answered(BATCH, "a multiple of 128 has no padding on a TPU")
+answered(GLOBAL_BATCH, "global batch = per-replica batch x replicas; the panel shows the replicas")
+replicas = tpukit.connect().replicas
+assert tpukit.config.padding_advice(BATCH, "tpu") is None, tpukit.config.padding_advice(BATCH, "tpu")
+assert abs(BATCH - 100) < 64, "a multiple of 128, but not the one nearest to 100"
+measured = tpukit.RunConfig(batch_size=BATCH, replicas=replicas).global_batch_size
+assert GLOBAL_BATCH == measured, f"{BATCH} per replica on {replicas} replica(s) is not {GLOBAL_BATCH} per step"
+print(f"Exercise 2: correct: {BATCH} per replica x {replicas} replica(s) = {measured} examples per step.")
+
+# %% [markdown]
+# Give the panel that batch size; the runs below use it.
 
 # %%
-DETERMINISTIC = True  # try changing this
-panel.config = {"deterministic": DETERMINISTIC, "epochs": 1}
+panel.config = {"batch_size": BATCH}
+print(panel.config.padding_advice("tpu") or f"batch_size={BATCH}: no padding on a TPU")
+
+# %% [markdown]
+# ## Reproduce a run bit for bit
+#
+# With **deterministic** on, tpukit seeds everything and makes the ops deterministic (TensorFlow's op
+# determinism; on JAX, XLA's kernels are deterministic already), so the same config gives the same weights, down
+# to the last bit. `check_reproducibility` reruns the latest completed run and compares the weights'
+# fingerprints (the **Check reproducibility** button). Try it with `deterministic` off too: on a GPU the
+# fingerprints then usually differ, on a CPU they often still match, by luck rather than by guarantee.
+# Notebook 03 shows what the fingerprint depends on.
+
+# %%
+panel.config = {"deterministic": True, "epochs": 1}
 panel.train(wait=True)
 check = panel.check_reproducibility(wait=True)
 print(check.text())
-
-# %%
-# Self-check: the rerun reproduced, and because determinism was on, not by luck.
 assert check.reproducible, check.text()
-assert check.original.config["deterministic"], "it matched this time, but nothing guarantees it: turn determinism on"
-print("Exercise 2: correct.")
 
 # %% [markdown]
 # ## Compare the runs
@@ -193,7 +243,8 @@ for row in panel.compare():
 #
 # - **TPU**: one replica per TPU device: 1 on Colab's free TPU (a single v5e chip), 8 on Kaggle's v5e-8 or a
 #   v2-8/v3-8 board (4 chips x 2 cores). `batch_size` is per replica, so the global batch is that many times
-#   larger. On Colab's TPU runtime (JAX, no TensorFlow) tpukit runs Keras 3 on JAX, on the TPU. Precision "auto" means `mixed_bfloat16`; `mixed_float16` is refused.
+#   larger. On Colab's TPU runtime (JAX, no TensorFlow) tpukit runs Keras 3 on JAX, on the TPU. Precision
+#   "auto" means `mixed_bfloat16`; `mixed_float16` is refused.
 # - **GPU**: one replica per GPU under `MirroredStrategy`; "auto" picks `mixed_float16` on Tensor-Core GPUs
 #   (compute capability 7.0 or higher, such as the T4) and `float32` on older ones.
 # - **CPU**: one replica (or simulated replicas, see notebook 01); "auto" is decided by measuring float32 against
