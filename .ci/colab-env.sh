@@ -56,11 +56,18 @@ print(f"pip freeze check: none of the {len(before)} packages of the set changed;
       + ", ".join(added))
 PY
 
-# 4. Test tools, constrained to what is installed now; then the tests of this set and notebook 00 at smoke size.
+# 4. Test tools, constrained to what is installed now; then the tests of this set, and notebooks at smoke size:
+#    in the TPU set (no TensorFlow) every notebook top to bottom and every exercise both ways, since the main
+#    suite runs them only with TensorFlow; in the CPU/GPU set (TensorFlow, as in the main suite) notebook 00.
 "$py" -m pip install -q -c "$venv/after-freeze.txt" pytest nbclient nbformat jupytext
 export TPUKIT_COLAB_SET=$name
+if [ "$name" = tpu ]; then
+  notebooks="test_notebook_runs or test_exercises_fail_unanswered_and_pass_answered"
+else
+  notebooks="test_notebook_runs and 00_quick_start"
+fi
 status=0
-"$py" -m pytest -q -p no:cacheprovider tests/test_colab_sets.py tests/test_notebooks.py \
-  -k "test_colab_sets or (test_notebook_runs and 00_quick_start)" || status=$?
+"$py" -m pytest -q -p no:cacheprovider --durations=10 tests/test_colab_sets.py tests/test_notebooks.py \
+  -k "test_colab_sets or ($notebooks)" || status=$?
 echo "colab-$name: $(( $(date +%s) - start )) s"
 exit $status
