@@ -155,7 +155,7 @@ def run(config, runtime, panel=None):
     """One training; returns (wall s/step, CPU s/step, the panel's overhead share or None)."""
     clock = StepClock()
     callbacks = [clock]
-    if panel is not None:  # what Panel._train_work does before it calls the engine
+    if panel is not None:  # what Controller._train_work does before it calls the engine
         view = panel._progress_view
         steps = data.train_size(config.dataset) // config.batch_size
         view.start(config.run_name, False, steps * config.epochs, 1.1 * math.log(10))

@@ -254,7 +254,7 @@ def test_the_panel_trains_a_user_model_on_user_data(make_panel):
     assert panel.progress.global_step == 2 * (922 // 16) and result.validation_metrics
     assert Path(result.run_dir).name in text(panel.views["runs"])
     panel.form.widgets["model"].value = "mlp"  # back to the zoo: the user's objects no longer apply
-    assert panel._inputs_for(panel.config)["model"] is None
+    assert panel.controller.inputs_for(panel.config)["model"] is None
 
 
 class PauseAt:
@@ -274,7 +274,7 @@ class PauseAt:
 
 def test_a_second_train_is_rejected_and_stop_keeps_the_run(make_panel):
     panel = make_panel(epochs=3)
-    panel._clock = pause = PauseAt(60)  # read after every step: this is mid second epoch (44 steps an epoch)
+    panel.controller.clock = pause = PauseAt(60)  # read after every step: this is mid second epoch (44 steps an epoch)
     panel.train()
     assert pause.reached.wait(60) and panel.running
     with pytest.raises(PanelBusy, match="still going on"):
@@ -318,7 +318,7 @@ def test_a_second_train_is_rejected_and_stop_keeps_the_run(make_panel):
 def test_a_run_stopped_in_its_first_epoch_promises_no_resume(make_panel):
     """No whole epoch done, so nothing was kept: Resume stays off, and no line says a resume would continue it."""
     panel = make_panel(epochs=2)
-    panel._clock = pause = PauseAt(10)  # in the first epoch
+    panel.controller.clock = pause = PauseAt(10)  # in the first epoch
     panel.train()
     assert pause.reached.wait(60) and panel.stop()
     pause.release.set()
@@ -511,7 +511,7 @@ def test_in_colab_a_run_holds_the_foreground_and_the_interrupt_stops_it(make_pan
         return time.perf_counter()
 
     panel = make_panel(ctx=context.COLAB, logdir=shared_logdir, epochs=3)
-    panel._clock = clock
+    panel.controller.clock = clock
     result = panel.train()  # no wait: in Colab it returns when the run has ended
     assert result.status == "stopped" and "interrupted" in result.message
     assert set(calls) == {threading.main_thread()}
@@ -597,7 +597,7 @@ def test_tune_batch_size_shows_the_trials_and_sets_the_recommended_batch(make_pa
     panel = make_panel(model=user_cnn, data=images(512), precision="float32")
     panel.buttons["tune"].click()
     assert panel.wait(300) is not None or panel.message.startswith("Batch size set to")
-    result = panel._job.result
+    result = panel.controller.job.result
     assert result.recommended == panel.config.batch_size and result.recommended % 8 == 0
     shown = words(panel.views["tuning"])
     assert "examples/s" in shown and "Recommended: batch_size=" in shown

@@ -15,6 +15,8 @@ from typing import Callable, Dict, List, Optional
 
 import keras
 
+from tpukit.progress import Meter
+
 
 class StopOnRequest(keras.callbacks.Callback):
     """Ends training after the current step once `flag` is set (thread-safe: a threading.Event).
@@ -201,48 +203,43 @@ class RunRecorder(keras.callbacks.Callback):
 
 
 class ProgressLogger(keras.callbacks.Callback):
-    """Compact progress on a stream (stderr by default): a line per epoch, refreshed in place on a terminal."""
+    """Compact progress on a stream (stderr by default): a line per epoch, refreshed in place on a terminal.
 
-    def __init__(self, epochs: int, steps_per_epoch: Optional[int], stream=None, every_s: float = 1.0, clock=time.perf_counter):
+    Where the run is, its examples/s and its ETA come from `tpukit.progress.Meter`, the model the panel's
+    progress line uses too.
+    """
+
+    def __init__(self, epochs: int, steps_per_epoch: Optional[int], stream=None, every_s: float = 1.0,
+                 clock=time.perf_counter, global_batch: int = 0):
         super().__init__()
         self.epochs = epochs
         self.steps = steps_per_epoch
         self.stream = stream or sys.stderr
         self.every_s = every_s
         self.clock = clock
+        self.meter = Meter(global_batch, steps_per_epoch or 0, epochs)
         self._tty = getattr(self.stream, "isatty", lambda: False)()
         self._start = 0.0
         self._shown = 0.0
-        self._epoch = 0
-        self._last_step = 0
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
         self._start = self._shown = self.clock()
+        self.meter.epoch(epoch, self._start)
 
     def on_train_batch_end(self, batch, logs=None):
         now = self.clock()
-        self._last_step = batch + 1
+        self.meter.step(batch + 1, now)
         if self._tty and now - self._shown >= self.every_s:
             self._shown = now
-            self.stream.write("\r" + self._line(batch + 1, logs, now))
+            self.stream.write("\r" + self.meter.progress(now).text(sep="  ", metrics=logs))
             self.stream.flush()
 
     def on_epoch_end(self, epoch, logs=None):
-        whole = whole_epoch(self._last_step, self.steps, self.model)
-        line = self._line(self.steps if whole and self.steps else self._last_step, logs, self.clock(), final=True)
+        now = self.clock()
+        whole = whole_epoch(self.meter.step_index, self.steps, self.model)
+        line = self.meter.progress(now, done=True).text(sep="  ", metrics=logs)
+        line += f"  {now - self._start:.1f}s"
         if not whole:
             line += "  (stopped: resume redoes this epoch)"
         self.stream.write(("\r" if self._tty else "") + line + "\n")
         self.stream.flush()
-
-    def _line(self, step, logs, now, final=False) -> str:
-        elapsed = max(now - self._start, 1e-9)
-        metrics = "  ".join(f"{k} {float(v):.4f}" for k, v in (logs or {}).items())
-        if self.steps:
-            eta = (self.steps - step) * elapsed / max(step, 1)
-            tail = f"{elapsed:.1f}s" if final else f"ETA {eta:.0f}s"
-            where = f"step {step}/{self.steps}"
-        else:
-            tail, where = f"{elapsed:.1f}s", f"step {step}"
-        return f"epoch {self._epoch + 1}/{self.epochs}  {where}  {metrics}  {tail}"

@@ -13,6 +13,7 @@ same weights.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import shutil
 import tempfile
@@ -262,8 +263,7 @@ class _Run:
         self.feeder = pipeline.choose(self.runtime.backend, self.runtime.workers)
         if source.ordered:
             config.check_examples(len(source.train), config.replicas, source.validation_from == "split")
-            per_pass = pipeline.steps_per_epoch(len(source.train), config.global_batch_size)
-            self.steps = config.steps_per_epoch or per_pass
+            self.steps = steps_per_epoch(config, len(source.train), config.replicas)
         else:
             self.steps = config.steps_per_epoch or source.train.steps
         if source.validation_from == "split":
@@ -416,7 +416,8 @@ class _Run:
                 monitor=monitor, patience=config.early_stopping, restore_best_weights=True)
             out.append(self.early_stopper)
         if self.progress is not None:
-            out.append(cb.ProgressLogger(config.epochs, steps, stream=self.progress))
+            out.append(cb.ProgressLogger(config.epochs, steps, stream=self.progress,
+                                          global_batch=config.global_batch_size))
         return out + self.extra_callbacks
 
     def _on_epoch(self, epoch, row):
@@ -511,6 +512,39 @@ class _Run:
         if status == "completed":
             shutil.rmtree(self.run_dir / "backup", ignore_errors=True)
         return result
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A run's shape before it starts: the global batch, and the steps per epoch (None: only the run can count
+    them, as for a tf.data input of unknown length)."""
+
+    global_batch: int
+    steps_per_epoch: Optional[int]
+
+
+def steps_per_epoch(config: RunConfig, num_train: int, replicas: int) -> int:
+    """The steps in one epoch of `num_train` examples: the config's own, else whole global batches.
+
+    The one place that says it: the trainer (on the loaded data) and `plan` (before loading) both call it.
+    """
+    from tpukit import pipeline
+
+    return config.steps_per_epoch or pipeline.steps_per_epoch(num_train, config.batch_size * replicas)
+
+
+def plan(config: RunConfig, replicas: int, data=None, validation_data=None) -> Plan:
+    """The global batch and steps per epoch a run of `config` on `replicas` will have, without loading the data
+    where its size is known (built-in datasets, arrays); for the panel's progress bar and profile window."""
+    from tpukit import sources
+
+    global_batch = config.batch_size * replicas
+    if config.steps_per_epoch:
+        return Plan(global_batch, config.steps_per_epoch)
+    available = sources.planned_train_examples(config, data, validation_data)
+    if not available or available < global_batch:
+        return Plan(global_batch, None)
+    return Plan(global_batch, steps_per_epoch(config, available, replicas))
 
 
 # "auto" runs at most this many steps per execution: enough to amortize the host's dispatch of each call

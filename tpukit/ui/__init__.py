@@ -1,12 +1,13 @@
-"""tpukit's notebook panel: widgets over the engine.
+"""tpukit's notebook panel: a controller without widgets, and the widget view over it.
 
     import tpukit
     panel = tpukit.panel(tpukit.RunConfig(dataset="digits", model="mlp"))
 
 Importing this package is cheap; ipywidgets, matplotlib and TensorFlow load
-when a panel is built or trains.
+when a panel is built or trains. `Controller` never loads ipywidgets.
 """
 
-from tpukit.ui.panel import KERNEL_RUNS, NoRunError, Panel, PanelBusy, Reproducibility, panel
+from tpukit.ui.controller import Controller, KERNEL_RUNS, NoRunError, PanelBusy, Reproducibility, View
+from tpukit.ui.panel import Panel, panel
 
-__all__ = ["KERNEL_RUNS", "NoRunError", "Panel", "PanelBusy", "Reproducibility", "panel"]
+__all__ = ["Controller", "KERNEL_RUNS", "NoRunError", "Panel", "PanelBusy", "Reproducibility", "View", "panel"]

@@ -23,6 +23,7 @@ import ipywidgets as widgets
 
 from tpukit import config as _config
 from tpukit import registry
+from tpukit.ui.messages import field_of, plain  # noqa: F401  (the form's sentences; widget-free)
 
 # (field, label, kind, choices or placeholder). Fields not listed here keep their config value.
 FIELDS: Tuple[Tuple[str, str, str, Any], ...] = (
@@ -46,13 +47,8 @@ FIELDS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("name", "run name", "str", "model-dataset"),
 )
 ACCELERATOR_FIELDS = ("accelerator", "backend", "replicas", "tpu")
-_FIELD_IN_MESSAGE = re.compile(r"^RunConfig\.(\w+):\s*")
-_EXPECTED = re.compile(r"^RunConfig\.(\w+): expected (.+?)\. Received: \w+=(.*?)\.?$", re.DOTALL)
 _INT = re.compile(r"\s*[+-]?\d+\s*")
 _FLOAT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
-# How a sentence names a field, where its label is terse.
-SAY = {"batch_size": "batch size", "steps_per_epoch": "steps per epoch", "steps_per_execution": "steps per execution",
-       "learning_rate": "learning rate", "profile": "the profile window", "name": "the run name"}
 _WINDOW = re.compile(r"\s*(\d+)\s*[:\-,]\s*(\d+)\s*")
 _LABEL_STYLE = {"description_width": "120px"}
 
@@ -194,29 +190,6 @@ def _backend_note(chosen: str) -> str:
     if chosen not in ("auto", loaded):
         return f"this kernel runs Keras on {loaded}; restart it to use {chosen}"
     return f"Keras runs on {loaded} in this kernel"
-
-
-def field_of(message: str) -> Optional[str]:
-    """The field a RunConfig message names ("RunConfig.batch_size: ..."), or None."""
-    match = _FIELD_IN_MESSAGE.match(message)
-    return match.group(1) if match else None
-
-
-def plain(message: str) -> str:
-    """A RunConfig message as a sentence for a person: "RunConfig.batch_size: expected an integer >= 1.
-    Received: batch_size='1.5'." becomes "batch size must be a whole number ≥ 1; received '1.5'."."""
-    match = _EXPECTED.match(message)
-    if match:
-        field, expected, received = match.groups()
-        for old, new in (("an integer", "a whole number"), (" >= ", " ≥ "), (" <= ", " ≤ "), (" or None", " or empty")):
-            expected = expected.replace(old, new)
-        received = "nothing" if received in ("''", "None") else received
-        return f"{SAY.get(field, field.replace('_', ' '))} must be {expected}; received {received}."
-    field = field_of(message)
-    if field is None:
-        return message
-    rest = _FIELD_IN_MESSAGE.sub("", message, count=1)
-    return f"{SAY.get(field, field.replace('_', ' '))}: {rest}"
 
 
 def error_html(message: str) -> str:

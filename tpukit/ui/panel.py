@@ -1,9 +1,12 @@
-"""The tpukit panel: a view of one RunConfig plus buttons that call the engine.
+"""The tpukit panel: widgets that show a `Controller` (one RunConfig plus the engine calls that use it).
 
     import tpukit
     panel = tpukit.panel(tpukit.RunConfig(dataset="digits", model="mlp", epochs=2))
     result = panel.train(wait=True)
 
+The panel is a view: the state and every action live in
+`tpukit.ui.controller.Controller`, which knows nothing of widgets, and the
+panel renders what the controller shows (the `View` methods) with ipywidgets.
 `panel.config` is the single source of truth: assigning it updates every
 widget, and a widget change updates it once RunConfig accepts the value.
 Until then every field RunConfig refuses says why in a sentence under it
@@ -23,82 +26,19 @@ set by the click's handler itself before the slow work starts; a new run
 clears the last run's status line. Resume is on exactly when
 `tpukit.resume()` would continue a run (`tpukit.ui.resumable`).
 
-Where training runs depends on the front end (`tpukit.context`): in Colab,
-widget updates from a background thread do not reach the page, so a run
-goes in the foreground of the click and Stop is Colab's interrupt (the
-engine keeps the run as "stopped"). Elsewhere a run goes in a thread and
-Stop ends it after the current step.
-
 Importing this module is cheap: ipywidgets loads when a Panel is built,
 TensorFlow when it connects or trains.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import atexit
-import functools
-import math
-import os
-import tempfile
-import threading
-import time
-import traceback
-import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tpukit import context as _context
-from tpukit.config import ConfigError, PaddingWarning, RunConfig
+from tpukit.config import RunConfig
 from tpukit.ui import layout
-from tpukit.ui import resumable
-
-# Runs made by panels in this kernel: a panel built again (a re-run cell) still lists them.
-KERNEL_RUNS: List[Any] = []
-_TENSORBOARD_HEIGHT = 800
-ERROR_LOG = "tpukit-panel.log"  # in the logdir (else the temp dir): tracebacks of unexpected errors
-
-
-_TUNE = "tune batch size"  # the job's name: it says what is going on, and the tuning views outlive only it
-
-
-def _history(run_dir: Optional[str]) -> Optional[Dict[str, List[float]]]:
-    """A resumed run's per-epoch history, so its curves go on where they were (None: a new run, or unreadable)."""
-    if run_dir is None:
-        return None
-    from tpukit import records
-
-    try:
-        return records.load(run_dir).history
-    except Exception:  # noqa: BLE001 - the curves start empty; resume() itself says what is wrong
-        return None
-
-
-class PanelBusy(RuntimeError):
-    """An action needs the panel idle, but a run is going on."""
-
-
-class NoRunError(ValueError):
-    """An action needs a run (to resume, to rerun) and the panel has none that fits."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Reproducibility:
-    """A run and its rerun from the same config: equal fingerprints mean bitwise-equal weights."""
-
-    original: Any  # RunResult
-    rerun: Any  # RunResult
-
-    @property
-    def reproducible(self) -> bool:
-        return bool(self.original.fingerprint) and self.original.fingerprint == self.rerun.fingerprint
-
-    def text(self) -> str:
-        a, b = self.original.fingerprint, self.rerun.fingerprint
-        if self.reproducible:
-            return f"Reproducible: the rerun ended with the same weights (fingerprint {a})."
-        why = ("" if self.original.config.get("deterministic")
-               else " The run was not deterministic: tick 'deterministic' for bitwise-equal reruns.")
-        return f"Not reproducible: fingerprints differ ({a} vs {b}).{why}"
+from tpukit.ui.controller import (ERROR_LOG, KERNEL_RUNS, Controller, Controls, NoRunError,  # noqa: F401
+                                  PanelBusy, Reproducibility, View)
 
 
 def panel(config: Optional[RunConfig] = None, *, model=None, data=None, display: bool = True, **options) -> "Panel":
@@ -122,20 +62,8 @@ def panel(config: Optional[RunConfig] = None, *, model=None, data=None, display:
     return built
 
 
-class _Job:
-    """One action that runs for a while (a training run), in the foreground or a thread."""
-
-    def __init__(self, name: str, work: Callable[[], Any]):
-        self.name = name
-        self.work = work
-        self.result = None
-        self.error: Optional[str] = None
-        self.active = True
-        self.done = threading.Event()
-
-
-class Panel:
-    """Widgets over one RunConfig and the engine calls that use it.
+class Panel(View):
+    """Widgets over a `Controller`: the settings, the buttons, and what the engine reports.
 
     Args:
         config: the starting RunConfig (or a dict of its fields); default `RunConfig()`.
@@ -146,407 +74,114 @@ class Panel:
         auto_tensorboard: open TensorBoard on the profile tab after a profiled run.
 
     Attributes:
+        controller: the state and the actions (no widgets); every method below calls it.
         widget: the root widget. `buttons`, `form.widgets` and `views` hold the parts.
     """
 
     def __init__(self, config=None, *, model=None, data=None, validation_data=None, test_data=None,
-                 context: Optional[str] = None, display_fn: Optional[Callable] = None,
-                 clock: Callable[[], float] = time.perf_counter, runs: Optional[list] = None,
-                 auto_tensorboard: bool = True):
-        from tpukit import training
-
-        if isinstance(config, dict):
-            config = _valid(config)
-        elif config is None:
-            config = _valid({})
-        elif not isinstance(config, RunConfig):
-            raise TypeError(f"Expected a RunConfig, a dict of its fields or None. Received: config={config!r}")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PaddingWarning)
-            config, model, data = training.with_labels(config, model, data)
-        # The user's own model and data (objects), used while the config still names them.
-        self._inputs = {"model": (config.model, model), "data": (config.dataset, data),
-                        "validation_data": validation_data, "test_data": test_data}
-        self.context = context or _context.detect()
-        if self.context not in _context.CONTEXTS:
-            raise ValueError(f"Unknown context {self.context!r}. Expected one of {', '.join(_context.CONTEXTS)}.")
+                 context: Optional[str] = None, display_fn: Optional[Callable] = None, **options):
+        super().__init__()
+        self.controller = Controller(config, model=model, data=data, validation_data=validation_data,
+                                     test_data=test_data, view=self, context=context, **options)
+        self.context = self.controller.context
         self._display_fn = display_fn
-        self._clock = clock
-        self._runs = KERNEL_RUNS if runs is None else runs
-        self._auto_tensorboard = auto_tensorboard
-        self._config = config
-        self._runtime = None
-        self._runtime_key: Optional[Tuple] = None
-        self._invalid: Dict[str, str] = {}  # field (or "" for none) -> a sentence: why the form is refused
-        self._job: Optional[_Job] = None
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._message = ""
-        self._profile_summary = None
-        self._error_log: Optional[str] = None
-        self._tensorboard = None
-        self._launched: List[Any] = []  # TensorBoards this panel started (only these are stopped on close)
+        self._config = self.controller.config  # what the form shows first
         layout.build(self)
-        self._commit(config)
-        self._render_runs()
+        self.progress_sink = self._progress_view  # the Progress section's widgets get the run's progress
+        self.controller.start()
 
-    # ---- the config ----------------------------------------------------------
+    # ---- the controller's state and actions: each button calls one --------------
     @property
     def config(self) -> RunConfig:
         """The current RunConfig. Assign a RunConfig, or a dict of fields to change."""
-        return self._config
+        return self.controller.config
 
     @config.setter
     def config(self, value) -> None:
-        if isinstance(value, dict):
-            value = _valid({**self._config.to_dict(), **value})
-        elif not isinstance(value, RunConfig):
-            raise TypeError(f"Expected a RunConfig or a dict of RunConfig fields. Received: {value!r}")
-        self._check_runtime_fit(value)
-        self.form.show(value)
-        self.form.clear_errors()
-        self._invalid = {}
-        self._commit(value)
+        self.controller.config = value
 
     @property
     def problems(self) -> Dict[str, str]:
         """Why the form's values are refused: {field: sentence} ("" for a problem no field names); empty if none."""
-        return dict(self._invalid)
+        return self.controller.problems
 
-    def _form_changed(self) -> None:
-        """A person changed a widget: take the values if RunConfig (and the connected hardware) accept them all;
-        else mark every field refused, each with its sentence, and keep the config as it was."""
-        candidate, self._invalid = self._check_form()
-        self.form.show_errors(self._invalid)
-        if candidate is None:
-            self._refresh()
-        else:
-            self._commit(candidate)
-
-    def _check_form(self) -> Tuple[Optional[RunConfig], Dict[str, str]]:
-        """(the config the form asks for, or None; {field: sentence} for each refused field).
-
-        RunConfig stops at its first error, so each changed field is tried alone on the current config first,
-        then all the fields that pass together (and against the hardware and the data's size).
-        """
-        from tpukit.ui import form as _form
-
-        base, values = self._config.to_dict(), self.form.values()
-        problems: Dict[str, str] = {}
-        for field, value in values.items():
-            if value != base.get(field):
-                try:
-                    _valid({**base, field: value})
-                except (ValueError, TypeError) as e:
-                    problems[field] = _form.plain(str(e))
-        accepted = {field: value for field, value in values.items() if field not in problems}
-        try:
-            candidate = _valid({**base, **accepted})
-            self._check_runtime_fit(candidate)
-        except (ValueError, TypeError) as e:
-            field = _form.field_of(str(e))
-            problems[field if field in self.form.errors else ""] = _form.plain(str(e))
-        return (None if problems else candidate), problems
-
-    def _commit(self, config: RunConfig) -> None:
-        self._config = config
-        self._update_notes()
-        self._refresh()
-
-    def _check_runtime_fit(self, config: RunConfig) -> None:
-        """Checks that need the hardware (against the connected runtime when it is the one `config` asks for)
-        or the data's size (where it is known before loading)."""
-        from tpukit import sources
-
-        runtime = self._matching_runtime(config)
-        if runtime is not None:
-            config.check_for(runtime.kind, runtime.replicas)
-        inputs = self._inputs_for(config)
-        available = sources.planned_train_examples(config, inputs.get("data"), inputs.get("validation_data"))
-        if available is not None:
-            replicas = runtime.replicas if runtime is not None else (config.replicas or 1)
-            split = config.validation_split is not None and inputs.get("validation_data") is None
-            config.check_examples(available, replicas, split)
-
-    def _matching_runtime(self, config: RunConfig):
-        if self._runtime is not None and self._runtime_key == _runtime_key(config):
-            return self._runtime
-        return None
-
-    # ---- actions (each button calls one) -------------------------------------
-    def connect(self):
-        """Connect to the accelerator the config asks for; returns the Runtime, or None (the panel says why)."""
-        self._ensure_idle("connect")
-        line = self._connecting_line(self._config)
-        self._say(line)  # shown before the slow part: a click's handler runs this
-        self.views["accelerator"].value = _tables().message(line)
-        self.views["chip"].value = _tables().chip(None, "connecting…")
-        self.show_section("Accelerator")  # what it found, and why it skipped the rest
-        try:
-            runtime = self._connect(self._config)
-        except Exception as e:  # ConnectError, RestartRequired, or TensorFlow's own
-            line = self._explain(e, "connect")
-            self._say(line, "error")
-            self.views["accelerator"].value = _tables().message(line, "error")
-            return None
-        self._say(f"Connected: {runtime.kind.upper()}, {runtime.replicas} replica"
-                  + ("s" if runtime.replicas != 1 else "") + f", {runtime.backend}.", "ok")
-        return runtime
-
-    def train(self, wait: bool = False):
-        """Train the current config with live progress.
-
-        Elsewhere than Colab the run goes in a thread and this returns at once
-        (None) unless `wait`; in Colab it runs in the foreground. Returns the
-        RunResult when the run ran to an end (completed, stopped or NaN), None
-        if it could not (the panel shows why).
-
-        Raises:
-            PanelBusy: a run is already going on.
-            ConfigError: settings in the form are invalid (each says why under it; the error lists them).
-        """
-        if self._invalid:
-            raise ConfigError(self._train_off())
-        config = self._config
-        return self._start("train", functools.partial(self._train_work, config, None), wait, config)
-
-    def resume(self, run=None, wait: bool = False, epochs: Optional[int] = None):
-        """Continue a stopped run from its last whole epoch, in its own directory.
-
-        Args:
-            run: the run: a RunResult, or its run directory (a path, or a directory
-                name under the config's logdir). Default: the latest resumable run
-                of this kernel.
-            wait: block until the run ends (always so in Colab).
-            epochs: extend a completed run to this many epochs, in a new run
-                directory (`tpukit.resume(run_dir, epochs=N)`).
-
-        Returns:
-            The RunResult when the run has ended, else None (as `train`).
-
-        Raises:
-            NoRunError: no run given and none of this kernel's runs can be resumed, or the run
-                given kept nothing to resume from (it stopped before its first whole epoch ended).
-            RunDirError: `run` is not a tpukit run directory, its record is damaged, or it completed
-                (and `epochs` does not extend it).
-        """
-        from tpukit import records
-
-        if run is None:
-            found = self._resume_target()
-            if not found.ok:
-                raise NoRunError(f"No resumable run. {found.reason}")
-            run_dir = found.run_dir
-        elif isinstance(run, (str, os.PathLike)):
-            run_dir = self._run_dir(run)
-        elif hasattr(run, "run_dir"):
-            run_dir = run.run_dir
-        else:
-            raise TypeError(f"Expected a RunResult or a run directory. Received: run={run!r}")
-        found = resumable.check(run_dir)
-        if not found.ok and found.status in ("stopped", "failed") and epochs is None:
-            raise NoRunError(f"{os.path.basename(run_dir)}: {found.reason}")  # the engine would start it over
-        recorded = records.load(run_dir)
-        config = records.load_config(run_dir)
-        runtime = self._runtime_for(recorded.to_dict())
-        work = functools.partial(self._train_work, config, run_dir, runtime, epochs)
-        return self._start("resume", work, wait, config, runtime)
-
-    def stop(self) -> bool:
-        """Ask the run to end after its current step; it is kept as "stopped" and can be resumed.
-
-        In Colab, where the run holds the foreground, stop with the cell's interrupt instead.
-        Returns whether a run was going on.
-        """
-        job = self._job
-        if job is None or not job.active:
-            self._say("Nothing to stop: no run is going on.")
-            return False
-        self._stop.set()
-        self._say("Stopping after the current step…")
-        return True
-
-    def wait(self, timeout: Optional[float] = None):
-        """Wait for the current action to end; returns its result (None if it failed)."""
-        job = self._job
-        if job is None:
-            return None
-        if not job.done.wait(timeout):
-            raise TimeoutError(f"{job.name} still running after {timeout} s")
-        return job.result
-
-    def capture_profile(self, window: Optional[Tuple[int, int]] = None) -> Tuple[int, int]:
-        """Profile the next run: sets the config's profile window (default: a few steps after warm-up).
-
-        After the run, the panel summarizes the capture inline (`show_profile`) and
-        opens TensorBoard on its profile tab. Returns the window.
-        """
-        window = tuple(window) if window is not None else (self._config.profile or self._default_window())
-        self.config = self._config.replace(profile=window)
-        self._say(f"The next run profiles steps {window[0]}–{window[1]}: press Train.")
-        return window
-
-    def show_profile(self, run=None):
-        """Summarize a run's profile capture inline (default: the latest run that has one); returns the summary."""
-        from tpukit import profiling
-
-        run = run or next((r for r in reversed(self._runs) if r.profile_files), None)
-        if run is None:
-            self.views["profile"].value = _tables().message(
-                "No profile capture yet: press 'Profile next run', then Train.", "info")
-            return None
-        try:
-            summary = profiling.summarize(run.profile_files[0])
-        except Exception as e:  # missing xprof, an unreadable capture
-            self.views["profile"].value = _tables().message(self._explain(e, "show_profile"), "error")
-            return None
-        self._profile_summary = summary
-        self.views["profile"].value = _tables().profile(summary)
-        self._show_image("profile_chart", _plots().profile_chart(summary))
-        return summary
-
-    def show_tensorboard(self, profile: Optional[bool] = None) -> Optional[str]:
-        """Show TensorBoard for the runs' logdir inline; returns the URL shown, or None (the panel says why).
-
-        TensorBoard listens on 127.0.0.1 (reused if one already serves the
-        logdir). `profile`: open the profile tab (None: when the latest run has
-        a capture under this logdir).
-        """
-        logdir = os.path.abspath(self._config.logdir)
-        self.views["tensorboard"].value = _tables().message(f"Starting TensorBoard for {logdir}…")
-        try:
-            return self._show_tensorboard(logdir, profile)
-        except Exception as e:
-            line = self._explain(e, "show_tensorboard")
-            self.views["tensorboard"].value = _tables().message(line, "error")
-            self._say(line, "error")
-            return None
-
-    def _show_tensorboard(self, logdir: str, profile: Optional[bool]) -> Optional[str]:
-        from tpukit import tensorboard as tb
-        from tpukit.ui import embed
-
-        result = tb.start(logdir)
-        if isinstance(result, tb.Failed):
-            self.views["tensorboard"].value = _tables().message(result.message, "error")
-            return None
-        if isinstance(result, tb.Launched):
-            self._launched.append(result)
-            # Stopped with the kernel: at a normal exit (Jupyter's restart or shut down) as at close(). A
-            # killed kernel runs nothing; the next panel on the logdir reuses the server it left.
-            atexit.register(tb.stop, result)
-        self._tensorboard = result
-        capture = self._latest_capture(logdir) if profile is not False else None
-        url = tb.profile_url(result, run=capture) if capture else (
-            tb.profile_url(result) if profile else result.url)
-        shown = embed.tensorboard(url, self.context, height=_TENSORBOARD_HEIGHT)
-        self.views["tensorboard"].value = shown.html
-        out = self.views["tensorboard_frame"]
-        out.outputs = ()
-        if shown.javascript:
-            from IPython.display import Javascript
-
-            with out:
-                self._show(Javascript(shown.javascript))
-        return url
-
-    def tune_batch_size(self, wait: bool = False):
-        """Try growing per-replica batch sizes on the current model and data (`tpukit.tune_batch_size`), show
-        the trials as a table and a chart, and set the recommended batch size in the settings.
-
-        Returns:
-            The `BatchTuning` when it has ended (wait=True, or always in Colab), else None.
-        """
-        if self._invalid:
-            raise ConfigError(self._train_off())
-        config = self._config
-        return self._start(_TUNE, functools.partial(self._tune_work, config), wait, config)
-
-    def _tune_work(self, config: RunConfig):
-        from tpukit import tuning
-
-        runtime = self._matching_runtime(config) or self._connect(config)
-        self._progress_view.waiting("Tuning the batch size: a few steps at each size…")
-        inputs = self._inputs_for(config)
-
-        def on_trial(trials, trying):  # each size as it goes: the table so far and the size being tried
-            done = "; ".join(f"{t.batch_size}: {t.examples_per_sec:,.0f}/s" if t.examples_per_sec else
-                             f"{t.batch_size}: {t.outcome}" for t in trials)
-            self._progress_view.waiting(f"Tuning the batch size: trying {trying} per replica…"
-                                        + (f" (so far {done})" if done else ""))
-
-        result = tuning.tune_batch_size(config, runtime, model=inputs["model"], data=inputs["data"],
-                                        on_trial=on_trial)
-        self.views["tuning"].value = _tables().tuning(result)
-        self._show_image("tuning_chart", _plots().tuning_chart(result))
-        self.config = self._config.replace(batch_size=result.recommended)
-        line = f"Batch size set to {result.recommended} per replica (tuned; the table says why)."
-        self._progress_view.waiting(f"Tuned: tried {', '.join(str(t.batch_size) for t in result.trials)} per "
-                                    f"replica.")
-        self._say(line)
-        return result
-
-    def compare(self) -> List[Dict[str, Any]]:
-        """The runs made in this kernel side by side: one row per run (also drawn as a table and a chart)."""
-        from tpukit import records
-
-        rows = records.compare(self._runs)
-        self._render_runs(rows, chart=True)
-        self.show_section("Runs")
-        return rows
-
-    def check_reproducibility(self, run=None, wait: bool = False):
-        """Rerun a run's config and compare the weights' fingerprints.
-
-        Args:
-            run: the RunResult to rerun (default: the latest completed run).
-            wait: block until the rerun ends (always so in Colab).
-
-        Returns:
-            A `Reproducibility` when the rerun has ended, else None.
-        """
-        run = run or next((r for r in reversed(self._runs) if r.status == "completed" and r.fingerprint), None)
-        if run is None:
-            raise NoRunError("No completed run to rerun yet: train one first.")
-        config = _valid({**run.config, "profile": None})
-        return self._start("check reproducibility", functools.partial(self._reproduce_work, run, config), wait,
-                           config, self._runtime_for(run.to_dict()))
-
-    # ---- read-only state -----------------------------------------------------
     @property
     def runs(self) -> list:
         """The RunResults made in this kernel, oldest first."""
-        return list(self._runs)
+        return self.controller.runs
 
     @property
     def runtime(self):
         """The connected Runtime, or None."""
-        return self._runtime
+        return self.controller.runtime
 
     @property
     def progress(self):
-        """The latest `tpukit.ui.progress.Progress` of the current or last run, or None."""
-        return self._progress_view.latest
+        """The latest `tpukit.progress.Progress` of the current or last run, or None."""
+        return self.controller.progress
 
     @property
     def running(self) -> bool:
-        job = self._job
-        return job is not None and job.active
+        return self.controller.running
 
     @property
     def message(self) -> str:
         """The panel's latest status line, as text."""
-        return self._message
+        return self.controller.message
 
     @property
     def profile_summary(self):
         """The latest ProfileSummary shown, or None."""
-        return self._profile_summary
+        return self.controller.profile_summary
 
     @property
     def error_log(self) -> Optional[str]:
         """The file the latest unexpected error's traceback was written to, or None."""
-        return self._error_log
+        return self.controller.error_log
+
+    def connect(self):
+        """Connect to the accelerator the config asks for (`Controller.connect`)."""
+        return self.controller.connect()
+
+    def train(self, wait: bool = False):
+        """Train the current config with live progress (`Controller.train`)."""
+        return self.controller.train(wait)
+
+    def resume(self, run=None, wait: bool = False, epochs: Optional[int] = None):
+        """Continue a stopped run, or extend a completed one (`Controller.resume`)."""
+        return self.controller.resume(run, wait, epochs)
+
+    def stop(self) -> bool:
+        """End the run after its current step, kept as "stopped" (`Controller.stop`)."""
+        return self.controller.stop()
+
+    def wait(self, timeout: Optional[float] = None):
+        """Wait for the current action to end; returns its result (`Controller.wait`)."""
+        return self.controller.wait(timeout)
+
+    def capture_profile(self, window: Optional[Tuple[int, int]] = None) -> Tuple[int, int]:
+        """Profile the next run (`Controller.capture_profile`)."""
+        return self.controller.capture_profile(window)
+
+    def show_profile(self, run=None):
+        """Summarize a run's capture inline (`Controller.show_profile`)."""
+        return self.controller.show_profile(run)
+
+    def show_tensorboard(self, profile: Optional[bool] = None) -> Optional[str]:
+        """TensorBoard inline, on 127.0.0.1 (`Controller.show_tensorboard`)."""
+        return self.controller.show_tensorboard(profile)
+
+    def tune_batch_size(self, wait: bool = False):
+        """Find the batch size and set it (`Controller.tune_batch_size`)."""
+        return self.controller.tune_batch_size(wait)
+
+    def compare(self) -> List[Dict[str, Any]]:
+        """This kernel's runs side by side (`Controller.compare`)."""
+        return self.controller.compare()
+
+    def check_reproducibility(self, run=None, wait: bool = False):
+        """Rerun a run and compare fingerprints (`Controller.check_reproducibility`)."""
+        return self.controller.check_reproducibility(run, wait)
 
     # ---- showing the panel ---------------------------------------------------
     def display(self) -> None:
@@ -561,28 +196,17 @@ class Panel:
 
     def text(self) -> str:
         """The panel as a few lines of text, for front ends without widgets."""
-        rt = self._runtime.describe() if self._runtime is not None else "Not connected."
-        lines = [f"tpukit panel ({self.context})", rt, "config: " + self._config.to_json(indent=None)]
-        if self._message:
-            lines.append(self._message)
-        lines += [r.summary().splitlines()[0] for r in self._runs]
-        return "\n".join(lines)
+        return self.controller.text()
 
     def __repr__(self) -> str:
-        state = self._job.name if self.running else "idle"
-        connected = self._runtime.kind if self._runtime is not None else "not connected"
-        return f"<tpukit Panel: {self.context}, {connected}, {len(self._runs)} runs, {state}>"
+        c = self.controller
+        state = c.job.name if c.running else "idle"
+        connected = c.runtime.kind if c.runtime is not None else "not connected"
+        return f"<tpukit Panel: {self.context}, {connected}, {len(c.runs)} runs, {state}>"
 
     def close(self) -> None:
         """Stop a run in progress, stop the TensorBoards this panel started, and close the widgets."""
-        from tpukit import tensorboard as tb
-
-        if self.running:
-            self._stop.set()
-            self.wait(60)
-        for launched in self._launched:
-            tb.stop(launched)
-        self._launched.clear()
+        self.controller.close()
         for widget in self._all_widgets:
             widget.close()
 
@@ -601,13 +225,13 @@ class Panel:
     def _on_section(self, change) -> None:
         for name, box in self.sections.items():
             box.layout.display = "" if name == change["new"] else "none"
-        if change["new"] == "TensorBoard" and self._tensorboard is None:  # it starts when first opened
+        if change["new"] == "TensorBoard" and not self.controller.tensorboard_started:  # starts when first opened
             try:
                 self.show_tensorboard()
             except Exception as e:  # show_tensorboard says its own failures; anything else, in one line
-                self._say(self._explain(e, "show_tensorboard"), "error")
+                self.controller.fail(e, "show_tensorboard")
 
-    # ---- button handlers: one line each, the work is in the methods ---------
+    # ---- button handlers: one line each, the work is in the controller -------
     def _on_connect(self, button):
         self._handle(button, self.connect)
 
@@ -641,197 +265,84 @@ class Panel:
         try:
             action()
         except Exception as e:
-            self._say(self._explain(e, getattr(action, "__name__", "action")), "error")
+            self.controller.fail(e, getattr(action, "__name__", "action"))
         finally:
-            self._refresh()
+            self.controller.refresh()
 
-    def _explain(self, error: BaseException, action: str) -> str:
-        """The one line to show for `error`. Unless it is tpukit's own (and says all), its traceback goes to
-        the panel's log file, which the line names."""
-        if _is_tpukit_error(error) and error.__cause__ is None:
-            return _short(error)
-        line = _tables().short_error(error, limit=200)
-        path, problem = self._log_traceback(error, action)
-        if path is None:
-            return f"{line} (the traceback could not be written: {problem})"
-        return f"{line} (full traceback in {path})"
+    def _form_changed(self) -> None:
+        """A person changed a widget: the controller takes the values, or says why not under each field."""
+        self.controller.propose(self.form.values())
 
-    def _log_traceback(self, error: BaseException, action: str) -> Tuple[Optional[str], str]:
-        """Append `error`'s traceback to `<logdir>/tpukit-panel.log`, else the temp dir's; returns (path, problem)."""
-        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        entry = f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} panel.{action} ---\n{text}\n"
-        problem = ""
-        for folder in (os.path.abspath(self._config.logdir), tempfile.gettempdir()):
-            path = os.path.join(folder, ERROR_LOG)
-            try:
-                os.makedirs(folder, exist_ok=True)
-                with open(path, "a", encoding="utf-8") as f:
-                    f.write(entry)
-            except OSError as e:
-                problem = _short(e)
-                continue
-            self._error_log = path
-            return path, ""
-        return None, problem
+    def values(self) -> Dict[str, Any]:
+        """The settings as the widgets hold them (a refused value included)."""
+        return self.form.values()
 
-    # ---- jobs: foreground in Colab, a thread elsewhere -------------------------
-    def _ensure_idle(self, what: str) -> None:
-        job = self._job
-        if job is not None and job.active:
-            raise PanelBusy(f"Cannot {what}: '{job.name}' is still going on. Wait for it, or press Stop.")
-
-    def _start(self, name: str, work: Callable[[], Any], wait: bool, config: RunConfig, runtime=None):
-        with self._lock:
-            self._ensure_idle(name)
-            job = self._job = _Job(name, work)
-            self._stop = threading.Event()
-        # Before the slow part, from the caller's thread (a click's handler): the last run's status goes, and
-        # the page says at once what is happening. In Colab only the handler's own updates reach the page.
-        self.show_section("Progress")
-        if runtime is None and self._matching_runtime(config) is None:
-            line = self._connecting_line(config)
-            self.views["accelerator"].value = _tables().message(line)
-            self.views["chip"].value = _tables().chip(None, "connecting…")
-            self._progress_view.waiting(f"{name[0].upper() + name[1:]}: waiting for the accelerator…")
-        else:
-            line = f"Starting {config.run_name}: building the model and the input pipeline…"
-            self._progress_view.waiting(line)
-        self._say(line)
-        if name != _TUNE:  # the last tuning's table would sit under this job's lines as if it were about it
-            self.views["tuning"].value = ""
-            self.views["tuning_chart"].layout.display = "none"
-        self._refresh()
-        if self.context == _context.COLAB:
-            self._run(job)
-            return job.result
-        threading.Thread(target=self._run, args=(job,), name=f"tpukit-panel-{name}", daemon=True).start()
-        if wait:
-            job.done.wait()
-            return job.result
-        return None
-
-    def _run(self, job: _Job) -> None:
-        try:
-            job.result = job.work()
-        except KeyboardInterrupt:  # Colab's interrupt outside fit (fit itself ends the run as "stopped")
-            job.error = f"{job.name} interrupted before training began; nothing was kept."
-            self._say(job.error, "error")
-            self._progress_view.failed(job.error)
-        except Exception as e:
-            job.error = self._explain(e, job.name.replace(" ", "_"))
-            self._say(job.error, "error")
-            self._progress_view.failed(job.error)
-        finally:
-            job.active = False
-            self._refresh()
-            job.done.set()
-
-    def _connect(self, config: RunConfig):
-        from tpukit import runtime as rt
-
-        try:
-            runtime = rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
-                                 replicas=config.replicas, deterministic=config.deterministic)
-        except Exception as e:
-            self.views["accelerator"].value = _tables().message(_short(e), "error")
-            self.views["chip"].value = _tables().chip(self._runtime)
-            raise
-        self.views["accelerator"].value = _tables().runtime(runtime)
-        self.views["chip"].value = _tables().chip(runtime)
-        if runtime is not self._runtime or self._runtime_key != _runtime_key(config):
-            self._runtime, self._runtime_key = runtime, _runtime_key(config)
-            self.buttons["connect"].description = "Reconnect"
-            self._form_changed()  # the settings may not fit this hardware: say so under the field
-        return runtime
-
-    def _connecting_line(self, config: RunConfig) -> str:
-        """What a click that connects says at once: connecting, and loading the framework the first time."""
-        from tpukit import backend
-
-        line = ("Connecting: looking for a TPU, else GPUs, else the CPU…" if config.accelerator == "auto"
-                else f"Connecting to the {config.accelerator.upper()}…")
-        if backend.loaded() is None:
-            framework = {"tensorflow": "TensorFlow", "jax": "JAX"}.get(config.backend, "TensorFlow or JAX")
-            line += f" Loading {framework} (the first time in a kernel takes a while)…"
-        return line
-
-    def _runtime_for(self, recorded: dict):
-        """The connected runtime if it is the kind and size a recorded run used (no reconnect, which
-        on a TPU would initialize it again), else None."""
-        rt = self._runtime
-        if rt is not None and rt.kind == recorded.get("runtime", {}).get("kind") \
-                and rt.replicas == recorded.get("config", {}).get("replicas"):
-            return rt
-        return None
-
-    def _train_work(self, config: RunConfig, run_dir: Optional[str], runtime=None, epochs: Optional[int] = None):
-        from tpukit import data, registry, training
-        from tpukit.ui import progress
-
-        runtime = runtime or self._connect(config)
-        total = _steps_per_epoch(config, runtime.replicas, self._inputs_for(config)) * (epochs or config.epochs)
-        entry = registry.lookup("dataset", config.dataset)
-        # A fresh classifier's loss sets the plot's first height; the axes grow for anything else.
-        first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if entry and entry.builtin else 1.0
-        self._progress_view.start(config.run_name, self.context == _context.COLAB, total, first_loss)
-        callback = progress.make_callback(self._progress_view, global_batch=config.batch_size * runtime.replicas,
-                                          clock=self._clock, earlier=_history(run_dir))
-        inputs = self._inputs_for(config)
-        if run_dir is None:
-            result = training.train(config, runtime, callbacks=[callback], stop=self._stop, **inputs)
-        else:
-            result = training.resume(run_dir, runtime, callbacks=[callback], stop=self._stop, epochs=epochs,
-                                     **inputs)
-        self._progress_view.finish(result)
-        self._record(result)
-        if result.profile_files:
-            self._after_profiled_run(result)
-        return result
-
-    def _after_profiled_run(self, result) -> None:
-        """The summary inline, and TensorBoard on the profile tab; a failure here never loses the run."""
-        try:
-            self.show_profile(result)
-            self.show_section("Profile")
-            if self._auto_tensorboard:
-                self.show_tensorboard(profile=True)
-        except Exception as e:
-            self._say(f"{result.status}, but the profile could not be shown: {self._explain(e, 'show_profile')}",
-                      "error")
-
-    def _reproduce_work(self, original, config: RunConfig):
-        rerun = self._train_work(config, None, self._runtime_for(original.to_dict()))
-        check = Reproducibility(original, rerun)
-        self.views["reproducibility"].value = _tables().message(check.text(), "ok" if check.reproducible else "error")
-        self._say(check.text(), "ok" if check.reproducible else "error")
-        return check
-
-    def _record(self, result) -> None:
-        with self._lock:
-            same = [i for i, r in enumerate(self._runs) if r.run_dir == result.run_dir]
-            if same:
-                self._runs[same[-1]] = result
-            else:
-                self._runs.append(result)
-        kind = {"completed": "ok", "stopped": "info"}.get(result.status, "error")
-        line = f"{result.status}: {os.path.basename(result.run_dir)}"
-        if result.final_metrics.get("val_accuracy") is not None:
-            line += f", val_accuracy {result.final_metrics['val_accuracy']:.4f}"
-        if result.examples_per_sec:
-            line += f", {result.examples_per_sec:,.0f} examples/s"
-        message = resumable.without_promise(result.message)
-        if message:
-            line += f". {message}"
-        if result.status in ("stopped", "failed"):  # what Resume can do, as the button shows it
-            line += f". {resumable.check(result.run_dir).reason}"
-        self._say(line, kind)
-        self._render_runs()
-
-    # ---- views -----------------------------------------------------------------
-    def _say(self, text: str, kind: str = "info") -> None:
-        self._message = text
+    # ---- the View: what the controller shows, as widgets --------------------------
+    def status(self, text: str, kind: str = "info") -> None:
         self.views["message"].value = _tables().message(text, kind)
 
+    def accelerator(self, runtime=None, text: str = "", kind: str = "info", connecting: bool = False) -> None:
+        tables = _tables()
+        self.views["accelerator"].value = tables.message(text, kind) if text else tables.runtime(runtime)
+        self.views["chip"].value = tables.chip(None, "connecting…") if connecting else tables.chip(runtime)
+
+    def connected(self, runtime) -> None:
+        self.buttons["connect"].description = "Reconnect"
+
+    def show_config(self, config: RunConfig) -> None:
+        self.form.show(config)
+
+    def explain(self, config: RunConfig, runtime, stale: bool) -> None:
+        self.form.explain(config, runtime, stale=stale)
+
+    def show_problems(self, problems: Dict[str, str]) -> None:
+        self.form.show_errors(problems)
+
+    def controls(self, controls: Controls) -> None:
+        for name, disabled in controls.disabled.items():
+            if self.buttons[name].disabled != disabled:
+                self.buttons[name].disabled = disabled
+        self._tip("train", controls.train_tip or layout.TIPS["train"])
+        self.views["train_off"].value = _tables().message(controls.train_off, "error")
+        self._tip("resume", controls.resume_tip)
+
+    def profile(self, summary=None, text: str = "", kind: str = "info") -> None:
+        if summary is None:
+            self.views["profile"].value = _tables().message(text, kind)
+            return
+        self.views["profile"].value = _tables().profile(summary)
+        self._show_image("profile_chart", _plots().profile_chart(summary))
+
+    def tensorboard(self, shown=None, text: str = "", kind: str = "info") -> None:
+        if shown is None:
+            self.views["tensorboard"].value = _tables().message(text, kind)
+            return
+        self.views["tensorboard"].value = shown.html
+        out = self.views["tensorboard_frame"]
+        out.outputs = ()
+        if shown.javascript:
+            from IPython.display import Javascript
+
+            with out:
+                self._show(Javascript(shown.javascript))
+
+    def tuning(self, result) -> None:
+        if result is None:
+            self.views["tuning"].value = ""
+            self.views["tuning_chart"].layout.display = "none"
+            return
+        self.views["tuning"].value = _tables().tuning(result)
+        self._show_image("tuning_chart", _plots().tuning_chart(result))
+
+    def show_runs(self, rows: List[dict], notes: List[str], chart: bool) -> None:
+        self.views["runs"].value = _tables().runs(rows, notes)
+        if rows and (chart or self.views["runs_chart"].layout.display != "none"):
+            self._show_image("runs_chart", _plots().runs_chart(rows))
+
+    def reproducibility(self, text: str, ok: bool) -> None:
+        self.views["reproducibility"].value = _tables().message(text, "ok" if ok else "error")
+
+    # ---- helpers ---------------------------------------------------------------
     def _show(self, obj) -> None:
         show = self._display_fn
         if show is None:
@@ -843,141 +354,9 @@ class Panel:
         image.value = png
         image.layout.width, image.layout.max_width, image.layout.display = _plots().css_width(png), "100%", ""
 
-    def _render_runs(self, rows=None, chart: bool = False) -> None:
-        from tpukit import records
-
-        rows = records.compare(self._runs) if rows is None else rows
-        notes = []
-        for run in self._runs:
-            note = resumable.without_promise(run.message)
-            if run.status != "completed" and resumable.check(run.run_dir).ok:
-                note += " (resumable)"
-            notes.append(note.strip())
-        self.views["runs"].value = _tables().runs(rows, notes)
-        if rows and (chart or self.views["runs_chart"].layout.display != "none"):
-            self._show_image("runs_chart", _plots().runs_chart(rows))
-
-    def _update_notes(self) -> None:
-        runtime = self._matching_runtime(self._config)
-        self.form.explain(self._config, runtime, stale=self._runtime is not None and runtime is None)
-
-    def _refresh(self) -> None:
-        """Set every button's enabled state from the panel's state; a disabled Train or Resume says why."""
-        busy = self.running
-        runs = self._runs
-        target = None if busy else self._resume_target()
-        states = {
-            "connect": busy,
-            "train": busy or bool(self._invalid),
-            "stop": not busy,
-            "resume": busy or not target.ok,
-            "profile": False,
-            "tune": busy or bool(self._invalid),
-            "tensorboard": False,
-            "compare": not runs,
-            "reproduce": busy or not any(r.status == "completed" and r.fingerprint for r in runs),
-        }
-        for name, disabled in states.items():
-            if self.buttons[name].disabled != disabled:
-                self.buttons[name].disabled = disabled
-        why = f"'{self._job.name}' is going on: wait for it, or press Stop." if busy else ""
-        train_off = self._train_off() if self._invalid else ("Train is off: " + why if busy else "")
-        self._tip("train", train_off or layout.TIPS["train"])
-        self.views["train_off"].value = _tables().message(train_off if self._invalid else "", "error")
-        resume_tip = ("Resume is off: " + why) if busy else (
-            f"{os.path.basename(target.run_dir)}: {target.reason}" if target.run_dir else target.reason)
-        self._tip("resume", resume_tip)
-
     def _tip(self, button: str, text: str) -> None:
         if self.buttons[button].tooltip != text:
             self.buttons[button].tooltip = text
-
-    def _train_off(self) -> str:
-        """Why Train is off while the form has problems: each refused field's sentence."""
-        return "Train is off: " + " ".join(self._invalid.values())
-
-    def _resume_target(self) -> resumable.ResumeCheck:
-        """The run Resume continues: the latest of this kernel's runs that `tpukit.resume()` would continue;
-        else a check that is not ok, with the latest run's reason (or that there is no run)."""
-        first = None
-        for run in reversed(self._runs):
-            found = resumable.check(run.run_dir)
-            if found.ok:
-                return found
-            first = first or found
-        return first or resumable.ResumeCheck("", False, "Nothing to resume: no run in this kernel yet.")
-
-    # ---- helpers ---------------------------------------------------------------
-    def _inputs_for(self, config: RunConfig) -> Dict[str, Any]:
-        """The objects handed to the panel, for a config that still names them (the form may have moved on)."""
-        name, model = self._inputs["model"]
-        dataset, data = self._inputs["data"]
-        out = {"model": model if config.model == name else None, "data": data if config.dataset == dataset else None}
-        if out["data"] is not None:
-            out.update(validation_data=self._inputs["validation_data"], test_data=self._inputs["test_data"])
-        return out
-
-    def _default_window(self) -> Tuple[int, int]:
-        """A few steps after warm-up that fit in the run: 10-14 when the run is long enough."""
-        config = self._config
-        runtime = self._matching_runtime(config)
-        replicas = runtime.replicas if runtime is not None else (config.replicas or 1)
-        total = _steps_per_epoch(config, replicas, self._inputs_for(config)) * config.epochs
-        start = min(10, total // 4)
-        return start, max(start, min(start + 4, total - 1))
-
-    def _run_dir(self, run) -> str:
-        """A run directory given as a path or as a name under the logdir; RunDirError if it is not one."""
-        from tpukit import records
-
-        path = os.path.expanduser(os.fspath(run))
-        under_logdir = os.path.join(self._config.logdir, path)
-        if not os.path.isdir(path) and not os.path.isabs(path) and os.path.isdir(under_logdir):
-            path = under_logdir
-        if not os.path.isfile(os.path.join(path, "config.json")):
-            raise records.RunDirError(
-                f"{run!s} is not a tpukit run directory (no config.json): pass a run's directory, "
-                f"or the name of one under {os.path.abspath(self._config.logdir)}.")
-        return path
-
-    def _latest_capture(self, logdir: str) -> Optional[str]:
-        for run in reversed(self._runs):
-            for path in run.profile_files:
-                if os.path.abspath(path).startswith(logdir + os.sep):
-                    return path
-        return None
-
-
-# ---- module helpers ---------------------------------------------------------------
-def _valid(values: dict) -> RunConfig:
-    """RunConfig.from_dict, without the padding warning (the panel shows the advice beside the batch)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PaddingWarning)
-        return RunConfig.from_dict(values)
-
-
-def _steps_per_epoch(config: RunConfig, replicas: int, inputs: Dict[str, Any]) -> int:
-    """Steps in one epoch as the engine will count them (1 when only the run can count them: the plot's axes grow)."""
-    from tpukit import pipeline, sources
-
-    if config.steps_per_epoch:
-        return config.steps_per_epoch
-    available = sources.planned_train_examples(config, inputs.get("data"), inputs.get("validation_data"))
-    global_batch = config.batch_size * replicas
-    return pipeline.steps_per_epoch(available, global_batch) if available and available >= global_batch else 1
-
-
-def _runtime_key(config: RunConfig) -> Tuple:
-    return (config.accelerator, config.backend, config.tpu, config.replicas, config.deterministic)
-
-
-def _is_tpukit_error(error: BaseException) -> bool:
-    """Raised as one of tpukit's own error types (ConfigError, ConnectError, ...), whose message says all."""
-    return type(error).__module__.split(".")[0] == "tpukit"
-
-
-def _short(error: BaseException) -> str:
-    return _tables().short_error(error)
 
 
 def _tables():

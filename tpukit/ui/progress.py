@@ -10,9 +10,11 @@ more often than keeps the time spent drawing under `budget` of the time
 elapsed (a 30 ms plot with budget 0.01 waits at least 3 s). The callback
 measures what it spends, so the panel can show its own overhead.
 
-The callback reports to a `sink` with two methods, so it knows nothing of
-widgets: `show_progress(Progress)` and `show_curves(points, epochs)`;
-`ProgressView` is the panel's sink.
+The callback reports to a `sink`, so it knows nothing of widgets:
+`show_progress(Progress)` and `show_curves(points, epochs)`; `ProgressView` is
+the panel's sink, `ProgressRecord` one that only keeps what it was told (the
+controller's default). Where the run is, its rate and its ETA come from
+`tpukit.progress.Meter`, the model the CLI's lines use too.
 
 Importing this module does not import Keras; `make_callback` builds the class
 on first use.
@@ -25,46 +27,7 @@ import math
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-
-@dataclasses.dataclass(frozen=True)
-class Progress:
-    """Where a run is. `step` counts within the epoch; `overhead` is the share of wall time the panel took."""
-
-    epoch: int = 0
-    epochs: int = 0
-    step: int = 0
-    steps: int = 0
-    global_step: int = 0
-    examples_per_sec: Optional[float] = None
-    eta_s: Optional[float] = None
-    loss: Optional[float] = None
-    accuracy: Optional[float] = None
-    overhead: float = 0.0
-    done: bool = False
-
-    @property
-    def fraction(self) -> float:
-        """How much of the run is done, 0..1."""
-        total = self.epochs * self.steps
-        return min(1.0, (self.epoch * self.steps + self.step) / total) if total else 0.0
-
-    def text(self) -> str:
-        parts = [f"epoch {min(self.epoch + 1, self.epochs)}/{self.epochs}", f"step {self.step}/{self.steps}"]
-        if self.loss is not None:
-            parts.append(f"loss {self.loss:.4f}")
-        if self.accuracy is not None:
-            parts.append(f"accuracy {self.accuracy:.4f}")
-        if self.examples_per_sec:
-            parts.append(f"{self.examples_per_sec:,.0f} examples/s")
-        if self.eta_s is not None and not self.done:
-            parts.append(f"ETA {_duration(self.eta_s)}")
-        parts.append(f"panel overhead {100 * self.overhead:.2f}%")
-        return "  ·  ".join(parts)
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+from tpukit.progress import Meter, Progress  # noqa: F401  (the one progress model; re-exported)
 
 
 class Throttle:
@@ -90,6 +53,36 @@ class Throttle:
         """Record that the work ran at `now` and took `cost` seconds."""
         self.spent += cost
         self.next = now + max(self.every, cost / self.budget)
+
+
+class ProgressRecord:
+    """A sink that shows nothing and keeps the latest Progress and line (a controller without a widget view)."""
+
+    def __init__(self):
+        self.latest: Optional[Progress] = None
+        self.line = ""
+        self.curves = None
+
+    def start(self, name: str, foreground: bool, total_steps: int, loss_top: float) -> None:
+        self.latest, self.line = None, f"Starting {name}: building the model and the input pipeline…"
+
+    def waiting(self, text: str) -> None:
+        self.latest, self.line = None, text
+
+    def failed(self, text: str) -> None:
+        where = f" at {self.latest.text()}" if self.latest is not None and not self.latest.done else ""
+        self.line = f"Did not finish{where}: {text}"
+
+    def show_progress(self, progress: Progress) -> None:
+        self.latest, self.line = progress, progress.text()
+
+    def show_curves(self, points, epochs) -> None:
+        self.curves = (list(points), list(epochs))
+
+    def finish(self, result) -> None:
+        if self.latest is not None:
+            self.latest = dataclasses.replace(self.latest, examples_per_sec=result.examples_per_sec, done=True)
+            self.line = f"{result.status}: {self.latest.text()}"
 
 
 class ProgressView:
@@ -200,11 +193,8 @@ def _build_class():
 
         def _reset(self):
             self._begin = self.clock()
-            self._epoch = self._step = self._global = 0
-            self._started = False
+            self.meter = Meter(self.global_batch, *self._shape())
             self._stride = 1
-            self._first_step = None  # (time, global step) after the run's first step: ETA leaves out tracing
-            self._mark = None  # (time, global step) after the epoch's first step: the rate's start
 
         # ---- Keras hooks: small, the work is in helpers ----------------------
         def on_train_begin(self, logs=None):
@@ -214,26 +204,21 @@ def _build_class():
             self._stride = max(1, steps * epochs // POINTS)
 
         def on_epoch_begin(self, epoch, logs=None):
-            if not self._started:  # a resumed run starts at its first unfinished epoch: the axis goes on
-                self._started = True
-                self._global = epoch * self._shape()[0]
+            if not self.meter.started:  # a resumed run starts at its first unfinished epoch: the axis goes on
                 self._seed_earlier(epoch)
-            self._epoch, self._step, self._mark = epoch, 0, None
+            self.meter.epoch(epoch, self.clock())
 
         def on_train_batch_end(self, batch, logs=None):
-            self._step = batch + 1
-            self._global += 1
-            if self._global % self._stride == 0:  # the loss of every step, or of every few in a long run
-                self.points.append((self._global, _metric(logs, "loss"), _metric(logs, "accuracy")))
+            meter = self.meter
             now = self.clock()
-            if self._mark is None:
-                self._mark = (now, self._global)
-                self._first_step = self._first_step or self._mark
+            meter.step(batch + 1, now)
+            if meter.global_step % self._stride == 0:  # the loss of every step, or of every few in a long run
+                self.points.append((meter.global_step, _metric(logs, "loss"), _metric(logs, "accuracy")))
             if self.text.due(now):
-                self._report(now, logs, in_step=True)
+                self._report(now, logs)
 
         def on_epoch_end(self, epoch, logs=None):
-            self.epoch_ends.append((self._global, {k: _metric(logs, k) for k in (logs or {})}))
+            self.epoch_ends.append((self.meter.global_step, {k: _metric(logs, k) for k in (logs or {})}))
             now = self.clock()
             if self.text.due(now):
                 self._report(now, logs)
@@ -255,35 +240,16 @@ def _build_class():
                     self.points.append(((i + 1) * steps, values.get("loss"), values.get("accuracy")))
                     self.epoch_ends.append(((i + 1) * steps, values))
 
-        def _report(self, now, logs, in_step=False, force_plot=False, done=False):
-            loss, accuracy = _metric(logs, "loss"), _metric(logs, "accuracy")
-            self.progress = self._snapshot(now, loss, accuracy, in_step, done)
+        def _report(self, now, logs, force_plot=False, done=False):
+            overhead = (self.text.spent + self.plot.spent) / max(now - self._begin, 1e-9)
+            self.progress = self.meter.progress(now, loss=_metric(logs, "loss"), accuracy=_metric(logs, "accuracy"),
+                                                done=done, overhead=overhead)
             self.sink.show_progress(self.progress)
             after_text = self.clock()
             self.text.done(now, after_text - now)
             if force_plot or self.plot.due(after_text):
                 self.sink.show_curves(self.points, self.epoch_ends)
                 self.plot.done(after_text, self.clock() - after_text)
-
-        def _snapshot(self, now, loss, accuracy, in_step, done):
-            steps, epochs = self._shape()
-            # This epoch's rate so far, from its first step's end: no validation, no epoch start-up.
-            mark_time, mark_global = self._mark or (now, self._global)
-            if in_step and self._global > mark_global and now > mark_time:
-                rate = (self._global - mark_global) * self.global_batch / (now - mark_time)
-            else:
-                rate = self.progress.examples_per_sec
-            eta = None
-            first_time, first_global = self._first_step or (now, self._global)
-            if self._global > first_global and now > first_time:
-                per_step = (now - first_time) / (self._global - first_global)
-                remaining = (epochs - self._epoch - 1) * steps + (steps - self._step)
-                eta = max(0.0, remaining * per_step)
-            elapsed = max(now - self._begin, 1e-9)
-            overhead = (self.text.spent + self.plot.spent) / elapsed
-            return Progress(epoch=self._epoch, epochs=epochs, step=self._step, steps=steps,
-                            global_step=self._global, examples_per_sec=rate, eta_s=eta, loss=loss,
-                            accuracy=accuracy, overhead=overhead, done=done)
 
     PanelProgress.__module__ = __name__
     return PanelProgress

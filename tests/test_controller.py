@@ -1,0 +1,190 @@
+"""The panel's controller without widgets, and the one progress model the CLI and the panel share.
+
+The controller runs real training on the CPU; the widget-free test blocks ipywidgets in a fresh Python,
+so an import of it anywhere on the controller's path fails the test.
+"""
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tpukit import progress as progress_model
+from tpukit import training
+from tpukit.config import RunConfig
+
+REPO = Path(__file__).resolve().parents[1]
+
+CONTROLLER_SCRIPT = textwrap.dedent("""
+    import json, sys
+    sys.modules["ipywidgets"] = None  # any import of ipywidgets now fails
+    from tpukit.ui.controller import Controller, View
+
+    class Recorder(View):
+        def __init__(self):
+            super().__init__()
+            self.said, self.shown = [], []
+        def status(self, text, kind="info"):
+            self.said.append((kind, text))
+        def show_runs(self, rows, notes, chart):
+            self.shown.append(("runs", len(rows), notes))
+        def controls(self, controls):
+            self.shown.append(("controls", controls.disabled["train"], controls.train_off))
+
+    view = Recorder()
+    c = Controller({"dataset": "digits", "model": "mlp", "epochs": 2, "batch_size": 32,
+                    "logdir": sys.argv[1], "deterministic": True}, view=view, context="none", runs=[])
+    c.start()
+    out = {}
+    out["refused"] = c.propose({"batch_size": "1.5", "epochs": 0})
+    out["train_off"] = c.controls().train_off
+    try:
+        c.train(wait=True)
+        out["train_while_refused"] = "ran"
+    except Exception as e:
+        out["train_while_refused"] = type(e).__name__
+    out["accepted"] = c.propose({"batch_size": 16, "epochs": 2})
+    out["batch_size"] = c.config.batch_size
+    out["window"] = c.capture_profile()
+    c.config = {"profile": None}
+    result = c.train(wait=True)
+    out["status"] = result.status
+    out["steps_per_epoch"] = result.steps_per_epoch
+    out["progress"] = c.progress.text() if c.progress else None
+    out["global_step"] = c.progress.global_step if c.progress else None
+    out["controls"] = c.controls().disabled
+    out["resume"] = c.controls().resume_tip
+    out["message"] = c.message
+    out["runs_shown"] = [s for s in view.shown if s[0] == "runs"][-1][1]
+    out["ipywidgets"] = sys.modules.get("ipywidgets") is not None
+    print("RESULT " + json.dumps(out))
+""")
+
+
+def test_the_controller_trains_without_ipywidgets(tmp_path):
+    """Every action of the panel, driven with no widget library importable: refuse, accept, train, record."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TPUKIT_SMOKE": "1"}
+    done = subprocess.run([sys.executable, "-c", CONTROLLER_SCRIPT, str(tmp_path / "runs")], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    assert set(out["refused"]) == {"batch_size", "epochs"}, out["refused"]
+    assert "batch size must be a whole number" in out["refused"]["batch_size"]
+    assert out["train_off"].startswith("Train is off: ") and "epochs" in out["train_off"]
+    assert out["train_while_refused"] == "ConfigError"
+    assert out["accepted"] == {} and out["batch_size"] == 16
+    assert out["window"][0] < out["window"][1]
+    assert out["status"] == "completed" and out["message"].startswith("completed:")
+    assert out["global_step"] == 2 * out["steps_per_epoch"]  # the progress model counted every step
+    assert "epoch 2/2" in out["progress"] and "examples/s" in out["progress"]
+    assert out["controls"]["train"] is False and out["controls"]["stop"] is True
+    assert out["controls"]["compare"] is False and out["controls"]["reproduce"] is False
+    assert "completed" in out["resume"]  # Resume says why it is off: the run is complete
+    assert out["runs_shown"] == 1 and out["ipywidgets"] is False
+
+
+# ---- one place for the run's shape ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("replicas, batch, split", [(1, 32, 0.1), (8, 16, 0.1), (2, 64, None), (1, 8, 0.5)])
+def test_plan_agrees_with_the_trainer(replicas, batch, split):
+    """`training.plan` (before loading) counts the steps the trainer counts on the loaded data."""
+    from tpukit import pipeline, sources
+
+    config = RunConfig(dataset="digits", model="mlp", batch_size=batch, replicas=replicas, validation_split=split)
+    plan = training.plan(config, replicas)
+    assert plan.global_batch == batch * replicas == config.global_batch_size
+    loaded = sources.prepare("digits", name="digits", seed=config.seed, validation_split=split)
+    assert plan.steps_per_epoch == pipeline.steps_per_epoch(len(loaded.train), batch * replicas)
+    assert plan.steps_per_epoch == training.steps_per_epoch(config, len(loaded.train), replicas)
+    assert training.plan(config.replace(steps_per_epoch=7), replicas).steps_per_epoch == 7
+
+
+def test_plan_of_data_it_cannot_count():
+    """A tf.data input's length is known only to the run: no steps planned (the panel's axes then grow)."""
+    config = RunConfig(dataset="mine", model="mlp")
+    assert training.plan(config, 1, data=lambda: None).steps_per_epoch is None
+
+
+# ---- the progress model ------------------------------------------------------------------------------
+
+
+class FakeClock:
+    """A clock the test moves by hand: the views read the same times."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def _drive(callbacks, clock, steps=10, epochs=2, step_s=0.1, first_s=2.0):
+    """The hooks Keras' fit calls, in its order, with a first step that compiles."""
+    for cb in callbacks:
+        cb.set_params({"steps": steps, "epochs": epochs})
+        cb.on_train_begin()
+    for epoch in range(epochs):
+        for cb in callbacks:
+            cb.on_epoch_begin(epoch)
+        for batch in range(steps):
+            clock.now += first_s if (epoch, batch) == (0, 0) else step_s
+            for cb in callbacks:
+                cb.on_train_batch_end(batch, {"loss": 1.0 / (batch + 1), "accuracy": 0.5})
+        clock.now += 1.0  # validation: in neither the rate nor the ETA
+        for cb in callbacks:
+            cb.on_epoch_end(epoch, {"loss": 0.1, "accuracy": 0.5, "val_loss": 0.2})
+    for cb in callbacks:
+        cb.on_train_end()
+
+
+def test_the_cli_and_the_panel_read_one_progress_model():
+    """ProgressLogger (CLI) and the panel's callback, fed the same steps and clock, report the same rate."""
+    from tpukit import callbacks
+    from tpukit.ui import progress
+
+    clock = FakeClock()
+    stream = io.StringIO()
+    sink = progress.ProgressRecord()
+    cli = callbacks.ProgressLogger(2, 10, stream=stream, clock=clock, global_batch=64)
+    panel = progress.make_callback(sink, global_batch=64, clock=clock, text_every=0.0)
+    _drive([cli, panel], clock)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("epoch 2/2  step 10/10")
+    assert "val_loss 0.2000" in lines[1] and "640 examples/s" in lines[1], lines  # 64 per 0.1 s, validation out
+    assert sink.latest.done and sink.latest.examples_per_sec == pytest.approx(640.0)
+    assert cli.meter.progress(clock.now).examples_per_sec == pytest.approx(sink.latest.examples_per_sec)
+    assert sink.latest.global_step == cli.meter.global_step == 20
+
+
+def test_the_eta_leaves_out_the_compiling_step_and_validation():
+    meter = progress_model.Meter(global_batch=10, steps=10, epochs=2)
+    meter.epoch(0, 0.0)
+    meter.step(1, 5.0)  # tracing and compiling
+    for step in range(2, 6):
+        meter.step(step, 5.0 + 0.5 * (step - 1))
+    p = meter.progress(now=100.0)  # read late: the ETA is as of the latest step
+    assert p.eta_s == pytest.approx(15 * 0.5) and p.examples_per_sec == pytest.approx(20.0)
+    assert p.fraction == pytest.approx(5 / 20) and "ETA 8s" in p.text()
+
+
+def test_a_resumed_run_counts_on_from_its_kept_epochs():
+    meter = progress_model.Meter(global_batch=1, steps=10, epochs=3)
+    meter.epoch(1, 0.0)  # resumed at the second epoch
+    meter.step(4, 1.0)
+    assert meter.progress(1.0).global_step == 14
+
+
+def test_several_steps_per_call_count_every_step():
+    """With steps_per_execution > 1 Keras reports once per call, with the last step's index."""
+    meter = progress_model.Meter(global_batch=8, steps=12, epochs=1)
+    meter.epoch(0, 0.0)
+    for last in (4, 8, 12):
+        meter.step(last, float(last))
+    p = meter.progress(12.0)
+    assert p.global_step == 12 and p.examples_per_sec == pytest.approx(8.0)

@@ -1,0 +1,139 @@
+"""One progress model for every face: where a run is, how fast it goes, and when it will end.
+
+tqdm keeps its arithmetic in a core that its terminal and notebook bars
+share; tpukit does the same. A `Meter` is fed the run's epoch and step
+events with a clock reading and gives a `Progress`: the CLI's text lines
+(`callbacks.ProgressLogger`) and the panel's progress line and bar
+(`tpukit.ui.progress`) are two views of it, so they never disagree on a rate
+or an ETA.
+
+- The rate is this epoch's examples per second from its first step's end to
+  its latest step's end: no tracing, no epoch start-up, no validation in it.
+- The ETA is the steps left times the time per step since the run's first
+  step ended (the first step compiles, so it is left out).
+- A resumed run starts at its first unfinished epoch, and the step count goes
+  on from the epochs it kept.
+
+No Keras or TensorFlow here: the callbacks that feed a Meter live in their
+own modules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Optional, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """Where a run is. `epoch` counts from 0, `step` within the epoch; `overhead`: the share of wall time a view
+    took to show it (None: not measured)."""
+
+    epoch: int = 0
+    epochs: int = 0
+    step: int = 0
+    steps: int = 0
+    global_step: int = 0
+    examples_per_sec: Optional[float] = None
+    eta_s: Optional[float] = None
+    loss: Optional[float] = None
+    accuracy: Optional[float] = None
+    overhead: Optional[float] = None
+    done: bool = False
+
+    @property
+    def fraction(self) -> float:
+        """How much of the run is done, 0..1."""
+        total = self.epochs * self.steps
+        return min(1.0, (self.epoch * self.steps + self.step) / total) if total else 0.0
+
+    def text(self, sep: str = "  ·  ", metrics: Optional[Dict[str, Any]] = None) -> str:
+        """One line: epoch, step, loss, accuracy, examples/s, ETA (and the view's overhead where measured).
+
+        `metrics`: Keras' logs, shown in place of loss and accuracy (the CLI shows validation metrics too).
+        """
+        steps = f"/{self.steps}" if self.steps else ""
+        parts = [f"epoch {min(self.epoch + 1, self.epochs)}/{self.epochs}", f"step {self.step}{steps}"]
+        if metrics is not None:
+            parts += [f"{k} {float(v):.4f}" for k, v in metrics.items() if _is_number(v)]
+        else:
+            parts += [f"{k} {v:.4f}" for k, v in (("loss", self.loss), ("accuracy", self.accuracy)) if v is not None]
+        if self.examples_per_sec:
+            parts.append(f"{self.examples_per_sec:,.0f} examples/s")
+        if self.eta_s is not None and not self.done:
+            parts.append(f"ETA {duration(self.eta_s)}")
+        if self.overhead is not None:
+            parts.append(f"panel overhead {100 * self.overhead:.2f}%")
+        return sep.join(parts)
+
+
+def _is_number(value) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def duration(seconds: float) -> str:
+    """'42s', or '3m 05s' from a minute on."""
+    seconds = max(0, int(round(seconds)))
+    return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class Meter:
+    """Counts a run's steps against a clock and says where it is (see the module docstring).
+
+    Args:
+        global_batch: examples per step, for the rate.
+        steps: steps per epoch (0 when unknown: no ETA then).
+        epochs: epochs in the run.
+
+    >>> m = Meter(global_batch=10, steps=4, epochs=2)
+    >>> m.epoch(0, now=0.0); m.step(1, now=1.0); m.step(2, now=1.5); m.step(3, now=2.0)
+    >>> p = m.progress(now=2.0); (p.global_step, p.examples_per_sec, p.eta_s)
+    (3, 20.0, 2.5)
+    """
+
+    def __init__(self, global_batch: int, steps: int, epochs: int):
+        self.global_batch = global_batch
+        self.steps = steps or 0
+        self.epochs = epochs
+        self.epoch_index = 0
+        self.step_index = 0  # steps done in this epoch
+        self.global_step = 0
+        self.started = False  # the first epoch seen: a resumed run's step count starts after its kept epochs
+        self.rate: Optional[float] = None
+        self._first: Optional[Tuple[float, int]] = None  # (time, global step) after the run's first step
+        self._mark: Optional[Tuple[float, int]] = None  # (time, global step) after this epoch's first step
+        self._last = 0.0  # the time the latest step ended
+
+    def epoch(self, epoch: int, now: float) -> None:
+        """An epoch begins (Keras counts from 0)."""
+        if not self.started:
+            self.started = True
+            self.global_step = epoch * self.steps
+        self.epoch_index, self.step_index, self._mark = epoch, 0, None
+
+    def step(self, step: int, now: float) -> None:
+        """`step` steps of this epoch are done (1-based, as Keras' batch index + 1)."""
+        self.global_step += step - self.step_index
+        self.step_index = step
+        self._last = now
+        if self._mark is None:
+            self._mark = (now, self.global_step)
+            self._first = self._first or self._mark
+
+    def progress(self, now: float, *, loss: Optional[float] = None, accuracy: Optional[float] = None,
+                 done: bool = False, overhead: Optional[float] = None) -> Progress:
+        """Where the run is at `now`, with the rate and ETA as of its latest step."""
+        if self._mark is not None and self.global_step > self._mark[1] and self._last > self._mark[0]:
+            self.rate = (self.global_step - self._mark[1]) * self.global_batch / (self._last - self._mark[0])
+        eta = None
+        if self.steps and self._first is not None and self.global_step > self._first[1]:
+            per_step = (self._last - self._first[0]) / (self.global_step - self._first[1])
+            remaining = (self.epochs - self.epoch_index - 1) * self.steps + (self.steps - self.step_index)
+            eta = max(0.0, remaining * per_step)
+        return Progress(epoch=self.epoch_index, epochs=self.epochs, step=self.step_index, steps=self.steps,
+                        global_step=self.global_step, examples_per_sec=self.rate, eta_s=eta, loss=loss,
+                        accuracy=accuracy, overhead=overhead, done=done)
