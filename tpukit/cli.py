@@ -18,6 +18,8 @@ import threading
 import warnings
 from typing import List, Optional
 
+from tpukit import nativelog
+
 EXIT_BAD_ARGS = 2
 EXIT_FAILED = 1
 EXIT_STOPPED = 130
@@ -147,6 +149,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if args.verbose else "2")
     if not args.verbose:
         warnings.showwarning = _one_line_warning
+        nativelog.hide_native_log_lines()  # Abseil's lines before its set-up ignore TF_CPP_MIN_LOG_LEVEL
     if os.getcwd() not in sys.path:  # import paths (--model pkg.mod:fn) resolve from here, as uvicorn's do
         sys.path.insert(0, os.getcwd())
     command = {"train": _train, "doctor": _doctor, "tensorboard": _tensorboard, "launch": _launch}[args.command]
