@@ -277,3 +277,15 @@ def test_a_read_only_logdir_is_one_line_before_any_work(tmp_path):
         _one_line(info.value)
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.mark.parametrize("precision, blamed", [("float32", None), ("mixed_bfloat16", "bfloat16")])
+def test_a_nan_loss_ends_failed_and_blames_the_learning_rate_first(tmp_path, precision, blamed):
+    """A float32 run that diverges is not blamed on 16-bit types; a 16-bit one names its type after the rate."""
+    config = RunConfig(**{**SMALL, "logdir": str(tmp_path), "optimizer": "sgd", "learning_rate": 1e12,
+                          "precision": precision, "replicas": 1})
+    result = train(config)
+    assert result.status == "failed" and result.message.startswith("loss became NaN at step ")
+    assert "learning rate 1000000000000.0 may be too high" in result.message
+    assert ("float16" not in result.message) if blamed is None else (blamed in result.message)
+    assert "\n" not in result.message
