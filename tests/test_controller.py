@@ -188,3 +188,26 @@ def test_several_steps_per_call_count_every_step():
         meter.step(last, float(last))
     p = meter.progress(12.0)
     assert p.global_step == 12 and p.examples_per_sec == pytest.approx(8.0)
+
+
+def test_the_curves_show_each_steps_loss_not_the_epochs_running_mean():
+    """Keras logs running means that restart every epoch; the curve shows each step's own loss, so a steadily
+    falling loss draws no jump where an epoch begins."""
+    from tpukit.ui import progress
+
+    sink = progress.ProgressRecord()
+    callback = progress.make_callback(sink, global_batch=8, clock=FakeClock())
+    callback.set_params({"steps": 5, "epochs": 2})
+    callback.on_train_begin()
+    true_loss = [1.0 - 0.05 * g for g in range(10)]
+    for epoch in range(2):
+        callback.on_epoch_begin(epoch)
+        for batch in range(5):
+            seen = true_loss[epoch * 5: epoch * 5 + batch + 1]
+            callback.on_train_batch_end(batch, {"loss": sum(seen) / len(seen), "accuracy": 0.25})
+        callback.on_epoch_end(epoch, {"loss": sum(true_loss[epoch * 5:epoch * 5 + 5]) / 5})
+    callback.on_train_end()
+    points, _ = sink.curves
+    assert [p[0] for p in points] == list(range(1, 11))
+    assert [p[1] for p in points] == pytest.approx(true_loss)
+    assert [p[2] for p in points] == pytest.approx([0.25] * 10)

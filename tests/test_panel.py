@@ -656,13 +656,17 @@ class CurveSink(Sink):
 
 
 def _fit_steps(callback, epochs, steps, first_epoch=0, loss=lambda g: 1.0 / g):
+    """Keras' hooks in fit's order; `loss(g)` is global step g's own loss, logged as Keras does: the epoch's
+    running mean."""
     callback.set_params({"epochs": epochs, "steps": steps})
     callback.on_train_begin()
     for epoch in range(first_epoch, epochs):
         callback.on_epoch_begin(epoch)
+        total = 0.0
         for step in range(steps):
             g = epoch * steps + step + 1
-            callback.on_train_batch_end(step, {"loss": loss(g), "accuracy": 0.5})
+            total += loss(g)
+            callback.on_train_batch_end(step, {"loss": total / (step + 1), "accuracy": 0.5})
         callback.on_epoch_end(epoch, {"loss": 0.1, "accuracy": 0.5, "val_loss": 0.2, "val_accuracy": 0.4})
     callback.on_train_end()
 
@@ -672,7 +676,7 @@ def test_the_curves_get_every_step_of_a_short_run_and_a_window_of_a_long_one():
     sink = CurveSink()
     _fit_steps(progress.make_callback(sink, global_batch=8), epochs=2, steps=20)
     assert [g for g, _, _ in sink.points] == list(range(1, 41))
-    assert sink.points[9][1] == pytest.approx(1 / 10)  # the loss of that step, as Keras logged it
+    assert sink.points[9][1] == pytest.approx(1 / 10)  # that step's own loss, not the epoch's running mean
     sink = CurveSink()
     _fit_steps(progress.make_callback(sink, global_batch=8), epochs=3, steps=1000)
     assert len(sink.points) == progress.POINTS and sink.points[-1][0] == 3000

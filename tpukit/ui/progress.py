@@ -187,6 +187,7 @@ def _build_class():
             self.plot = Throttle(plot_every, budget)
             self.earlier = earlier or {}
             self.points: List[Tuple[int, Optional[float], Optional[float]]] = []
+            self._mean_at = (0, 0.0, 0.0)
             self.epoch_ends: List[Tuple[int, Dict[str, float]]] = []
             self.progress = Progress()
             self._reset()
@@ -204,6 +205,7 @@ def _build_class():
             self._stride = max(1, steps * epochs // POINTS)
 
         def on_epoch_begin(self, epoch, logs=None):
+            self._mean_at = (0, 0.0, 0.0)  # (step in the epoch, running loss, running accuracy) at the last point
             if not self.meter.started:  # a resumed run starts at its first unfinished epoch: the axis goes on
                 self._seed_earlier(epoch)
             self.meter.epoch(epoch, self.clock())
@@ -213,7 +215,7 @@ def _build_class():
             now = self.clock()
             meter.step(batch + 1, now)
             if meter.global_step % self._stride == 0:  # the loss of every step, or of every few in a long run
-                self.points.append((meter.global_step, _metric(logs, "loss"), _metric(logs, "accuracy")))
+                self.points.append((meter.global_step, *self._window(meter.step_index, logs)))
             if self.text.due(now):
                 self._report(now, logs)
 
@@ -227,6 +229,17 @@ def _build_class():
             self._report(self.clock(), logs, force_plot=True, done=True)
 
         # ---- helpers ---------------------------------------------------------
+        def _window(self, step, logs):
+            """(loss, accuracy) of the steps since the last point: Keras logs running means over the epoch, which
+            would draw a jump at every epoch start; a mean's difference gives the window's own mean (exact for
+            equal batches, as tpukit's whole batches are)."""
+            before, loss_before, acc_before = self._mean_at
+            loss, accuracy = _metric(logs, "loss"), _metric(logs, "accuracy")
+            self._mean_at = (step, loss, accuracy)
+            if step <= before:
+                return loss, accuracy
+            return _window_mean(loss, loss_before, step, before), _window_mean(accuracy, acc_before, step, before)
+
         def _shape(self) -> Tuple[int, int]:
             params = self.params or {}
             return int(params.get("steps") or 0), int(params.get("epochs") or 0)
@@ -253,6 +266,13 @@ def _build_class():
 
     PanelProgress.__module__ = __name__
     return PanelProgress
+
+
+def _window_mean(mean: Optional[float], mean_before: Optional[float], step: int, before: int) -> Optional[float]:
+    """The mean of steps before+1..step, from the running means over 1..step and 1..before."""
+    if mean is None or mean_before is None:
+        return mean
+    return (step * mean - before * mean_before) / (step - before)
 
 
 def _metric(logs, key) -> Optional[float]:
