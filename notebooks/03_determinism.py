@@ -260,8 +260,7 @@ if TF:
     ratios = [d / n for d, n in zip(cost["deterministic"], cost["nondeterministic"])]
     print("deterministic / nondeterministic:", ", ".join(f"{r:.2f}x" for r in ratios))
 else:
-    train_steps_ms()  # a throwaway round: the first calls in a process pay one-time costs
-    print(f"train step: {train_steps_ms():.1f} ms")
+    print(f"train step: {train_steps_ms():.1f} ms")  # after its warm-up step, which compiled it
     print(determinism.setup(seed=42, deterministic=True, backend=runtime.backend))
     key = jax.random.key(1)
     again = bool((jax.random.uniform(key, (3,)) == jax.random.uniform(key, (3,))).all())
