@@ -286,7 +286,7 @@ for step in range(8):
 # gradient of 0.1 below float16's maximum. The self-check tests both ends.
 
 # %% tags=["exercise"]
-MY_SCALE = ...  # YOUR ANSWER: a power of two, such as 2.0**10
+MY_SCALE = ...  # YOUR ANSWER: a power of two, written like 2.0**3
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
 if SOLUTIONS:
