@@ -183,10 +183,10 @@ else:
     print("xprof is not installed here, so the capture is not read (ADD_VIEWERS above adds it).")
 
 # %% [markdown]
-# **What you should see:** the step time over the profiled steps, a verdict on input (`not input-bound`:
-# tpukit's own pipeline is the tuned one below), and the ops with the most self time. On a CPU the top ops
-# are the convolution gradients (`Conv2DBackpropFilter`, `Conv2DBackpropInput`); on a TPU they are XLA
-# fusions and convolutions.
+# **What you should see:** the step time over the profiled steps, a verdict on input on TensorFlow
+# (`not input-bound`: tpukit's own pipeline is the tuned one below), and the ops with the most self time. On a CPU
+# with TensorFlow the top ops are the convolution gradients (`Conv2DBackpropFilter`, `Conv2DBackpropInput`); on
+# JAX, and on a TPU, they are XLA fusions and convolutions.
 #
 # The same capture in TensorBoard's Profile tab (open it there; the link selects this capture):
 
@@ -362,9 +362,10 @@ if len(verdicts) == 2:
     assert verdicts["naive"].input_percent > verdicts["tuned"].input_percent
 
 # %% [markdown]
-# **What you should see:** the naive pipeline leaves the MLP waiting for most of each step; the tuned one
-# barely at all, and feeds it several times the examples per second. In TensorBoard, open the `pipeline-naive` run's input pipeline analyzer: the generator
-# stage is the slow one. In the trace viewer the device rows have gaps between steps.
+# **What you should see:** on TensorFlow the naive pipeline leaves the MLP waiting for most of each step and the
+# tuned one barely at all, and feeds it several times the examples per second. In TensorBoard, open the
+# `pipeline-naive` run's input pipeline analyzer: the generator stage is the slow one. In the trace viewer the
+# device rows have gaps between steps. On JAX on a CPU the gap is smaller: host and "device" share the cores.
 
 # %% [markdown]
 # ### Exercise 1: how far can a shuffle buffer reach?
