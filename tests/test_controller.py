@@ -211,3 +211,19 @@ def test_the_curves_show_each_steps_loss_not_the_epochs_running_mean():
     assert [p[0] for p in points] == list(range(1, 11))
     assert [p[1] for p in points] == pytest.approx(true_loss)
     assert [p[2] for p in points] == pytest.approx([0.25] * 10)
+
+
+def test_the_runs_table_and_chart_show_a_regression_models_own_validation_metric():
+    """A user's regression model has no accuracy: the table shows its val MAE, the chart plots it (not zeros)."""
+    from tpukit.ui import plots, tables
+
+    rows = [{"run": "r1", "status": "completed", "model": "m", "dataset": "d", "batch_size": 8, "replicas": 1,
+             "val_loss": 0.5, "val_mae": 0.25, "examples_per_sec": 100.0},
+            {"run": "r2", "status": "completed", "model": "m", "dataset": "d", "batch_size": 8, "replicas": 1,
+             "val_loss": 0.4, "val_mae": 0.2, "examples_per_sec": 120.0}]
+    html_table = tables.runs(rows)
+    assert "mae 0.25" in html_table and "mae 0.2<" in html_table and "validation" in html_table
+    assert tables.validation_key({"val_loss": 1.0}) == "val_loss"
+    assert tables.validation_key({"val_accuracy": 0.5, "val_loss": 1.0}) == "val_accuracy"
+    assert tables.validation_key({"loss": 1.0}) is None
+    assert plots.runs_chart(rows).startswith(b"\x89PNG")

@@ -131,7 +131,8 @@ def _fast_png(fig) -> bytes:
 
 
 def runs_chart(rows: List[dict]) -> bytes:
-    """Bars comparing runs: examples/sec and final accuracy, labelled by precision and batch.
+    """Bars comparing runs: examples/sec and the final validation figure (accuracy, else the runs' own metric),
+    labelled by precision and batch.
 
     Args:
         rows: `tpukit.records.compare(...)` rows.
@@ -141,14 +142,19 @@ def runs_chart(rows: List[dict]) -> bytes:
     labels = [_run_label(i, row) for i, row in enumerate(rows)]
     ys = list(range(len(rows)))
     speed = [row.get("examples_per_sec") or 0.0 for row in rows]
-    accuracy = [row.get("val_accuracy", row.get("accuracy")) or 0.0 for row in rows]
+    from tpukit.ui import tables
+
+    keys = [tables.validation_key(row) for row in rows]
+    key = "val_accuracy" if "val_accuracy" in keys else next((k for k in keys if k), None)
+    accuracy = [row.get(key) or 0.0 for row in rows] if key else [0.0] * len(rows)
     speed_ax.barh(ys, speed, color=_BLUE)
     acc_ax.barh(ys, accuracy, color=_ORANGE)
     speed_ax.set_yticks(ys, labels, fontsize=8)
     speed_ax.invert_yaxis()
     speed_ax.set_title("examples / sec", fontsize=10)
-    acc_ax.set_title("final val accuracy", fontsize=10)
-    acc_ax.set_xlim(0, 1)
+    acc_ax.set_title(f"final {(key or 'validation').replace('_', ' ')}", fontsize=10)
+    if key == "val_accuracy":
+        acc_ax.set_xlim(0, 1)
     for ax in (speed_ax, acc_ax):
         ax.tick_params(labelsize=8)
         ax.grid(axis="x", alpha=0.3)

@@ -97,7 +97,7 @@ def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
     """
     if not rows:
         return '<span style="color:#666">No runs yet in this kernel.</span>'
-    header = ("#", "run", "status", "model / data", "precision", "batch", "examples/s", "val acc", "fingerprint",
+    header = ("#", "run", "status", "model / data", "precision", "batch", "examples/s", "validation", "fingerprint",
               "note")
     body = []
     for i, row in enumerate(rows):
@@ -107,15 +107,27 @@ def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
             _SHORT_PRECISION.get(precision, precision),
             f"{row.get('batch_size')} × {row.get('replicas') or 1}" if (row.get("replicas") or 1) > 1
             else row.get("batch_size"),
-            row.get("examples_per_sec"), _accuracy(row.get("val_accuracy")),
+            row.get("examples_per_sec"), _validation(row),
             (row.get("fingerprint") or "–") + (" (det)" if row.get("deterministic") else ""),
             notes[i] if i < len(notes) else ""))
     return ('<div style="overflow-x:auto;max-width:100%">'
             + table(header, body, nowrap=len(header) - 1) + "</div>")
 
 
-def _accuracy(value) -> str:
-    return f"{value:.1%}" if isinstance(value, float) else "–"
+def validation_key(row: dict) -> Optional[str]:
+    """The run's validation figure: val_accuracy where it has one, else its first other validation metric,
+    else val_loss (a regression model of the user's has no accuracy); None without validation."""
+    if isinstance(row.get("val_accuracy"), (int, float)):
+        return "val_accuracy"
+    names = [k for k in row if k.startswith("val_") and k != "val_loss" and isinstance(row[k], (int, float))]
+    return names[0] if names else ("val_loss" if isinstance(row.get("val_loss"), (int, float)) else None)
+
+
+def _validation(row: dict) -> str:
+    key = validation_key(row)
+    if key == "val_accuracy":
+        return f"{row[key]:.1%}"
+    return f"{key[4:]} {row[key]:.4g}" if key else "–"
 
 
 TOP_OPS = 5  # in the panel's table (the chart under it has 6; profiling.summarize keeps them all)
