@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
-from tpukit import launch, records
+tf = pytest.importorskip("tensorflow")
+import keras  # noqa: E402  (after TensorFlow: the backend this file tests)
+
+from conftest import REPO, run_cli  # noqa: E402
+from tpukit import launch, records  # noqa: E402
 
 TRAIN = ["train", "--backend", "tensorflow", "--model", "mlp", "--dataset", "digits", "--deterministic",
          "--precision", "float32"]
@@ -83,13 +86,104 @@ def test_a_killed_worker_ends_the_job_in_one_line_and_the_run_resumes_in_one_pro
     # The backup the chief wrote under MWMS resumes in one process with the run's 2 replicas (MirroredStrategy),
     # and ends bitwise equal to an uninterrupted run: a sum of two gradients does not depend on its order, so
     # 2 workers x 1 device train as 1 process x 2 devices (checked: the same fingerprint).
-    resumed = run_cli("train", "--resume", run_dir, "--json", timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    result = _last_json(resumed.stdout)
-    assert result["status"] == "completed" and result["replicas"] == 2 and result["epochs_done"] == 3
-    whole = run_cli(*args, "--replicas", "2", "--logdir", str(tmp_path / "whole"), "--json", timeout=300)
-    assert whole.returncode == 0, whole.stderr[-3000:]
-    assert result["fingerprint"] == _last_json(whole.stdout)["fingerprint"]
+    resumed, whole = _side_by_side(["train", "--resume", run_dir, "--json"],
+                                   [*args, "--replicas", "2", "--logdir", str(tmp_path / "whole"), "--json"])
+    assert resumed["status"] == "completed" and resumed["replicas"] == 2 and resumed["epochs_done"] == 3
+    assert resumed["fingerprint"] == whole["fingerprint"]
+
+
+def _side_by_side(*commands):
+    """Run `python -m tpukit COMMAND` for each command at once; their results."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
+    jobs = [subprocess.Popen([sys.executable, "-m", "tpukit", *c], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env, cwd=REPO) for c in commands]
+    results = []
+    for job in jobs:
+        out, err = job.communicate(timeout=300)
+        assert job.returncode == 0, err[-3000:]
+        results.append(_last_json(out))
+    return results
+
+
+class _Calls(keras.callbacks.Callback):
+    """Every hook Keras calls, with its step and the names of the logs it got; stops at (epoch, step) if asked."""
+
+    def __init__(self, stop_at=None):
+        super().__init__()
+        self.calls, self.stop_at, self.epoch = [], stop_at, None
+
+    def _log(self, name, step, logs):
+        self.calls.append((name, step, tuple(sorted(logs or ()))))
+
+    def on_train_begin(self, logs=None):
+        self._log("train_begin", None, logs)
+
+    def on_train_end(self, logs=None):
+        self._log("train_end", None, logs)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+        self._log("epoch_begin", epoch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._log("epoch_end", epoch, logs)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._log("train_batch_begin", batch, logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._log("train_batch_end", batch, logs)
+        if (self.epoch, batch) == self.stop_at:
+            self.model.stop_training = True
+
+    def on_test_begin(self, logs=None):
+        self._log("test_begin", None, logs)
+
+    def on_test_end(self, logs=None):
+        self._log("test_end", None, logs)
+
+    def on_test_batch_begin(self, batch, logs=None):
+        self._log("test_batch_begin", batch, logs)
+
+    def on_test_batch_end(self, batch, logs=None):
+        self._log("test_batch_end", batch, logs)
+
+
+@pytest.mark.parametrize("stop_at", [None, (1, 2)])
+def test_the_loop_calls_the_callbacks_as_fit_does_and_trains_the_same_weights(stop_at):
+    """In one process, under a MirroredStrategy of 2 devices: tpukit's loop against Keras' fit, hook by hook."""
+    import numpy as np
+
+    from tpukit import multiworker, runtime
+
+    strategy = runtime.mirrored([d.name for d in tf.config.list_logical_devices("CPU")][:2])
+    rng = np.random.default_rng(0)
+    x, y = rng.random((96, 6), dtype="float32"), rng.integers(0, 3, 96)
+    train = tf.data.Dataset.from_tensor_slices((x, y)).batch(16, drop_remainder=True).repeat(2)
+    validation = tf.data.Dataset.from_tensor_slices((x[:32], y[:32])).batch(16)
+
+    def run(loop: bool):
+        keras.utils.set_random_seed(7)
+        with strategy.scope():
+            model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="relu"),
+                                      keras.layers.Dense(3, activation="softmax")])
+            model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+            calls = _Calls(stop_at)
+            if loop:
+                history = multiworker.fit(model, strategy, train, epochs=2, initial_epoch=0, steps=6,
+                                          callbacks=[calls], validation=validation)
+            else:
+                history = model.fit(train, epochs=2, steps_per_epoch=6, validation_data=validation,
+                                    callbacks=[calls], shuffle=False, verbose=0)
+        return calls.calls, history.history, model.get_weights()
+
+    (fit_calls, fit_history, fit_weights), (calls, history, weights) = run(False), run(True)
+    assert calls == fit_calls
+    assert history.keys() == fit_history.keys()
+    for k in history:
+        np.testing.assert_allclose(history[k], fit_history[k], rtol=1e-6)
+    for a, b in zip(weights, fit_weights):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_each_tensorflow_worker_gets_the_cluster_and_its_index_and_nothing_of_jax():

@@ -35,7 +35,10 @@ from tpukit.config import ConfigError
 
 MAX_WORKERS = 64
 _POLL_S = 0.05
-_STOP_WAIT_S = 10.0
+# A worker gets this long to end after SIGTERM. TensorFlow's workers notice a lost peer when its coordination
+# service heartbeat times out (10 s), then record their run as failed: give them that, and some.
+_STOP_WAIT_S = 20.0
+_STOPPED = 130  # a worker's exit status when its run stopped (python -m tpukit train)
 
 
 BACKENDS = ("jax", "tensorflow")
@@ -150,9 +153,12 @@ def _wait(procs, folder: str) -> int:
                       key=lambda i: (codes[i] not in (-signal.SIGKILL, -signal.SIGTERM), i))
         failed = dead[0] if dead else None
         if failed is not None:
-            _stop(procs)
             code = codes[failed]
-            how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+            if code == _STOPPED:  # a run stopped on request: TensorFlow's workers agree to stop at the same step
+                _settle(procs, _STOP_WAIT_S)
+            _stop(procs)
+            how = (f"was killed by signal {-code}" if code < 0 else "stopped its run (status 130)" if code == _STOPPED
+                   else f"exited with status {code}")
             where = "" if failed == 0 else f"; its output: {os.path.join(folder, f'worker-{failed}.log')}"
             tail = "" if failed == 0 else _last_line(os.path.join(folder, f"worker-{failed}.log"))
             print(f"python -m tpukit launch: worker {failed} of {len(procs)} {how}, so the others were stopped"
@@ -160,6 +166,13 @@ def _wait(procs, folder: str) -> int:
             return code if code > 0 else 1
         if all(c == 0 for c in codes):
             return 0
+        time.sleep(_POLL_S)
+
+
+def _settle(procs, seconds: float) -> None:
+    """Give the workers up to `seconds` to end by themselves."""
+    deadline = time.monotonic() + seconds
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
         time.sleep(_POLL_S)
 
 

@@ -345,6 +345,8 @@ class _Run:
             message = (f"early stopping after epoch {self.early_stopper.stopped_epoch + 1} (no "
                        f"{self.early_stopper.monitor} gain)" + (f"; restored the weights of epoch {best + 1}"
                                                                  if best is not None else ""))
+        elif self._multi_worker_tf() and model.stop_training and status == "completed":
+            status, message = "stopped", f"another worker stopped (on request, SIGTERM or Ctrl-C); {self._resume_hint()}"
         if status == "completed" and source.test is not None:
             self.test_metrics = self._evaluate_test()
         return self._finish(status, message)
