@@ -144,6 +144,19 @@ def test_user_model_and_data_without_tensorflow(tmp_path):
     assert "tensorflow" not in sys.modules
 
 
+@tpu_set
+def test_the_datasets_input_pipelines_need_no_tensorflow():
+    """`data.train_dataset` / `eval_dataset` (the notebooks' plain-Keras path) feed NumPy batches without TF."""
+    from tpukit import data
+
+    digits = data.load("digits")
+    train = data.train_dataset(digits, global_batch=32, seed=0, epochs=1)
+    x, y = train[0]
+    assert len(train) == digits.num_train // 32 and x.shape[0] == 32 and y.shape[0] == 32
+    assert len(data.eval_dataset(digits, global_batch=32)) == len(digits.y_test) // 32
+    assert "tensorflow" not in sys.modules
+
+
 def test_the_panel_trains_headless(tmp_path):
     """The panel under ipywidgets 7.7.1 (Colab's), driven by its methods as a click would."""
     from panel_support import headless_panel

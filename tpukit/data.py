@@ -352,7 +352,8 @@ def steps_per_epoch(data: ImageData, global_batch: int) -> int:
 
 def train_dataset(data: ImageData, *, global_batch: int, seed: int, epochs: int,
                   initial_epoch: int = 0, steps_per_epoch: Optional[int] = None) -> "tf.data.Dataset":
-    """Batches for epochs `initial_epoch` .. `epochs - 1`, in one finite tf.data stream.
+    """Batches for epochs `initial_epoch` .. `epochs - 1`, in one finite tf.data stream (a NumPy PyDataset of
+    the same batches where TensorFlow is not installed).
 
     Images stay uint8 (the model normalizes them). Each epoch's order is a
     permutation seeded by (seed, epoch) alone (`pipeline.epoch_order`), so epoch
@@ -364,13 +365,13 @@ def train_dataset(data: ImageData, *, global_batch: int, seed: int, epochs: int,
     from tpukit import pipeline, sources
 
     _check_batch(data, global_batch)
-    return pipeline.train_feed(sources.Arrays(data.x_train, data.y_train), feeder="tf.data",
+    return pipeline.train_feed(sources.Arrays(data.x_train, data.y_train), feeder=_feeder(),
                                global_batch=global_batch, seed=seed, epochs=epochs, initial_epoch=initial_epoch,
                                steps=steps_per_epoch)
 
 
 def eval_dataset(data: ImageData, *, global_batch: int) -> "tf.data.Dataset":
-    """The test split, cached and batched with static shapes.
+    """The test split, cached and batched with static shapes (tf.data, else the NumPy feeder).
 
     Full batches only (the tail is dropped) when there is at least one;
     otherwise the whole split is one batch.
@@ -378,7 +379,18 @@ def eval_dataset(data: ImageData, *, global_batch: int) -> "tf.data.Dataset":
     from tpukit import pipeline, sources
 
     _check_global_batch(global_batch)
-    return pipeline.eval_feed(sources.Arrays(data.x_test, data.y_test), feeder="tf.data", global_batch=global_batch)
+    return pipeline.eval_feed(sources.Arrays(data.x_test, data.y_test), feeder=_feeder(), global_batch=global_batch)
+
+
+def _feeder() -> str:
+    """tf.data where TensorFlow is installed, else the NumPy feeder (Colab's TPU runtime has no TensorFlow), whose
+    PyDataset needs Keras: on JAX there, as `connect()` would pick, if nothing has loaded Keras yet."""
+    from tpukit import backend, pipeline
+
+    feeder = pipeline.choose(backend.loaded() or "jax")
+    if feeder == "numpy" and backend.loaded() is None and not backend.installed("tensorflow"):
+        backend.select("jax")
+    return feeder
 
 
 def _check_global_batch(global_batch) -> None:

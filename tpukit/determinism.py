@@ -55,6 +55,9 @@ def setup(seed: int, deterministic: bool, backend: str = "tensorflow") -> str:
     if deterministic:
         enable_op_determinism()
         return f"seed {seed} set and op determinism on: same config, same weights."
+    if backend == "jax":
+        return (f"seed {seed} set; XLA's CPU and TPU kernels are deterministic anyway, GPU kernels may differ in "
+                "the last bits between runs (deterministic=True sets XLA's flag at connect).")
     if _enabled:
         return (f"seed {seed} set; op determinism stays on in this process (TensorFlow cannot turn it off): "
                 "restart the runtime for the faster nondeterministic kernels.")
