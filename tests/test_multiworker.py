@@ -197,6 +197,19 @@ def test_each_tensorflow_worker_gets_the_cluster_and_its_index_and_nothing_of_ja
     assert len(set(ports)) == 3
 
 
+def test_tensorflow_workers_run_one_step_per_call():
+    from types import SimpleNamespace
+
+    from tpukit.config import ConfigError
+    from tpukit.training import resolve_steps_per_execution
+
+    workers = SimpleNamespace(backend="tensorflow", kind="gpu", replicas=4, workers=2, strategy=None)
+    steps, why = resolve_steps_per_execution("auto", workers, 40)
+    assert steps == 1 and "keras-team/keras#20585" in why
+    with pytest.raises(ConfigError, match="runs one step per call; use 1"):
+        resolve_steps_per_execution(4, workers, 40)
+
+
 def _worker(parent: int, index: int) -> int:
     """The launcher's child that is worker `index` (Linux /proc)."""
     entry = f"TPUKIT_LAUNCH_WORKER={index}".encode()

@@ -597,7 +597,7 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
         if requested > 1 and refusal:
             raise ConfigError(f"RunConfig.steps_per_execution: {refusal}; use 1 there (or 'auto'). "
                               f"Received: steps_per_execution={requested}.")
-    if runtime.workers > 1:
+    if getattr(runtime, "workers", 1) > 1:
         return ("tpukit's loop for TensorFlow's MultiWorkerMirroredStrategy (Keras 3's fit cannot run under it, "
                 "keras-team/keras#20585) runs one step per call")
         if requested > 1 and profile is not None:
