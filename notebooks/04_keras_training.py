@@ -425,7 +425,7 @@ from tpukit import pipeline
 measured = pipeline.steps_per_epoch(50_000 - round(0.1 * 50_000), 512 * 1)
 print(f"predicted {STEPS_ON_V5E1}, tpukit runs {measured} steps per epoch")
 assert STEPS_ON_V5E1 == measured, "not quite: divide by the global batch (512 x 1 replica) and round *down*"
-print("Exercise 3: correct: 8 times the steps of the 8-core board, each with an eighth of the batch.")
+print("Exercise 3: correct. Each step carries 512 images, an eighth of the seeds' 4,096.")
 
 # %% [markdown]
 # ## Every run is recorded
