@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
+from tpukit import training
+from tpukit.config import RunConfig
 
 JSON_KEYS = {"run_dir", "status", "backend", "accelerator", "replicas", "precision", "deterministic", "seed",
              "batch_size", "global_batch_size", "epochs", "history", "examples_per_sec", "step_time_ms",
-             "fingerprint", "profile_files", "steps_per_execution"}
+             "fingerprint", "profile_files", "steps_per_execution", "steps_per_epoch"}
 
 
 @pytest.mark.parametrize(
@@ -78,6 +80,8 @@ def test_json_contract_and_bitwise_determinism_across_processes_8_replicas(tmp_p
     ra, rb = _last_json(_finish(a)), _last_json(_finish(b))
     assert JSON_KEYS <= set(ra)
     assert ra["status"] == "completed" and ra["replicas"] == 8 and ra["global_batch_size"] == 128
+    planned = training.plan(RunConfig(dataset="digits", model="mlp", batch_size=16, replicas=8), 8)
+    assert ra["steps_per_epoch"] == planned.steps_per_epoch > 0  # the run counted what the plan said
     assert ra["backend"] == "tensorflow" and ra["accelerator"] == "cpu" and ra["precision"] == "mixed_bfloat16"
     assert ra["profile_files"] and Path(ra["profile_files"][0]).exists()
     assert ra["fingerprint"] == rb["fingerprint"]

@@ -75,6 +75,11 @@ class RunResult:
         return {k[4:]: v for k, v in self.final_metrics.items() if k.startswith("val_")}
 
     @property
+    def global_batch_size(self) -> int:
+        """Examples per step over all replicas (the config's per-replica batch times its replicas)."""
+        return (self.config.get("batch_size") or 0) * (self.config.get("replicas") or 1)
+
+    @property
     def resumable(self) -> bool:
         """Whether `resume()` continues this run from a kept epoch (`resume_check` says why or why not)."""
         return resume_check(self.run_dir).ok
@@ -416,7 +421,7 @@ def compare(results) -> List[Dict[str, Any]]:
         rows.append({
             "run": Path(r.run_dir).name, "status": r.status, "model": c.get("model"), "dataset": c.get("dataset"),
             "precision": c.get("precision"), "batch_size": c.get("batch_size"), "replicas": c.get("replicas"),
-            "global_batch_size": (c.get("batch_size") or 0) * (c.get("replicas") or 1),
+            "global_batch_size": r.global_batch_size,
             "deterministic": c.get("deterministic"), "examples_per_sec": r.examples_per_sec,
             "step_time_ms": r.step_time_ms, "mfu": r.mfu, "fingerprint": r.fingerprint,
             **{k: v for k, v in r.final_metrics.items()},
