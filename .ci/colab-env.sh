@@ -67,7 +67,9 @@ else
   notebooks="test_notebook_runs and 00_quick_start"
 fi
 status=0
-"$py" -m pytest -q -p no:cacheprovider --durations=10 tests/test_colab_sets.py tests/test_notebooks.py \
+# The notebooks first, on the set as Colab ships it: test_colab_sets then runs colab.setup(), which adds
+# TensorBoard and xprof (notebook 05 has a path for a runtime without them).
+"$py" -m pytest -q -p no:cacheprovider --durations=10 tests/test_notebooks.py tests/test_colab_sets.py \
   -k "test_colab_sets or ($notebooks)" || status=$?
 echo "colab-$name: $(( $(date +%s) - start )) s"
 exit $status
