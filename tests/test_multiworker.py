@@ -92,6 +92,32 @@ def test_a_killed_worker_ends_the_job_in_one_line_and_the_run_resumes_in_one_pro
     assert resumed["fingerprint"] == whole["fingerprint"]
 
 
+@pytest.mark.slow
+def test_sigterm_to_one_worker_stops_every_worker_after_the_same_step(tmp_path):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
+    # --verbose: the launcher's stderr unfiltered. Its filter (tpukit.nativelog) loses what it has not copied yet
+    # when the CLI leaves by os._exit(130) (tpukit/__main__.py), which here was the launcher's last line, 1 run in 3.
+    job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--verbose", "--workers", "2", "--logs",
+                            str(tmp_path / "logs"), "--", *TRAIN, "--batch-size", "8", "--epochs", "3",
+                            "--steps-per-epoch", "30",
+                            "--logdir", str(tmp_path / "runs")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    deadline = time.monotonic() + 240
+    while not glob.glob(str(tmp_path / "runs" / "*" / "backup" / "latest.json")):
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[1][-3000:]
+        time.sleep(0.1)
+    os.kill(_worker(job.pid, 1), signal.SIGTERM)
+    _, err = job.communicate(timeout=120)
+    # Worker 1 votes to stop, both stop after the same step and record a stopped run (worker 0: "another worker
+    # stopped"); neither goes on to the test split alone, where the other would wait in an all-reduce.
+    assert job.returncode == 130, err[-3000:]
+    assert "stopped its run (status 130)" in err.strip().splitlines()[-1], err[-3000:]
+    (run_dir,) = glob.glob(str(tmp_path / "runs" / "*"))
+    ended = records.load(run_dir)
+    assert ended.status == "stopped" and "another worker stopped" in ended.message and ended.epochs_done >= 1
+    assert "STOPPED:" in (tmp_path / "logs" / "worker-1.log").read_text()
+
+
 def _side_by_side(*commands):
     """Run `python -m tpukit COMMAND` for each command at once; their results."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}

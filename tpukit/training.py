@@ -563,6 +563,9 @@ def multi_step_refusal(runtime) -> Optional[str]:
     """
     if runtime.backend != "tensorflow" or runtime.replicas < 2:
         return None
+    if getattr(runtime, "workers", 1) > 1:
+        return ("tpukit's loop for TensorFlow's MultiWorkerMirroredStrategy (Keras 3's fit cannot run under it, "
+                "keras-team/keras#20585) runs one step per call")
     import tensorflow as tf
 
     if isinstance(runtime.strategy, tf.distribute.MirroredStrategy):
@@ -597,9 +600,6 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
         if requested > 1 and refusal:
             raise ConfigError(f"RunConfig.steps_per_execution: {refusal}; use 1 there (or 'auto'). "
                               f"Received: steps_per_execution={requested}.")
-    if getattr(runtime, "workers", 1) > 1:
-        return ("tpukit's loop for TensorFlow's MultiWorkerMirroredStrategy (Keras 3's fit cannot run under it, "
-                "keras-team/keras#20585) runs one step per call")
         if requested > 1 and profile is not None:
             raise ConfigError(f"RunConfig.steps_per_execution: the profile window {profile[0]}-{profile[1]} counts "
                               f"steps one call at a time, and {requested} steps per call would move or skip it; use "
