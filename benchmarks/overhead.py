@@ -158,9 +158,10 @@ def main(argv=None):
         plain, ours = figures[backend, "plain"], figures[backend, "tpukit"]
         speed = statistics.median(t[0] / p[0] for p, t in zip(plain, ours))
         wall = statistics.median(t[1] / p[1] for p, t in zip(plain, ours))
-        print(f"  {backend:10s}: steady-state examples/s {speed:.3f} (plain {statistics.median(p[0] for p in plain):,.0f}, "
-              f"tpukit {statistics.median(t[0] for t in ours):,.0f}); whole-process wall time {wall:.3f} (plain "
-              f"{statistics.median(p[1] for p in plain):.1f} s, tpukit {statistics.median(t[1] for t in ours):.1f} s)")
+        (p_speed, p_wall), (t_speed, t_wall) = ([statistics.median(f[i] for f in runs) for i in (0, 1)]
+                                                for runs in (plain, ours))
+        print(f"  {backend:10s}: steady-state examples/s {speed:.3f} (plain {p_speed:,.0f}, tpukit {t_speed:,.0f}); "
+              f"whole-process wall time {wall:.3f} (plain {p_wall:.1f} s, tpukit {t_wall:.1f} s)")
 
 
 if __name__ == "__main__":

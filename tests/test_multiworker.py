@@ -52,7 +52,8 @@ def test_two_workers_of_two_devices_train_one_run_and_only_the_chief_records_it(
     run_dir = Path(chief["run_dir"])
     assert [p.name for p in (tmp_path / "runs").iterdir()] == [run_dir.name]
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "tpukit-worker*"))) == before
-    assert {"config.json", "result.json", "model.weights.h5", "train", "validation"} <= {p.name for p in run_dir.iterdir()}
+    written = {p.name for p in run_dir.iterdir()}
+    assert {"config.json", "result.json", "model.weights.h5", "train", "validation"} <= written
     assert not (run_dir / "backup").exists()  # removed when the run completed, as after fit
     assert glob.glob(str(run_dir / "train" / "events.out.tfevents.*"))  # TensorBoard scalars
     result = records.load(run_dir)
@@ -65,8 +66,8 @@ def test_two_workers_of_two_devices_train_one_run_and_only_the_chief_records_it(
 def test_a_killed_worker_ends_the_job_in_one_line_and_the_run_resumes_in_one_process_to_the_same_weights(tmp_path):
     args = [*TRAIN, "--batch-size", "8", "--epochs", "3", "--steps-per-epoch", "30"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
-    job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs", str(tmp_path / "logs"),
-                            "--", *args, "--logdir", str(tmp_path / "runs")],
+    job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs",
+                            str(tmp_path / "logs"), "--", *args, "--logdir", str(tmp_path / "runs")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     # Kill worker 1 once the chief has backed up its first whole epoch.
     deadline = time.monotonic() + 240
@@ -99,8 +100,7 @@ def test_sigterm_to_one_worker_stops_every_worker_after_the_same_step(tmp_path):
     # when the CLI leaves by os._exit(130) (tpukit/__main__.py), which here was the launcher's last line, 1 run in 3.
     job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--verbose", "--workers", "2", "--logs",
                             str(tmp_path / "logs"), "--", *TRAIN, "--batch-size", "8", "--epochs", "3",
-                            "--steps-per-epoch", "30",
-                            "--logdir", str(tmp_path / "runs")],
+                            "--steps-per-epoch", "30", "--logdir", str(tmp_path / "runs")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     deadline = time.monotonic() + 240
     while not glob.glob(str(tmp_path / "runs" / "*" / "backup" / "latest.json")):

@@ -346,7 +346,8 @@ class _Run:
                        f"{self.early_stopper.monitor} gain)" + (f"; restored the weights of epoch {best + 1}"
                                                                  if best is not None else ""))
         elif self._multi_worker_tf() and model.stop_training and status == "completed":
-            status, message = "stopped", f"another worker stopped (on request, SIGTERM or Ctrl-C); {self._resume_hint()}"
+            status = "stopped"
+            message = f"another worker stopped (on request, SIGTERM or Ctrl-C); {self._resume_hint()}"
         if status == "completed" and source.test is not None:
             self.test_metrics = self._evaluate_test()
         return self._finish(status, message)
