@@ -223,3 +223,23 @@ def test_the_cli_hides_tensorflows_log_lines_unless_verbose(tmp_path):
     noise = ("cpu_feature_guard", "oneDNN", "absl::InitializeLog", "Traceback")
     assert not [line for line in quiet.stderr.splitlines() if any(n in line for n in noise)], quiet.stderr
     assert "cpu_feature_guard" in verbose.stderr  # TensorFlow's own start-up line, shown when asked for
+
+
+def test_the_stderr_filter_drops_native_log_lines_and_keeps_the_rest_through_os_exit():
+    """What Abseil writes before its set-up goes; every other line, a partial progress line and the last line
+    before os._exit (which skips atexit) come through."""
+    code = (
+        "import os, sys\n"
+        "from tpukit import nativelog\n"
+        "assert nativelog.hide_native_log_lines()\n"
+        "os.write(2, b'WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\\n')\n"
+        "os.write(2, b'I0000 00:00:1795523283.364743    8845 port.cc:153] oneDNN custom operations are on.\\n')\n"
+        "sys.stderr.write('\\repoch 1/2  step 3/40'); sys.stderr.flush()\n"
+        "sys.stderr.write('\\nIn the end: stopped\\n'); sys.stderr.flush()\n"
+        "nativelog.flush()\n"
+        "os._exit(130)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 130
+    assert done.stderr == b"\repoch 1/2  step 3/40\nIn the end: stopped\n", done.stderr

@@ -96,9 +96,9 @@ def test_a_killed_worker_ends_the_job_in_one_line_and_the_run_resumes_in_one_pro
 @pytest.mark.slow
 def test_sigterm_to_one_worker_stops_every_worker_after_the_same_step(tmp_path):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
-    # --verbose: the launcher's stderr unfiltered. Its filter (tpukit.nativelog) loses what it has not copied yet
-    # when the CLI leaves by os._exit(130) (tpukit/__main__.py), which here was the launcher's last line, 1 run in 3.
-    job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--verbose", "--workers", "2", "--logs",
+    # The launcher's stderr goes through its filter (tpukit.nativelog), flushed before the CLI's os._exit(130):
+    # without that flush its last line was lost 1 run in 3.
+    job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs",
                             str(tmp_path / "logs"), "--", *TRAIN, "--batch-size", "8", "--epochs", "3",
                             "--steps-per-epoch", "30", "--logdir", str(tmp_path / "runs")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)

@@ -3,6 +3,7 @@
 import os
 import sys
 
+from tpukit import nativelog
 from tpukit.cli import EXIT_STOPPED, main
 
 code = main()
@@ -11,5 +12,6 @@ if code == EXIT_STOPPED:
     # KeyboardInterrupt (TensorFlow's, JAX's) would make Python's shutdown end the process by SIGINT instead.
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+    nativelog.flush()  # os._exit skips atexit: the stderr filter's last lines would be lost
     os._exit(code)
 raise SystemExit(code)

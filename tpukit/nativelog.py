@@ -38,7 +38,9 @@ def hide_native_log_lines() -> bool:
     thread = threading.Thread(target=_copy, args=(read, original), name="tpukit-stderr", daemon=True)
     thread.start()
 
-    def restore():  # at exit: whatever is still in the pipe comes out, then descriptor 2 is the real one again
+    def restore():  # whatever is still in the pipe comes out, then descriptor 2 is the real one again
+        global _restore
+        _restore = None
         try:
             sys.stderr.flush()
         except (OSError, ValueError):
@@ -46,8 +48,19 @@ def hide_native_log_lines() -> bool:
         os.dup2(original, 2)  # the pipe's last write end closes: the thread reads to its end
         thread.join(2)
 
-    atexit.register(restore)
+    global _restore
+    _restore = restore
+    atexit.register(flush)
     return True
+
+
+_restore = None
+
+
+def flush() -> None:
+    """Let everything written so far through, and stop filtering; call it before `os._exit` (atexit is skipped)."""
+    if _restore is not None:
+        _restore()
 
 
 def _copy(read: int, out: int) -> None:
