@@ -1,0 +1,242 @@
+"""The panel in JupyterLab 4, in Debian's Chromium at 1280x800: what a workshop participant sees on a laptop.
+
+JupyterLab serves two notebooks on 127.0.0.1: one builds the panel on TensorFlow (the default backend here),
+the other with `RunConfig(backend="jax")`, so its run starts in a fresh kernel of its own. The tests run every
+cell through JupyterLab's own command (the app is exposed to the page for that), then click the panel as a
+person would, and check that its main view (the status chip, Train/Stop, the status and progress lines, the
+section picker and the section shown) fits the first screen before and after a run and a profiled run.
+
+Screenshots go where tests/test_browser.py puts them (test-artifacts/screenshots/, or $TPUKIT_SCREENSHOTS).
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MISSING, RUN_TIMEOUT_MS, VIEWPORT, PanelPage,
+                          _children, _free_port, _listening)
+
+import importlib.util
+
+LAB_MISSING = "; ".join(filter(None, [MISSING, "" if importlib.util.find_spec("jupyterlab") else
+                                      "the jupyterlab package is missing (pip install -e '.[test]')"]))
+if LAB_MISSING:
+    pytest.skip(LAB_MISSING, allow_module_level=True)
+
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+from tpukit import tensorboard as tb  # noqa: E402
+
+pytestmark = pytest.mark.browser
+START = dict(dataset="digits", model="mlp", epochs=1, batch_size=32)  # 40 steps an epoch (10% validates)
+
+
+def _notebook(path, config: dict) -> None:
+    """A notebook (with kernelspec metadata, which JupyterLab needs) whose one cell builds the panel."""
+    source = ("import tpukit\n"
+              f"panel = tpukit.panel(tpukit.RunConfig(**{json.dumps(config)}))")
+    path.write_text(json.dumps({
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "panel", "metadata": {}, "outputs": [],
+                   "source": source}],
+        "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                                    "name": "python3"}, "language_info": {"name": "python"}},
+        "nbformat": 4, "nbformat_minor": 5}))
+
+
+class Lab:
+    def __init__(self, proc, port, root, log):
+        self.proc, self.port, self.root, self.log = proc, port, root, log
+        self.logdir = root / "runs"
+
+    def url(self, notebook: str) -> str:
+        return f"http://127.0.0.1:{self.port}/lab/tree/{notebook}?reset"
+
+    def log_tail(self, lines=40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab on 127.0.0.1 with the two notebooks; stops it, its kernels and the panels' TensorBoards after."""
+    root = tmp_path_factory.mktemp("lab")
+    logdir, kernels = root / "runs", root / "jupyter" / "kernels" / "python3"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({  # the kernel is this Python (the venv with tpukit)
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (tpukit tests)", "language": "python"}))
+    _notebook(root / "panel.ipynb", {**START, "logdir": str(logdir)})
+    _notebook(root / "jax.ipynb", {**START, "backend": "jax", "name": "lab-jax", "logdir": str(logdir)})
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VSCODE_PID", "TENSORBOARD_PROXY_URL", "JUPYTERHUB_SERVICE_PREFIX", "KERAS_BACKEND",
+                        "XLA_FLAGS")}
+    env.update({"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+                "JUPYTER_PATH": str(root / "jupyter"), "JUPYTER_CONFIG_DIR": str(root / "config"),
+                "JUPYTERLAB_WORKSPACES_DIR": str(root / "workspaces"), "TF_CPP_MIN_LOG_LEVEL": "2",
+                "MPLBACKEND": "Agg"})
+    # JupyterLab's "notified about official Jupyter news?" toast sat over the panel's bottom right corner.
+    (root / "config" / "labconfig").mkdir(parents=True)
+    (root / "config" / "labconfig" / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
+    port = _free_port()
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
+           "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
+           "--ServerApp.password=", "--LabApp.expose_app_in_browser=True", f"--ServerApp.root_dir={root}",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    log = root / "lab.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    server = Lab(proc, port, root, log)
+    try:
+        deadline = time.monotonic() + 90
+        while not _listening(port):
+            assert proc.poll() is None, f"JupyterLab exited with {proc.returncode}:\n{server.log_tail()}"
+            assert time.monotonic() < deadline, f"JupyterLab did not listen on {port} in 90 s:\n{server.log_tail()}"
+            time.sleep(0.2)
+        yield server
+    finally:
+        kernels_left = _children(proc.pid)
+        proc.send_signal(signal.SIGTERM)  # shuts its kernels down
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        for pid in kernels_left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for instance in tb.running(logdir):
+            tb.stop(instance)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    profile = tmp_path_factory.mktemp("chromium-profile-lab")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, viewport=VIEWPORT)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+class LabPanel(PanelPage):
+    """The panel in a JupyterLab notebook: its root is the widget with the panel's class."""
+
+    def __init__(self, page, server):
+        super().__init__(page, server)
+        self.root = page.locator(".tpukit-panel")
+
+    def button(self, label):
+        return self.root.get_by_role("button", name=label, exact=True)
+
+    def field(self, label):
+        return self.root.get_by_label(label, exact=True)
+
+    def box(self):
+        return self.root.bounding_box()
+
+
+def _open(browser, lab, notebook: str) -> LabPanel:
+    """Open `notebook` in JupyterLab, run all its cells, wait for the panel."""
+    page = browser.new_page()
+    page.set_default_timeout(30_000)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(lab.url(notebook), timeout=120_000)
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
+                           "&& window.jupyterapp.shell.currentWidget.sessionContext "
+                           "&& window.jupyterapp.shell.currentWidget.sessionContext.session", timeout=120_000)
+    page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.ready")
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    ui = LabPanel(page, lab)
+    try:
+        expect(ui.button("Train")).to_be_enabled(timeout=120_000)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\npage errors: {errors}\nJupyterLab log:\n{lab.log_tail()}") from None
+    return ui
+
+
+def _main_view_fits(ui, when: str) -> dict:
+    """With the panel scrolled to the top of the notebook, everything of its main view is inside 1280x800: the
+    top (chip, actions, status and progress lines), the section picker and the section shown."""
+    ui.root.evaluate("e => e.scrollIntoView({block: 'start'})")
+    ui.page.wait_for_timeout(300)
+    top = ui.section("Run").bounding_box()
+    picker = ui.root.locator(".widget-toggle-buttons").bounding_box()
+    shown = ui.section(ui.root.locator(".widget-toggle-buttons .mod-active, .widget-toggle-buttons "
+                                       "button.mod-active").first.inner_text().strip()).bounding_box()
+    panel = ui.box()
+    assert top and picker and shown and panel, when
+    train = ui.button("Train").bounding_box()
+    assert 0 <= top["y"] and train["y"] + train["height"] <= VIEWPORT["height"], (when, top, train)
+    assert shown["y"] + shown["height"] <= VIEWPORT["height"], (when, "the section shown runs off the screen",
+                                                                  panel, shown)
+    return {"when": when, "panel_top": round(panel["y"]), "panel_height": round(panel["height"]),
+            "section_bottom": round(shown["y"] + shown["height"])}
+
+
+def _shot(ui, tmp_path, name: str) -> None:
+    """The first screen as the person sees it (not the whole panel): JupyterLab's bars included."""
+    path = tmp_path / name
+    ui.page.screenshot(path=str(path), animations="disabled")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / name).write_bytes(path.read_bytes())
+
+
+def test_in_jupyterlab_the_main_view_fits_the_first_screen_before_and_after_a_run_and_a_profiled_run(
+        lab, browser, tmp_path):
+    ui = _open(browser, lab, "panel.ipynb")
+    sizes = [_main_view_fits(ui, "at first")]
+    _shot(ui, tmp_path, "lab-panel-first.png")
+
+    ui.show("Settings")  # a bad value: marked under its field, and Train says why it is off
+    ui.set("batch / replica", "1.5")
+    expect(ui.section("Settings")).to_contain_text("batch size must be a whole number ≥ 1; received '1.5'.")
+    expect(ui.button("Train")).to_be_disabled()
+    expect(ui.section("Run")).to_contain_text("Train is off: batch size must be a whole number ≥ 1")
+    sizes.append(_main_view_fits(ui, "with a field error"))
+    _shot(ui, tmp_path, "lab-panel-bad-batch.png")
+    ui.set("batch / replica", "32")
+    expect(ui.button("Train")).to_be_enabled()
+
+    ui.set("run name", "lab-train")
+    ui.button("Train").click()
+    expect(ui.run_row("lab-train")).to_contain_text("completed", timeout=RUN_TIMEOUT_MS)
+    expect(ui.progress_line()).to_contain_text(re.compile(r"^completed: epoch 1/1\s+·\s+step 40/40"))
+    ui.show("Progress")
+    sizes.append(_main_view_fits(ui, "after a run"))
+    _shot(ui, tmp_path, "lab-panel-trained.png")
+
+    ui.show("Settings")
+    ui.set("run name", "lab-profiled")
+    ui.button("Profile next run").click()
+    ui.button("Train").click()
+    expect(ui.run_row("lab-profiled")).to_contain_text("completed", timeout=RUN_TIMEOUT_MS)
+    expect(ui.section("Profile")).to_be_visible(timeout=60_000)
+    expect(ui.section("Profile")).to_contain_text("step time", timeout=60_000)
+    sizes.append(_main_view_fits(ui, "after a profiled run"))
+    _shot(ui, tmp_path, "lab-panel-profiled.png")
+    print("panel in JupyterLab at 1280x800:", json.dumps(sizes))
+
+
+def test_in_jupyterlab_a_jax_panel_trains_on_jax_in_a_fresh_kernel(lab, browser, tmp_path):
+    """TensorFlow is installed here, yet RunConfig(backend='jax') connects and trains on JAX."""
+    ui = _open(browser, lab, "jax.ipynb")
+    ui.button("Train").click()
+    expect(ui.run_row("lab-jax")).to_contain_text("completed", timeout=RUN_TIMEOUT_MS)
+    expect(ui.root.locator(".tpukit-top")).to_contain_text("jax")
+    ui.show("Accelerator")
+    expect(ui.section("Accelerator")).to_contain_text("jax")
+    _main_view_fits(ui, "JAX, after a run")
+    _shot(ui, tmp_path, "lab-panel-jax.png")
