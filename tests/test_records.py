@@ -64,3 +64,14 @@ def test_a_result_shows_its_summary_in_a_notebook_and_a_short_repr_elsewhere():
                                history={"loss": [0.5, 0.25] * 500})
     assert repr(result) == "RunResult(status='completed', epochs_done=2, run_dir='runs/a', fingerprint='ab12')"
     assert pretty(result) == result.summary() and "COMPLETED: mlp on digits, 2/2 epochs" in pretty(result)
+
+
+def test_a_summary_says_why_mfu_is_not_reported():
+    from tpukit.training import _mfu
+
+    _, how = _mfu(1e9, 200.0, 1e11, "XLA cost analysis")
+    result = records.RunResult(run_dir="runs/a", status="completed", epochs_done=1, examples_per_sec=200.0,
+                               step_time_ms=5.0, flops_source=how, config={"model": "mlp", "dataset": "digits",
+                                                                             "epochs": 1})
+    line = next(l for l in result.summary().splitlines() if l.startswith("MFU not reported: "))
+    assert "200.0 GFLOP/s" in line and "cpu_probe.json" in line

@@ -115,9 +115,9 @@ class RunResult:
                 perf += f", first step after {self.time_to_first_step_s:.1f} s"
             if self.mfu is not None:
                 perf += f", MFU {100 * self.mfu:.1f}%"
-            elif "not reported" in self.flops_source:
-                perf += ", MFU not reported (flops_source says why)"
             lines.append(perf)
+            if self.mfu is None and "MFU not reported: " in self.flops_source:
+                lines.append("MFU not reported: " + self.flops_source.split("MFU not reported: ", 1)[1])
         if self.fingerprint:
             lines.append(f"weights fingerprint {self.fingerprint}")
         if self.profile_files:
