@@ -46,6 +46,7 @@ STYLE = f"""<style>
 .{ROOT_CLASS}.jupyter-widgets-disconnected select {{ pointer-events: none; opacity: 0.45; }}
 .{ROOT_CLASS}.jupyter-widgets-disconnected::before,
 .{ROOT_CLASS} .jupyter-widgets-disconnected::before {{ display: none; }}
+.{ROOT_CLASS} .tpukit-section-profile td:last-child {{ overflow-wrap: anywhere; }}
 </style>"""
 
 
