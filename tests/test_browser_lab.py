@@ -9,6 +9,7 @@ section picker and the section shown) fits the first screen before and after a r
 Screenshots go where tests/test_browser.py puts them (test-artifacts/screenshots/, or $TPUKIT_SCREENSHOTS).
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -16,14 +17,13 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
 from conftest import REPO
 from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MISSING, RUN_TIMEOUT_MS, VIEWPORT, PanelPage,
                           _children, _free_port, _listening)
-
-import importlib.util
 
 LAB_MISSING = "; ".join(filter(None, [MISSING, "" if importlib.util.find_spec("jupyterlab") else
                                       "the jupyterlab package is missing (pip install -e '.[test]')"]))
@@ -167,23 +167,45 @@ def _open(browser, lab, notebook: str) -> LabPanel:
     return ui
 
 
-def _main_view_fits(ui, when: str) -> dict:
-    """With the panel scrolled to the top of the notebook, everything of its main view is inside 1280x800: the
-    top (chip, actions, status and progress lines), the section picker and the section shown."""
-    ui.root.evaluate("e => e.scrollIntoView({block: 'start'})")
-    ui.page.wait_for_timeout(300)
-    top = ui.section("Run").bounding_box()
+def _main_view_fits(ui, when: str, scroll: bool = True) -> dict:
+    """The panel's main view on the first screen at 1280x800, inside the notebook's visible area (below
+    JupyterLab's bars, above its status bar): the top (chip, actions, status and progress lines), the section
+    picker, and the start of the section shown. With `scroll`, the panel is first scrolled to the top of the
+    notebook (as a person scrolls to it); without, it stays where running the cell left it.
+
+    No table or chart of the section is wider than the output (a profile's long paths and op names wrap). Whether
+    the section ends on the screen too depends on its content: measured and returned, with a warning if not.
+    """
+    if scroll:
+        ui.root.evaluate("e => e.scrollIntoView({block: 'start'})")
+        ui.page.wait_for_timeout(300)
+    visible = ui.root.evaluate("e => Math.min(window.innerHeight, (e.closest('.jp-WindowedPanel-outer') "
+                               "|| e.closest('.jp-Notebook')).getBoundingClientRect().bottom)")
+    title = ui.root.locator(".widget-toggle-buttons button.mod-active").inner_text().strip()
+    section = ui.section(title)
+    top, shown = ui.section("Run").bounding_box(), section.bounding_box()
     picker = ui.root.locator(".widget-toggle-buttons").bounding_box()
-    shown = ui.section(ui.root.locator(".widget-toggle-buttons .mod-active, .widget-toggle-buttons "
-                                       "button.mod-active").first.inner_text().strip()).bounding_box()
-    panel = ui.box()
-    assert top and picker and shown and panel, when
-    train = ui.button("Train").bounding_box()
-    assert 0 <= top["y"] and train["y"] + train["height"] <= VIEWPORT["height"], (when, top, train)
-    assert shown["y"] + shown["height"] <= VIEWPORT["height"], (when, "the section shown runs off the screen",
-                                                                  panel, shown)
-    return {"when": when, "panel_top": round(panel["y"]), "panel_height": round(panel["height"]),
-            "section_bottom": round(shown["y"] + shown["height"])}
+    panel, train = ui.box(), ui.button("Train").bounding_box()
+    line = ui.progress_line().bounding_box()
+    assert top and picker and shown and panel and train and line, when
+    sizes = {"when": when + ("" if scroll else ", as the cell left it"), "visible_bottom": round(visible),
+             "panel_top": round(panel["y"]), "panel_height": round(panel["height"]),
+             "train_bottom": round(train["y"] + train["height"]),
+             "progress_line_bottom": round(line["y"] + line["height"]),
+             "picker_bottom": round(picker["y"] + picker["height"]), "section": title,
+             "section_bottom": round(shown["y"] + shown["height"]),
+             "section_content_right": round(section.evaluate(
+                 "e => Math.max(0, ...Array.from(e.querySelectorAll('table, img'), c => c.getBoundingClientRect()"
+                 ".right))")), "section_right": round(shown["x"] + shown["width"])}
+    assert 0 <= top["y"] and sizes["train_bottom"] <= visible, (when, "Train is off the first screen", sizes)
+    assert sizes["progress_line_bottom"] <= picker["y"] and sizes["picker_bottom"] <= visible, (when, sizes)
+    assert shown["y"] <= visible - 100, (when, "the section shown starts below the first screen", sizes)
+    assert sizes["section_content_right"] <= sizes["section_right"] + 1, (when, "a table or chart is wider than "
+                                                                          "the output, its right side cut", sizes)
+    if sizes["section_bottom"] > visible:
+        warnings.warn(f"JupyterLab at 1280x800, {sizes['when']}: the {title} section ends at "
+                      f"{sizes['section_bottom']} px, below the notebook's visible bottom ({visible:.0f} px)")
+    return sizes
 
 
 def _shot(ui, tmp_path, name: str) -> None:
@@ -197,7 +219,9 @@ def _shot(ui, tmp_path, name: str) -> None:
 def test_in_jupyterlab_the_main_view_fits_the_first_screen_before_and_after_a_run_and_a_profiled_run(
         lab, browser, tmp_path):
     ui = _open(browser, lab, "panel.ipynb")
-    sizes = [_main_view_fits(ui, "at first")]
+    sizes = [_main_view_fits(ui, "at first", scroll=False)]
+    _shot(ui, tmp_path, "lab-panel-opened.png")
+    sizes.append(_main_view_fits(ui, "at first"))
     _shot(ui, tmp_path, "lab-panel-first.png")
 
     ui.show("Settings")  # a bad value: marked under its field, and Train says why it is off
@@ -225,6 +249,9 @@ def test_in_jupyterlab_the_main_view_fits_the_first_screen_before_and_after_a_ru
     expect(ui.run_row("lab-profiled")).to_contain_text("completed", timeout=RUN_TIMEOUT_MS)
     expect(ui.section("Profile")).to_be_visible(timeout=60_000)
     expect(ui.section("Profile")).to_contain_text("step time", timeout=60_000)
+    shown = time.monotonic()
+    expect(ui.button("Train")).to_be_enabled(timeout=RUN_TIMEOUT_MS)  # the panel is idle again
+    print(f"after the profile summary showed, Train came back in {time.monotonic() - shown:.1f} s")
     sizes.append(_main_view_fits(ui, "after a profiled run"))
     _shot(ui, tmp_path, "lab-panel-profiled.png")
     print("panel in JupyterLab at 1280x800:", json.dumps(sizes))
@@ -232,11 +259,21 @@ def test_in_jupyterlab_the_main_view_fits_the_first_screen_before_and_after_a_ru
 
 def test_in_jupyterlab_a_jax_panel_trains_on_jax_in_a_fresh_kernel(lab, browser, tmp_path):
     """TensorFlow is installed here, yet RunConfig(backend='jax') connects and trains on JAX."""
-    ui = _open(browser, lab, "jax.ipynb")
+    assert importlib.util.find_spec("tensorflow"), "this test means something only with TensorFlow installed"
+    ui = _open(browser, lab, "jax.ipynb")  # a fresh kernel of its own: only the panel's cell has run there
+    top, chip = ui.section("Run"), re.compile(r"(CPU|GPU|TPU)[^·]* · jax · \d+ replica")
+    ui.button("Connect").click()
+    expect(top).to_contain_text(chip, timeout=RUN_TIMEOUT_MS)
+    expect(top).not_to_contain_text("tensorflow")
     ui.button("Train").click()
     expect(ui.run_row("lab-jax")).to_contain_text("completed", timeout=RUN_TIMEOUT_MS)
-    expect(ui.root.locator(".tpukit-top")).to_contain_text("jax")
+    expect(top).to_contain_text(chip)
+    expect(ui.button("Train")).to_be_enabled()
+    run_dir, = lab.logdir.glob("*-lab-jax")
+    result = json.loads((run_dir / "result.json").read_text())
+    assert (result["status"], result["runtime"]["backend"], result["config"]["backend"]) == (
+        "completed", "jax", "jax"), result["runtime"]
     ui.show("Accelerator")
-    expect(ui.section("Accelerator")).to_contain_text("jax")
-    _main_view_fits(ui, "JAX, after a run")
+    expect(ui.section("Accelerator").get_by_role("row", name="backend jax", exact=True)).to_be_visible()
+    print("JAX panel in JupyterLab:", json.dumps(_main_view_fits(ui, "JAX, after a run")))
     _shot(ui, tmp_path, "lab-panel-jax.png")
