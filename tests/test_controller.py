@@ -227,3 +227,23 @@ def test_the_runs_table_and_chart_show_a_regression_models_own_validation_metric
     assert tables.validation_key({"val_accuracy": 0.5, "val_loss": 1.0}) == "val_accuracy"
     assert tables.validation_key({"loss": 1.0}) is None
     assert plots.runs_chart(rows).startswith(b"\x89PNG")
+
+
+def test_stop_is_off_once_training_has_ended_while_the_profile_is_shown(tmp_path):
+    """A profiled run shows its summary and starts TensorBoard after training: Stop is off by then (a person
+    would press it on a finished run)."""
+    from tpukit.ui.controller import Controller, View
+
+    seen = []
+
+    class Watch(View):
+        def profile(self, summary=None, text="", kind="info"):
+            seen.append((controller.running, controller.controls().disabled["stop"], controller.stop()))
+
+    controller = Controller({"dataset": "digits", "model": "mlp", "epochs": 1, "batch_size": 32,
+                             "profile": (2, 4), "logdir": str(tmp_path)}, view=Watch(), context="none", runs=[],
+                            auto_tensorboard=False)
+    result = controller.train(wait=True)
+    assert result.status == "completed" and result.profile_files
+    assert seen and seen[0] == (True, True, False)  # still busy showing it, Stop off, a stop does nothing
+    assert controller.message.startswith("Nothing to stop")

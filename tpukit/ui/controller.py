@@ -143,6 +143,7 @@ class _Job:
         self.result = None
         self.error: Optional[str] = None
         self.active = True
+        self.stoppable = True  # False once training has ended (the profile and TensorBoard may still be shown)
         self.done = threading.Event()
 
 
@@ -373,7 +374,7 @@ class Controller:
         Returns whether a run was going on.
         """
         job = self.job
-        if job is None or not job.active:
+        if job is None or not job.active or not job.stoppable:
             self._say("Nothing to stop: no run is going on.")
             return False
         self._stop.set()
@@ -722,8 +723,11 @@ class Controller:
         else:
             result = training.resume(run_dir, runtime, callbacks=[callback], stop=self._stop, epochs=epochs,
                                      **inputs)
+        if self.job is not None:
+            self.job.stoppable = False  # trained: what is left (the record, the profile, TensorBoard) is not a run
         sink.finish(result)
         self._record(result)
+        self.refresh()
         if result.profile_files:
             self._after_profiled_run(result)
         return result
@@ -793,7 +797,7 @@ class Controller:
         disabled = {
             "connect": busy,
             "train": busy or bool(self._invalid),
-            "stop": not busy,
+            "stop": not busy or not self.job.stoppable,
             "resume": busy or not target.ok,
             "profile": False,
             "tune": busy or bool(self._invalid),

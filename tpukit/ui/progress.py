@@ -100,7 +100,7 @@ class ProgressView:
         if self.curves is None:
             self.curves = plots.LiveCurves()
         self.image.value = self.curves.prepare(total_steps, loss_top)
-        self.image.layout.width = plots.css_width(self.image.value, scale=1)  # drawn at its size: never stretched
+        self.image.layout.width = plots.css_width(self.image.value)  # 2x pixels at their size: never stretched
         self.image.layout.max_width, self.image.layout.display = "100%", ""
         self.latest = None
         self.bar.value, self.bar.bar_style = 0, "info"
