@@ -114,26 +114,36 @@ def voila(tmp_path_factory):
                                 stderr=subprocess.STDOUT, start_new_session=True)
     server = Voila(proc, port, logdir, log)
     try:
-        deadline = time.monotonic() + 60
-        while not _listening(port):
-            assert proc.poll() is None, f"Voila exited with {proc.returncode}:\n{server.log_tail()}"
-            assert time.monotonic() < deadline, f"Voila did not listen on {port} in 60 s:\n{server.log_tail()}"
-            time.sleep(0.2)
+        wait_listening(proc, port, 60, "Voila", server.log_tail)
         yield server
     finally:
         server.note_kernels()
         _wait_gone(server.kernels, 10)  # the page left: Voila shuts its kernel down
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        for pid in server.kernels:  # a kernel Voila did not end: ours, by pid
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        for instance in tb.running(logdir):  # started by the panel in the kernel, detached
-            tb.stop(instance)
+        stop_server(proc, server.kernels, logdir)
+
+
+def wait_listening(proc, port: int, timeout: float, name: str, log_tail) -> None:
+    """Wait until the server `proc` listens on `port`; fail with its log if it exits or takes too long."""
+    deadline = time.monotonic() + timeout
+    while not _listening(port):
+        assert proc.poll() is None, f"{name} exited with {proc.returncode}:\n{log_tail()}"
+        assert time.monotonic() < deadline, f"{name} did not listen on {port} in {timeout:.0f} s:\n{log_tail()}"
+        time.sleep(0.2)
+
+
+def stop_server(proc, kernels, logdir) -> None:
+    """End a notebook server, any of its `kernels` (pids) it left, and the TensorBoards the panels started."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+    for pid in kernels:  # a kernel the server did not end: ours, by pid
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    for instance in tb.running(logdir):  # started by the panel in the kernel, detached
+        tb.stop(instance)
 
 
 # ---- the browser -----------------------------------------------------------------------

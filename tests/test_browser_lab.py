@@ -13,7 +13,6 @@ import importlib.util
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ import pytest
 
 from conftest import REPO
 from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MISSING, RUN_TIMEOUT_MS, VIEWPORT, PanelPage,
-                          _children, _free_port, _listening)
+                          _children, _free_port, stop_server, wait_listening)
 
 LAB_MISSING = "; ".join(filter(None, [MISSING, "" if importlib.util.find_spec("jupyterlab") else
                                       "the jupyterlab package is missing (pip install -e '.[test]')"]))
@@ -32,7 +31,6 @@ if LAB_MISSING:
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
-from tpukit import tensorboard as tb  # noqa: E402
 
 pytestmark = pytest.mark.browser
 START = dict(dataset="digits", model="mlp", epochs=1, batch_size=32)  # 40 steps an epoch (10% validates)
@@ -95,27 +93,11 @@ def lab(tmp_path_factory):
                                 stderr=subprocess.STDOUT, start_new_session=True)
     server = Lab(proc, port, root, log)
     try:
-        deadline = time.monotonic() + 90
-        while not _listening(port):
-            assert proc.poll() is None, f"JupyterLab exited with {proc.returncode}:\n{server.log_tail()}"
-            assert time.monotonic() < deadline, f"JupyterLab did not listen on {port} in 90 s:\n{server.log_tail()}"
-            time.sleep(0.2)
+        wait_listening(proc, port, 90, "JupyterLab", server.log_tail)
         yield server
     finally:
-        kernels_left = _children(proc.pid)
-        proc.send_signal(signal.SIGTERM)  # shuts its kernels down
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        for pid in kernels_left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        for instance in tb.running(logdir):
-            tb.stop(instance)
+        kernels = _children(proc.pid)  # SIGTERM shuts them down; any left are ended by pid
+        stop_server(proc, kernels, logdir)
 
 
 @pytest.fixture(scope="module")

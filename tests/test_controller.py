@@ -247,3 +247,27 @@ def test_stop_is_off_once_training_has_ended_while_the_profile_is_shown(tmp_path
     assert result.status == "completed" and result.profile_files
     assert seen and seen[0] == (True, True, False)  # still busy showing it, Stop off, a stop does nothing
     assert controller.message.startswith("Nothing to stop")
+
+
+def test_two_tensorboard_opens_at_once_start_one_server(tmp_path):
+    """A profiled run's job opens TensorBoard while the person opens its section: one server, not two."""
+    import threading
+
+    from tpukit import tensorboard as tb
+    from tpukit.ui.controller import Controller
+
+    (tmp_path / "runs").mkdir()
+    controller = Controller({"logdir": str(tmp_path / "runs")}, context="jupyter", runs=[])
+    urls = []
+    threads = [threading.Thread(target=lambda: urls.append(controller.show_tensorboard())) for _ in range(2)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert len(urls) == 2 and urls[0] and urls[0] == urls[1]
+        assert len(tb.running(str(tmp_path / "runs"))) == 1
+    finally:
+        controller.close()
+        for instance in tb.running(str(tmp_path / "runs")):
+            tb.stop(instance)

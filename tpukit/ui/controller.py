@@ -196,6 +196,7 @@ class Controller:
         self._profile_summary = None
         self._error_log: Optional[str] = None
         self._tensorboard = None
+        self._tensorboard_lock = threading.Lock()
         self._launched: List[Any] = []  # TensorBoards this controller started (only these are stopped on close)
 
     def start(self) -> None:
@@ -428,7 +429,10 @@ class Controller:
         logdir = os.path.abspath(self._config.logdir)
         self.view.tensorboard(text=f"Starting TensorBoard for {logdir}…")
         try:
-            return self._show_tensorboard(logdir, profile)
+            # One start at a time: a profiled run's job opens TensorBoard while a person may open its section;
+            # both started a server for the logdir (seen in the browser test). The second now reuses the first.
+            with self._tensorboard_lock:
+                return self._show_tensorboard(logdir, profile)
         except Exception as e:
             line = self.explain(e, "show_tensorboard")
             self.view.tensorboard(text=line, kind="error")
