@@ -243,3 +243,21 @@ def test_the_stderr_filter_drops_native_log_lines_and_keeps_the_rest_through_os_
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 130
     assert done.stderr == b"\repoch 1/2  step 3/40\nIn the end: stopped\n", done.stderr
+
+
+def test_the_stderr_filter_keeps_what_a_crashing_process_wrote_last():
+    """A C++ abort (gloo's 'terminate called ... what(): ...') writes its line end last: a filter thread died
+    with the process and lost it, gluing the next line on; the filter process reads to the end."""
+    code = (
+        "import os\n"
+        "from tpukit import nativelog\n"
+        "assert nativelog.hide_native_log_lines()\n"
+        "os.write(2, b\"terminate called after throwing an instance of 'gloo::EnforceNotMet'\\n\")\n"
+        "os.write(2, b'  what():  size mismatch')\n"
+        "os.write(2, b'\\n')\n"
+        "os.abort()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == -signal.SIGABRT
+    assert done.stderr.endswith(b"  what():  size mismatch\n"), done.stderr

@@ -12,6 +12,6 @@ if code == EXIT_STOPPED:
     # KeyboardInterrupt (TensorFlow's, JAX's) would make Python's shutdown end the process by SIGINT instead.
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    nativelog.flush()  # os._exit skips atexit: the stderr filter's last lines would be lost
+    nativelog.flush()  # the stderr filter shows what is left before this process leaves
     os._exit(code)
 raise SystemExit(code)
