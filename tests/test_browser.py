@@ -80,27 +80,35 @@ class Voila:
         self.kernels |= set(_children(self.proc.pid))
 
     def log_tail(self, lines=40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.log, lines)
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def jupyter_env(root: Path, drop=(), **extra) -> dict:
+    """The environment of a notebook server under `root`: its own Jupyter dirs, and a kernelspec "python3" that
+    is this very Python (the venv with tpukit), whatever other python3 kernelspecs exist."""
+    kernels = root / "jupyter" / "kernels" / "python3"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (tpukit tests)", "language": "python"}))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VSCODE_PID", "TENSORBOARD_PROXY_URL", "JUPYTERHUB_SERVICE_PREFIX", *drop)}
+    env.update({"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+                "JUPYTER_PATH": str(root / "jupyter"), "JUPYTER_CONFIG_DIR": str(root / "config"),
+                "TF_CPP_MIN_LOG_LEVEL": "2", "MPLBACKEND": "Agg", **extra})
+    return env
 
 
 @pytest.fixture(scope="module")
 def voila(tmp_path_factory):
     """Voila serving the panel notebook on 127.0.0.1; stops it, its kernels and their TensorBoards after."""
     root = tmp_path_factory.mktemp("voila")
-    logdir, kernels = root / "runs", root / "jupyter" / "kernels" / "python3"
-    kernels.mkdir(parents=True)
-    # The kernel is this very Python (the venv with tpukit), whatever other python3 kernelspecs exist.
-    (kernels / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (tpukit tests)", "language": "python"}))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VSCODE_PID", "TENSORBOARD_PROXY_URL", "JUPYTERHUB_SERVICE_PREFIX")}
-    env.update({
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
-        "JUPYTER_PATH": str(root / "jupyter"), "JUPYTER_CONFIG_DIR": str(root / "config"),
-        "TF_CPP_MIN_LOG_LEVEL": "2", "MPLBACKEND": "Agg",
-        "TPUKIT_BROWSER_CONFIG": json.dumps({**START, "logdir": str(logdir)}),
-    })
+    logdir = root / "runs"
+    env = jupyter_env(root, TPUKIT_BROWSER_CONFIG=json.dumps({**START, "logdir": str(logdir)}))
     port = _free_port()
     cmd = [sys.executable, "-m", "voila", str(NOTEBOOK), "--no-browser", f"--port={port}",
            "--Voila.ip=127.0.0.1", "--Voila.port_retries=0",

@@ -11,7 +11,6 @@ Screenshots go where tests/test_browser.py puts them (test-artifacts/screenshots
 
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -20,9 +19,9 @@ import warnings
 
 import pytest
 
-from conftest import REPO
 from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MISSING, RUN_TIMEOUT_MS, VIEWPORT, PanelPage,
-                          _children, _free_port, stop_server, wait_listening)
+                          _children, _free_port, jupyter_env, log_tail, stop_server,
+                          wait_listening)
 
 LAB_MISSING = "; ".join(filter(None, [MISSING, "" if importlib.util.find_spec("jupyterlab") else
                                       "the jupyterlab package is missing (pip install -e '.[test]')"]))
@@ -57,27 +56,17 @@ class Lab:
         return f"http://127.0.0.1:{self.port}/lab/tree/{notebook}?reset"
 
     def log_tail(self, lines=40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.log, lines)
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab on 127.0.0.1 with the two notebooks; stops it, its kernels and the panels' TensorBoards after."""
     root = tmp_path_factory.mktemp("lab")
-    logdir, kernels = root / "runs", root / "jupyter" / "kernels" / "python3"
-    kernels.mkdir(parents=True)
-    (kernels / "kernel.json").write_text(json.dumps({  # the kernel is this Python (the venv with tpukit)
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (tpukit tests)", "language": "python"}))
+    logdir = root / "runs"
     _notebook(root / "panel.ipynb", {**START, "logdir": str(logdir)})
     _notebook(root / "jax.ipynb", {**START, "backend": "jax", "name": "lab-jax", "logdir": str(logdir)})
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VSCODE_PID", "TENSORBOARD_PROXY_URL", "JUPYTERHUB_SERVICE_PREFIX", "KERAS_BACKEND",
-                        "XLA_FLAGS")}
-    env.update({"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
-                "JUPYTER_PATH": str(root / "jupyter"), "JUPYTER_CONFIG_DIR": str(root / "config"),
-                "JUPYTERLAB_WORKSPACES_DIR": str(root / "workspaces"), "TF_CPP_MIN_LOG_LEVEL": "2",
-                "MPLBACKEND": "Agg"})
+    env = jupyter_env(root, drop=("KERAS_BACKEND", "XLA_FLAGS"), JUPYTERLAB_WORKSPACES_DIR=str(root / "workspaces"))
     # JupyterLab's "notified about official Jupyter news?" toast sat over the panel's bottom right corner.
     (root / "config" / "labconfig").mkdir(parents=True)
     (root / "config" / "labconfig" / "page_config.json").write_text(json.dumps(
