@@ -3,26 +3,30 @@
 The baseline is what the seeds' careful user writes: a tf.data pipeline (from_tensor_slices, cache, shuffle
 every epoch, batch, prefetch) into `model.fit`, with the same model (`tpukit.models.build` gives a plain
 keras.Model), the same split (10% of the training data for validation, as tpukit's default), batch, epochs,
-optimizer and float32, and the test split evaluated once at the end, as tpukit does. On JAX the baseline is
-the same tf.data pipeline: Keras 3's fit takes a tf.data.Dataset on every backend, and where TensorFlow is
-installed it is also what tpukit feeds JAX with.
+optimizer and precision (`keras.mixed_precision.set_global_policy` for mixed_bfloat16), and the test split
+evaluated once at the end, as tpukit does. On JAX the baseline is the same tf.data pipeline: Keras 3's fit
+takes a tf.data.Dataset on every backend.
 
 Every run is a fresh process: the backend is fixed when Keras is imported, and the whole process's wall time
-is one of the two figures. Rounds interleave (each round: per backend, plain then tpukit), so machine noise
-hits both alike. The figures, each as a ratio tpukit/plain (the median of the per-round ratios):
+is one of the two figures. Rounds interleave (each round: per case, plain then tpukit), so machine noise hits
+both alike. The figures, each a ratio where above 1 means tpukit is faster (the median of the per-round
+ratios):
 
-- steady-state examples/s: one callback in both, the wall time between consecutive step ends in the epochs
-  after the first (which holds tracing and compilation), leaving out each epoch's first step (it waits for the
-  input pipeline to refill after validation, and on JAX under keras.distribution it can hold a recompilation:
-  Keras compiles the train step again when the state's shardings change after the first epoch); validation is
-  left out;
-- whole-process wall time: from starting the process to its exit (imports, data, model, training, the test
+- steady-state examples/s, tpukit/plain, as a stopwatch sees it: every epoch after the first (which holds the first
+  compilation) timed from its start to the end of its last training step, every step counted, its first
+  included (a recompilation hides there); validation left out. The clock has epoch-level hooks only: a
+  per-step hook would itself switch Keras 3 on JAX from asynchronous to synchronous callbacks in both runs
+  and hide what tpukit's own callbacks cost. It waits for the weights at the end of the training steps, the
+  one device sync it adds, in both runs alike;
+- whole-process wall time, plain/tpukit: from starting the process to its exit (imports, data, model, training, the test
   evaluation, and for tpukit its records: run directory, epoch backups, TensorBoard scalars, FLOPs).
 
 One untimed tpukit run per backend first fills the caches both use (the CPU probe, the OS file cache).
 
-    python benchmarks/overhead.py [--backends tensorflow,jax] [--dataset digits] [--model mlp] [--epochs 6]
-        [--batch-size 32] [--rounds 3]
+    python benchmarks/overhead.py [--backends tensorflow,jax] [--cases mlp:digits:32:4,cnn:mnist5k:64:2]
+        [--precisions float32,mixed_bfloat16] [--rounds 3]
+
+A case is model:dataset:batch:epochs.
 """
 
 import argparse
@@ -40,41 +44,65 @@ KINDS = ("plain", "tpukit")
 def _parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="tensorflow,jax", help="comma-separated: tensorflow, jax")
-    parser.add_argument("--dataset", default="digits")
-    parser.add_argument("--model", default="mlp")
-    parser.add_argument("--epochs", type=int, default=6)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--cases", default="mlp:digits:32:4,cnn:mnist5k:64:2",
+                        help="comma-separated model:dataset:batch:epochs")
+    parser.add_argument("--precisions", default="float32,mixed_bfloat16")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)  # one timed run, in this process
+    # One timed run in this process (the parent passes the case's fields one by one).
+    parser.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--dataset", help=argparse.SUPPRESS)
+    parser.add_argument("--batch-size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--epochs", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--precision", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
+
+
+def _cases(text):
+    out = []
+    for item in filter(None, (c.strip() for c in text.split(","))):
+        model, dataset, batch, epochs = item.split(":")
+        if int(epochs) < 2:
+            raise SystemExit(f"--cases: {item}: the steady state needs 2 epochs or more")
+        out.append((model, dataset, int(batch), int(epochs)))
+    return out
 
 
 # ---- one run (a child process; KERAS_BACKEND is set by the parent) -------------------------------------------
 
-def _step_clock(batch):
+def _epoch_clock(batch):
     import keras
 
-    class StepClock(keras.callbacks.Callback):
-        """Examples/s from step end to step end, epochs after the first, each epoch's first step left out."""
+    class EpochClock(keras.callbacks.Callback):
+        """A stopwatch on the epochs after the first: from each one's start to the end of its last training step
+        (the first validation step, else the epoch's end), every step counted. Epoch-level hooks only."""
 
         def __init__(self):
             super().__init__()
-            self.times, self.epoch, self.last = [], 0, None
+            self.seconds, self.steps, self.epoch, self.start, self.open = 0.0, 0, 0, None, False
 
         def on_epoch_begin(self, epoch, logs=None):
-            self.epoch, self.last = epoch, time.perf_counter()
+            self.epoch, self.start, self.open = epoch, time.perf_counter(), epoch > 0
 
-        def on_train_batch_end(self, step, logs=None):
-            now = time.perf_counter()
-            if self.epoch > 0 and step > 0:
-                self.times.append(now - self.last)
-            self.last = now
+        def on_test_begin(self, logs=None):
+            self._close()
+
+        def on_epoch_end(self, epoch, logs=None):
+            self._close()
+
+        def _close(self):
+            if not self.open:
+                return
+            keras.ops.convert_to_numpy(self.model.trainable_weights[-1])  # the last step's update has landed
+            self.seconds += time.perf_counter() - self.start
+            self.steps += self.params["steps"]
+            self.open = False
 
         def examples_per_sec(self):
-            return batch * len(self.times) / sum(self.times)
+            return batch * self.steps / self.seconds
 
-    return StepClock()
+    return EpochClock()
 
 
 def plain_keras(args):
@@ -85,6 +113,7 @@ def plain_keras(args):
 
     from tpukit import data, models
 
+    keras.mixed_precision.set_global_policy(args.precision)
     images = data.load(args.dataset)
     order = np.random.default_rng(args.seed).permutation(images.num_train)
     held = int(images.num_train * 0.1)
@@ -99,7 +128,7 @@ def plain_keras(args):
     keras.utils.set_random_seed(args.seed)
     model = models.build(args.model, input_shape=images.info.image_shape, num_classes=images.info.num_classes)
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    clock = _step_clock(args.batch_size)
+    clock = _epoch_clock(args.batch_size)
     model.fit(batches(images.x_train[train], images.y_train[train], training=True), epochs=args.epochs,
               validation_data=batches(images.x_train[val], images.y_train[val]), callbacks=[clock], verbose=0)
     model.evaluate(batches(images.x_test, images.y_test), verbose=0)
@@ -111,9 +140,9 @@ def with_tpukit(args):
 
     with tempfile.TemporaryDirectory() as logdir:
         config = tpukit.RunConfig(dataset=args.dataset, model=args.model, epochs=args.epochs,
-                                  batch_size=args.batch_size, precision="float32", seed=args.seed, logdir=logdir,
-                                  backend=os.environ["KERAS_BACKEND"], accelerator="cpu")
-        clock = _step_clock(args.batch_size)
+                                  batch_size=args.batch_size, precision=args.precision, seed=args.seed,
+                                  logdir=logdir, backend=os.environ["KERAS_BACKEND"], accelerator="cpu")
+        clock = _epoch_clock(args.batch_size)
         result = tpukit.train(config, callbacks=[clock])
         assert result.status == "completed", result.message
     return clock.examples_per_sec()
@@ -121,12 +150,13 @@ def with_tpukit(args):
 
 # ---- the comparison (the parent process) ---------------------------------------------------------------------
 
-def _run(kind, backend, args, epochs=None):
+def _run(kind, backend, case, precision, seed, epochs=None):
     """(examples/s, whole-process seconds) of one fresh process."""
+    model, dataset, batch, case_epochs = case
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    command = [sys.executable, os.path.abspath(__file__), "--child", kind, "--dataset", args.dataset, "--model",
-               args.model, "--epochs", str(epochs or args.epochs), "--batch-size", str(args.batch_size), "--seed",
-               str(args.seed)]
+    command = [sys.executable, os.path.abspath(__file__), "--child", kind, "--dataset", dataset, "--model", model,
+               "--epochs", str(epochs or case_epochs), "--batch-size", str(batch), "--seed", str(seed),
+               "--precision", precision]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
@@ -142,26 +172,40 @@ def main(argv=None):
         print(json.dumps({"examples_per_sec": speed}))
         return
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+    rows = [(case, backend, precision) for case in _cases(args.cases) for backend in backends
+            for precision in precisions]
     for backend in backends:
-        _run("tpukit", backend, args, epochs=2)  # untimed: fills the caches both kinds use
-    figures = {(b, k): [] for b in backends for k in KINDS}
+        _run("tpukit", backend, ("mlp", "digits", 32, 2), "float32", args.seed)  # untimed: fills the caches
+    figures = {(row, k): [] for row in rows for k in KINDS}
     for r in range(args.rounds):
-        for backend in backends:
+        for row in rows:
+            case, backend, precision = row
             for kind in KINDS:
-                figures[backend, kind].append(_run(kind, backend, args))
-            (p, pw), (t, tw) = figures[backend, "plain"][-1], figures[backend, "tpukit"][-1]
-            print(f"round {r + 1} {backend:10s}: plain {p:8,.0f} ex/s {pw:5.1f} s   tpukit {t:8,.0f} ex/s "
+                figures[row, kind].append(_run(kind, backend, case, precision, args.seed))
+            (p, pw), (t, tw) = figures[row, "plain"][-1], figures[row, "tpukit"][-1]
+            print(f"round {r + 1} {_name(row):40s}: plain {p:8,.0f} ex/s {pw:5.1f} s   tpukit {t:8,.0f} ex/s "
                   f"{tw:5.1f} s   ratios {t / p:.3f}, {tw / pw:.3f}", flush=True)
-    print(f"\n{args.model} on {args.dataset}, batch {args.batch_size}, {args.epochs} epochs, float32, CPU, "
-          f"{args.rounds} interleaved rounds; ratio tpukit/plain, median of the rounds:")
-    for backend in backends:
-        plain, ours = figures[backend, "plain"], figures[backend, "tpukit"]
+    print(f"\nCPU, {args.rounds} interleaved rounds in fresh processes; medians of the rounds; above 1 means tpukit is "
+          "faster (steady: tpukit/plain examples/s in the epochs after the first, every step counted; wall: "
+          "plain/tpukit whole-process seconds)\n")
+    print("| model | backend | precision | plain ex/s | tpukit ex/s | steady ratio | plain wall s | tpukit wall s "
+          "| wall ratio |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        (model, dataset, batch, epochs), backend, precision = row
+        plain, ours = figures[row, "plain"], figures[row, "tpukit"]
         speed = statistics.median(t[0] / p[0] for p, t in zip(plain, ours))
-        wall = statistics.median(t[1] / p[1] for p, t in zip(plain, ours))
+        wall = statistics.median(p[1] / t[1] for p, t in zip(plain, ours))
         (p_speed, p_wall), (t_speed, t_wall) = ([statistics.median(f[i] for f in runs) for i in (0, 1)]
                                                 for runs in (plain, ours))
-        print(f"  {backend:10s}: steady-state examples/s {speed:.3f} (plain {p_speed:,.0f}, tpukit {t_speed:,.0f}); "
-              f"whole-process wall time {wall:.3f} (plain {p_wall:.1f} s, tpukit {t_wall:.1f} s)")
+        print(f"| {model} on {dataset}, batch {batch}, {epochs} epochs | {backend} | {precision} | {p_speed:,.0f} "
+              f"| {t_speed:,.0f} | {speed:.2f} | {p_wall:.1f} | {t_wall:.1f} | {wall:.2f} |")
+
+
+def _name(row):
+    (model, dataset, batch, epochs), backend, precision = row
+    return f"{model}/{dataset}/{batch}x{epochs} {backend} {precision}"
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@ round after round, so machine noise hits them alike. "auto" is the value
 `train()` picks on an accelerator (the largest divisor of the steps per epoch
 up to 32); on the CPU it picks 1, and this benchmark is what that choice rests on.
 
-Each value is timed by one callback: from an epoch's start to its last step's
-end (validation left out), epochs after the first (which holds compilation).
+Each value is timed by overhead.py's stopwatch: from an epoch's start to its
+last step's end (validation left out), epochs after the first (which holds
+compilation), with epoch-level hooks only (a per-step hook would make Keras 3
+on JAX wait for every step).
 Prints examples/sec per value and each value's ratio to steps_per_execution=1
 (the median of the per-round ratios); absolute numbers mean little on a shared
 machine, the ratios are the result.
@@ -53,23 +55,7 @@ import tpukit  # noqa: E402
 from tpukit import pipeline, sources  # noqa: E402
 from tpukit.training import AUTO_STEPS_PER_EXECUTION  # noqa: E402
 
-
-class EpochClock(keras.callbacks.Callback):
-    """Seconds from each epoch's start to its last step's end, epochs after the first."""
-
-    def __init__(self):
-        super().__init__()
-        self.seconds, self.epoch, self.begin, self.last = [], 0, 0.0, 0.0
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.epoch, self.begin = epoch, time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.last = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch > 0:
-            self.seconds.append(self.last - self.begin)
+from overhead import _epoch_clock  # noqa: E402  (the same stopwatch: epoch-level hooks, every step counted)
 
 
 def accelerator_auto(steps: int) -> int:
@@ -81,10 +67,9 @@ def one_run(value: int, runtime, logdir: str):
     config = tpukit.RunConfig(backend=ARGS.backend, dataset=ARGS.dataset, model=ARGS.model, epochs=ARGS.epochs,
                               batch_size=ARGS.batch_size, replicas=ARGS.replicas, precision=ARGS.precision,
                               steps_per_execution=value, logdir=logdir)
-    clock = EpochClock()
+    clock = _epoch_clock(config.global_batch_size)
     result = tpukit.train(config, runtime, callbacks=[clock])
-    examples = result.steps_per_epoch * config.global_batch_size * len(clock.seconds)
-    return examples / sum(clock.seconds), result.examples_per_sec
+    return clock.examples_per_sec(), result.examples_per_sec
 
 
 def main():

@@ -133,6 +133,8 @@ def _drive(callbacks, clock, steps=10, epochs=2, step_s=0.1, first_s=2.0):
         for cb in callbacks:
             cb.on_epoch_begin(epoch)
         for batch in range(steps):
+            for cb in callbacks:
+                cb.on_train_batch_begin(batch)
             clock.now += first_s if (epoch, batch) == (0, 0) else step_s
             for cb in callbacks:
                 cb.on_train_batch_end(batch, {"loss": 1.0 / (batch + 1), "accuracy": 0.5})
@@ -204,6 +206,7 @@ def test_the_curves_show_each_steps_loss_not_the_epochs_running_mean():
         callback.on_epoch_begin(epoch)
         for batch in range(5):
             seen = true_loss[epoch * 5: epoch * 5 + batch + 1]
+            callback.on_train_batch_begin(batch)
             callback.on_train_batch_end(batch, {"loss": sum(seen) / len(seen), "accuracy": 0.25})
         callback.on_epoch_end(epoch, {"loss": sum(true_loss[epoch * 5:epoch * 5 + 5]) / 5})
     callback.on_train_end()

@@ -150,7 +150,8 @@ runs = {
     "two_inputs": tpukit.train(config(), runtime, model=two_inputs, data=({"image": x, "extra": extra}, y)),
     "regression": tpukit.train(config(loss="mse", metrics=("mae",)), runtime, model=regressor,
                                data=(xd.astype("float32"), yd.astype("float32"))),
-    "text": tpukit.train(config(epochs=3, deterministic=True), runtime, model=text_classifier, data=(xt, yt)),
+    "text": tpukit.train(config(epochs=3, deterministic=True, steps_per_execution=1), runtime, model=text_classifier,
+                         data=(xt, yt)),
 }
 for name, r in runs.items():
     out[name] = {"status": r.status, "replicas": r.config["replicas"], "val": r.validation_metrics,
@@ -163,8 +164,8 @@ class CallAt(keras.callbacks.Callback):
         if self.seen == self.step: self.action()
 flag = threading.Event()
 stop_at = (len(yt) - round(0.1 * len(yt))) // (8 * runtime.replicas) + 6  # inside the second epoch
-stopped = tpukit.train(config(epochs=3, deterministic=True), runtime, model=text_classifier, data=(xt, yt),
-                       callbacks=[CallAt(stop_at, flag.set)], stop=flag)
+stopped = tpukit.train(config(epochs=3, deterministic=True, steps_per_execution=1), runtime, model=text_classifier,
+                       data=(xt, yt), callbacks=[CallAt(stop_at, flag.set)], stop=flag)
 resumed = tpukit.resume(stopped.run_dir, runtime, model=text_classifier, data=(xt, yt))
 out["stop_resume"] = {"stopped": stopped.status, "done": stopped.epochs_done, "status": resumed.status,
                       "fingerprint": resumed.fingerprint}
@@ -238,11 +239,86 @@ print(json.dumps(out))
 @pytest.mark.slow
 def test_steps_per_execution_on_jax_8_devices_trains_the_same_weights(tmp_path):
     """Checked: Keras 3.15 on JAX runs several steps per call under DataParallel over 8 simulated devices (no refusal
-    there); the steps are the same, so the weights are bitwise those of one step per call. On the CPU auto is 1."""
+    there); the steps are the same, so the weights are bitwise those of one step per call. On the CPU auto runs
+    the mlp's sub-millisecond steps 20 per call (the largest divisor of 40 up to 32)."""
     out = _python_with(STEPS_PER_EXECUTION_ON_JAX.replace("sys.argv[1]", repr(str(tmp_path))))
-    assert out["auto"]["resolved"] == 1
-    assert out["auto"]["notes"][0].startswith("steps_per_execution: auto → 1 on the CPU")
+    assert out["auto"]["resolved"] == 20
+    assert out["auto"]["notes"][0].startswith("steps_per_execution: auto → 20 on the CPU, where a step takes")
     for spe in ("1", "20", "40"):
         assert out[spe]["status"] == "completed" and out[spe]["epochs"] == 2, out[spe]
         assert out[spe]["resolved"] == int(spe) and not out[spe]["notes"] and out[spe]["step_ms"] > 0
         assert out[spe]["fingerprint"] == out["auto"]["fingerprint"] and out[spe]["loss"] == out["auto"]["loss"]
+
+
+LEAN_ON_JAX = """
+import json, sys, threading, time, tempfile, tpukit
+runtime = tpukit.connect(backend="jax", replicas=REPLICAS)
+import keras
+
+class WhereStepsEnd(keras.callbacks.Callback):
+    async_safe = True  # if every other callback is too, Keras runs step hooks in its thread pool
+
+    def __init__(self):
+        super().__init__()
+        self.threads = set()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.threads.add(threading.current_thread() is threading.main_thread())
+
+logdir = tempfile.mkdtemp()
+config = tpukit.RunConfig(dataset="digits", model="mlp", epochs=3, batch_size=16, precision="float32",
+                          deterministic=True, logdir=logdir)
+probe = WhereStepsEnd()
+first = tpukit.train(config, runtime, callbacks=[probe])
+
+# Stop: set from another thread during the second epoch; its training steps end within a second.
+stop, stopped_at, loop_ended = threading.Event(), [], []
+
+class StopInEpoch2(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == 1:
+            threading.Timer(0.05, lambda: (stopped_at.append(time.perf_counter()), stop.set())).start()
+
+    def on_test_begin(self, logs=None):  # Keras validates after a stop too: the step loop ended before
+        if stopped_at and not loop_ended:
+            loop_ended.append(time.perf_counter())
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.on_test_begin()
+
+slow = config.replace(dataset="shapes", dataset_size=4000, model="cnn", epochs=3, steps_per_execution=1)
+halted = tpukit.train(slow, runtime, callbacks=[StopInEpoch2()], stop=stop)
+latency = loop_ended[0] - stopped_at[0]
+resumed = tpukit.resume(halted.run_dir, runtime)
+nan = tpukit.train(config.replace(optimizer="sgd", learning_rate=1e12, epochs=1), runtime)
+print(json.dumps({"strategy": type(runtime.strategy).__name__, "compiles": first.compiles,
+                  "compile_s": first.compile_s, "step_hooks_on_main_thread": sorted(probe.threads),
+                  "halted": halted.status, "latency": latency, "resumed": resumed.status,
+                  "resumed_compiles": resumed.compiles, "nan": [nan.status, nan.message],
+                  "json": json.load(open(first.run_dir + "/result.json"))["compiles"]}))
+"""
+
+
+@pytest.mark.slow
+def test_one_device_jax_runs_lean_one_compile_async_step_hooks_and_stop_and_nan_still_work():
+    """Issue 18 on one device (Colab's v5e-1): no keras.distribution (DataParallel over one device compiled
+    train_step 3 times and ran at 0.72); tpukit's step hooks are async_safe, so Keras never waits for a step's
+    loss between steps; Stop and the NaN check still work from the worker threads."""
+    out = _python_with(LEAN_ON_JAX.replace("REPLICAS", "1"))
+    assert out["strategy"] == "OneDevice"
+    assert out["compiles"] == 1 and out["json"] == 1 and out["compile_s"] > 0
+    assert out["step_hooks_on_main_thread"] == [False]  # every step hook ran in Keras' thread pool
+    assert out["halted"] == "stopped" and out["latency"] < 1.0, out
+    assert out["resumed"] == "completed" and out["resumed_compiles"] == 1
+    assert out["nan"][0] == "failed" and out["nan"][1].startswith("loss became NaN at step "), out["nan"]
+
+
+def test_jax_on_8_devices_compiles_train_step_once_in_a_3_epoch_run():
+    out = _python_with("""
+import json, tempfile, tpukit
+runtime = tpukit.connect(backend="jax", replicas=8)
+r = tpukit.train(tpukit.RunConfig(dataset="digits", model="mlp", epochs=3, batch_size=8, logdir=tempfile.mkdtemp(),
+                                  steps_per_execution=1), runtime)
+print(json.dumps({"strategy": type(runtime.strategy).__name__, "compiles": r.compiles, "status": r.status}))
+""")
+    assert out == {"strategy": "DataParallel", "compiles": 1, "status": "completed"}

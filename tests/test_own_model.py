@@ -146,7 +146,7 @@ def test_registered_model_and_dataset_by_name(tmp_path):
 
 def test_deterministic_user_run_stopped_and_resumed_matches_uninterrupted(tmp_path):
     x, y = tokens(1024)
-    config = _config(tmp_path, epochs=3, deterministic=True)
+    config = _config(tmp_path, epochs=3, deterministic=True, steps_per_execution=1)  # a stop at a step
     reference = train(config, model=text_classifier, data=(x, y))
     flag = threading.Event()
     stopped = train(config, model=text_classifier, data=(x, y), callbacks=[CallAt(40, flag.set)], stop=flag)

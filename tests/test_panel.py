@@ -274,7 +274,8 @@ class PauseAt:
 
 def test_a_second_train_is_rejected_and_stop_keeps_the_run(make_panel):
     panel = make_panel(epochs=3)
-    panel.controller.clock = pause = PauseAt(60)  # read after every step: this is mid second epoch (44 steps an epoch)
+    # read at each step's start and end: this is mid second epoch (44 steps an epoch)
+    panel.controller.clock = pause = PauseAt(120)
     panel.train()
     assert pause.reached.wait(60) and panel.running
     with pytest.raises(PanelBusy, match="still going on"):
@@ -565,12 +566,14 @@ class Sink:
 def test_the_progress_callback_reports_by_wall_time_not_by_step():
     ticks = iter(range(10**6))
     sink = Sink()
-    callback = progress.make_callback(sink, global_batch=32, clock=lambda: next(ticks) / 1000)  # 1 ms a read
+    # two reads a step (its start and its end), 0.5 ms each: 1 ms a step
+    callback = progress.make_callback(sink, global_batch=32, clock=lambda: next(ticks) / 2000)
     callback.set_params({"epochs": 2, "steps": 1500})
     callback.on_train_begin()
     for epoch in range(2):
         callback.on_epoch_begin(epoch)
         for step in range(1500):
+            callback.on_train_batch_begin(step)
             callback.on_train_batch_end(step, {"loss": 1.0, "accuracy": 0.5})
         callback.on_epoch_end(epoch, {"loss": 1.0, "accuracy": 0.5, "val_loss": 1.0, "val_accuracy": 0.5})
     callback.on_train_end()
@@ -640,7 +643,8 @@ def test_the_steps_per_execution_note_says_what_auto_becomes_here_fake_tpu(make_
     note = panel.form.notes["steps_per_execution"]
     assert "decided when the run starts" in words(note)
     panel.connect()
-    assert words(note) == "auto → 1 on the CPU" and 'title="auto → 1 on the CPU: more steps per call' in note.value
+    assert words(note) == "auto on the CPU: from the model's step time, when the run starts"
+    assert 'title="auto on the CPU: up to 32 steps per call while a call stays under 50 ms' in note.value
     # a TPU cannot be here: a stand-in runtime with the fields the rule reads
     fake_tpu = SimpleNamespace(backend="jax", kind="tpu", replicas=1, strategy=None)
     panel.form.explain(panel.config.replace(steps_per_epoch=100), runtime=fake_tpu)
@@ -666,6 +670,7 @@ def _fit_steps(callback, epochs, steps, first_epoch=0, loss=lambda g: 1.0 / g):
         for step in range(steps):
             g = epoch * steps + step + 1
             total += loss(g)
+            callback.on_train_batch_begin(step)
             callback.on_train_batch_end(step, {"loss": total / (step + 1), "accuracy": 0.5})
         callback.on_epoch_end(epoch, {"loss": 0.1, "accuracy": 0.5, "val_loss": 0.2, "val_accuracy": 0.4})
     callback.on_train_end()

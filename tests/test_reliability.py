@@ -81,7 +81,9 @@ def test_sigterm_stops_the_run_in_one_line_and_it_resumes_exactly(tmp_path, refe
 
 
 # ---- in process --------------------------------------------------------------
-SMALL = dict(dataset="digits", model="mlp", epochs=3, batch_size=32, deterministic=True, precision="float32")
+# One step per call: these runs stop at a chosen step (auto runs the mlp's short steps 20 per call on the CPU).
+SMALL = dict(dataset="digits", model="mlp", epochs=3, batch_size=32, deterministic=True, precision="float32",
+             steps_per_execution=1)
 
 
 def _stopped_run(tmp_path, at_step=70, **changes):

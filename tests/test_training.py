@@ -61,7 +61,7 @@ def test_deterministic_runs_reproduce_bitwise_in_process(tmp_path, replicas):
 
 
 def test_stop_request_keeps_the_run_and_resume_matches_uninterrupted(tmp_path):
-    config = _config(tmp_path, deterministic=True, epochs=3)
+    config = _config(tmp_path, deterministic=True, epochs=3, steps_per_execution=1)  # a stop at a step, not a call
     reference = train(config)
     flag = threading.Event()
     stopped = train(config, callbacks=[CallAt(60, flag.set)], stop=flag)  # mid second epoch (44 steps/epoch)
@@ -78,7 +78,7 @@ def test_keyboard_interrupt_ends_the_run_as_stopped(tmp_path):
     def interrupt():
         raise KeyboardInterrupt
 
-    result = train(_config(tmp_path), callbacks=[CallAt(50, interrupt)])
+    result = train(_config(tmp_path, steps_per_execution=1), callbacks=[CallAt(50, interrupt)])
     assert result.status == "stopped" and "KeyboardInterrupt" in result.message
     assert records.load(result.run_dir).status == "stopped"
     assert result.epochs_done == 1  # the first epoch (44 steps) was kept

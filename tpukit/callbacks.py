@@ -3,6 +3,12 @@
 Written the Keras way: small hooks that call private helpers, nothing created
 before it is needed. This module imports Keras; `tpukit.training` loads it
 only when a run starts.
+
+Every per-step hook here is `async_safe`: it does no device work and takes
+its step reports in any order, from any thread. On JAX, Keras 3 then runs the
+step hooks in a thread pool and never waits for a step's results before
+dispatching the next one, as in a plain `fit`; one hook that is not
+`async_safe` makes every step wait for its loss to reach the host.
 """
 
 from __future__ import annotations
@@ -18,7 +24,43 @@ import keras
 from tpukit.progress import Meter
 
 
-class StopOnRequest(keras.callbacks.Callback):
+class StepCount:
+    """The steps of the current epoch done so far, counted from step reports that may come late, out of order
+    and from several threads (Keras' async callbacks)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.seen = 0
+
+    def reset(self) -> None:
+        self.seen = 0
+
+    def saw(self, batch: int) -> None:
+        with self._lock:
+            self.seen = max(self.seen, batch + 1)
+
+
+class StepSafe(keras.callbacks.Callback):
+    """A callback whose step hooks are `async_safe`: they may run in Keras' worker threads.
+
+    Such a hook must not read `self.model`: on JAX that property syncs the training state into the model's
+    variables (`jax_state_sync`), and from a worker thread it races the next step, which donates those buffers
+    (seen: "Buffer has been deleted or donated" after a stop request). `stop_training()` reaches the model
+    without it.
+    """
+
+    async_safe = True
+
+    def set_model(self, model):
+        super().set_model(model)
+        self._fitted = model
+
+    def stop_training(self) -> None:
+        """Ask fit to stop after the current step, from any thread."""
+        self._fitted.stop_training = True
+
+
+class StopOnRequest(StepSafe):
     """Ends training after the current step once `flag` is set (thread-safe: a threading.Event).
 
     The step in flight finishes, so the weights are consistent; the run is kept.
@@ -32,7 +74,7 @@ class StopOnRequest(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if self.flag.is_set():
             self.stopped_early = True
-            self.model.stop_training = True
+            self.stop_training()
 
 
 def whole_epoch(seen: int, steps_per_epoch: Optional[int], model) -> bool:
@@ -40,7 +82,7 @@ def whole_epoch(seen: int, steps_per_epoch: Optional[int], model) -> bool:
     return seen >= steps_per_epoch if steps_per_epoch else not model.stop_training
 
 
-class EpochBackup(keras.callbacks.Callback):
+class EpochBackup(StepSafe):
     """Backs up every whole epoch with `tpukit.checkpoint` (atomic, two files deep); restores one at train begin.
 
     Keras calls `on_epoch_end` even when a stop request cut the epoch short.
@@ -59,20 +101,20 @@ class EpochBackup(keras.callbacks.Callback):
         self.backup_dir = backup_dir
         self.steps_per_epoch = steps_per_epoch
         self.restore = restore
-        self._seen = 0
+        self._count = StepCount()
 
     def on_train_begin(self, logs=None):
         if self.restore:
             _load_exactly(self.model, self.restore)
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._seen = 0
+        self._count.reset()
 
     def on_train_batch_end(self, batch, logs=None):
-        self._seen = batch + 1
+        self._count.saw(batch)
 
     def on_epoch_end(self, epoch, logs=None):
-        if whole_epoch(self._seen, self.steps_per_epoch, self.model):
+        if whole_epoch(self._count.seen, self.steps_per_epoch, self.model):
             from tpukit import checkpoint
 
             checkpoint.write(self.backup_dir, epoch + 1, self.model.save_weights, needed=state_bytes(self.model))
@@ -115,99 +157,87 @@ def _load_exactly(model, path: str) -> None:
             "run was trained with.")
 
 
-class RunRecorder(keras.callbacks.Callback):
-    """Records per-epoch history and step timing; ends the run on a NaN loss.
+class RunRecorder(StepSafe):
+    """Records per-epoch history and the run's speed; ends the run on a NaN loss.
 
     Only whole epochs enter the history: an epoch cut short by a stop request
     is redone on resume, so it is not counted as done.
 
-    Step time counts from one step's end to the next within an epoch, so it
-    includes the input pipeline and callback overhead but not validation.
-    The first epoch (tracing and compilation) is left out of the throughput,
-    unless it is the only epoch, where its first step is left out instead.
+    The speed is `tpukit.progress.Meter`'s, the one definition of examples/s:
+    every step but the run's first (it compiles), each epoch from its start
+    to its latest step's end, validation left out. The time to the first step
+    (compilation included) is kept apart.
+
+    The NaN check reads the loss Keras already brought to the host for the
+    callbacks (in a worker thread on JAX), so it adds no device sync; the
+    step that saw it is the last of its call, `steps_per_execution` steps.
     """
 
     def __init__(self, examples_per_step: int, steps_per_execution: int = 1,
                  on_epoch: Optional[Callable[[int, Dict[str, float]], None]] = None, clock=time.perf_counter,
-                 steps_per_epoch: Optional[int] = None):
+                 steps_per_epoch: Optional[int] = None, epochs: int = 0):
         super().__init__()
         self.steps_per_epoch = steps_per_epoch
-        self._seen = 0
         self.examples_per_step = examples_per_step
         self.steps_per_execution = steps_per_execution
         self.on_epoch = on_epoch
         self.clock = clock
+        self.meter = Meter(examples_per_step, steps_per_epoch or 0, epochs)
         self.epoch_rows: List[Dict[str, float]] = []
-        self.step_times: Dict[int, List[float]] = {}
         self.train_begin: Optional[float] = None
-        self.first_step_end: Optional[float] = None
         self.nan_step: Optional[int] = None
-        self._epoch = 0
-        self._last: Optional[float] = None
-        self._steps = 0
+        self._lock = threading.Lock()
 
     def on_train_begin(self, logs=None):
         self.train_begin = self.clock()
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
-        self._seen = 0
-        self._last = self.clock()
-        self.step_times[epoch] = []
+        with self._lock:
+            self.meter.epoch(epoch, self.clock())
 
     def on_train_batch_end(self, batch, logs=None):
         now = self.clock()
-        if self.first_step_end is None:
-            self.first_step_end = now
-        self.step_times[self._epoch].append((now - self._last) / self.steps_per_execution)
-        self._last = now
-        self._steps += self.steps_per_execution
-        self._seen = batch + 1
-        self._check_nan(logs)
+        with self._lock:
+            self.meter.step(batch + 1, now)
+            self._check_nan(batch, logs)
 
     def on_epoch_end(self, epoch, logs=None):
-        if not whole_epoch(self._seen, self.steps_per_epoch, self.model):
+        if not whole_epoch(self.meter.step_index, self.steps_per_epoch, self.model):
             return
         row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()}}
         self.epoch_rows.append(row)
         if self.on_epoch:
             self.on_epoch(epoch, row)
 
-    def _check_nan(self, logs):
+    def _check_nan(self, batch, logs):
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(float(loss)):
-            self.nan_step = self._steps
-            self.model.stop_training = True
+            step = self.meter.global_step - self.meter.step_index + batch + 1
+            self.nan_step = step if self.nan_step is None else min(self.nan_step, step)
+            self.stop_training()
 
     # ---- derived figures ---------------------------------------------------
-    def steady_step_times(self) -> List[float]:
-        epochs = sorted(e for e, t in self.step_times.items() if t)
-        if not epochs:
-            return []
-        if len(epochs) == 1:
-            return self.step_times[epochs[0]][1:]
-        return [t for e in epochs[1:] for t in self.step_times[e]]
-
     def step_time_ms(self) -> Optional[float]:
-        times = self.steady_step_times()
-        return 1000.0 * sum(times) / len(times) if times else None
+        seconds, steps = self.meter.timed()
+        return 1000.0 * seconds / steps if steps and seconds > 0 else None
 
     def examples_per_sec(self) -> Optional[float]:
-        times = self.steady_step_times()
-        return self.examples_per_step * len(times) / sum(times) if times and sum(times) > 0 else None
+        return self.meter.run_rate()
 
     def time_to_first_step(self) -> Optional[float]:
-        if self.first_step_end is None or self.train_begin is None:
+        first = self.meter.first_step_end()
+        if first is None or self.train_begin is None:
             return None
-        return self.first_step_end - self.train_begin
+        return first - self.train_begin
 
 
-class ProgressLogger(keras.callbacks.Callback):
+class ProgressLogger(StepSafe):
     """Compact progress on a stream (stderr by default): a line per epoch, refreshed in place on a terminal.
 
     Where the run is, its examples/s and its ETA come from `tpukit.progress.Meter`, the model the panel's
     progress line uses too.
     """
+
 
     def __init__(self, epochs: int, steps_per_epoch: Optional[int], stream=None, every_s: float = 1.0,
                  clock=time.perf_counter, global_batch: int = 0):
@@ -221,6 +251,7 @@ class ProgressLogger(keras.callbacks.Callback):
         self._tty = getattr(self.stream, "isatty", lambda: False)()
         self._start = 0.0
         self._shown = 0.0
+        self._lock = threading.Lock()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = self._shown = self.clock()
@@ -228,11 +259,12 @@ class ProgressLogger(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         now = self.clock()
-        self.meter.step(batch + 1, now)
-        if self._tty and now - self._shown >= self.every_s:
-            self._shown = now
-            self.stream.write("\r" + self.meter.progress(now).text(sep="  ", metrics=logs))
-            self.stream.flush()
+        with self._lock:
+            self.meter.step(batch + 1, now)
+            if self._tty and now - self._shown >= self.every_s and batch + 1 == self.meter.step_index:
+                self._shown = now
+                self.stream.write("\r" + self.meter.progress(now).text(sep="  ", metrics=logs))
+                self.stream.flush()
 
     def on_epoch_end(self, epoch, logs=None):
         now = self.clock()

@@ -274,7 +274,8 @@ def _json_result(result, runtime) -> dict:
         "dataset": c["dataset"], "model": c["model"], "history": result.history, "final_metrics": result.final_metrics,
         "validation_metrics": result.validation_metrics, "test_metrics": result.test_metrics,
         "examples_per_sec": result.examples_per_sec, "step_time_ms": result.step_time_ms,
-        "time_to_first_step_s": result.time_to_first_step_s, "flops_per_example": result.flops_per_example,
+        "time_to_first_step_s": result.time_to_first_step_s, "compiles": result.compiles,
+        "compile_s": result.compile_s, "flops_per_example": result.flops_per_example,
         "mfu": result.mfu, "flops_source": result.flops_source, "fingerprint": result.fingerprint, "profile_files": list(result.profile_files),
     }
 

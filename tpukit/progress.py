@@ -7,12 +7,22 @@ events with a clock reading and gives a `Progress`: the CLI's text lines
 (`tpukit.ui.progress`) are two views of it, so they never disagree on a rate
 or an ETA.
 
-- The rate is this epoch's examples per second from its first step's end to
-  its latest step's end: no tracing, no epoch start-up, no validation in it.
+- examples/s has one definition, here: the examples of the timed steps over
+  their wall time. Every step is timed except the run's first, which
+  compiles (its time is recorded apart, as the time to the first step); an
+  epoch is timed from its start to its latest step's end (the run's first
+  epoch from its first step's end), so a recompilation or an input pipeline
+  refilling after validation counts, as on a stopwatch, while validation and
+  the time between epochs do not. The live figure is the current epoch's; the
+  run's (`run_rate`) is all its epochs together: the summary, result.json and
+  `tune_batch_size` report it.
 - The ETA is the steps left times the time per step since the run's first
   step ended (the first step compiles, so it is left out).
 - A resumed run starts at its first unfinished epoch, and the step count goes
   on from the epochs it kept.
+- Steps may be reported late and out of order (Keras 3 runs `async_safe`
+  callbacks in a thread pool on JAX): a report of an earlier step than the
+  latest only moves the latest end time.
 
 No Keras or TensorFlow here: the callbacks that feed a Meter live in their
 own modules.
@@ -105,24 +115,51 @@ class Meter:
         self.started = False  # the first epoch seen: a resumed run's step count starts after its kept epochs
         self.rate: Optional[float] = None
         self._first: Optional[Tuple[float, int]] = None  # (time, global step) after the run's first step
-        self._mark: Optional[Tuple[float, int]] = None  # (time, global step) after this epoch's first step
+        self._mark: Optional[Tuple[float, int]] = None  # (time, global step) this epoch's timing starts from
+        self._done = (0.0, 0)  # (seconds, steps) timed in the epochs before this one
         self._last = 0.0  # the time the latest step ended
 
     def epoch(self, epoch: int, now: float) -> None:
         """An epoch begins (Keras counts from 0)."""
+        self._fold()
         if not self.started:
             self.started = True
             self.global_step = epoch * self.steps
-        self.epoch_index, self.step_index, self._mark = epoch, 0, None
+        self.epoch_index, self.step_index = epoch, 0
+        # The run's first epoch is timed from its first step's end (that step compiles); later ones from their start.
+        self._mark = (now, self.global_step) if self._first is not None else None
 
     def step(self, step: int, now: float) -> None:
         """`step` steps of this epoch are done (1-based, as Keras' batch index + 1)."""
+        self._last = max(self._last, now)
+        if step <= self.step_index:
+            return  # a late report of an earlier step
         self.global_step += step - self.step_index
         self.step_index = step
-        self._last = now
+        if self._first is None:
+            self._first = (now, self.global_step)
         if self._mark is None:
             self._mark = (now, self.global_step)
-            self._first = self._first or self._mark
+
+    def timed(self) -> Tuple[float, int]:
+        """(seconds, steps) of the run's timed steps so far: see the module docstring."""
+        seconds, steps = self._done
+        if self._mark is not None and self.global_step > self._mark[1]:
+            seconds, steps = seconds + self._last - self._mark[0], steps + self.global_step - self._mark[1]
+        return seconds, steps
+
+    def run_rate(self) -> Optional[float]:
+        """The run's examples/s: every timed step of every epoch so far (None before two steps)."""
+        seconds, steps = self.timed()
+        return steps * self.global_batch / seconds if steps and seconds > 0 else None
+
+    def first_step_end(self) -> Optional[float]:
+        """When the run's first step ended (None before it)."""
+        return self._first[0] if self._first else None
+
+    def _fold(self) -> None:
+        self._done = self.timed()
+        self._mark = None
 
     def progress(self, now: float, *, loss: Optional[float] = None, accuracy: Optional[float] = None,
                  done: bool = False, overhead: Optional[float] = None) -> Progress:

@@ -42,6 +42,8 @@ class RunResult:
     examples_per_sec: Optional[float] = None
     step_time_ms: Optional[float] = None
     time_to_first_step_s: Optional[float] = None
+    compiles: Optional[int] = None  # train_step compilations in this process's execution (JAX; None on TensorFlow)
+    compile_s: Optional[float] = None  # their seconds (JAX)
     fingerprint: Optional[str] = None
     profile_files: Tuple[str, ...] = ()
     flops_per_example: Optional[int] = None
@@ -113,6 +115,9 @@ class RunResult:
             perf = f"{self.examples_per_sec:,.0f} examples/s, {self.step_time_ms:.1f} ms/step"
             if self.time_to_first_step_s is not None:
                 perf += f", first step after {self.time_to_first_step_s:.1f} s"
+            if self.compiles is not None:
+                perf += (f" (train step compiled {self.compiles}x" +
+                         (f", {self.compile_s:.1f} s)" if self.compiles else ")"))
             if self.mfu is not None:
                 perf += f", MFU {100 * self.mfu:.1f}%"
             lines.append(perf)

@@ -8,6 +8,7 @@ owned by this module.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -826,8 +827,29 @@ def _join_processes(count: int) -> None:
     _initialized = True
 
 
+class OneDevice:
+    """JAX on one device, with no `keras.distribution`: the strategy a single chip (Colab's v5e-1, v6e-1), one GPU
+    or the plain CPU gets.
+
+    `DataParallel` over one device gives nothing and costs: Keras 3 then compiles `train_step` three times (the
+    first step's uncommitted variables, the committed state after it, the metrics reset at the next epoch) and
+    ran at 0.72 of no distribution (docs/decisions.md). `scope()` matches the distributions' so code written
+    for any runtime (`with runtime.strategy.scope(): ...`) runs here unchanged.
+    """
+
+    def __init__(self, device):
+        self.device = device
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def __repr__(self):
+        return f"OneDevice({self.device})"
+
+
 def _connect_jax(accelerator, replicas, deterministic, why) -> Runtime:
-    """Devices from JAX, data parallelism with keras.distribution.DataParallel (over every process's devices)."""
+    """Devices from JAX: data parallelism with keras.distribution.DataParallel over every process's devices, or
+    `OneDevice` (no distribution) where there is one."""
     if replicas and replicas > 1 and accelerator in ("auto", "cpu"):
         _xla_flag(f"--xla_force_host_platform_device_count={replicas}")
     if deterministic:
@@ -867,7 +889,10 @@ def _connect_jax(accelerator, replicas, deterministic, why) -> Runtime:
         precision, reason = _cpu_precision()
     others = [k for k in KINDS if k != kind]
     skipped = tuple((k, f"JAX sees no {k.upper()} device") for k in others[: KINDS.index(kind)])
-    distribution = keras.distribution.DataParallel(devices=devices)
+    if count == 1 and len(devices) == 1:
+        distribution = OneDevice(devices[0])
+    else:
+        distribution = keras.distribution.DataParallel(devices=devices)
     if count > 1:
         distribution.auto_shard_dataset = False  # tpukit's feeders give each process its share of every batch
     return Runtime(

@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 from typing import Iterable, Optional
 
-from tpukit import checkpoint, records
+from tpukit import checkpoint, compiles, records
 from tpukit.config import ConfigError, PaddingWarning, RunConfig
 from tpukit.records import RunResult
 
@@ -175,6 +175,8 @@ class _Run:
         self.previous = records.load(run_dir) if self.resuming else parent
         self.parent = parent.run_dir if parent is not None else (self.previous.parent if self.resuming else None)
         self.started = time.time()
+        self.compiles = None
+        self.flops = None
         self.notes = []
         self.fitting = self.terminated = False
         if parent is not None:
@@ -214,9 +216,9 @@ class _Run:
             warnings.simplefilter("ignore", PaddingWarning)  # already said above
             self.config = config = config.replace(replicas=runtime.replicas, precision=policy, backend=runtime.backend)
         self.runtime = runtime
+        self.compiles = compiles.Watch(runtime.backend)
         determinism.setup(config.seed, config.deterministic, runtime.backend)
         self.source = self._load_data()
-        self._resolve_steps_per_execution()
         self._check_profile_window()
         self.initial_epoch, self.history, self.restore_from = self._restore_point()
         with precision.policy(policy), runtime.strategy.scope():
@@ -271,9 +273,14 @@ class _Run:
                               f"({source.spec.num_validation} examples, split with seed {config.seed})")
         return source
 
-    def _resolve_steps_per_execution(self):
-        config = self.config
-        steps, why = resolve_steps_per_execution(config.steps_per_execution, self.runtime, self.steps, config.profile)
+    def _resolve_steps_per_execution(self, model):
+        config, runtime = self.config, self.runtime
+        step_s = None
+        if config.steps_per_execution == "auto" and runtime.kind == "cpu":
+            step_s = estimated_step_seconds(self._flops(model)[0], config.global_batch_size,
+                                            runtime.peak_flops(config.precision))
+        steps, why = resolve_steps_per_execution(config.steps_per_execution, runtime, self.steps, config.profile,
+                                                 step_seconds=step_s)
         if config.steps_per_execution == "auto":
             self.notes.append(f"steps_per_execution: {why}")
             with warnings.catch_warnings():
@@ -284,10 +291,20 @@ class _Run:
         from tpukit import modeling
 
         model, built = modeling.build(self.model_arg, self.config, self.source.spec)
+        modeling.check_fits(model, self.source, modeling.loss_name(model, self.config))  # builds it, symbolically
+        self._resolve_steps_per_execution(model)
         compiled = modeling.compile(model, self.config)
-        modeling.check_fits(model, self.source, modeling.loss_name(model, self.config))
         self.notes.append(f"model: {built}; {compiled}")
         return model
+
+    def _flops(self, model):
+        """(training FLOPs per example or None, how counted), counted once a run (the step-time estimate for
+        steps_per_execution on the CPU, and MFU at the end)."""
+        if self.flops is None:
+            from tpukit import flops as flops_lib
+
+            self.flops = flops_lib.training_flops_per_example(model, self.source.sample(8))
+        return self.flops
 
     def _check_profile_window(self):
         profile, epochs = self.config.profile, self.config.epochs
@@ -318,6 +335,7 @@ class _Run:
         self.test_metrics = {}
         status, message = "completed", ""
         self.fitting = True
+        self.compiles.start()
         try:
             if self._multi_worker_tf():  # Keras 3's fit cannot run under MWMS: tpukit's loop, the same callbacks
                 from tpukit import multiworker
@@ -333,6 +351,7 @@ class _Run:
             status, message = self._ending(e)
         finally:
             self.fitting = False
+            self.compiles.stop()
             self._close_profiler()
         if self.recorder.nan_step is not None:
             status, message = "failed", self._nan_message()
@@ -398,7 +417,7 @@ class _Run:
         config = self.config
         self.stopper = cb.StopOnRequest(self.stop)
         self.recorder = cb.RunRecorder(global_batch, config.steps_per_execution, on_epoch=self._on_epoch,
-                                       steps_per_epoch=steps)
+                                       steps_per_epoch=steps, epochs=config.epochs)
         out = [
             self.recorder,  # records an epoch before its backup: a kill between them redoes the epoch, nothing lost
             cb.EpochBackup(str(self.run_dir / "backup"), steps, restore=weights),  # restores before any write
@@ -439,12 +458,13 @@ class _Run:
                       "mixed_bfloat16)")
         elif config.precision == "mixed_bfloat16":
             cause += ", or bfloat16's 8-bit mantissa lost the update (if float32 trains at this learning rate)"
-        return f"loss became NaN at step {self.recorder.nan_step}: likely cause: {cause}."
+        step, calls = self.recorder.nan_step, config.steps_per_execution
+        where = f"step {step}" if calls == 1 else f"step {step} (a call of steps {max(1, step - calls + 1)}-{step})"
+        return f"loss became NaN at {where}: likely cause: {cause}."
 
     # ---- results ---------------------------------------------------------------
     def _result(self, status: str, message: str = "", final: bool = False) -> RunResult:
         from tpukit import determinism
-        from tpukit import flops as flops_lib
 
         rec = getattr(self, "recorder", None)
         fields = dict(run_dir=str(self.run_dir), status=status, config=self.config.to_dict(),
@@ -458,9 +478,10 @@ class _Run:
             fields["final_metrics"] = {k: v for k, v in self.history[-1].items() if k != "epoch"}
         if rec is not None:
             fields.update(examples_per_sec=rec.examples_per_sec(), step_time_ms=rec.step_time_ms(),
-                          time_to_first_step_s=rec.time_to_first_step())
+                          time_to_first_step_s=rec.time_to_first_step(), compiles=self.compiles.count,
+                          compile_s=self.compiles.seconds)
         if final:
-            flops, flops_source = flops_lib.training_flops_per_example(self.model, self.source.sample(8))
+            flops, flops_source = self._flops(self.model)
             mfu, flops_source = _mfu(flops, fields.get("examples_per_sec"),
                                      self.runtime.peak_flops(self.config.precision), flops_source)
             fields.update(
@@ -576,22 +597,43 @@ def multi_step_refusal(runtime) -> Optional[str]:
     return None
 
 
-def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[int], profile=None):
+# On the CPU, "auto" runs several steps per call only while a call stays this short (seconds, estimated): Stop,
+# progress and callbacks wait for a whole call, and only millisecond steps gain (benchmarks/steps_per_execution.py).
+CPU_CALL_SECONDS = 0.05
+
+
+def estimated_step_seconds(flops_per_example, global_batch: int, peak_flops) -> Optional[float]:
+    """A training step's time at the device's peak: a lower bound (None when the FLOPs or the peak are unknown)."""
+    if not flops_per_example or not peak_flops:
+        return None
+    return flops_per_example * global_batch / peak_flops
+
+
+def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[int], profile=None,
+                                step_seconds: Optional[float] = None):
     """(steps per execution, why) for a run: "auto" resolved, or an explicit value checked against the backend.
 
     "auto" is the largest divisor of the epoch's steps up to `AUTO_STEPS_PER_EXECUTION`,
     so every epoch ends where an execution does (epoch backups and resume need whole
-    epochs). It is 1 where `multi_step_refusal` says the backend cannot run more; on
-    the CPU (measured with benchmarks/steps_per_execution.py: faster only for models
-    whose steps take milliseconds, while a stop request waits for the whole call);
-    when the epoch's length is unknown; and with a profile window (its step markers
-    are one per call of the train function). An explicit value must divide the
-    steps per epoch: Keras runs whole calls, and would take the next epoch's batches.
+    epochs). On the CPU it is also held to calls of at most `CPU_CALL_SECONDS`, from
+    `step_seconds` (the step's time estimated from the model's FLOPs and the CPU's
+    measured peak: a lower bound), so only millisecond steps run several per call (the
+    CNN measured no faster with more, while a stop request waits for the whole call);
+    without an estimate it is 1 there. It is 1 where `multi_step_refusal` says the
+    backend cannot run more; when the epoch's length is unknown; and with a profile
+    window (its step markers are one per call of the train function). An explicit value
+    must divide the steps per epoch: Keras runs whole calls, and would take the next
+    epoch's batches.
 
     >>> from types import SimpleNamespace
     >>> tpu = SimpleNamespace(backend="jax", kind="tpu", replicas=8, strategy=None)
     >>> resolve_steps_per_execution("auto", tpu, steps_per_epoch=100)[0]
     25
+    >>> cpu = SimpleNamespace(backend="jax", kind="cpu", replicas=1, strategy=None)
+    >>> resolve_steps_per_execution("auto", cpu, steps_per_epoch=100, step_seconds=0.002)[0]
+    25
+    >>> resolve_steps_per_execution("auto", cpu, steps_per_epoch=100, step_seconds=0.2)[0]
+    1
 
     Raises:
         ConfigError: an explicit value above 1 where the backend cannot run it, or with a profile window.
@@ -615,23 +657,28 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
         return requested, f"{requested}, as set"
     if refusal:
         return 1, f"auto → 1: {refusal}"
-    if runtime.kind == "cpu":
-        return 1, ("auto → 1 on the CPU: more steps per call measured faster only where a step takes milliseconds "
-                   "(not for the CNN), and a stop request, progress and callbacks would wait for a whole call; "
-                   "set a divisor of the steps per epoch to run a small model faster")
     if not steps_per_epoch:
         return 1, "auto → 1: the number of steps per epoch is unknown, so no value is known to keep epochs whole"
     if profile is not None:
         return 1, (f"auto → 1: the profile window {profile[0]}-{profile[1]} marks one step per call of the train "
                    f"function")
-    n = max(d for d in range(1, min(steps_per_epoch, AUTO_STEPS_PER_EXECUTION) + 1) if steps_per_epoch % d == 0)
+    cap, where = AUTO_STEPS_PER_EXECUTION, f"on {runtime.kind.upper()}"
+    if runtime.kind == "cpu":
+        if step_seconds is None:
+            return 1, ("auto → 1 on the CPU: the step's time could not be estimated (the model's FLOPs or the CPU's "
+                       "peak are unknown), and a stop request, progress and callbacks wait for a whole call")
+        cap = min(cap, int(CPU_CALL_SECONDS / step_seconds) if step_seconds > 0 else cap)
+        where = (f"on the CPU, where a step takes at least {1000 * step_seconds:.2g} ms (the model's FLOPs at the "
+                 f"CPU's measured peak) and a call is held under {1000 * CPU_CALL_SECONDS:.0f} ms, since a stop "
+                 "request, progress and callbacks wait for it")
+        if cap < 2:
+            return 1, f"auto → 1 {where}"
+    n = max(d for d in range(1, min(steps_per_epoch, cap) + 1) if steps_per_epoch % d == 0)
     if n == 1:
-        return 1, (f"auto → 1: the {steps_per_epoch} steps per epoch have no divisor from 2 to "
-                   f"{AUTO_STEPS_PER_EXECUTION}, and epochs must stay whole; a steps_per_epoch or batch size with "
-                   f"one would let more steps run per call")
-    return n, (f"auto → {n} on {runtime.kind.upper()}: fewer calls from the host, each running {n} steps; the "
-               f"largest divisor of the {steps_per_epoch} steps per epoch up to {AUTO_STEPS_PER_EXECUTION}, so "
-               f"epochs stay whole")
+        return 1, (f"auto → 1: the {steps_per_epoch} steps per epoch have no divisor from 2 to {cap}, and epochs must "
+                   "stay whole; a steps_per_epoch or batch size with one would let more steps run per call")
+    return n, (f"auto → {n} {where}: fewer calls from the host, each running {n} steps; the largest divisor of the "
+               f"{steps_per_epoch} steps per epoch up to {cap}, so epochs stay whole")
 
 
 def _mfu(flops, examples_per_sec, peak, how: str):
@@ -651,13 +698,14 @@ def _mfu(flops, examples_per_sec, peak, how: str):
 
 
 def _scalar_writer(logdir: str):
-    """Keras' TensorBoard callback where TensorFlow is installed (it writes with tf.summary); else tpukit's writer."""
-    import keras
+    """Each epoch's metrics as TensorBoard scalars, on both backends, by a callback with epoch hooks only.
 
-    from tpukit import backend, scalars
+    Keras' TensorBoard callback has per-step hooks that are not `async_safe` (they write batch scalars when
+    asked to): on JAX one such hook makes every step wait for its loss to reach the host, and its first step
+    cost ~90 ms here. tpukit's writer writes the same files (`train/`, `validation/`, `epoch_<metric>`).
+    """
+    from tpukit import scalars
 
-    if backend.installed("tensorflow"):
-        return keras.callbacks.TensorBoard(log_dir=logdir, profile_batch=0, write_graph=False)
     return scalars.EpochScalars(logdir)
 
 

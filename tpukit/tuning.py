@@ -3,8 +3,9 @@
 Lightning's `Tuner.scale_batch_size` doubles the batch until memory runs out.
 This does the same on the run's own model, data, precision and strategy, and
 also stops when a bigger batch stops paying: each trial builds a fresh model,
-compiles it, runs a few warm-up steps and then times a few more (the median
-step counts). An out-of-memory
+compiles it, runs a few warm-up steps and then times a few more, as a run
+times its steps after the compiling first one (`tpukit.progress.Meter`, the
+one definition of examples/s). An out-of-memory
 error ends the search (the trial's memory is freed, never a crash). Nothing is
 written: no run directory, no TensorBoard events.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
+import threading
 import time
 import warnings
 from typing import Callable, List, Optional, Tuple
@@ -152,7 +154,7 @@ def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, m
                                       precision=policy)
     per_epoch = pipeline.steps_per_epoch(len(source.train), global_batch)
     epochs = math.ceil((warmup + steps) / per_epoch)
-    timer = _StepTimer(warmup + steps)
+    timer = _StepTimer(warmup, warmup + steps, global_batch, per_epoch)
     model = None
     try:
         with warnings.catch_warnings():
@@ -171,27 +173,44 @@ def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, m
     finally:
         del model
         gc.collect()
-    timed = sorted(b - a for a, b in zip(timer.times[warmup - 1:], timer.times[warmup:]))
-    median = timed[len(timed) // 2] if len(timed) % 2 else (timed[len(timed) // 2 - 1] + timed[len(timed) // 2]) / 2
-    return BatchTrial(size, global_batch, examples_per_sec=global_batch / median, step_time_ms=1000 * median)
+    seconds, timed = timer.meter.timed()
+    return BatchTrial(size, global_batch, examples_per_sec=timer.meter.run_rate(),
+                      step_time_ms=1000 * seconds / timed if timed else None)
 
 
 class _StepTimer:
-    """Times the end of each step and stops training after `total` steps."""
+    """Times the steps after the warm-up with `tpukit.progress.Meter` (the one definition of examples/s, with
+    the warm-up where a run has its compiling first step) and stops training after `total` steps."""
 
-    def __init__(self, total: int):
-        self.total, self.times = total, []
+    def __init__(self, warmup: int, total: int, global_batch: int, per_epoch: int):
+        from tpukit.progress import Meter
+
+        self.warmup, self.total, self.per_epoch = warmup, total, per_epoch
+        self.meter = Meter(global_batch, per_epoch, 0)
+        self.epoch = 0
+        self.lock = threading.Lock()
 
     def callback(self):
-        import keras
+        from tpukit.callbacks import StepSafe
 
         timer = self
 
-        class Timer(keras.callbacks.Callback):
+        class Timer(StepSafe):
+            """Reads a clock under a lock: no device sync between steps, as in a run."""
+
+            def on_epoch_begin(self, epoch, logs=None):
+                with timer.lock:
+                    timer.epoch = epoch
+                    timer.meter.epoch(epoch, time.perf_counter())
+
             def on_train_batch_end(self, batch, logs=None):
-                timer.times.append(time.perf_counter())
-                if len(timer.times) >= timer.total:
-                    self.model.stop_training = True
+                now = time.perf_counter()
+                with timer.lock:
+                    done = timer.epoch * timer.per_epoch + batch + 1
+                    if done >= timer.warmup:
+                        timer.meter.step(batch + 1, now)
+                    if done >= timer.total:
+                        self.stop_training()
 
         return Timer()
 

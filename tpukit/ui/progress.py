@@ -10,6 +10,12 @@ more often than keeps the time spent drawing under `budget` of the time
 elapsed (a 30 ms plot with budget 0.01 waits at least 3 s). The callback
 measures what it spends, so the panel can show its own overhead.
 
+Its step hook is `async_safe`: on JAX Keras 3 calls it from a worker
+thread once the step's logs reach the host, and never waits for it. It only
+records; the reports happen on the thread that runs `fit`, at the next step's
+start (Colab shows no widget update made from another thread) and at each
+epoch's end, so the curves lag by at most one step.
+
 The callback reports to a `sink`, so it knows nothing of widgets:
 `show_progress(Progress)` and `show_curves(points, epochs)`; `ProgressView` is
 the panel's sink, `ProgressRecord` one that only keeps what it was told (the
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -178,6 +185,8 @@ def _build_class():
     class PanelProgress(keras.callbacks.Callback):
         """Reports progress to a sink on a wall-clock schedule; each step costs one clock read."""
 
+        async_safe = True  # the step hook records under a lock; reports happen on fit's own thread
+
         def __init__(self, sink, *, global_batch, clock, text_every, plot_every, budget, earlier):
             super().__init__()
             self.sink = sink
@@ -190,12 +199,17 @@ def _build_class():
             self._mean_at = (0, 0.0, 0.0)
             self.epoch_ends: List[Tuple[int, Dict[str, float]]] = []
             self.progress = Progress()
+            self._lock = threading.Lock()
+            self._pending: List[Tuple[int, Dict]] = []  # (step in the epoch, logs) recorded, not yet drawn
+            self._logs: Dict = {}
             self._reset()
 
         def _reset(self):
             self._begin = self.clock()
             self.meter = Meter(self.global_batch, *self._shape())
             self._stride = 1
+            self._pointed = 0  # the global step of the latest point
+            self._drawn = 0  # the latest step of this epoch drawn
 
         # ---- Keras hooks: small, the work is in helpers ----------------------
         def on_train_begin(self, logs=None):
@@ -208,18 +222,23 @@ def _build_class():
             self._mean_at = (0, 0.0, 0.0)  # (step in the epoch, running loss, running accuracy) at the last point
             if not self.meter.started:  # a resumed run starts at its first unfinished epoch: the axis goes on
                 self._seed_earlier(epoch)
-            self.meter.epoch(epoch, self.clock())
+            with self._lock:
+                self.meter.epoch(epoch, self.clock())
+                self._pending, self._drawn = [], 0
+
+        def on_train_batch_begin(self, batch, logs=None):
+            now = self.clock()
+            if self.text.due(now):
+                self._report(now)
 
         def on_train_batch_end(self, batch, logs=None):
-            meter = self.meter
             now = self.clock()
-            meter.step(batch + 1, now)
-            if meter.global_step % self._stride == 0:  # the loss of every step, or of every few in a long run
-                self.points.append((meter.global_step, *self._window(meter.step_index, logs)))
-            if self.text.due(now):
-                self._report(now, logs)
+            with self._lock:
+                self.meter.step(batch + 1, now)
+                self._pending.append((batch + 1, logs))
 
         def on_epoch_end(self, epoch, logs=None):
+            self._draw_pending()
             self.epoch_ends.append((self.meter.global_step, {k: _metric(logs, k) for k in (logs or {})}))
             now = self.clock()
             if self.text.due(now):
@@ -252,11 +271,30 @@ def _build_class():
                 if values:
                     self.points.append(((i + 1) * steps, values.get("loss"), values.get("accuracy")))
                     self.epoch_ends.append(((i + 1) * steps, values))
+            self._pointed = epochs_kept * steps
 
-        def _report(self, now, logs, force_plot=False, done=False):
+        def _draw_pending(self):
+            """The recorded steps, in order, into the curve's points: the loss of every step, or of every few in
+            a long run."""
+            with self._lock:
+                pending, self._pending = sorted(self._pending, key=lambda p: p[0]), []
+                start = self.meter.global_step - self.meter.step_index  # the global step this epoch began at
+            for step, logs in pending:
+                if step <= self._drawn:
+                    continue  # reported twice
+                self._drawn = step
+                if (start + step) // self._stride > self._pointed // self._stride:
+                    self._pointed = start + step
+                    self.points.append((start + step, *self._window(step, logs)))
+                self._logs = logs or {}
+
+        def _report(self, now, logs=None, force_plot=False, done=False):
+            self._draw_pending()
+            logs = self._logs if logs is None else logs
             overhead = (self.text.spent + self.plot.spent) / max(now - self._begin, 1e-9)
-            self.progress = self.meter.progress(now, loss=_metric(logs, "loss"), accuracy=_metric(logs, "accuracy"),
-                                                done=done, overhead=overhead)
+            with self._lock:
+                self.progress = self.meter.progress(now, loss=_metric(logs, "loss"),
+                                                    accuracy=_metric(logs, "accuracy"), done=done, overhead=overhead)
             self.sink.show_progress(self.progress)
             after_text = self.clock()
             self.text.done(now, after_text - now)
