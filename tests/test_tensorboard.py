@@ -246,3 +246,19 @@ def test_bad_arguments_raise(tmp_path, kwargs, match):
 def test_stop_rejects_other_types():
     with pytest.raises(TypeError):
         tensorboard.stop("6006")
+
+
+def test_colab_embed_uses_the_mechanism_of_tensorboards_own_magic():
+    """tpukit's Colab frame does what `%tensorboard`'s Colab branch does (TensorBoard 2.20 and 2.21 alike)."""
+    import inspect
+
+    from tensorboard import notebook
+
+    from tpukit.ui import embed
+
+    theirs = inspect.getsource(notebook._display_colab)
+    ours = embed.tensorboard("http://127.0.0.1:6006/?run=x&tool=overview_page#profile", "colab", height=500)
+    for piece in ("await google.colab.kernel.proxyPort(", "cache", "searchParams.set('tensorboardColab', 'true')",
+                  "document.createElement('iframe')"):
+        assert piece in theirs and piece in ours.javascript, piece
+    assert '(6006, "/?run=x&tool=overview_page#profile", 500)' in ours.javascript
