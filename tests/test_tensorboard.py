@@ -74,6 +74,33 @@ def test_launched_listens_on_loopback_only(served):
     with open(f"/proc/{served.pid}/cmdline", "rb") as f:
         argv = f.read().split(b"\0")
     assert argv[argv.index(b"--host") + 1] == b"127.0.0.1"
+    assert argv[argv.index(b"--port") + 1] == b"0"  # TensorBoard picks the port: no race for a free one
+
+
+def test_launched_in_its_own_session(served):
+    """Jupyter's interrupt signals the kernel's whole process group; the server is outside it."""
+    assert os.getsid(served.pid) == served.pid != os.getsid(0)
+
+
+def test_a_server_the_magic_started_is_reused_by_logdir_and_stopped(tmp_path, monkeypatch):
+    """%tensorboard's `manager.start` (other arguments than tpukit's) serves the logdir: tpukit reuses and stops it."""
+    import datetime
+
+    from tensorboard import manager
+
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    started = manager.start(["--logdir", str(tmp_path), "--port", "0", "--reload_interval", "7"],
+                            timeout=datetime.timedelta(seconds=90))
+    assert isinstance(started, manager.StartLaunched), started
+    try:
+        again = tensorboard.start(tmp_path)
+        assert isinstance(again, tensorboard.Reused), again
+        assert again.pid == started.info.pid and again.url == f"http://127.0.0.1:{started.info.port}/"
+        assert tensorboard.stop(again) is True
+        assert _gone(started.info.pid)
+    finally:
+        if not _gone(started.info.pid):
+            os.kill(started.info.pid, 9)
 
 
 def test_same_logdir_is_reused(served):
@@ -158,17 +185,22 @@ def test_timeout_stops_the_process_it_started(tmp_path, exists):
     os.remove(log)
 
 
+def _dead_pid():
+    """A pid no process has now (one that has just ended)."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
 def test_logs_go_under_the_logdir_and_those_of_ended_servers_are_removed(served, tmp_path):
     from tensorboard.backend.event_processing import io_wrapper
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = s.getsockname()[1]  # no TensorBoard listens there
+    dead = _dead_pid()
     old = time.time() - 3600
     stale = tmp_path / f".tensorboard-{dead}.log"
-    stale_tmp = os.path.join(tempfile.gettempdir(), f"tpukit-tensorboard-{dead}-test{os.getpid()}.log")
-    live = tmp_path / f".tensorboard-{served.port}.log"  # a server still listens on its port
-    young = tmp_path / f".tensorboard-{dead + 1 if dead < 65535 else dead - 1}.log"  # may be one starting now
+    stale_tmp = os.path.join(tempfile.gettempdir(), f"tpukit-tensorboard-{dead}.log")
+    live = tmp_path / f".tensorboard-{served.pid}.log"  # its server still runs
+    young = tmp_path / f".tensorboard-{_dead_pid()}.log"  # a failed start's log, kept a while to be read
     unrelated = tmp_path / "notes.log"
     for path in (stale, stale_tmp, live, young, unrelated):
         with open(path, "w") as f:
@@ -178,8 +210,9 @@ def test_logs_go_under_the_logdir_and_those_of_ended_servers_are_removed(served,
     result = tensorboard.start(tmp_path)
     try:
         assert isinstance(result, tensorboard.Launched), result
-        assert result.log == str(tmp_path / f".tensorboard-{result.port}.log") and os.path.isfile(result.log)
+        assert result.log == str(tmp_path / f".tensorboard-{result.pid}.log") and os.path.isfile(result.log)
         assert not io_wrapper.IsTensorFlowEventsFile(result.log)  # TensorBoard reads only event files
+        assert "TensorBoard" in open(result.log).read()  # its output ("Serving TensorBoard on ...")
         assert not stale.exists() and not os.path.exists(stale_tmp)
         assert live.exists() and young.exists() and unrelated.exists()
     finally:
@@ -213,3 +246,19 @@ def test_bad_arguments_raise(tmp_path, kwargs, match):
 def test_stop_rejects_other_types():
     with pytest.raises(TypeError):
         tensorboard.stop("6006")
+
+
+def test_colab_embed_uses_the_mechanism_of_tensorboards_own_magic():
+    """tpukit's Colab frame does what `%tensorboard`'s Colab branch does (TensorBoard 2.20 and 2.21 alike)."""
+    import inspect
+
+    from tensorboard import notebook
+
+    from tpukit.ui import embed
+
+    theirs = inspect.getsource(notebook._display_colab)
+    ours = embed.tensorboard("http://127.0.0.1:6006/?run=x&tool=overview_page#profile", "colab", height=500)
+    for piece in ("await google.colab.kernel.proxyPort(", "cache", "searchParams.set('tensorboardColab', 'true')",
+                  "document.createElement('iframe')"):
+        assert piece in theirs and piece in ours.javascript, piece
+    assert '(6006, "/?run=x&tool=overview_page#profile", 500)' in ours.javascript

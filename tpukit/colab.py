@@ -2,8 +2,8 @@
 
 tpukit trains without them: on Colab's TPU runtime (JAX, Keras 3, no
 TensorFlow, no TensorBoard) it feeds data with NumPy, writes TensorBoard
-scalars with tensorboard's own writer and captures profiles with
-jax.profiler. To *look* at runs, TensorBoard and xprof (its profile tab, and
+scalars with tensorboardX (a dependency that fits Colab's protobuf) and
+captures profiles with jax.profiler. To *look* at runs, TensorBoard and xprof (its profile tab, and
 `tpukit.summarize_profile`) are needed. `setup()` installs only those that are
 missing, under a pip constraints file that pins every package already
 installed, so pip picks releases that fit the runtime or fails without

@@ -1,22 +1,23 @@
-"""Start, find and stop TensorBoard servers for a logdir, on the loopback address.
+"""Start, find and stop TensorBoard servers for a logdir, on the loopback address: a thin layer over
+`tensorboard.manager`.
 
-`start` reuses a TensorBoard that already serves the same logdir, or launches
-one as a detached background process and waits until it answers. It returns a
-typed result, `Launched`, `Reused` or `Failed`, instead of printing or raising,
-so the CLI can print it and the notebook panel can embed its URL.
+TensorBoard's own `manager` (what `%tensorboard` uses) does the finding: every
+server writes an info file (`manager.get_all()`), so a server started from a
+notebook magic, the `tensorboard` command or this module is seen by all three,
+and a launch is ready when its info file appears. TensorBoard picks the port
+(`--port 0`). What manager lacks is all this module adds:
 
-Running servers are found through the info files TensorBoard itself writes
-(`tensorboard.manager.get_all()`), the same mechanism `%tensorboard` uses, so
-an instance started from a notebook magic, the `tensorboard` command or this
-module is seen by all three.
+- reuse by logdir (`manager.start` reuses only for identical arguments);
+- a new session, so an interrupted cell (Jupyter signals the kernel's whole
+  process group) does not kill the server;
+- a log next to the runs, `<logdir>/.tensorboard-<pid>.log` (the temp dir when
+  the logdir is not a writable directory), removed when `stop` ends the server
+  or by a later `start` once its server has ended;
+- `stop`, with psutil, which signals only a live TensorBoard process.
 
-Servers listen on 127.0.0.1 unless the caller names another host: nothing here
-listens on all interfaces by default, and nothing opens a tunnel.
-
-A server's output goes to `<logdir>/.tensorboard-<port>.log` (TensorBoard reads
-only event files, so it ignores it), or to the temp dir when the logdir is not
-a writable directory. `stop` removes the log of the server it ends; the next
-`start` removes the logs of servers that have since ended, however they ended.
+It returns typed results, `Launched`, `Reused` or `Failed`, instead of printing
+or raising, so the CLI can print them and the notebook panel embed the URL.
+Servers listen on 127.0.0.1 unless the caller names another host.
 
 Example:
 
@@ -35,41 +36,28 @@ import errno
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Dict, List, Optional, Union
 
-__all__ = [
-    "DEFAULT_HOST",
-    "Failed",
-    "Instance",
-    "Launched",
-    "Reused",
-    "profile_url",
-    "running",
-    "start",
-    "stop",
-]
+import psutil
+
+__all__ = ["DEFAULT_HOST", "Failed", "Instance", "Launched", "Reused", "profile_url", "running", "start", "stop"]
 
 DEFAULT_HOST = "127.0.0.1"
 _WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 _LOG_TAIL_LINES = 15
-_POLL_S = 0.25
+_POLL_S = 0.1
 _STOP_WAIT_S = 5.0
-_LOG_PREFIXES = (".tensorboard-", "tpukit-tensorboard-")  # in the logdir, in the temp dir
-_LOG_NAMES = (re.compile(r"\.tensorboard-(\d+)\.log"), re.compile(r"tpukit-tensorboard-(\d+)-\w+\.log"))
-_LOG_GRACE_S = 300.0  # a younger log may belong to a server another process is starting now
-# Processes this Python process launched, by pid: kept so they can be reaped
-# (no zombies after `stop`) and so `stop` knows the pid is really ours.
-_children: Dict[int, subprocess.Popen] = {}
-_logs: Dict[int, str] = {}  # their log files, removed when `stop` ends them
+_LOG_NAMES = (".tensorboard-{}.log", "tpukit-tensorboard-{}.log")  # in the logdir, in the temp dir
+_LOG_PATTERNS = tuple(re.compile(re.escape(n).replace(r"\{\}", r"(\d+)")) for n in _LOG_NAMES)
+_LOG_GRACE_S = 300.0  # a failed start's log stays readable this long
+_children: Dict[int, subprocess.Popen] = {}  # launched here: reaped when stopped (no zombies)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,20 +122,14 @@ def start(
     A server is reused when it serves the same absolute logdir, answers on
     `host`, is not listening on all interfaces (unless `host` asks for that),
     and, when `port` is given, listens on that port. Otherwise a new server is
-    launched with `python -m tensorboard.main` in its own session, so it
-    outlives an interrupted cell. Its output goes to
-    `<logdir>/.tensorboard-<port>.log`, or to the temp dir when `logdir` is not
-    a writable directory (named in `Failed` messages and `Launched.log`). The
-    log is removed when `stop` ends the server; a log whose server has ended
-    otherwise is removed by a later `start` (after five minutes, so a failure
-    stays readable).
+    launched with `python -m tensorboard.main` in its own session.
 
     Args:
         logdir: Directory TensorBoard reads. It need not exist yet.
-        port: Port to listen on. `None` picks a free one.
+        port: Port to listen on. `None` lets TensorBoard pick a free one.
         host: Address to listen on. The default is the loopback address.
-        timeout: Seconds to wait for a new server to answer. A server that
-            does not answer in time is stopped.
+        timeout: Seconds to wait for a new server to write its info file. A
+            server that does not in time is stopped.
 
     Returns:
         `Launched`, `Reused`, or `Failed` with a message the user can act on.
@@ -170,19 +152,8 @@ def start(
         if _answers(host, inst.port, logdir):
             return Reused(inst.port, inst.pid, logdir, _url(host, inst.port))
     _remove_stale_logs(logdir)
-    if port is not None:
-        problem = _cannot_bind(host, port)
-        return Failed(problem) if problem else _launch(logdir, host, port, timeout)[0]
-    result = Failed("TensorBoard was not started.")
-    for _ in range(3):  # a picked port can be taken before TensorBoard binds it
-        try:
-            free = _free_port(host)
-        except OSError as e:
-            return Failed(f"Cannot listen on {host}: {e.strerror or e}. Pass a local address as host=.")
-        result, port_clash = _launch(logdir, host, free, timeout)
-        if not port_clash:
-            break
-    return result
+    problem = _cannot_bind(host, port or 0)
+    return Failed(problem) if problem else _launch(logdir, host, port or 0, timeout)
 
 
 def running(logdir: Union[str, os.PathLike, None] = None) -> List[Instance]:
@@ -192,14 +163,14 @@ def running(logdir: Union[str, os.PathLike, None] = None) -> List[Instance]:
         logdir: If given, only servers whose logdir is this directory.
 
     Returns:
-        `Instance`s read from TensorBoard's info files whose process is alive.
+        `Instance`s read from TensorBoard's info files whose process is a live TensorBoard.
     """
     from tensorboard import manager  # light: no TensorFlow
 
     wanted = None if logdir is None else os.path.realpath(_absolute(logdir))
     found = []
     for info in manager.get_all():
-        if not info.logdir or not _is_live_tensorboard(info.pid):
+        if not info.logdir or _tensorboard_process(info.pid) is None:
             continue
         args, cwd = _launch_args(info.cache_key)
         inst_logdir = os.path.join(cwd or "", os.path.expanduser(info.logdir))
@@ -214,10 +185,10 @@ def running(logdir: Union[str, os.PathLike, None] = None) -> List[Instance]:
 
 
 def stop(result_or_port: Union[Launched, Reused, Instance, int]) -> bool:
-    """Stop a TensorBoard server: SIGTERM, then SIGKILL if it lingers.
+    """Stop a TensorBoard server: SIGTERM, then SIGKILL if it lingers; remove its log.
 
-    Only a process TensorBoard's info files list for that port (or one this
-    module launched) is signalled, never whatever pid a stale record names.
+    Only a process TensorBoard's info files list for that port is signalled,
+    never whatever pid a stale record names.
 
     Args:
         result_or_port: A `Launched`, `Reused` or `Instance`, or a port.
@@ -234,20 +205,15 @@ def stop(result_or_port: Union[Launched, Reused, Instance, int]) -> bool:
             "stop() expects a Launched, Reused or Instance result, or a port. "
             f"Received: {result_or_port!r}"
         )
-    known = [inst.pid for inst in running() if inst.port == port and pid in (None, inst.pid)]
-    if pid is not None and not known and pid in _children and _children[pid].poll() is None:
-        known = [pid]  # ours, still starting: no info file yet
-    if not known:
-        return False
-    for target in known:
-        _terminate(target)
-        log = _logs.pop(target, None)
-        if log is not None:
+    known = [inst for inst in running() if inst.port == port and pid in (None, inst.pid)]
+    for inst in known:
+        _terminate(inst.pid)
+        for path in _log_paths(inst.logdir, inst.pid):
             try:
-                os.remove(log)
+                os.remove(path)
             except OSError:
                 pass
-    return True
+    return bool(known)
 
 
 def profile_url(result: Union[Launched, Reused, Instance], run: Optional[str] = None) -> str:
@@ -303,69 +269,54 @@ def _check_args(port, host, timeout) -> None:
         raise ValueError(f"Expected timeout to be a positive number of seconds. Received: timeout={timeout!r}")
 
 
-def _launch(logdir: str, host: str, port: int, timeout: float):
-    """Launch one server; return (result, whether it lost the port to someone else)."""
-    url = _url(host, port)
-    fd, log_path = _open_log(logdir, port)
+def _launch(logdir: str, host: str, port: int, timeout: float) -> Result:
+    """Launch one server in a new session; it is ready when TensorBoard's info file names its pid."""
+    from tensorboard import manager
+
+    directory = logdir if os.path.isdir(logdir) and os.access(logdir, os.W_OK) else tempfile.gettempdir()
+    fd, log_path = tempfile.mkstemp(prefix=".tensorboard-starting-", suffix=".log", dir=directory)
     cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", host, "--port", str(port)]
     try:
         with os.fdopen(fd, "wb") as log:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # detached: an interrupt in the notebook does not reach it
-            )
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
     except OSError as e:
-        return Failed(f"Could not run {sys.executable} -m tensorboard.main: {e}"), False
+        os.remove(log_path)
+        return Failed(f"Could not run {sys.executable} -m tensorboard.main: {e}")
     _children[proc.pid] = proc
-    _logs[proc.pid] = log_path
+    named = _log_paths(logdir, proc.pid)[directory != logdir]
+    os.replace(log_path, named)  # the open file follows
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         code = proc.poll()
         if code is not None:
             _children.pop(proc.pid, None)
-            _logs.pop(proc.pid, None)  # the message points at it: keep it
-            tail = _tail(log_path)
-            clash = "already in use" in tail
-            return Failed(
-                f"TensorBoard exited with code {code} before serving {logdir} at {url}. "
-                f"Last lines of its log ({log_path}):\n{tail}"
-            ), clash
-        if _answers(host, port, logdir):
-            return Launched(port, proc.pid, logdir, url, log_path), False
+            return Failed(f"TensorBoard exited with code {code} before serving {logdir} on {host}. "
+                          f"Last lines of its log ({named}):\n{_tail(named)}")
+        info = next((i for i in manager.get_all() if i.pid == proc.pid), None)
+        if info is not None:
+            return Launched(info.port, proc.pid, logdir, _url(host, info.port), named)
         time.sleep(_POLL_S)
     _terminate(proc.pid)
-    _logs.pop(proc.pid, None)
     return Failed(
-        f"TensorBoard (pid {proc.pid}) did not answer at {url} within {timeout:g} s, so it was stopped. "
-        f"Retry with a larger timeout=. Last lines of its log ({log_path}):\n{_tail(log_path)}"
-    ), False
+        f"TensorBoard (pid {proc.pid}) did not answer on {host} within {timeout:g} s, so it was stopped. "
+        f"Retry with a larger timeout=. Last lines of its log ({named}):\n{_tail(named)}"
+    )
 
 
-def _open_log(logdir: str, port: int):
-    """(fd, path) of a new log file: `<logdir>/.tensorboard-<port>.log`, else one in the temp dir."""
-    if os.path.isdir(logdir) and os.access(logdir, os.W_OK):
-        path = os.path.join(logdir, f"{_LOG_PREFIXES[0]}{port}.log")
-        try:
-            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644), path
-        except OSError:
-            pass
-    return tempfile.mkstemp(prefix=f"{_LOG_PREFIXES[1]}{port}-", suffix=".log")
+def _log_paths(logdir: str, pid: int) -> List[str]:
+    """Where a server's log is: under its logdir, or in the temp dir."""
+    return [os.path.join(logdir, _LOG_NAMES[0].format(pid)),
+            os.path.join(tempfile.gettempdir(), _LOG_NAMES[1].format(pid))]
 
 
 def _remove_stale_logs(logdir: str) -> List[str]:
-    """Remove this module's log files (in `logdir` and the temp dir) whose server no longer runs; returns them.
+    """Remove this module's logs (in `logdir` and the temp dir) whose server no longer runs; returns them.
 
-    A log stays while a TensorBoard listens on its port, while this process's
-    child writes it, and for five minutes after its last write.
+    A log stays while its TensorBoard runs, and for five minutes after its last write.
     """
-    live = {inst.port for inst in running()}
-    ours = set(_logs.values())
-    now = time.time()
-    removed = []
-    for directory, pattern in zip((logdir, tempfile.gettempdir()), _LOG_NAMES):
+    now, removed = time.time(), []
+    for directory, pattern in zip((logdir, tempfile.gettempdir()), _LOG_PATTERNS):
         try:
             names = os.listdir(directory)
         except OSError:
@@ -373,27 +324,26 @@ def _remove_stale_logs(logdir: str) -> List[str]:
         for name in names:
             match = pattern.fullmatch(name)
             path = os.path.join(directory, name)
-            if match is None or int(match.group(1)) in live or path in ours:
-                continue
             try:
-                if now - os.lstat(path).st_mtime < _LOG_GRACE_S:
+                if match is None or _tensorboard_process(int(match.group(1))) is not None:
                     continue
-                os.remove(path)
-                removed.append(path)
+                if now - os.lstat(path).st_mtime >= _LOG_GRACE_S:
+                    os.remove(path)
+                    removed.append(path)
             except OSError:
                 continue
     return removed
 
 
-def _answers(host: str, port: int, logdir: Optional[str] = None) -> bool:
-    """Whether a TensorBoard answers /data/logdir on host:port (serving `logdir`, if given)."""
+def _answers(host: str, port: int, logdir: str) -> bool:
+    """Whether a TensorBoard serving `logdir` answers /data/logdir on host:port."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
     try:
         with opener.open(_url(host, port) + "data/logdir", timeout=2.0) as response:
             served = json.loads(response.read().decode("utf-8")).get("logdir", "")
     except (OSError, ValueError, AttributeError):
         return False
-    if logdir is None or not os.path.isabs(served):  # a relative one is relative to its own cwd
+    if not os.path.isabs(served):  # a relative one is relative to its own cwd
         return True
     return os.path.realpath(served) == os.path.realpath(logdir)
 
@@ -407,19 +357,9 @@ def _url(host: str, port: int, path_prefix: str = "") -> str:
     return f"http://{host}:{port}/" + (prefix + "/" if prefix else "")
 
 
-def _family(host: str) -> int:
-    return socket.AF_INET6 if ":" in host else socket.AF_INET
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def _cannot_bind(host: str, port: int) -> Optional[str]:
-    """None if `port` can be bound on `host`, else a message saying why not and what to do."""
-    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
+    """None if `port` (0: any) can be bound on `host`, else a message saying why not and what to do."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as TensorBoard's server does
         try:
             s.bind((host, port))
@@ -430,59 +370,36 @@ def _cannot_bind(host: str, port: int) -> Optional[str]:
         return f"Cannot listen on {host}:{port}: {error.strerror or error}. Pass a local address as host=."
     holder = next((i for i in running() if i.port == port), None)
     who = f"TensorBoard pid {holder.pid} serving {holder.logdir}" if holder else "by another program"
-    return (
-        f"Port {port} on {host} is already in use ({who}). "
-        "Pass port=None to pick a free port, or stop what holds it."
-    )
+    return (f"Port {port} on {host} is already in use ({who}). "
+            "Pass port=None to pick a free port, or stop what holds it.")
+
+
+def _tensorboard_process(pid: int) -> Optional[psutil.Process]:
+    """The process `pid` if it is alive and still a TensorBoard (pids get reused), else None."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc if any("tensorboard" in arg for arg in proc.cmdline()) else None
+    except psutil.AccessDenied:
+        return proc  # another user's: trust its info file
+    except psutil.Error:
+        return None
 
 
 def _terminate(pid: int) -> None:
     """SIGTERM `pid`, wait, then SIGKILL; reap it if it is our child."""
     child = _children.pop(pid, None)
-    for sig in (signal.SIGTERM, getattr(signal, "SIGKILL", signal.SIGTERM)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            break
-        if child is not None:
-            try:
-                child.wait(_STOP_WAIT_S)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        deadline = time.monotonic() + _STOP_WAIT_S
-        while time.monotonic() < deadline and _alive(pid):
-            time.sleep(0.05)
-        if not _alive(pid):
-            break
-
-
-def _alive(pid: int) -> bool:
-    child = _children.get(pid)
+    try:
+        proc = psutil.Process(pid)
+        proc.terminate()
+        if psutil.wait_procs([proc], timeout=_STOP_WAIT_S)[1]:
+            proc.kill()
+            psutil.wait_procs([proc], timeout=_STOP_WAIT_S)
+    except psutil.Error:
+        pass
     if child is not None:
-        return child.poll() is None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie still has a pid; Linux tells us it is dead
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _is_live_tensorboard(pid: int) -> bool:
-    """Alive and, where /proc tells, still a TensorBoard (pids get reused)."""
-    if not _alive(pid):
-        return False
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"tensorboard" in f.read()
-    except OSError:
-        return True
+        child.poll()  # psutil reaped it: Popen learns it is done
 
 
 def _launch_args(cache_key: str):

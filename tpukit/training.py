@@ -698,11 +698,12 @@ def _mfu(flops, examples_per_sec, peak, how: str):
 
 
 def _scalar_writer(logdir: str):
-    """Each epoch's metrics as TensorBoard scalars, on both backends, by a callback with epoch hooks only.
+    """Each epoch's metrics as TensorBoard scalars, on both backends: tensorboardX's writer, by a callback with
+    epoch hooks only.
 
-    Keras' TensorBoard callback has per-step hooks that are not `async_safe` (they write batch scalars when
-    asked to): on JAX one such hook makes every step wait for its loss to reach the host, and its first step
-    cost ~90 ms here. tpukit's writer writes the same files (`train/`, `validation/`, `epoch_<metric>`).
+    Keras' TensorBoard callback needs TensorFlow; where TF is installed it took 3 ms an epoch against 0.4
+    (docs/decisions.md), and its per-step hooks are not `async_safe`: on JAX one such hook makes every step
+    wait for its loss to reach the host.
     """
     from tpukit import scalars
 

@@ -5,7 +5,12 @@ in `tensorboard/notebook.py`:
 
 - Colab: the VM's ports are not reachable from the browser; Colab proxies them
   for the output frame. A script asks `google.colab.kernel.proxyPort` for the
-  proxied URL and builds the iframe there, in the output's own element.
+  proxied URL and builds the iframe there: the mechanism of `%tensorboard`
+  (`tensorboard.notebook._display_colab`, which a test compares with this).
+  It is not called: it appends to `document.body` (below the whole panel, not
+  in its TensorBoard section: this uses the output's own `window.element`),
+  it opens only the root page (this opens a capture in the profile tab), and
+  it is private.
 - Jupyter and VS Code: an iframe. Behind a remote server, set
   TENSORBOARD_PROXY_URL (e.g. "/user/me/proxy/%PORT%/" with
   jupyter-server-proxy); on JupyterHub with jupyter-server-proxy installed
