@@ -43,6 +43,7 @@ _MAYBE = re.compile(rb"^(W(A(R(N(I(N(G(:( .*)?)?)?)?)?)?)?)?|[IWE]\d{0,4}( [\d:.
 
 # Passed on to the program. SIGINT only when sent by a process: the terminal's Ctrl-C reaches the program itself.
 _FORWARD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+_WAIT = _FORWARD + (signal.SIGCHLD,)  # held in the filter, taken with sigtimedwait; SIGCHLD: the program ended
 _SI_KERNEL = 0x80  # si_code of a signal the kernel generated (the terminal's Ctrl-C), as opposed to kill()
 _PR_SET_PDEATHSIG = 1
 _POLL_S = 0.05
@@ -64,8 +65,11 @@ def hide_native_log_lines() -> bool:
     global _filtering
     if _filtering:
         return True
-    if not sys.platform.startswith("linux") or not hasattr(signal, "sigtimedwait"):
-        return False
+    import threading
+
+    if not sys.platform.startswith("linux") or not hasattr(signal, "sigtimedwait") or \
+            threading.current_thread() is not threading.main_thread() or threading.active_count() > 1:
+        return False  # a fork with other threads running could deadlock the program (a lock held in one)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -82,7 +86,7 @@ def hide_native_log_lines() -> bool:
     for sig, handler in handlers.items():
         if handler is not signal.SIG_IGN:  # an ignored signal stays ignored, in the program too
             signal.signal(sig, _remember)
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARD)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WAIT)
     try:
         child = os.fork()
     except OSError:
@@ -136,20 +140,18 @@ def _supervise(child: int, read: int) -> None:
     filt = _Filter(2)
     open_ = True
     while True:
+        waiting = []
         if open_:
             ready, _, _ = select.select([read], [], [], _POLL_S)
             if ready:
                 open_ = filt.feed(_read(read))
-        else:
-            signal.sigtimedwait(_FORWARD, _POLL_S)  # nothing to read: just wait a little (and forward below)
-        while _early:
-            _send(child, _early.pop(0))
-        while True:
-            info = signal.sigtimedwait(_FORWARD, 0)
-            if info is None:
-                break
-            if not (info.si_signo == signal.SIGINT and info.si_code == _SI_KERNEL):
-                _send(child, info.si_signo)
+        else:  # the pipe's end came first: wait for the program's exit (SIGCHLD) or a signal to pass on
+            waiting.append(signal.sigtimedwait(_WAIT, _POLL_S))
+        while waiting[-1:] != [None]:
+            waiting.append(signal.sigtimedwait(_WAIT, 0))
+        for sig in _early + [i.si_signo for i in waiting if i is not None and _passed_on(i)]:
+            _send(child, sig)
+        _early.clear()
         pid, status = os.waitpid(child, os.WNOHANG)
         if pid:
             break
@@ -166,6 +168,11 @@ def _supervise(child: int, read: int) -> None:
                 break
     filt.feed(b"")
     _leave(status)
+
+
+def _passed_on(info) -> bool:
+    """Whether the program should get this signal from the filter (not the terminal's Ctrl-C: it has that one)."""
+    return info.si_signo != signal.SIGCHLD and not (info.si_signo == signal.SIGINT and info.si_code == _SI_KERNEL)
 
 
 def _send(pid: int, sig: int) -> None:
