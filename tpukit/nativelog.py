@@ -123,7 +123,7 @@ def flush() -> None:
 
 
 def _die_with(parent: int) -> None:
-    """Have the kernel SIGKILL this process when the filter dies (a SIGKILL to the program's pid)."""
+    """Have the kernel SIGKILL this program when the filter dies (a SIGKILL to the pid its caller holds)."""
     try:
         import ctypes
 
