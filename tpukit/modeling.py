@@ -61,48 +61,6 @@ def build(model_arg, config, spec) -> Tuple["keras.Model", str]:
     return model, "built by the factory inside the run's scope"
 
 
-# Libraries whose models are not Keras 3 models (tf_keras is Keras 2), so never a factory of one.
-_OTHER_LIBRARIES = ("tf_keras", "torch", "flax", "haiku", "equinox", "sklearn", "xgboost", "lightgbm", "catboost")
-
-
-def check_model_arg(model_arg) -> None:
-    """ModelError, in one line, for a `model=` that is neither a keras.Model nor a factory of one.
-
-    Anything callable else is called as a factory; so an object that is plainly a model of another kind (a
-    Keras layer, a scikit-learn estimator, a PyTorch module, a tf_keras model) is named as such first, instead
-    of being called with the DataSpec.
-    """
-    import functools
-    import inspect
-
-    import keras
-
-    if model_arg is None or isinstance(model_arg, keras.Model):
-        return
-    layer = (issubclass(model_arg, keras.layers.Layer) and not issubclass(model_arg, keras.Model)
-             if inspect.isclass(model_arg) else isinstance(model_arg, keras.layers.Layer))
-    if layer:
-        name = model_arg.__name__ if inspect.isclass(model_arg) else type(model_arg).__name__
-        raise ModelError(f"model=: {name} is a Keras layer, not a model; wrap it (keras.Sequential([...])) or pass a "
-                         "function that builds the model.")
-    if inspect.isclass(model_arg):
-        return  # a class is a factory: calling it builds the model (a keras.Model subclass), checked when built
-    plain = inspect.isroutine(model_arg) or isinstance(model_arg, functools.partial)
-    root = type(model_arg).__module__.split(".")[0]
-    other = root in _OTHER_LIBRARIES or hasattr(model_arg, "fit") or hasattr(model_arg, "predict")
-    if not callable(model_arg) or (not plain and other):
-        keras2 = " (tf_keras is Keras 2; tpukit trains Keras 3 models)" if root == "tf_keras" else ""
-        own_repr = type(model_arg).__repr__ is not object.__repr__
-        raise ModelError(f"model=: expected a keras.Model (Keras 3), or a function (or class) that returns one. "
-                         f"Received: a {_kind(model_arg)} object{keras2}, which is not a Keras model"
-                         f"{': ' + _short_repr(model_arg) if own_repr else ''}.")
-
-
-def _kind(value) -> str:
-    cls = type(value)
-    return f"{cls.__module__}.{cls.__name__}" if cls.__module__ != "builtins" else cls.__name__
-
-
 def _clone(model):
     """Clone a built model inside the current scope and copy its weights; warn once that this happened."""
     import keras
@@ -274,3 +232,45 @@ def _shapes(sample) -> str:
 def _short_repr(value) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+# Libraries whose models are not Keras 3 models (tf_keras is Keras 2), so never a factory of one.
+_OTHER_LIBRARIES = ("tf_keras", "torch", "flax", "haiku", "equinox", "sklearn", "xgboost", "lightgbm", "catboost")
+
+
+def check_model_arg(model_arg) -> None:
+    """ModelError, in one line, for a `model=` that is neither a keras.Model nor a factory of one.
+
+    Anything callable else is called as a factory; so an object that is plainly a model of another kind (a
+    Keras layer, a scikit-learn estimator, a PyTorch module, a tf_keras model) is named as such first, instead
+    of being called with the DataSpec.
+    """
+    import functools
+    import inspect
+
+    import keras
+
+    if model_arg is None or isinstance(model_arg, keras.Model):
+        return
+    layer = (issubclass(model_arg, keras.layers.Layer) and not issubclass(model_arg, keras.Model)
+             if inspect.isclass(model_arg) else isinstance(model_arg, keras.layers.Layer))
+    if layer:
+        name = model_arg.__name__ if inspect.isclass(model_arg) else type(model_arg).__name__
+        raise ModelError(f"model=: {name} is a Keras layer, not a model; wrap it (keras.Sequential([...])) or pass a "
+                         "function that builds the model.")
+    if inspect.isclass(model_arg):
+        return  # a class is a factory: calling it builds the model (a keras.Model subclass), checked when built
+    plain = inspect.isroutine(model_arg) or isinstance(model_arg, functools.partial)
+    root = type(model_arg).__module__.split(".")[0]
+    other = root in _OTHER_LIBRARIES or hasattr(model_arg, "fit") or hasattr(model_arg, "predict")
+    if not callable(model_arg) or (not plain and other):
+        keras2 = " (tf_keras is Keras 2; tpukit trains Keras 3 models)" if root == "tf_keras" else ""
+        own_repr = type(model_arg).__repr__ is not object.__repr__
+        raise ModelError(f"model=: expected a keras.Model (Keras 3), or a function (or class) that returns one. "
+                         f"Received: a {_kind(model_arg)} object{keras2}, which is not a Keras model"
+                         f"{': ' + _short_repr(model_arg) if own_repr else ''}.")
+
+
+def _kind(value) -> str:
+    cls = type(value)
+    return f"{cls.__module__}.{cls.__name__}" if cls.__module__ != "builtins" else cls.__name__
