@@ -261,3 +261,78 @@ def test_the_stderr_filter_keeps_what_a_crashing_process_wrote_last():
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == -signal.SIGABRT
     assert done.stderr.endswith(b"  what():  size mismatch\n"), done.stderr
+
+
+def _stderr_at_exit(cmd, **popen):
+    """Run `cmd` with stderr in a file and read the file the moment the exit status arrives (as `cmd 2>f; cat f`
+    does): (status, stderr)."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as f:
+        code = subprocess.call(cmd, stderr=f, env={**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"},
+                               cwd=REPO, **popen)
+        f.seek(0)
+        return code, f.read()
+
+
+def test_a_fast_failure_prints_its_line_before_the_exit_status_50_times_in_a_row():
+    """With a filter process beside the CLI, the line of `train --resume /nonexistent/run` was not yet in the file
+    when the status came, 8 runs in 10; the filter now exits last, with the CLI's status."""
+    for _ in range(50):
+        code, err = _stderr_at_exit([sys.executable, "-m", "tpukit", "train", "--resume", "/nonexistent/run"])
+        assert code == 2 and err.startswith(b"python -m tpukit: error: ") and b"not a tpukit run directory" in err, err
+
+
+@pytest.mark.parametrize("end, status", [("raise SystemExit(0)", 0), ("raise SystemExit(1)", 1),
+                                         ("sys.exit(2)", 2), ("os._exit(130)", 130),
+                                         ("os.abort()", -signal.SIGABRT), ("os.kill(os.getpid(), 9)", -9)])
+def test_the_last_line_is_there_when_the_status_arrives_however_the_program_ends(end, status):
+    code = (
+        "import os, sys\n"
+        "from tpukit import nativelog\n"
+        "assert nativelog.hide_native_log_lines()\n"
+        "os.write(2, b'I0000 00:00:1795523283.364743    8845 port.cc:153] oneDNN custom operations are on.\\n')\n"
+        "sys.stderr.write('python -m tpukit: the last line\\n'); sys.stderr.flush()\n"
+        "os.write(2, b'  what():  a native abort writes its line end last')\n"
+        "os.write(2, b'\\n')\n"
+        f"{end}\n"
+    )
+    for _ in range(10):
+        assert _stderr_at_exit([sys.executable, "-c", code]) == (
+            status, b"python -m tpukit: the last line\n  what():  a native abort writes its line end last\n")
+
+
+def test_the_filter_passes_signals_on_and_takes_the_program_with_it_when_killed():
+    """The pid a caller holds is the filter's: SIGTERM (and SIGINT from kill) reach the program, and SIGKILL ends
+    it too (PR_SET_PDEATHSIG), as they would without a filter."""
+    code = (
+        "import os, signal, sys, time\n"
+        "from tpukit import nativelog\n"
+        "assert nativelog.hide_native_log_lines()\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (print('got SIGTERM', file=sys.stderr), os._exit(143)))\n"
+        "print(os.getpid(), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for sig, expected in ((signal.SIGTERM, 143), (signal.SIGINT, -signal.SIGINT), (signal.SIGKILL, -9)):
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        program = int(proc.stdout.readline())
+        assert program != proc.pid
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == expected, err
+        if sig == signal.SIGTERM:
+            assert err == b"got SIGTERM\n"
+        if sig == signal.SIGINT:
+            assert err.strip().endswith(b"KeyboardInterrupt"), err
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{program}").exists() and b"Z" not in _state(program) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not Path(f"/proc/{program}").exists() or b"Z" in _state(program), "the program outlived its filter"
+
+
+def _state(pid) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return b"Z"

@@ -119,16 +119,20 @@ def test_launch_refuses_what_it_cannot_run_in_one_line():
     assert "multi-process engine" in done.stderr
 
 
+def _ppid(pid) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def _process_with(parent: int, entry: str) -> int:
-    """The child of `parent` whose environment holds `entry` (Linux /proc)."""
+    """The process `python -m tpukit` that `parent`'s program started with `entry` in its environment (Linux
+    /proc): a grandchild, as each CLI's first process is its stderr filter and runs the program as its child."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
             try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-                if int(stat.rsplit(")", 1)[1].split()[1]) != parent:
+                if _ppid(_ppid(pid)) != parent:
                     continue
                 if entry.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
                     return int(pid)

@@ -96,8 +96,8 @@ def test_a_killed_worker_ends_the_job_in_one_line_and_the_run_resumes_in_one_pro
 @pytest.mark.slow
 def test_sigterm_to_one_worker_stops_every_worker_after_the_same_step(tmp_path):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
-    # The launcher's stderr goes through its filter (tpukit.nativelog), flushed before the CLI's os._exit(130):
-    # without that flush its last line was lost 1 run in 3.
+    # The launcher's stderr goes through its filter (tpukit.nativelog), which exits only after the launcher and
+    # what it wrote: a filter beside it lost the last line 1 run in 3.
     job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs",
                             str(tmp_path / "logs"), "--", *TRAIN, "--batch-size", "8", "--epochs", "3",
                             "--steps-per-epoch", "30", "--logdir", str(tmp_path / "runs")],
@@ -236,14 +236,19 @@ def test_tensorflow_workers_run_one_step_per_call():
         resolve_steps_per_execution(4, workers, 40)
 
 
+def _ppid(pid) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def _worker(parent: int, index: int) -> int:
-    """The launcher's child that is worker `index` (Linux /proc)."""
+    """The process of worker `index` under the launcher `parent` (Linux /proc): a grandchild, as each CLI's first
+    process is its stderr filter and runs the program as its child (tpukit/nativelog.py)."""
     entry = f"TPUKIT_LAUNCH_WORKER={index}".encode()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
-                if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) != parent:
+                if _ppid(_ppid(pid)) != parent:
                     continue
                 if entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
                     return int(pid)

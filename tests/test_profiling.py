@@ -103,11 +103,25 @@ def test_summarize_accepts_capture_dir_and_logdir(capture):
     assert profiling.summarize(logdir) == from_file
 
 
-def test_summarize_without_capture_says_so(tmp_path):
-    with pytest.raises(FileNotFoundError, match="No profile capture under"):
-        profiling.summarize(tmp_path)
-    with pytest.raises(FileNotFoundError, match="does not exist"):
-        profiling.summarize(tmp_path / "missing")
+def test_summarize_without_capture_says_so_in_one_line_of_profile_error(tmp_path):
+    """Each path that holds no capture is a ProfileError (tpukit's, exported as tpukit.ProfileError) whose one line
+    names what summarize_profile expected and what it got."""
+    import tpukit
+
+    (tmp_path / "notes.txt").write_text("not a profile")
+    (tmp_path / "garbage.xplane.pb").write_bytes(b"\x00not an XSpace")
+    (tmp_path / "empty").mkdir()
+    expected = "expected an .xplane.pb file, a capture directory (<logdir>/plugins/profile/<time>) or a logdir"
+    for path, said in ((tmp_path / "empty", f"no profile capture under {tmp_path / 'empty'}"),
+                       (tmp_path / "missing", f"Received: {tmp_path / 'missing'}, which does not exist."),
+                       (tmp_path / "notes.txt", f"Received: {tmp_path / 'notes.txt'}, a file of another kind."),
+                       (tmp_path / "garbage.xplane.pb", f"{tmp_path / 'garbage.xplane.pb'}"),
+                       (None, "as a str or pathlib.Path. Received: None.")):
+        with pytest.raises(tpukit.ProfileError) as caught:
+            tpukit.summarize_profile(path)
+        message = str(caught.value)
+        assert message.startswith("summarize_profile: ") and said in message and expected in message, message
+        assert len(message.splitlines()) == 1
 
 
 def test_window_across_epoch_boundary(tmp_path):

@@ -36,6 +36,8 @@ _EXPORTS = {
     "list_runs": "tpukit.records",
     "fingerprint": "tpukit.determinism",
     "summarize_profile": "tpukit.profiling",
+    "ProfileError": "tpukit.profiling",
+    "RunDirError": "tpukit.records",
     "panel": "tpukit.ui",
 }
 

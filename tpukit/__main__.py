@@ -12,6 +12,6 @@ if code == EXIT_STOPPED:
     # KeyboardInterrupt (TensorFlow's, JAX's) would make Python's shutdown end the process by SIGINT instead.
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    nativelog.flush()  # the stderr filter shows what is left before this process leaves
+    nativelog.flush()  # the stderr filter (this process's parent) shows the rest, then leaves with this status
     os._exit(code)
 raise SystemExit(code)

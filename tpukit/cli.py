@@ -189,6 +189,7 @@ def _explain(error: Exception) -> int:
     from tpukit.errors import one_line
     from tpukit.modeling import ModelError
     from tpukit.multiworker import WorkerLost
+    from tpukit.profiling import ProfileError
     from tpukit.records import RunDirError
     from tpukit.registry import RegistryError
     from tpukit.runtime import ConnectError
@@ -198,7 +199,7 @@ def _explain(error: Exception) -> int:
         return _bad(str(error))
     if isinstance(error, (ConnectError, BackendError)):
         text = f"cannot connect: {error}"
-    elif isinstance(error, (RunDirError, DatasetUnavailable, WorkerLost)):
+    elif isinstance(error, (RunDirError, DatasetUnavailable, WorkerLost, ProfileError)):
         text = str(error)
     elif isinstance(error, OSError):
         text = f"{error.strerror or type(error).__name__}: {error.filename or error}"

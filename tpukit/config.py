@@ -9,6 +9,8 @@ the field, the value received and the valid choices.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
 import json
 import math
 import warnings
@@ -238,12 +240,7 @@ class RunConfig:
     # ---- copies and JSON ------------------------------------------------
     def replace(self, **changes) -> "RunConfig":
         """A validated copy with some fields changed."""
-        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
-        if unknown:
-            raise ConfigError(
-                f"RunConfig has no field {unknown[0]!r}; fields are: "
-                + ", ".join(f.name for f in dataclasses.fields(self))
-            )
+        _check_fields(changes)
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
@@ -255,12 +252,7 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "RunConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ConfigError(
-                f"RunConfig has no field {unknown[0]!r}; fields are: " + ", ".join(sorted(names))
-            )
+        _check_fields(values)
         return cls(**values)
 
     def to_json(self, indent: Optional[int] = 2) -> str:
@@ -278,3 +270,29 @@ class RunConfig:
             raise ConfigError(f"RunConfig.from_json: expected a JSON object of RunConfig fields. "
                               f"Received: a JSON {type(values).__name__}.")
         return cls.from_dict(values)
+
+
+def _check_fields(names) -> None:
+    """ConfigError naming the first unknown field, the known field it was probably meant to be, and all fields."""
+    fields = [f.name for f in dataclasses.fields(RunConfig)]
+    unknown = [n for n in names if n not in fields]
+    if not unknown:
+        return
+    name = unknown[0]
+    close = difflib.get_close_matches(str(name), fields, n=1)  # as Keras suggests an argument name
+    hint = f"; did you mean {close[0]!r}? " if close else ". "
+    raise ConfigError(f"RunConfig has no field {name!r}{hint}Fields: {', '.join(fields)}.")
+
+
+def _init_with_field_check(init):
+    """The dataclass __init__, with an unknown keyword answered by ConfigError instead of a TypeError."""
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        _check_fields(kwargs)
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+RunConfig.__init__ = _init_with_field_check(RunConfig.__init__)

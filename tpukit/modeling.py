@@ -43,6 +43,7 @@ def build(model_arg, config, spec) -> Tuple["keras.Model", str]:
     if isinstance(model_arg, keras.Model):
         return _clone(model_arg), "a clone of the model handed over (weights copied)"
     factory = model_arg if model_arg is not None else registry.resolve("model", config.model).target
+    check_model_arg(model_arg)
     name = config.model
     try:
         model = factory(spec) if registry.takes_argument(factory) else factory()
@@ -50,6 +51,10 @@ def build(model_arg, config, spec) -> Tuple["keras.Model", str]:
         raise
     except Exception as e:
         raise ModelError(f"the model factory {name!r} raised {one_line(e)}") from e
+    if model is spec and spec is not None:
+        raise ModelError(f"model=: tpukit called {name} as a factory (a function that builds the model) and it "
+                         f"returned its argument, the DataSpec: a {_kind(model_arg)} object is not a Keras model. "
+                         "Pass a keras.Model, or a function (or class) that returns one.")
     if not isinstance(model, keras.Model):
         raise ModelError(f"the model factory {name!r} returned {type(model).__name__}; expected a keras.Model "
                          f"(a Sequential, functional or subclassed model). Received: {_short_repr(model)}.")
@@ -120,34 +125,46 @@ def compile(model, config) -> str:
 def check_fits(model, source, loss_name: str) -> None:
     """Fail in one line, before training, when the model cannot take the data or the labels don't fit it.
 
-    Calls the model symbolically on a few training examples' shapes (Keras'
-    functional API: traced, never compiled or run), checks the loss takes
-    the labels, and for sparse categorical losses that every label has an
-    output unit. On JAX an eager pass compiled every op of the model and the
-    loss, one by one: ~0.5 s of a run's start-up on this CPU, and more on a TPU.
+    Calls the model symbolically on a few examples' shapes (Keras' functional
+    API: traced, never compiled or run), checks the loss takes the labels, and
+    for sparse categorical losses that every label has an output unit: for the
+    training data, and in the same way for validation_data and test_data (a
+    mismatch there would otherwise surface from inside fit, as Keras' own
+    error, after the run began). On JAX an eager pass compiled every op of the
+    model and the loss, one by one: ~0.5 s of a run's start-up on this CPU.
     """
+    parts = [("", source.train)]
+    if source.validation is not None and source.validation_from != "split":  # a split is the training data's
+        parts.append(("validation_data: ", source.validation))
+    if source.test is not None:
+        parts.append(("test_data: ", source.test))
+    for prefix, part in parts:
+        _check_part(model, part, loss_name, prefix)
+
+
+def _check_part(model, part, loss_name: str, prefix: str) -> None:
     import numpy as np
 
     from tpukit import sources
 
-    sample = source.sample(2)
+    sample = sources.inputs_of(part, 2)
     try:
         outputs = _symbolic_call(model, sample)
     except Exception as e:
         raise sources.DataError(
-            f"the model cannot take this data: {one_line(e)}. Received: inputs {_shapes(sample)}; "
+            f"{prefix}the model cannot take this data: {one_line(e)}. Received: inputs {_shapes(sample)}; "
             f"the model expects {_expected_inputs(model)}.") from None
-    if not isinstance(source.train, sources.Arrays):
+    if not isinstance(part, sources.Arrays):
         return
-    y = source.train.y
-    _check_loss_takes(model, loss_name, y, outputs)
+    y = part.y
+    _check_loss_takes(model, loss_name, y, outputs, prefix)
     if "sparse_categorical" not in str(loss_name):
         return
     if not np.issubdtype(y.dtype, np.integer):
         if np.any(np.asarray(y) != np.round(y)):
             raise sources.DataError(
-                f"the loss {loss_name} expects integer class labels, but y holds fractional {y.dtype} values; "
-                "for regression use RunConfig(loss='mse', metrics=('mae',)).")
+                f"{prefix}the loss {loss_name} expects integer class labels, but y holds fractional {y.dtype} "
+                "values; for regression use RunConfig(loss='mse', metrics=('mae',)).")
         return
     if not hasattr(outputs, "shape"):
         return  # several outputs
@@ -155,7 +172,7 @@ def check_fits(model, source, loss_name: str) -> None:
     top, low = int(y.max()), int(y.min())
     if low < 0 or top >= units:
         raise sources.DataError(
-            f"the labels run from {low} to {top}, but the model's output has {units} unit(s) for the loss "
+            f"{prefix}the labels run from {low} to {top}, but the model's output has {units} unit(s) for the loss "
             f"{loss_name}: give the last layer {top + 1} units (one per class), or check the labels.")
 
 
@@ -171,7 +188,7 @@ def _symbolic_call(model, sample):
     return model(keras.tree.map_structure(spec, sample), training=False)
 
 
-def _check_loss_takes(model, loss_name, y, outputs) -> None:
+def _check_loss_takes(model, loss_name, y, outputs, prefix: str = "") -> None:
     """The loss on a few labels and outputs of the model's shape: an output of the wrong shape for the labels
     fails here, in one line. On JAX it runs as one compiled function, not op by op."""
     import keras
@@ -196,7 +213,7 @@ def _check_loss_takes(model, loss_name, y, outputs) -> None:
             loss_fn(labels, predicted)
     except Exception as e:
         raise sources.DataError(
-            f"the model's output {shape[1:]} does not fit the labels "
+            f"{prefix}the model's output {shape[1:]} does not fit the labels "
             f"{tuple(np.shape(y))[1:] or '(scalar)'} for the loss {loss_name}: {one_line(e, 160)}. Check the last "
             "layers (a Flatten or pooling before the classifier?) or the loss.") from None
 
@@ -243,3 +260,45 @@ def _shapes(sample) -> str:
 def _short_repr(value) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+# Libraries whose models are not Keras 3 models (tf_keras is Keras 2), so never a factory of one.
+_OTHER_LIBRARIES = ("tf_keras", "torch", "flax", "haiku", "equinox", "sklearn", "xgboost", "lightgbm", "catboost")
+
+
+def check_model_arg(model_arg) -> None:
+    """ModelError, in one line, for a `model=` that is neither a keras.Model nor a factory of one.
+
+    Anything callable else is called as a factory; so an object that is plainly a model of another kind (a
+    Keras layer, a scikit-learn estimator, a PyTorch module, a tf_keras model) is named as such first, instead
+    of being called with the DataSpec.
+    """
+    import functools
+    import inspect
+
+    import keras
+
+    if model_arg is None or isinstance(model_arg, keras.Model):
+        return
+    layer = (issubclass(model_arg, keras.layers.Layer) and not issubclass(model_arg, keras.Model)
+             if inspect.isclass(model_arg) else isinstance(model_arg, keras.layers.Layer))
+    if layer:
+        name = model_arg.__name__ if inspect.isclass(model_arg) else type(model_arg).__name__
+        raise ModelError(f"model=: {name} is a Keras layer, not a model; wrap it (keras.Sequential([...])) or pass a "
+                         "function that builds the model.")
+    if inspect.isclass(model_arg):
+        return  # a class is a factory: calling it builds the model (a keras.Model subclass), checked when built
+    plain = inspect.isroutine(model_arg) or isinstance(model_arg, functools.partial)
+    root = type(model_arg).__module__.split(".")[0]
+    other = root in _OTHER_LIBRARIES or hasattr(model_arg, "fit") or hasattr(model_arg, "predict")
+    if not callable(model_arg) or (not plain and other):
+        keras2 = " (tf_keras is Keras 2; tpukit trains Keras 3 models)" if root == "tf_keras" else ""
+        own_repr = type(model_arg).__repr__ is not object.__repr__
+        raise ModelError(f"model=: expected a keras.Model (Keras 3), or a function (or class) that returns one. "
+                         f"Received: a {_kind(model_arg)} object{keras2}, which is not a Keras model"
+                         f"{': ' + _short_repr(model_arg) if own_repr else ''}.")
+
+
+def _kind(value) -> str:
+    cls = type(value)
+    return f"{cls.__module__}.{cls.__name__}" if cls.__module__ != "builtins" else cls.__name__

@@ -6,22 +6,34 @@ severity, so `TF_CPP_MIN_LOG_LEVEL` cannot hide "WARNING: All log messages
 before absl::InitializeLog() ..." or the oneDNN banner that follows it
 (seen on AMD EPYC CPUs here, twice per process). Python cannot reach those
 writes: they go straight to file descriptor 2. So the quiet CLI puts a pipe
-on descriptor 2, and a small filter process copies everything through except
-whole lines in the form of a native log line (`I0000 00:00:1795... 8845
-port.cc:153] ...`) and Abseil's pre-init warning. `--verbose` leaves stderr
-alone.
+on descriptor 2 and drops whole lines in the form of a native log line
+(`I0000 00:00:1795... 8845 port.cc:153] ...`) and Abseil's pre-init warning.
+`--verbose` leaves stderr alone.
 
-The filter is a process, not a thread: when the program dies (a C++ abort,
-a segfault, os._exit), what it wrote last is still read to the end and shown.
-With a thread, a gloo abort's "what(): ..." lost its line end, and the next
-line was glued to it.
+Who filters: the process that was started. It forks; the child runs the
+program with descriptor 2 on the pipe, and the parent copies the pipe to the
+real stderr, waits for the child, reads what is left in the pipe and exits
+with the child's status (or dies by the child's signal). So the last line is
+on stderr before anyone sees the exit status, whatever ends the program:
+a return, `os._exit`, a C++ abort, a segfault. A filter beside the program
+(a thread, or a child process) loses that race: a thread died with an abort
+and lost its last line end, and a filter process was still writing when the
+exit status of a fast failure arrived (8 runs in 10 of `train --resume
+/nonexistent/run` with stderr in a file: nothing there yet).
+
+The parent passes on the signals sent to it (SIGTERM, SIGHUP, SIGUSR1/2, and
+SIGINT from `kill`); a Ctrl-C at the terminal already reaches the child, which
+is in the same process group. If the parent is killed (SIGKILL), the kernel
+kills the child too (PR_SET_PDEATHSIG). Linux only; elsewhere stderr is left
+alone.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
+import select
+import signal
 import sys
 
 _LINE = re.compile(rb"^(WARNING: All log messages before absl::InitializeLog\(\)|[IWE]\d{4} [\d:.]+\s+\d+ \S+:\d+\])")
@@ -29,69 +41,196 @@ _LINE = re.compile(rb"^(WARNING: All log messages before absl::InitializeLog\(\)
 # (a progress line rewritten with "\r" has no line end).
 _MAYBE = re.compile(rb"^(W(A(R(N(I(N(G(:( .*)?)?)?)?)?)?)?)?|[IWE]\d{0,4}( [\d:.]*)?(\s+\d*)?( \S*)?)$", re.S)
 
-_filter: "subprocess.Popen | None" = None
-_original: "int | None" = None
+# Passed on to the program. SIGINT only when sent by a process: the terminal's Ctrl-C reaches the program itself.
+_FORWARD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+_WAIT = _FORWARD + (signal.SIGCHLD,)  # held in the filter, taken with sigtimedwait; SIGCHLD: the program ended
+_SI_KERNEL = 0x80  # si_code of a signal the kernel generated (the terminal's Ctrl-C), as opposed to kill()
+_PR_SET_PDEATHSIG = 1
+_POLL_S = 0.05
+
+_filtering = False
+_early: list = []  # signals Python caught between the swap of handlers and the fork
+
+
+def _remember(signum, frame) -> None:
+    _early.append(signum)
 
 
 def hide_native_log_lines() -> bool:
-    """Filter descriptor 2 for the rest of the process (see the module docstring); False where it cannot."""
-    global _filter, _original
-    if _filter is not None:
+    """Filter descriptor 2 for the rest of the program (see the module docstring); False where it cannot.
+
+    Call it early, before any thread starts: the calling process becomes the filter and this returns in a
+    forked child.
+    """
+    global _filtering
+    if _filtering:
         return True
-    try:
-        sys.stderr.flush()
-        read, write = os.pipe()
+    import threading
+
+    if not sys.platform.startswith("linux") or not hasattr(signal, "sigtimedwait") or \
+            threading.current_thread() is not threading.main_thread() or threading.active_count() > 1:
+        return False  # a fork with other threads running could deadlock the program (a lock held in one)
+    for stream in (sys.stdout, sys.stderr):
         try:
-            # This file as a script, without site or tpukit's package: the filter needs only the standard library.
-            _filter = subprocess.Popen([sys.executable, "-S", os.path.abspath(__file__)], stdin=read, stdout=2,
-                                       stderr=subprocess.DEVNULL, close_fds=True)
-        finally:
-            os.close(read)
-        _original = os.dup(2)
-        os.dup2(write, 2)
-        os.close(write)
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    try:
+        read, write = os.pipe()
     except OSError:
         return False
+    parent = os.getpid()
+    # From here to the fork a signal is held (blocked: the filter takes it from the kernel) or, if Python caught
+    # it just before, remembered; either way the filter passes it on. None raises KeyboardInterrupt in the filter.
+    handlers = {sig: signal.getsignal(sig) for sig in _FORWARD}
+    for sig, handler in handlers.items():
+        if handler is not signal.SIG_IGN:  # an ignored signal stays ignored, in the program too
+            signal.signal(sig, _remember)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WAIT)
+    try:
+        child = os.fork()
+    except OSError:
+        child = -1
+    if child > 0:
+        os.close(write)
+        _supervise(child, read)  # never returns
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if child < 0:
+        os.close(read)
+        os.close(write)
+        for sig in _early:
+            signal.raise_signal(sig)
+        _early.clear()
+        return False
+    _early.clear()  # the filter passes these on
+    os.close(read)
+    os.dup2(write, 2)
+    os.close(write)
+    _die_with(parent)
+    _filtering = True
     return True
 
 
 def flush() -> None:
-    """Let everything written so far through and stop filtering; call it before `os._exit` (no atexit there)."""
-    global _filter, _original
-    if _filter is None:
-        return
-    try:
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-    os.dup2(_original, 2)  # this process's write end closes; the filter reads to the end once no child holds one
-    os.close(_original)
-    try:
-        _filter.wait(2)
-    except subprocess.TimeoutExpired:
-        pass
-    _filter = _original = None
-
-
-def copy(read: int, out: int) -> None:
-    """Copy `read` to `out` until its end, dropping whole native log lines."""
-    pending = b""
-    while True:
+    """Write out Python's buffers; call it before `os._exit` (no atexit there). The filter reads the rest."""
+    for stream in (sys.stdout, sys.stderr):
         try:
-            chunk = os.read(read, 65536)
-        except OSError:
-            chunk = b""
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel SIGKILL this program when the filter dies (a SIGKILL to the pid its caller holds)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the prctl
+        os._exit(137)
+
+
+def _supervise(child: int, read: int) -> None:
+    """The filter: copy the pipe to stderr until `child` ends, then leave as it did."""
+    filt = _Filter(2)
+    open_ = True
+    while True:
+        waiting = []
+        if open_:
+            ready, _, _ = select.select([read], [], [], _POLL_S)
+            if ready:
+                open_ = filt.feed(_read(read))
+        else:  # the pipe's end came first: wait for the program's exit (SIGCHLD) or a signal to pass on
+            waiting.append(signal.sigtimedwait(_WAIT, _POLL_S))
+        while waiting[-1:] != [None]:
+            waiting.append(signal.sigtimedwait(_WAIT, 0))
+        for sig in _early + [i.si_signo for i in waiting if i is not None and _passed_on(i)]:
+            _send(child, sig)
+        _early.clear()
+        pid, status = os.waitpid(child, os.WNOHANG)
+        if pid:
+            break
+    if open_:  # everything the program wrote is in the pipe now; a child of its own may still hold it open
+        os.set_blocking(read, False)
+        while True:
+            try:
+                chunk = os.read(read, 65536)
+            except BlockingIOError:
+                break
+            except OSError:
+                chunk = b""
+            if not filt.feed(chunk):
+                break
+    filt.feed(b"")
+    _leave(status)
+
+
+def _passed_on(info) -> bool:
+    """Whether the program should get this signal from the filter (not the terminal's Ctrl-C: it has that one)."""
+    return info.si_signo != signal.SIGCHLD and not (info.si_signo == signal.SIGINT and info.si_code == _SI_KERNEL)
+
+
+def _send(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return b""
+
+
+def _leave(status: int) -> None:
+    """Exit as the child did: its status, or killed by its signal."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+        except (ImportError, OSError, ValueError):
+            pass
+        try:
+            signal.signal(sig, signal.SIG_DFL)  # SIGKILL's cannot be set (nor blocked)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        except (OSError, ValueError):
+            pass
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)  # a signal that does not kill (SIGCHLD-like) ends here
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+class _Filter:
+    """Copies bytes to `out`, dropping whole native log lines."""
+
+    def __init__(self, out: int):
+        self.out = out
+        self.pending = b""
+
+    def feed(self, chunk: bytes) -> bool:
+        """Take `chunk` (b"": the end); False at the end."""
         if not chunk:
-            if pending:
-                _write(out, pending)
-            return
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
+            if self.pending:
+                _write(self.out, self.pending)
+                self.pending = b""
+            return False
+        self.pending += chunk
+        *lines, self.pending = self.pending.split(b"\n")
         kept = b"".join(line + b"\n" for line in lines if not _LINE.match(line))
-        if pending and not _MAYBE.match(pending):
-            kept, pending = kept + pending, b""
+        if self.pending and not _MAYBE.match(self.pending):
+            kept, self.pending = kept + self.pending, b""
         if kept:
-            _write(out, kept)
+            _write(self.out, kept)
+        return True
 
 
 def _write(fd: int, data: bytes) -> None:
@@ -100,10 +239,3 @@ def _write(fd: int, data: bytes) -> None:
             data = data[os.write(fd, data):]
     except OSError:
         pass
-
-
-if __name__ == "__main__":  # the filter process: stdin is the pipe, stdout the real stderr
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the program; the filter reads to the end
-    copy(0, 1)

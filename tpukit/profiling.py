@@ -36,6 +36,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 __all__ = [
     "OpStat",
     "ProfileCallback",
+    "ProfileError",
     "ProfileSummary",
     "ProfilerBusyWarning",
     "find_captures",
@@ -44,6 +45,14 @@ __all__ = [
 
 _XPLANE_SUFFIX = ".xplane.pb"
 _TOP_OPS = 10
+
+
+class ProfileError(ValueError):
+    """`summarize` found no profile capture it can read where it was pointed. The message is one line."""
+
+
+_EXPECTED = (f"expected an {_XPLANE_SUFFIX} file, a capture directory (<logdir>/plugins/profile/<time>) or a logdir "
+             "that holds one")
 
 
 class ProfilerBusyWarning(RuntimeWarning):
@@ -65,20 +74,22 @@ def find_captures(logdir) -> List[str]:
 
 def _xplanes_for(path) -> Tuple[str, List[str]]:
     """(what was analysed, its xplane files) for a file, a capture dir or a logdir."""
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ProfileError(f"summarize_profile: {_EXPECTED}, as a str or pathlib.Path. Received: {path!r}.")
     path = os.path.abspath(os.path.expanduser(os.fspath(path)))
     if os.path.isfile(path):
         if not path.endswith(_XPLANE_SUFFIX):
-            raise ValueError(f"Expected an {_XPLANE_SUFFIX} file, a capture directory or a logdir. Received: {path}")
+            raise ProfileError(f"summarize_profile: {_EXPECTED}. Received: {path}, a file of another kind.")
         return path, [path]
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"No profile at {path}: it does not exist.")
+        raise ProfileError(f"summarize_profile: {_EXPECTED}. Received: {path}, which does not exist.")
     here = sorted(glob.glob(os.path.join(glob.escape(path), "*" + _XPLANE_SUFFIX)))
     if not here:
         captures = find_captures(path)
         if not captures:
-            raise FileNotFoundError(
-                f"No profile capture under {path} (looked for plugins/profile/*/*{_XPLANE_SUFFIX}). "
-                "Profile some training steps with ProfileCallback first."
+            raise ProfileError(
+                f"summarize_profile: no profile capture under {path} (looked for plugins/profile/*/*{_XPLANE_SUFFIX}); "
+                f"{_EXPECTED}. Profile some training steps first (RunConfig(profile=(start, stop)))."
             )
         newest = os.path.dirname(captures[-1])
         here = [c for c in captures if os.path.dirname(c) == newest]
@@ -422,8 +433,7 @@ def summarize(path) -> ProfileSummary:
         A `ProfileSummary`.
 
     Raises:
-        FileNotFoundError: There is no capture at `path`.
-        ValueError: xprof could not convert the capture.
+        ProfileError: There is no capture at `path`, or xprof could not read it.
         ImportError: xprof is not installed.
     """
     shown, xplanes = _xplanes_for(path)
@@ -502,12 +512,20 @@ def _tool_json(xplanes: List[str], tool: str, params: Optional[Dict[str, Any]] =
         from xprof.convert import raw_to_tool_data
     except ImportError as e:
         raise ImportError(f"summarize() needs the xprof package (pip install xprof): {e}") from e
-    data = raw_to_tool_data.xspace_to_tool_data(xplanes, tool, params or {})
-    if isinstance(data, tuple):
-        data = data[0]
-    if not data:
-        raise ValueError(f"xprof could not build {tool} from {', '.join(xplanes)}.")
-    return json.loads(data)
+    try:
+        data = raw_to_tool_data.xspace_to_tool_data(xplanes, tool, params or {})
+        if isinstance(data, tuple):
+            data = data[0]
+        values = json.loads(data) if data else None
+    except Exception as e:  # a file that is not an XSpace: xprof's own error, whatever its type
+        from tpukit.errors import one_line
+
+        raise ProfileError(f"summarize_profile: {', '.join(xplanes)} is not a profile capture xprof can read "
+                           f"({one_line(e, 120)}); {_EXPECTED}.") from None
+    if not values:
+        raise ProfileError(f"summarize_profile: xprof found no {tool} data in {', '.join(xplanes)}: not a whole "
+                           f"profile capture; {_EXPECTED}.")
+    return values
 
 
 def _tool_data(xplanes: List[str], tool: str) -> List[Dict[str, Any]]:

@@ -389,6 +389,27 @@ def _read_object(path: Path) -> dict:
     return values
 
 
+def check_run_dir(run_dir, what: str) -> None:
+    """RunDirError, in one line, unless `run_dir` is a path (str or os.PathLike) to a directory with a config.json.
+
+    For the calls that take a run directory (`what`: "resume", "load"), before they read or create anything.
+    """
+    if isinstance(run_dir, bool) or not isinstance(run_dir, (str, os.PathLike)) or not os.fspath(run_dir):
+        shown = repr(run_dir) if isinstance(run_dir, (str, bytes, int, float, type(None))) else \
+            f"a {type(run_dir).__name__} object"
+        raise RunDirError(f"{what}() takes the path of a run directory (a str or pathlib.Path, as result.run_dir "
+                          f"gives). Received: {shown}.")
+    path = Path(run_dir)
+    if not path.exists():
+        raise RunDirError(f"{what}(): {run_dir} does not exist; expected a run directory (<logdir>/<run>, as "
+                          "result.run_dir or list_runs() give).")
+    if not path.is_dir():
+        inside = f" (pass {path.parent}, the directory it is in)" if path.name in ("config.json", "result.json") else ""
+        raise RunDirError(f"{what}(): {run_dir} is a file, not a run directory{inside}.")
+    if not (path / "config.json").is_file():
+        raise RunDirError(f"{what}(): {run_dir} is not a tpukit run directory (no config.json).")
+
+
 def load_config(run_dir):
     """The RunConfig in `run_dir`/config.json. Raises FileNotFoundError, or ConfigError for a damaged file."""
     from tpukit.config import ConfigError, RunConfig

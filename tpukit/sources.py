@@ -135,9 +135,14 @@ class Source:
 
     def sample(self, n: int = 8):
         """A few training inputs (NumPy), for a forward-pass check and FLOP counting."""
-        if isinstance(self.train, Arrays):
-            return self.train.head(min(n, len(self.train))).x
-        return _first_inputs(self.train, n)
+        return inputs_of(self.train, n)
+
+
+def inputs_of(part: "Part", n: int):
+    """The inputs of the first `n` examples of a part (NumPy)."""
+    if isinstance(part, Arrays):
+        return part.head(min(n, len(part))).x
+    return _first_inputs(part, n)
 
 
 # ---- the dispatcher ------------------------------------------------------------

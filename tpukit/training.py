@@ -77,8 +77,10 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
 
     Raises:
         records.RunDirError: the run is complete and `epochs` does not extend it, its record or backup is
-            damaged, it holds a symlink, or another process is training it (`records.RunInUse`).
+            damaged, it holds a symlink, or another process is training it (`records.RunInUse`); or `run_dir`
+            is not the path of a run directory.
     """
+    records.check_run_dir(run_dir, "resume")
     records.check_contained(run_dir)
     config = records.load_config(run_dir)
     previous = records.load(run_dir)

@@ -1,0 +1,151 @@
+"""Mistakes through the Python API: each is one line of a tpukit error, raised before any run directory exists.
+
+Found by a sweep of user mistakes (issue 21): these used to surface as a dataclass TypeError, a
+FileNotFoundError, xprof's ValueError, a raw Keras ValueError from inside fit, or "the model factory
+returned DataSpec".
+"""
+
+from pathlib import Path
+
+import pytest
+
+import tpukit
+from tpukit.config import ConfigError, RunConfig
+from usermodels import images, user_cnn
+
+
+def _one_line(error) -> str:
+    text = str(error)
+    assert len(text.splitlines()) == 1 and "Traceback" not in text, text
+    return text
+
+
+def _no_run_dir(logdir: Path) -> None:
+    made = [p for p in logdir.rglob("*")] if logdir.exists() else []
+    assert not made, f"a run directory (or file) was created: {made}"
+
+
+@pytest.mark.parametrize("call, field, meant", [
+    (lambda: RunConfig(epoch=3), "epoch", "epochs"),
+    (lambda: RunConfig().replace(bach_size=16), "bach_size", "batch_size"),
+    (lambda: RunConfig.from_dict({"learning_rat": 0.1}), "learning_rat", "learning_rate"),
+    (lambda: RunConfig.from_json('{"validation_splits": 0.2}'), "validation_splits", "validation_split"),
+])
+def test_an_unknown_runconfig_field_names_the_one_it_was_meant_to_be(call, field, meant):
+    with pytest.raises(ConfigError) as caught:
+        call()
+    text = _one_line(caught.value)
+    assert text.startswith(f"RunConfig has no field {field!r}; did you mean {meant!r}? Fields: backend, ")
+
+
+def test_an_unknown_field_with_no_close_name_lists_the_fields():
+    with pytest.raises(ConfigError, match=r"^RunConfig has no field 'colour'\. Fields: backend, .*, name\.$"):
+        RunConfig(colour="red")
+    assert RunConfig(epochs=2).epochs == 2 and RunConfig().replace(epochs=4).epochs == 4
+
+
+@pytest.mark.parametrize("what", ["None", "a number", "a RunResult-like object", "missing", "a file",
+                                  "its config.json", "a plain directory"])
+def test_resume_takes_only_the_path_of_a_run_directory(tmp_path, what):
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text("{}")
+    arg, said = {
+        "None": (None, "resume() takes the path of a run directory (a str or pathlib.Path, as result.run_dir gives). "
+                       "Received: None."),
+        "a number": (3, "Received: 3."),
+        "a RunResult-like object": (object(), "Received: a object object."),
+        "missing": (tmp_path / "gone", f"resume(): {tmp_path / 'gone'} does not exist; expected a run directory"),
+        "a file": (tmp_path / "notes.txt", f"resume(): {tmp_path / 'notes.txt'} is a file, not a run directory."),
+        "its config.json": (str(tmp_path / "run" / "config.json"), f"is a file, not a run directory (pass "
+                                                                   f"{tmp_path / 'run'}, the directory it is in)."),
+        "a plain directory": (tmp_path / "plain", "is not a tpukit run directory (no config.json)"),
+    }[what]
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(tpukit.RunDirError) as caught:
+        tpukit.resume(arg)
+    assert said in _one_line(caught.value)
+    assert sorted(tmp_path.rglob("*")) == before  # nothing read into being, nothing written
+
+
+def _config(tmp_path, **changes):
+    return RunConfig(**{"epochs": 1, "batch_size": 8, "logdir": str(tmp_path / "runs"), **changes})
+
+
+@pytest.mark.parametrize("which", ["validation_data", "test_data"])
+def test_validation_and_test_data_are_checked_against_the_model_as_the_training_data_is(tmp_path, which):
+    """A width the model cannot take was a raw Keras ValueError from inside fit, after the run directory existed."""
+    x, y = images(512)
+    narrow = (x[:64, :16, :16], y[:64])
+    with pytest.raises(tpukit.DataError) as caught:
+        tpukit.train(_config(tmp_path), model=user_cnn, data=(x, y), **{which: narrow})
+    text = _one_line(caught.value)
+    assert text.startswith(f"{which}: the model cannot take this data: "), text
+    assert "Received: inputs of shape (2, 16, 16, 3); the model expects" in text and "(None, 32, 32, 3)" in text
+    _no_run_dir(tmp_path / "runs")
+
+
+def test_test_labels_beyond_the_models_classes_are_one_line(tmp_path):
+    import keras
+
+    x, y = images(512)
+    classes = int(y.max()) + 1
+
+    def fixed_classes():  # its classes fixed, not read from the DataSpec (which counts every split's labels)
+        inputs = keras.Input(x.shape[1:])
+        return keras.Model(inputs, keras.layers.Dense(classes, activation="softmax")(keras.layers.Flatten()(inputs)))
+
+    with pytest.raises(tpukit.DataError) as caught:
+        tpukit.train(_config(tmp_path), model=fixed_classes, data=(x, y), test_data=(x[:64], y[:64] + 10))
+    # The same check the training data gets: the loss on a few examples, before any label range check.
+    assert _one_line(caught.value).startswith(f"test_data: the model's output ({classes},) does not fit the labels")
+    _no_run_dir(tmp_path / "runs")
+
+
+def test_a_model_that_is_not_keras_is_named_as_such(tmp_path):
+    """tpukit called anything callable as a factory, and said it 'returned DataSpec'."""
+    import keras
+
+    x, y = images(512)
+
+    class Estimator:  # a scikit-learn-like model: not callable
+        def fit(self, x, y):
+            return self
+
+    class Echo:  # a callable that is no factory: it hands its argument back
+        def __call__(self, spec):
+            return spec
+
+    cases = [(Estimator(), "Received: a test_api_errors.Estimator object, which is not a Keras model"),
+             (Echo(), "returned its argument, the DataSpec: a test_api_errors.Echo object is not a Keras model"),
+             (keras.layers.Dense(4), "model=: Dense is a Keras layer, not a model; wrap it"),
+             ("no_such_model", None)]
+    try:
+        from sklearn.linear_model import LogisticRegression
+    except ImportError:
+        pass
+    else:
+        cases.append((LogisticRegression(), "a sklearn.linear_model._logistic.LogisticRegression object, which is "
+                                            "not a Keras model"))
+    for model, said in cases:
+        if said is None:
+            with pytest.raises(tpukit.RegistryError):
+                tpukit.train(_config(tmp_path), model=model, data=(x, y))
+            continue
+        with pytest.raises(tpukit.ModelError) as caught:
+            tpukit.train(_config(tmp_path), model=model, data=(x, y))
+        assert said in _one_line(caught.value), caught.value
+    _no_run_dir(tmp_path / "runs")
+
+
+def test_the_errors_the_readme_lists_are_exported():
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    listed = re.search(r"One-line errors\.\*\* Bad input raises tpukit's own errors \(([^)]*)\)", readme).group(1)
+    names = re.findall(r"`(\w+)`", listed)
+    assert {"ConfigError", "DataError", "ModelError", "RegistryError", "RunDirError", "ConnectError",
+            "ProfileError"} <= set(names)
+    for name in names:
+        assert issubclass(getattr(tpukit, name), ValueError if name != "ConnectError" else Exception), name
