@@ -290,7 +290,11 @@ slow = config.replace(dataset="shapes", dataset_size=4000, model="cnn", epochs=3
 halted = tpukit.train(slow, runtime, callbacks=[StopInEpoch2()], stop=stop)
 latency = loop_ended[0] - stopped_at[0]
 resumed = tpukit.resume(halted.run_dir, runtime)
-nan = tpukit.train(config.replace(optimizer="sgd", learning_rate=1e12, epochs=1), runtime)
+import numpy as np
+poisoned = np.random.default_rng(0).normal(size=(512, 64)).astype("float32")
+poisoned[300:] = np.nan  # XLA's CPU kernels keep a huge learning rate's loss finite here; a NaN input is not
+dense = lambda: keras.Sequential([keras.Input((64,)), keras.layers.Dense(10, activation="softmax")])
+nan = tpukit.train(config.replace(epochs=1), runtime, model=dense, data=(poisoned, np.arange(512) % 10))
 print(json.dumps({"strategy": type(runtime.strategy).__name__, "compiles": first.compiles,
                   "compile_s": first.compile_s, "step_hooks_on_main_thread": sorted(probe.threads),
                   "halted": halted.status, "latency": latency, "resumed": resumed.status,

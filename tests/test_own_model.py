@@ -45,7 +45,9 @@ def test_user_functional_cnn_on_numpy_images_with_validation_split_and_test(tmp_
 
 def test_subclassed_model_trains_and_mfu_comes_from_the_compiler(tmp_path):
     x, y = images(512)
-    result = train(_config(tmp_path, epochs=1), model=lambda: TinyNet(4), data=(x, y))
+    # One step per call: at auto's 7 per call this tiny model outran the CPU peak measured under load (MFU > 1 is
+    # not reported), and this test is about the count.
+    result = train(_config(tmp_path, epochs=1, steps_per_execution=1), model=lambda: TinyNet(4), data=(x, y))
     assert result.status == "completed" and result.fingerprint
     assert result.flops_source.startswith("TensorFlow graph")
     matmuls = 3 * 2 * (32 * 32 * 3 * 32 + 32 * 4)

@@ -64,14 +64,39 @@ class StopOnRequest(StepSafe):
     """Ends training after the current step once `flag` is set (thread-safe: a threading.Event).
 
     The step in flight finishes, so the weights are consistent; the run is kept.
+
+    With async callbacks (JAX) the host can dispatch steps far ahead of the device, and a stop waits for all
+    it dispatched: the 50 ms steps of a loaded CPU took 1.2 s to stop. So this callback also holds the host
+    at most `AHEAD` calls of the train function ahead of the last one whose end was reported. That waits on
+    Keras' own worker threads, which already bring each step's logs to the host; it adds no device sync.
     """
+
+    AHEAD = 2  # calls of the train function in flight; enough to keep the device busy between them
 
     def __init__(self, flag: threading.Event):
         super().__init__()
         self.flag = flag
         self.stopped_early = False
+        self._calls = threading.Condition()
+        self._begun = self._ended = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._begun = self._ended = 0  # Keras waits for every step hook at an epoch's end
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._check()
+        with self._calls:
+            self._begun += 1
+            # A timeout, not a hang, if a hook failed (Keras raises its error at the next dispatch).
+            self._calls.wait_for(lambda: self._begun - self._ended <= self.AHEAD + 1, timeout=10)
 
     def on_train_batch_end(self, batch, logs=None):
+        with self._calls:
+            self._ended += 1
+            self._calls.notify_all()
+        self._check()
+
+    def _check(self):
         if self.flag.is_set():
             self.stopped_early = True
             self.stop_training()
