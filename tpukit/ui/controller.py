@@ -571,7 +571,9 @@ class Controller:
         self.load_model(result)
         path = path or os.path.join(self._config.logdir, "exports", os.path.basename(result.run_dir) + ".keras")
         exported = saving.export(result.model, path)
-        self._say(f"Exported {os.path.basename(result.run_dir)}: {exported.note}.", "ok")
+        self._say(f"Exported {os.path.basename(result.run_dir)} to {exported.keras_path} (float32; "
+                  f"keras.saving.load_model opens it){', with a SavedModel beside it' if exported.saved_model else ''}.",
+                  "ok")
         return exported
 
     def start_from(self, run=None) -> RunConfig:
@@ -875,11 +877,15 @@ class Controller:
 
         rows = records.compare(self._runs) if rows is None else rows
         notes = []
-        for run in self._runs:
+        for i, run in enumerate(self._runs):
             note = resumable.without_promise(run.message)
             if run.status != "completed" and resumable.check(run.run_dir).ok:
                 note += " (resumable)"
-            note += " (model loads)" if _model_loads(run) else " (no model: no whole epoch)"
+            loads = _model_loads(run)
+            if i < len(rows):
+                rows[i] = {**rows[i], "model_loads": loads}  # the Runs section's run picker says it too
+            if not loads:
+                note += " (no model to load: it kept no whole epoch)"
             notes.append(note.strip())
         self.view.show_runs(rows, notes, chart)
 

@@ -32,7 +32,7 @@ SECTION_TIPS = ("The run's settings (a RunConfig)", "Live curves of the current 
 CORE_FIELDS = ("dataset", "model", "precision", "batch_size", "epochs", "steps_per_epoch", "learning_rate",
                "optimizer")
 ADVANCED_FIELDS = ("accelerator", "backend", "replicas", "tpu", "steps_per_execution", "deterministic", "seed",
-                   "profile", "logdir", "name", "init_from")
+                   "profile", "logdir", "name")
 
 # When the front end loses the kernel, ipywidgets marks every widget view `jupyter-widgets-disconnected` (the
 # widget manager sets comm_live false: JupyterLab/Notebook 7 on a restart, classic Notebook on a kill or restart,
@@ -49,7 +49,8 @@ STYLE = f"""<style>
 .{ROOT_CLASS}.jupyter-widgets-disconnected select {{ pointer-events: none; opacity: 0.45; }}
 .{ROOT_CLASS}.jupyter-widgets-disconnected::before,
 .{ROOT_CLASS} .jupyter-widgets-disconnected::before {{ display: none; }}
-.{ROOT_CLASS} .tpukit-section-profile td:last-child {{ overflow-wrap: anywhere; }}
+.{ROOT_CLASS} .tpukit-section-profile td:last-child,
+.{ROOT_CLASS} .tpukit-section-runs td:last-child {{ overflow-wrap: anywhere; }}
 </style>"""
 
 
@@ -87,7 +88,7 @@ def build(p) -> None:
     }
     # The run the Runs section's Load model, Export and Start next run from it act on (the latest by default).
     p.run_picker = widgets.Dropdown(options=[("no run yet", -1)], value=-1, description="run",
-                                    style={"description_width": "32px"}, layout=widgets.Layout(width="260px"))
+                                    style={"description_width": "32px"}, layout=widgets.Layout(width="400px"))
     p._progress_view = progress.ProgressView(p.views["progress"], p.views["bar"], p.views["curves"])
     rows, b, v = p.form.rows, p.buttons, p.views
     v["progress"].add_class("tpukit-progress-line")
@@ -111,6 +112,7 @@ def build(p) -> None:
         "Progress": widgets.VBox([v["curves"], v["tuning"], v["tuning_chart"]]),
         "Runs": widgets.VBox([widgets.HBox([b["compare"], b["reproduce"]]),
                               widgets.HBox([p.run_picker, b["load_model"], b["export"], b["start_from"]]),
+                              rows["init_from"],  # a RunConfig field, shown by the action that sets it
                               v["reproducibility"], v["runs"], v["runs_chart"]]),
         "Profile": widgets.VBox([v["profile"], v["profile_chart"]]),
         "TensorBoard": widgets.VBox([widgets.HBox([b["tensorboard"]]), v["tensorboard"], v["tensorboard_frame"]]),

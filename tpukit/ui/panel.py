@@ -367,7 +367,8 @@ class Panel(View):
 
     def show_runs(self, rows: List[dict], notes: List[str], chart: bool) -> None:
         self.views["runs"].value = _tables().runs(rows, notes)
-        options = [(f"#{i + 1} {row.get('run')}", i) for i, row in enumerate(rows)] or [("no run yet", -1)]
+        options = [(f"#{i + 1} {row.get('run')} · {'model loads' if row.get('model_loads') else 'no model'}", i)
+                   for i, row in enumerate(rows)] or [("no run yet", -1)]
         if list(self.run_picker.options) != options:
             self.run_picker.options = options
             self.run_picker.value = options[-1][1]  # a new run: the latest is chosen
