@@ -278,12 +278,19 @@ def _check_writable(folder: Path, target: Path) -> None:
 def _quiet_export(model, saved: Path) -> None:
     import contextlib
     import io
+    import logging
     import shutil
 
     if saved.exists():
         shutil.rmtree(saved)
-    with contextlib.redirect_stdout(io.StringIO()):  # Keras prints the SavedModel's signature
-        model.export(str(saved), format="tf_saved_model")
+    logger = logging.getLogger("tensorflow")  # "INFO:tensorflow:Assets written to: ..." on stderr
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # Keras prints the SavedModel's signature
+            model.export(str(saved), format="tf_saved_model")
+    finally:
+        logger.setLevel(level)
 
 
 def _mixed(model) -> bool:
