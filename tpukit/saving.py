@@ -51,7 +51,8 @@ def weights_file(run_dir) -> Tuple[Path, str]:
         return final, f"final weights of {run_dir.name} ({result.epochs_done} epochs)"
     backup = checkpoint.latest(run_dir / "backup", verify=False)
     if backup is not None:
-        return Path(backup.path), f"weights of {run_dir.name}'s last whole epoch ({backup.epochs_done}, {result.status})"
+        return Path(backup.path), (f"weights of {run_dir.name}'s last whole epoch ({backup.epochs_done}, "
+                                   f"{result.status})")
     if result.parent and result.status != "completed":
         path, _ = weights_file(result.parent)
         return path, f"weights of {Path(result.parent).name}, the run {run_dir.name} extends (no epoch of its own)"

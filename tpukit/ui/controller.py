@@ -571,9 +571,9 @@ class Controller:
         self.load_model(result)
         path = path or os.path.join(self._config.logdir, "exports", os.path.basename(result.run_dir) + ".keras")
         exported = saving.export(result.model, path)
+        beside = ", with a SavedModel beside it" if exported.saved_model else ""
         self._say(f"Exported {os.path.basename(result.run_dir)} to {exported.keras_path} (float32; "
-                  f"keras.saving.load_model opens it){', with a SavedModel beside it' if exported.saved_model else ''}.",
-                  "ok")
+                  f"keras.saving.load_model opens it){beside}.", "ok")
         return exported
 
     def start_from(self, run=None) -> RunConfig:

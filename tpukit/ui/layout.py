@@ -26,7 +26,8 @@ TIPS = {name: tip for name, _, _, tip in BUTTONS}
 # The sections below the actions, one shown at a time; the settings first.
 SECTIONS = ("Settings", "Progress", "Runs", "Profile", "TensorBoard", "Accelerator")
 SECTION_TIPS = ("The run's settings (a RunConfig)", "Live curves of the current run, and batch-size tuning",
-                "The runs of this kernel: compare, check reproducibility, load or export a model", "The profile capture's summary",
+                "The runs of this kernel: compare, check reproducibility, load or export a model",
+                "The profile capture's summary",
                 "TensorBoard inline (starts when opened)", "What Connect found, and why it skipped the rest")
 # Settings in two columns: what a run is about, then where and how it runs.
 CORE_FIELDS = ("dataset", "model", "precision", "batch_size", "epochs", "steps_per_epoch", "learning_rate",
