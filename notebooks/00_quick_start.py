@@ -83,6 +83,8 @@ SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: e
 # %%
 import os
 
+import numpy as np
+
 import tpukit
 
 START = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, steps_per_epoch=4) if SMOKE else None
@@ -117,6 +119,7 @@ panel = tpukit.panel(START)
 result = panel.train(wait=True)
 assert result is not None, panel.message  # on failure the panel says why in one line
 print(result.summary())
+print(result.model.predict(np.zeros((1, *result.data["spec"]["input_shape"]), "uint8"), verbose=0).round(2))
 
 # %% [markdown]
 # ## What you should see
@@ -130,6 +133,8 @@ print(result.summary())
 # - The printed summary: final metrics, examples/s, step time, MFU (the share of the chip's peak FLOP/s the model
 #   used) and the weights fingerprint. Every run also has a directory under `runs/` with `config.json` and
 #   `result.json`.
+# - The last line: `result.model` is the trained `keras.Model` (also `panel.model`), here predicting the class
+#   probabilities of a blank image; `predict`, `evaluate` and `save` it as any Keras model (notebook 04 does).
 
 # %% [markdown]
 # ## Change a setting from code

@@ -17,7 +17,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/24<br>
+# **Last modified:** 2026/11/25<br>
 # **Description:** Train the classic Colab CIFAR-10 CNN in the right strategy, stop early, evaluate, and see how batch size scales.<br>
 # **Accelerator:** TPU, GPU or CPU (any runtime; sizes adapt to it)
 #
@@ -35,6 +35,7 @@
 # - How to train **your own** Keras model on your own NumPy arrays through the same engine.
 # - How examples per second change with the global batch size, measured on the hardware at hand.
 # - How every run is recorded, and how to compare runs in one table.
+# - How to get the trained model back: predict with it, save it as `.keras`, load it back, and fine-tune from a run.
 #
 # Everything here runs on TensorFlow (Colab's CPU and GPU runtimes) and on JAX (Colab's TPU runtime, which has no
 # TensorFlow): the same Keras calls, and the same `tpukit.train`.
@@ -455,3 +456,69 @@ table[["run", "status", "model", "dataset", "precision", "global_batch_size", "e
 # `KERAS_BACKEND=jax`, and tpukit runs Keras 3 on JAX, on the TPU (`connect()` says `jax` in its first line, and
 # the strategy is a `keras.distribution.DataParallel`). Every cell of this notebook runs there unchanged;
 # notebook 07 goes further on JAX: several devices and several processes.
+
+# %% [markdown]
+# ## Your trained model in hand
+#
+# Keras' `fit` trains the model you call it on; `tpukit.train` hands the trained model back too:
+# `result.model` is a `keras.Model`, usable outside the strategy's scope like any other. (A built model you pass
+# to `train` is trained in place where the strategy allows it, and the one-line note says so; where a strategy
+# needs its own copy, your object is left as it was, and `result.model` is the trained copy.)
+#
+# Here is your CNN on a few test images: its prediction above each one, in green where it matches the label.
+
+# %%
+from tpukit.data import SHAPE_CLASSES
+
+trained = own.model
+x_show, y_show = np.array(mine.x_test[:12]), np.array(mine.y_test[:12])
+predicted = trained.predict(x_show, verbose=0).argmax(axis=1)
+fig, axes = plt.subplots(2, 6, figsize=(9, 3.4))
+for ax, image, guess, label in zip(axes.flat, x_show, predicted, y_show):
+    ax.imshow(image)
+    ax.set_title(f"{SHAPE_CLASSES[guess]}\n(label: {SHAPE_CLASSES[label]})", fontsize=8,
+                 color="green" if guess == label else "red")
+    ax.axis("off")
+fig.suptitle(f"my_cnn after {own.epochs_done} epochs: {np.mean(predicted == y_show):.0%} of these right")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ### Save it, load it back
+#
+# `result.export(path)` writes a `.keras` file that plain `keras.saving.load_model` opens, with float32 layers
+# (a model trained in `mixed_bfloat16` runs anywhere), and on TensorFlow a SavedModel for serving beside it.
+# `tpukit.load(run_dir)` rebuilds a run's model from its directory, in this session or a new one: the run records
+# the zoo name or import path of its model; a function defined in a notebook is passed again as `model=`.
+# (The CLI does the same: `python -m tpukit export RUN_DIR PATH`.)
+
+# %%
+exported = own.export(os.path.join(LOGDIR, "exports", "my_cnn.keras"))
+print(exported.note)
+reloaded = keras.saving.load_model(exported.keras_path)
+again = tpukit.load(own.run_dir, model=my_cnn)
+print(f"history epochs: {len(again.history['loss'])}, final weights fingerprint {again.result.fingerprint}")
+same = np.abs(reloaded.predict(x_show, verbose=0) - trained.predict(x_show, verbose=0)).max()
+print(f"largest difference between the saved file's predictions and the trained model's: {same:.2g}")
+assert same < 1e-2 and np.array_equal(again.model.predict(x_show, verbose=0).argmax(1), predicted)
+
+# %% [markdown]
+# ### Fine-tune from the run
+#
+# "Now train the same model longer at a lower learning rate": `RunConfig(init_from=run_dir)` starts a new run
+# from that run's final weights (with a fresh optimizer), and records where it started. With `deterministic=True`
+# the same `init_from` and seed give the same weights again. In the panel, the Runs section's
+# "Start next run from it" does the same.
+
+# %%
+fine = tpukit.train(tpukit.RunConfig(epochs=1 if SMOKE else 4, batch_size=32, learning_rate=1e-4, logdir=LOGDIR,
+                                     name="my-cnn-fine-tuned", init_from=own.run_dir),
+                    runtime, model=my_cnn, data=(x_mine, y_mine))
+print(fine.summary())
+print("started from:", fine.config["init_from"])
+print(f"validation accuracy: {own.validation_metrics['accuracy']:.3f} before, "
+      f"{fine.validation_metrics['accuracy']:.3f} after fine-tuning")
+
+# %% [markdown]
+# **What you should see:** the fine-tuned run's `init_from` naming your first run, and a validation accuracy that
+# starts where that run ended (at full size it usually gains a little more; the smoke test runs one epoch).

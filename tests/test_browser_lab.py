@@ -213,6 +213,16 @@ def test_in_jupyterlab_the_main_view_fits_the_first_screen_before_and_after_a_ru
     sizes.append(_main_view_fits(ui, "after a run"))
     _shot(ui, tmp_path, "lab-panel-trained.png")
 
+    ui.show("Runs")  # the run's model: into the kernel, then exported; its row says it loads
+    expect(ui.root.locator(".tpukit-section-runs select")).to_contain_text("-lab-train · model loads")
+    ui.button("Load model").click()
+    expect(ui.section("Run")).to_contain_text("is in the kernel: panel.model", timeout=60_000)
+    ui.button("Export .keras").click()
+    expect(ui.section("Run")).to_contain_text("Exported ", timeout=60_000)
+    assert list(lab.logdir.glob("exports/*-lab-train.keras")), "no .keras file under <logdir>/exports"
+    _shot(ui, tmp_path, "lab-panel-runs.png")
+    sizes.append(_main_view_fits(ui, "after Load model and Export"))
+
     ui.show("Settings")
     ui.set("run name", "lab-profiled")
     ui.button("Profile next run").click()

@@ -274,3 +274,35 @@ def test_two_tensorboard_opens_at_once_start_one_server(tmp_path):
         controller.close()
         for instance in tb.running(str(tmp_path / "runs")):
             tb.stop(instance)
+
+
+def test_a_runs_row_says_whether_its_model_loads_and_load_model_says_why_not(tmp_path):
+    """A run kept in memory loads; one read from a directory without weights says so in its row and in one line."""
+    from tpukit import records
+    from tpukit.ui.controller import Controller, NoRunError, View
+
+    class Recorder(View):
+        shown = None
+
+        def show_runs(self, rows, notes, chart):
+            self.shown = (rows, notes)
+
+    empty = records.new_run_dir(str(tmp_path), "empty")
+    records.write_json(empty / "config.json", RunConfig().to_dict())
+    records.save_result(records.RunResult(run_dir=str(empty), status="stopped", config=RunConfig().to_dict()))
+    kept = records.RunResult(run_dir=str(tmp_path / "kept"), status="completed", config=RunConfig().to_dict())
+    kept.attach_model(object())  # a model trained in this kernel
+    view = Recorder()
+    c = Controller(RunConfig(logdir=str(tmp_path)), view=view, context="none", runs=[records.load(empty), kept])
+    c.render_runs()
+    rows, notes = view.shown
+    assert [row["model_loads"] for row in rows] == [False, True]
+    assert "no model to load" in notes[0] and "no model" not in notes[1]
+    assert c.controls().disabled["load_model"] is False
+    with pytest.raises(records.RunDirError, match="holds no weights"):
+        c.load_model(0)
+    assert c.load_model() is kept.model and c.model is kept.model  # the latest that loads
+    c.start_from(1)
+    assert c.config.init_from == kept.run_dir
+    with pytest.raises(NoRunError, match="No run #7"):
+        c.export(7)

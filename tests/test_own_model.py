@@ -106,16 +106,29 @@ def test_already_batched_dataset_warns_and_trains(tmp_path):
     assert result.status == "completed" and result.data["ordered"] is False and result.epochs_done == 2
 
 
-def test_a_built_model_is_cloned_once_and_its_compile_is_kept(tmp_path):
+def test_a_built_model_is_trained_in_place_and_its_compile_is_kept(tmp_path):
+    x, y = images(512)
+    model = user_cnn(sources.DataSpec((32, 32, 3), "uint8", (), "int32", 4, None))
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="sparse_categorical_crossentropy",
+                  metrics=["sparse_categorical_accuracy"])
+    with pytest.warns(tpukit.modeling.TrainedInPlace, match="trains your Functional object in place"):
+        result = train(_config(tmp_path, epochs=1), model=model, data=(x, y))
+    assert result.model is model
+    assert "sparse_categorical_accuracy" in result.final_metrics  # the user's metrics, not RunConfig.metrics
+    assert any("came compiled" in note and "SGD" in note for note in result.notes)
+    assert result.config["model"] == "<Functional>"
+
+
+def test_a_built_model_is_cloned_under_mirrored_strategy_and_its_compile_is_kept(tmp_path):
     x, y = images(512)
     model = user_cnn(sources.DataSpec((32, 32, 3), "uint8", (), "int32", 4, None))
     model.compile(optimizer=keras.optimizers.SGD(0.05), loss="sparse_categorical_crossentropy",
                   metrics=["sparse_categorical_accuracy"])
     with pytest.warns(tpukit.modeling.ClonedModelWarning, match="trains a clone"):
-        result = train(_config(tmp_path, epochs=1), model=model, data=(x, y))
-    assert "sparse_categorical_accuracy" in result.final_metrics  # the user's metrics, not RunConfig.metrics
+        result = train(_config(tmp_path, epochs=1, replicas=2, batch_size=16), model=model, data=(x, y))
+    assert result.model is not model
+    assert "sparse_categorical_accuracy" in result.final_metrics
     assert any("came compiled" in note and "SGD" in note for note in result.notes)
-    assert result.config["model"] == "<Functional>"
 
 
 def test_user_model_on_8_simulated_replicas(tmp_path):

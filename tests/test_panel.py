@@ -240,6 +240,37 @@ def test_the_train_button_runs_a_run_and_lists_it(make_panel):
     assert panel.runs == [result] and not panel.buttons["train"].disabled
 
 
+def test_the_runs_section_loads_exports_and_starts_the_next_run_from_a_run(make_panel, tmp_path):
+    """panel.runs[i].model and panel.model; Load model, Export .keras and Start next run from it, by click."""
+    import keras
+    import numpy as np
+
+    panel = make_panel(epochs=1, deterministic=True)
+    assert panel.model is None and panel.buttons["load_model"].disabled and panel.buttons["export"].disabled
+    result = panel.train(wait=True)
+    assert panel.runs[-1].model is result.model and panel.model is result.model  # trained in this kernel
+    assert panel.run_picker.options[0][0].endswith(" · model loads")  # the row says its model loads
+    assert panel.run_picker.value == 0 and not panel.buttons["load_model"].disabled
+    panel.buttons["load_model"].click()
+    assert panel.message.startswith("The model of ") and "panel.runs[0].model" in panel.message
+    sample = np.zeros((2, 8, 8, 1), "uint8")
+    expected = panel.model.predict(sample, verbose=0)
+    panel.buttons["export"].click()
+    exported = Path(panel.config.logdir, "exports", Path(result.run_dir).name + ".keras")
+    assert exported.is_file() and panel.message.startswith("Exported "), panel.message
+    np.testing.assert_allclose(keras.saving.load_model(exported).predict(sample, verbose=0), expected, atol=2e-3)
+    panel.buttons["start_from"].click()
+    assert panel.config.init_from == result.run_dir and panel.form.widgets["init_from"].value == result.run_dir
+    follow = panel.train(wait=True)
+    assert follow.config["init_from"] == result.run_dir and any(n.startswith("init_from:") for n in follow.notes)
+    assert [label for label, _ in panel.run_picker.options] == [f"#{i + 1} {Path(r.run_dir).name} · model loads"
+                                                               for i, r in enumerate(panel.runs)]
+    panel.start_from("")
+    assert panel.config.init_from is None and panel.form.widgets["init_from"].value == ""
+    with pytest.raises(Exception, match="No run #5"):
+        panel.load_model(5)
+
+
 def test_the_panel_trains_a_user_model_on_user_data(make_panel):
     """tpukit.panel(config, model=..., data=...): the user's factory and arrays, the same progress and runs table."""
     from usermodels import text_classifier, tokens
@@ -742,7 +773,10 @@ def test_a_jax_run_from_the_panel_in_a_fresh_kernel(tmp_path):
         f"steps_per_epoch=5, logdir={str(tmp_path)!r}), display=False, context=context.JUPYTER, "
         "display_fn=lambda *a: None, runs=[])\n"
         "r = p.train(wait=True)\n"
-        "print(json.dumps({'status': r.status, 'backend': r.config['backend'], 'chip': p.views['chip'].value}))\n"
+        "import numpy as np\n"
+        "shape = p.model.predict(np.zeros((2, 8, 8, 1), 'uint8'), verbose=0).shape\n"
+        "print(json.dumps({'status': r.status, 'backend': r.config['backend'], 'chip': p.views['chip'].value, "
+        "'same': p.runs[-1].model is p.model, 'shape': list(shape)}))\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS")}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
@@ -750,6 +784,7 @@ def test_a_jax_run_from_the_panel_in_a_fresh_kernel(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["status"] == "completed" and out["backend"] == "jax" and "CPU · jax · 1 replica" in out["chip"]
+    assert out["same"] and out["shape"] == [2, 10]  # panel.model on JAX predicts outside the run's scope
 
 
 def test_a_refused_field_shows_its_error_not_its_note(make_panel):

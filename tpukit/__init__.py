@@ -33,6 +33,8 @@ _EXPORTS = {
     "resume": "tpukit.training",
     "tune_batch_size": "tpukit.tuning",
     "RunResult": "tpukit.records",
+    "load": "tpukit.saving",
+    "export": "tpukit.saving",
     "list_runs": "tpukit.records",
     "fingerprint": "tpukit.determinism",
     "summarize_profile": "tpukit.profiling",

@@ -1,4 +1,4 @@
-"""The command line: `python -m tpukit train | launch | doctor | tensorboard`.
+"""The command line: `python -m tpukit train | export | launch | doctor | tensorboard`.
 
 Every error is one line on stderr, never a traceback (`--debug` shows it):
 status 2 for bad arguments, 1 for a problem of the environment or of a run's
@@ -104,7 +104,17 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--name", default="")
     t.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue a stopped or killed run (or, with --epochs N, extend a completed one)")
+    t.add_argument("--init-from", default=None, metavar="RUN_DIR",
+                   help="start from that run's final weights (fine-tuning: e.g. more epochs at a lower learning rate)")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
+
+    x = sub.add_parser("export", parents=[common],
+                       help="write a run's model as a float32 .keras file (and a SavedModel on TensorFlow)")
+    x.add_argument("run_dir", metavar="RUN_DIR")
+    x.add_argument("path", metavar="PATH", help="a file ending in .keras, or a folder for model.keras and saved_model/")
+    x.add_argument("--model", default=None, metavar="IMPORT_PATH",
+                   help="package.module:function that builds the model, for a run of a model handed to train()")
+    x.add_argument("--backend", default="auto", help="auto, tensorflow or jax (a SavedModel needs tensorflow)")
 
     la = sub.add_parser("launch", parents=[common],
                         help="run a train command as N local processes (JAX's or TensorFlow's multi-process engine)")
@@ -152,7 +162,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         nativelog.hide_native_log_lines()  # Abseil's lines before its set-up ignore TF_CPP_MIN_LOG_LEVEL
     if os.getcwd() not in sys.path:  # import paths (--model pkg.mod:fn) resolve from here, as uvicorn's do
         sys.path.insert(0, os.getcwd())
-    command = {"train": _train, "doctor": _doctor, "tensorboard": _tensorboard, "launch": _launch}[args.command]
+    command = {"train": _train, "export": _export, "doctor": _doctor, "tensorboard": _tensorboard,
+               "launch": _launch}[args.command]
     try:
         return command(args)
     except KeyboardInterrupt:
@@ -193,9 +204,10 @@ def _explain(error: Exception) -> int:
     from tpukit.records import RunDirError
     from tpukit.registry import RegistryError
     from tpukit.runtime import ConnectError
+    from tpukit.saving import ExportError
     from tpukit.sources import DataError
 
-    if isinstance(error, (ConfigError, RegistryError, DataError, ModelError)):
+    if isinstance(error, (ConfigError, RegistryError, DataError, ModelError, ExportError)):
         return _bad(str(error))
     if isinstance(error, (ConnectError, BackendError)):
         text = f"cannot connect: {error}"
@@ -232,6 +244,7 @@ def _config_from(args):
         deterministic=args.deterministic, seed=args.seed, learning_rate=args.learning_rate,
         optimizer=args.optimizer, steps_per_execution=args.steps_per_execution, jit_compile=jit,
         early_stopping=args.early_stopping, profile=args.profile, logdir=args.logdir, name=args.name,
+        init_from=args.init_from,
     )
 
 
@@ -291,6 +304,18 @@ def _print_summary(result, config) -> None:
     print()
     print(f"Open TensorBoard on these runs: python -m tpukit tensorboard --logdir {config.logdir}"
           f"  (or, in a notebook: %load_ext tensorboard; %tensorboard --logdir {config.logdir})")
+
+
+def _export(args) -> int:
+    from tpukit import backend, registry, saving
+
+    if args.backend not in backend.BACKENDS:
+        return _bad(f"--backend: expected one of {', '.join(backend.BACKENDS)}. Received: {args.backend!r}")
+    saving.weights_file(args.run_dir)  # no run or no weights: one line before Keras loads
+    backend.select(backend.choose(args.backend)[0])
+    run = saving.load(args.run_dir, model=registry.resolve("model", args.model).target if args.model else None)
+    print(run.export(args.path).note)
+    return 0
 
 
 def _doctor(args) -> int:

@@ -112,6 +112,7 @@ class RunConfig:
     an object handed to it. `loss` and `metrics` compile a model that comes
     uncompiled. `validation_split` holds out that fraction of the training
     data (seeded) for validation; the test split stays for the final evaluation.
+    `init_from` is a run directory whose final weights the model starts from (fine-tuning).
 
     >>> RunConfig(batch_size=32, replicas=8).global_batch_size
     256
@@ -141,6 +142,7 @@ class RunConfig:
     profile: Optional[Tuple[int, int]] = None
     logdir: str = "runs"
     name: str = ""
+    init_from: Optional[str] = None
 
     def __post_init__(self):
         _check_choice("backend", self.backend, BACKENDS)
@@ -193,6 +195,10 @@ class RunConfig:
         if not isinstance(self.logdir, str) or not self.logdir:
             _fail("logdir", self.logdir, "a directory path")
         _check_run_name(self.name)
+        if hasattr(self.init_from, "__fspath__"):
+            object.__setattr__(self, "init_from", str(self.init_from.__fspath__()))
+        if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from.strip()):
+            _fail("init_from", self.init_from, "None or the directory of a run whose final weights start this one")
         self.check_for(self.accelerator, self.replicas or 1)
         advice = padding_advice(self.batch_size, self.accelerator)
         if advice:

@@ -1,9 +1,14 @@
 """The model seam: build the user's model (or a zoo model) inside the run's scope, compile it, check it fits the data.
 
 `train(model=...)` takes a factory (a callable returning a `keras.Model`, with
-no argument or one `DataSpec`) or a built `keras.Model`, which is cloned.
-Variables must be created under the run's dtype policy and distribution
-scope, so tpukit calls the factory there.
+no argument or one `DataSpec`) or a built `keras.Model`. Variables must be
+created under the run's dtype policy and distribution scope, so tpukit calls
+the factory there. A built model is trained in place (the user's own object
+ends up trained, as with Keras' fit) wherever its variables can serve the run:
+on one device, on JAX once they are laid out for the distribution, under a
+tf.distribute strategy if they were made in its scope. Elsewhere (a
+MirroredStrategy over several devices, for a model built outside its scope)
+tpukit trains a clone and says so once; `result.model` is the trained one.
 
 Compiling: a model that comes back compiled keeps its own optimizer, loss and
 metrics (the user's compile() wins over RunConfig.optimizer, learning_rate,
@@ -26,22 +31,42 @@ class ModelError(ValueError):
     """The model cannot be built or does not fit the data. The message is one line."""
 
 
-class ClonedModelWarning(UserWarning):
-    """A built model was handed over: tpukit trains a clone made inside the run's scope."""
+class ModelNote(UserWarning):
+    """One line, once per run, on what tpukit did with a built model handed to train()."""
 
 
-def build(model_arg, config, spec) -> Tuple["keras.Model", str]:
+class ClonedModelWarning(ModelNote):
+    """A built model was handed over where its variables cannot serve the run: tpukit trains a clone."""
+
+
+class TrainedInPlace(ModelNote):
+    """A built model was handed over and is trained in place: after train() the user's object holds the weights."""
+
+
+def build(model_arg, config, spec, in_place: bool = False) -> Tuple["keras.Model", str]:
     """Build the run's model (call inside the precision policy and strategy scope); returns (model, note).
 
     Args:
         model_arg: None (use `config.model` by name), a factory, or a keras.Model.
         config: the RunConfig (its model name, optimizer, learning rate, loss, metrics).
         spec: the data's `DataSpec`, for factories that take one argument.
+        in_place: train a built model itself where its variables can serve the run (train() does; the batch-size
+            tuner, which trains throwaway trials, does not).
     """
     import keras
 
     if isinstance(model_arg, keras.Model):
-        return _clone(model_arg), "a clone of the model handed over (weights copied)"
+        why = _clone_reason(model_arg) if in_place else "a trial of the batch-size tuner"
+        if why is None:
+            name = type(model_arg).__name__
+            note = f"tpukit trains your {name} object in place: after train() it holds the trained weights " \
+                   f"(result.model is the same object)"
+            if model_arg.dtype_policy.name != config.precision:
+                note += (f"; its layers keep the dtype policy they were built with ({model_arg.dtype_policy.name}, "
+                         f"not {config.precision}): pass a factory to build it under the run's policy")
+            warnings.warn(note, TrainedInPlace, stacklevel=4)
+            return model_arg, f"your {name} object, trained in place"
+        return _clone(model_arg, why), "a clone of the model handed over (weights copied)"
     factory = model_arg if model_arg is not None else registry.resolve("model", config.model).target
     check_model_arg(model_arg)
     name = config.model
@@ -61,13 +86,45 @@ def build(model_arg, config, spec) -> Tuple["keras.Model", str]:
     return model, "built by the factory inside the run's scope"
 
 
-def _clone(model):
-    """Clone a built model inside the current scope and copy its weights; warn once that this happened."""
+def _clone_reason(model):
+    """None where `model` itself can be trained in the current scope, else why a clone is needed.
+
+    On JAX, a model built outside the run's distribution has its variables (and a built optimizer's) laid out
+    for it here, as the distribution would have made them; TensorFlow cannot move a variable into a strategy.
+    """
     import keras
 
-    warnings.warn("tpukit trains a clone of the model you passed, made inside the run's distribution scope "
-                  "and precision policy, with your weights copied; pass a factory (a function that builds the "
-                  "model) to let a deterministic run seed its initial weights.", ClonedModelWarning, stacklevel=4)
+    if keras.backend.backend() == "jax":
+        distribution = keras.distribution.distribution()
+        if distribution is None:
+            return None
+        optimizer = getattr(model, "optimizer", None)
+        variables = list(model.variables) + list(getattr(optimizer, "variables", None) or [])
+        try:
+            for v in variables:
+                v.assign(keras.distribution.distribute_tensor(v.value, distribution.get_variable_layout(v)))
+        except Exception as e:
+            return f"its variables could not be laid out for {type(distribution).__name__} ({one_line(e, 120)})"
+        return None
+    import tensorflow as tf
+
+    if not tf.distribute.has_strategy():
+        return None
+    strategy = tf.distribute.get_strategy()
+    outside = [v for v in model.weights if not strategy.extended.variable_created_in_scope(v.value)]
+    if not outside:
+        return None  # unbuilt (its variables will be made here), or built in this strategy's scope
+    return (f"{type(strategy).__name__} over {strategy.num_replicas_in_sync} replicas makes its variables in its own "
+            f"scope, and yours were made outside it")
+
+
+def _clone(model, why: str = ""):
+    """Clone a built model inside the current scope and copy its weights; say once, in one line, that it happened."""
+    import keras
+
+    warnings.warn(f"tpukit trains a clone of your {type(model).__name__} ({why}); your object is left as it was and "
+                  "the trained model is result.model. Build it inside runtime.strategy.scope(), or pass a factory, "
+                  "to train it in place.", ClonedModelWarning, stacklevel=4)
     try:
         clone = keras.models.clone_model(model)
     except Exception as e:

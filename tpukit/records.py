@@ -58,6 +58,7 @@ class RunResult:
     test_metrics: Dict[str, float] = dataclasses.field(default_factory=dict)
     data: Dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: Tuple[str, ...] = ()
+    model_policy: str = ""  # the trained model's dtype policy (a built model keeps its own): load() rebuilds with it
 
     def __repr__(self) -> str:
         return (f"RunResult(status={self.status!r}, epochs_done={self.epochs_done}, run_dir={self.run_dir!r}, "
@@ -85,6 +86,29 @@ class RunResult:
     def resumable(self) -> bool:
         """Whether `resume()` continues this run from a kept epoch (`resume_check` says why or why not)."""
         return resume_check(self.run_dir).ok
+
+    @property
+    def model(self):
+        """The trained keras.Model: the object trained in this process, else rebuilt from the run directory
+        (`tpukit.load(run_dir).model`: its final weights, or a stopped run's last whole epoch)."""
+        model = self.__dict__.get("_model")
+        if model is None:
+            from tpukit import saving
+
+            model = saving.load(self.run_dir).model
+            self.attach_model(model)
+        return model
+
+    def attach_model(self, model) -> None:
+        """Keep the trained model with this result (in memory only: it never goes into result.json)."""
+        object.__setattr__(self, "_model", model)
+
+    def export(self, path):
+        """Write the trained model as a `.keras` file (float32) that plain `keras.saving.load_model` opens, and a
+        SavedModel beside it on TensorFlow; returns a `saving.Exported` saying what was written."""
+        from tpukit import saving
+
+        return saving.export(self.model, path)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

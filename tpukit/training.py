@@ -47,7 +47,8 @@ def train(
         runtime: a `Runtime` from `tpukit.connect`; None connects as the config says.
         callbacks: extra Keras callbacks, called after tpukit's own.
         model: what to train instead of `config.model`: a factory (a callable that returns a
-            keras.Model, taking no argument or the data's `DataSpec`), or a built keras.Model (cloned).
+            keras.Model, taking no argument or the data's `DataSpec`), or a built keras.Model (trained in
+            place where its variables can serve the run, else cloned; `result.model` is the trained one).
         data: what to train on instead of `config.dataset`: arrays `(x, y)` (x may be a dict of
             named inputs), a tf.data.Dataset of unbatched `(x, y)`, a batched dataset or PyDataset,
             a callable returning one of these, or a `tpukit.Splits`.
@@ -292,11 +293,15 @@ class _Run:
     def _build_model(self):
         from tpukit import modeling
 
-        model, built = modeling.build(self.model_arg, self.config, self.source.spec)
+        model, built = modeling.build(self.model_arg, self.config, self.source.spec, in_place=True)
         modeling.check_fits(model, self.source, modeling.loss_name(model, self.config))  # builds it, symbolically
         self._resolve_steps_per_execution(model)
         compiled = modeling.compile(model, self.config)
         self.notes.append(f"model: {built}; {compiled}")
+        if self.config.init_from and self.restore_from is None:  # a resume or extension restores its own weights
+            from tpukit import saving
+
+            self.notes.append(saving.init_from(model, self.config.init_from))
         return model
 
     def _flops(self, model):
@@ -476,6 +481,8 @@ class _Run:
                       message=message, started=self.started, data=self.source.describe(),
                       test_metrics=dict(getattr(self, "test_metrics", {})), notes=tuple(self.notes),
                       parent=self.parent)
+        if getattr(self, "model", None) is not None:
+            fields["model_policy"] = self.model.dtype_policy.name
         if self.history:
             fields["final_metrics"] = {k: v for k, v in self.history[-1].items() if k != "epoch"}
         if rec is not None:
@@ -535,6 +542,7 @@ class _Run:
             self.model.save_weights(str(tmp))
         result = self._result(status, message, final=True)
         records.save_result(result)
+        result.attach_model(self.model)  # result.model: in this process, not in result.json
         if status == "completed":
             shutil.rmtree(self.run_dir / "backup", ignore_errors=True)
         return result

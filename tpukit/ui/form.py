@@ -45,6 +45,7 @@ FIELDS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("profile", "profile steps", "window", "none, or start:stop e.g. 10:14"),
     ("logdir", "logdir", "str", None),
     ("name", "run name", "str", "model-dataset"),
+    ("init_from", "start from run", "optional_str", "none: fresh weights"),
 )
 ACCELERATOR_FIELDS = ("accelerator", "backend", "replicas", "tpu")
 _INT = re.compile(r"\s*[+-]?\d+\s*")

@@ -18,12 +18,16 @@ BUTTONS = (
     ("tensorboard", "Refresh TensorBoard", "", "Start or reload TensorBoard for the runs directory"),
     ("compare", "Compare runs", "", "Table and chart of the runs made in this kernel"),
     ("reproduce", "Check reproducibility", "", "Rerun the latest completed run and compare fingerprints"),
+    ("load_model", "Load model", "", "Bring the chosen run's trained model into the kernel: panel.model"),
+    ("export", "Export .keras", "", "Write the chosen run's model as a float32 .keras file under <logdir>/exports"),
+    ("start_from", "Start next run from it", "", "The next run starts from the chosen run's weights (init_from)"),
 )
 TIPS = {name: tip for name, _, _, tip in BUTTONS}
 # The sections below the actions, one shown at a time; the settings first.
 SECTIONS = ("Settings", "Progress", "Runs", "Profile", "TensorBoard", "Accelerator")
 SECTION_TIPS = ("The run's settings (a RunConfig)", "Live curves of the current run, and batch-size tuning",
-                "The runs of this kernel: compare, check reproducibility", "The profile capture's summary",
+                "The runs of this kernel: compare, check reproducibility, load or export a model",
+                "The profile capture's summary",
                 "TensorBoard inline (starts when opened)", "What Connect found, and why it skipped the rest")
 # Settings in two columns: what a run is about, then where and how it runs.
 CORE_FIELDS = ("dataset", "model", "precision", "batch_size", "epochs", "steps_per_epoch", "learning_rate",
@@ -46,7 +50,8 @@ STYLE = f"""<style>
 .{ROOT_CLASS}.jupyter-widgets-disconnected select {{ pointer-events: none; opacity: 0.45; }}
 .{ROOT_CLASS}.jupyter-widgets-disconnected::before,
 .{ROOT_CLASS} .jupyter-widgets-disconnected::before {{ display: none; }}
-.{ROOT_CLASS} .tpukit-section-profile td:last-child {{ overflow-wrap: anywhere; }}
+.{ROOT_CLASS} .tpukit-section-profile td:last-child,
+.{ROOT_CLASS} .tpukit-section-runs td:last-child {{ overflow-wrap: anywhere; }}
 </style>"""
 
 
@@ -82,6 +87,9 @@ def build(p) -> None:
         "tensorboard_frame": widgets.Output(), "runs": html(), "runs_chart": image(),
         "reproducibility": html(), "train_off": html(), "tuning": html(), "tuning_chart": image(),
     }
+    # The run the Runs section's Load model, Export and Start next run from it act on (the latest by default).
+    p.run_picker = widgets.Dropdown(options=[("no run yet", -1)], value=-1, description="run",
+                                    style={"description_width": "32px"}, layout=widgets.Layout(width="400px"))
     p._progress_view = progress.ProgressView(p.views["progress"], p.views["bar"], p.views["curves"])
     rows, b, v = p.form.rows, p.buttons, p.views
     v["progress"].add_class("tpukit-progress-line")
@@ -103,8 +111,10 @@ def build(p) -> None:
         "Settings": widgets.HBox([column(*CORE_FIELDS), column(*ADVANCED_FIELDS)],
                                  layout=widgets.Layout(flex_flow="row wrap")),
         "Progress": widgets.VBox([v["curves"], v["tuning"], v["tuning_chart"]]),
-        "Runs": widgets.VBox([widgets.HBox([b["compare"], b["reproduce"]]), v["reproducibility"], v["runs"],
-                              v["runs_chart"]]),
+        "Runs": widgets.VBox([widgets.HBox([b["compare"], b["reproduce"]]),
+                              widgets.HBox([p.run_picker, b["load_model"], b["export"], b["start_from"]]),
+                              rows["init_from"],  # a RunConfig field, shown by the action that sets it
+                              v["reproducibility"], v["runs"], v["runs_chart"]]),
         "Profile": widgets.VBox([v["profile"], v["profile_chart"]]),
         "TensorBoard": widgets.VBox([widgets.HBox([b["tensorboard"]]), v["tensorboard"], v["tensorboard_frame"]]),
         "Accelerator": widgets.VBox([v["accelerator"]]),

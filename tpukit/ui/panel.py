@@ -12,7 +12,8 @@ widget, and a widget change updates it once RunConfig accepts the value.
 Until then every field RunConfig refuses says why in a sentence under it
 (`panel.problems`), and Train is off with the reason beside it.
 Every button calls a public method (`connect`, `train`, `stop`, `resume`,
-`capture_profile`, `show_tensorboard`, `compare`, `check_reproducibility`),
+`capture_profile`, `show_tensorboard`, `compare`, `check_reproducibility`,
+`load_model`, `export`, `start_from`),
 so a test or a notebook cell does exactly what a click does. Failures show
 as one short line in the panel and leave it usable; no traceback reaches
 the cell. tpukit's own errors (ConfigError, ConnectError, RunDirError, ...)
@@ -175,6 +176,23 @@ class Panel(View):
         """Find the batch size and set it (`Controller.tune_batch_size`)."""
         return self.controller.tune_batch_size(wait)
 
+    def load_model(self, run=None):
+        """Bring a run's trained model into the kernel (`Controller.load_model`); also `panel.model`."""
+        return self.controller.load_model(run)
+
+    def export(self, run=None, path=None):
+        """Write a run's model as a float32 .keras file (`Controller.export`)."""
+        return self.controller.export(run, path)
+
+    def start_from(self, run=None):
+        """Start the next run from a run's weights (`Controller.start_from`; "" for fresh weights)."""
+        return self.controller.start_from(run)
+
+    @property
+    def model(self):
+        """The model last loaded, else the latest run's trained model (a keras.Model), or None."""
+        return self.controller.model
+
     def compare(self) -> List[Dict[str, Any]]:
         """This kernel's runs side by side (`Controller.compare`)."""
         return self.controller.compare()
@@ -259,6 +277,19 @@ class Panel(View):
     def _on_reproduce(self, button):
         self._handle(button, self.check_reproducibility)
 
+    def _on_load_model(self, button):
+        self._handle(button, lambda: self.load_model(self._picked()))
+
+    def _on_export(self, button):
+        self._handle(button, lambda: self.export(self._picked()))
+
+    def _on_start_from(self, button):
+        self._handle(button, lambda: self.start_from(self._picked()))
+
+    def _picked(self):
+        """The run chosen in the Runs section (its index in `runs`), or None for the latest."""
+        return None if self.run_picker.value < 0 else self.run_picker.value
+
     def _handle(self, button, action) -> None:
         """Run a click: the button is disabled meanwhile; a failure becomes a short message; buttons are reset after."""
         button.disabled = True
@@ -336,6 +367,11 @@ class Panel(View):
 
     def show_runs(self, rows: List[dict], notes: List[str], chart: bool) -> None:
         self.views["runs"].value = _tables().runs(rows, notes)
+        options = [(f"#{i + 1} {row.get('run')} · {'model loads' if row.get('model_loads') else 'no model'}", i)
+                   for i, row in enumerate(rows)] or [("no run yet", -1)]
+        if list(self.run_picker.options) != options:
+            self.run_picker.options = options
+            self.run_picker.value = options[-1][1]  # a new run: the latest is chosen
         if rows and (chart or self.views["runs_chart"].layout.display != "none"):
             self._show_image("runs_chart", _plots().runs_chart(rows))
 

@@ -1,0 +1,368 @@
+"""Trained models out of runs: load a run's model, export it, start a new run from a run's weights.
+
+A run directory keeps its final weights (`model.weights.h5`) and, until it
+completes, a backup of its last whole epoch; config.json names the model
+(a zoo or registered name, or an import path), and result.json the data's
+shape. That is enough to rebuild the model in a fresh process, which is
+what `load()` does. A model handed to train() as an object is rebuilt from
+the same object or factory passed again (`load(run_dir, model=...)`).
+
+`export()` writes a `.keras` file that plain `keras.saving.load_model` opens
+in a float32 session (a mixed-precision model is copied into float32 layers
+first, so a CPU or a GPU without bfloat16 runs it as is), and, where
+TensorFlow is the backend, a SavedModel for serving beside it. On JAX only
+the `.keras` file is written: Keras exports a SavedModel from JAX through
+TensorFlow (jax2tf), which Colab's TPU runtime does not have.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Optional, Tuple
+
+from tpukit import checkpoint, records, registry
+from tpukit.errors import one_line
+from tpukit.modeling import ModelError
+
+FINAL_WEIGHTS = "model.weights.h5"
+
+
+class ExportError(ValueError):
+    """The model cannot be written where it was asked to go. The message is one line."""
+
+
+def weights_file(run_dir) -> Tuple[Path, str]:
+    """(weights file, what it holds) of a run: a completed run's final weights, else its last whole epoch.
+
+    Raises:
+        records.RunDirError: not a run directory, or no weights (the run ended before its first whole epoch).
+    """
+    run_dir = Path(run_dir)
+    try:
+        result = records.load(run_dir)
+    except FileNotFoundError:
+        raise records.RunDirError(f"{run_dir} is not a tpukit run directory (no config.json); pass the directory "
+                                  "of a run (tpukit.list_runs(logdir) lists them).") from None
+    final = run_dir / FINAL_WEIGHTS
+    if result.status == "completed" and final.is_file():
+        return final, f"final weights of {run_dir.name} ({result.epochs_done} epochs)"
+    backup = checkpoint.latest(run_dir / "backup", verify=False)
+    if backup is not None:
+        return Path(backup.path), (f"weights of {run_dir.name}'s last whole epoch ({backup.epochs_done}, "
+                                   f"{result.status})")
+    if result.parent and result.status != "completed":
+        path, _ = weights_file(result.parent)
+        return path, f"weights of {Path(result.parent).name}, the run {run_dir.name} extends (no epoch of its own)"
+    raise records.RunDirError(
+        f"{run_dir} holds no weights: the run {result.status} before its first whole epoch ended"
+        f"{'' if final.is_file() or result.status != 'completed' else ' (model.weights.h5 is missing)'}; "
+        "load or start from a run that trained at least one epoch.")
+
+
+def load_weights(model, path, what: str) -> None:
+    """Load a run's model weights into `model` (its optimizer's state is not loaded); ModelError if they do not fit."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model.load_weights(str(path))
+            problem = next((str(w.message) for w in caught if "saving" in w.filename
+                            and "optimizer" not in str(w.message)), None)
+        except Exception as e:
+            problem = f"{type(e).__name__}: {str(e).strip()}"
+    if problem:
+        lines = [line.strip() for line in problem.splitlines() if line.strip()]
+        detail = next((line for line in lines if "shape" in line), lines[1] if len(lines) > 1 else problem)
+        detail = detail if len(detail) <= 160 else detail[:157] + "..."
+        raise ModelError(f"the {what} do not fit this {type(model).__name__} ({detail}); use the model that run "
+                         "trained (same layers and shapes).")
+
+
+def init_from(model, run_dir) -> str:
+    """Load `run_dir`'s final weights into the new run's model; returns the note the run records."""
+    path, what = weights_file(run_dir)
+    try:
+        load_weights(model, path, what)
+    except ModelError as e:
+        raise ModelError(f"RunConfig.init_from: {e} Received: init_from={str(run_dir)!r}.") from None
+    return f"init_from: started from the {what}"
+
+
+@dataclasses.dataclass
+class Run:
+    """A finished (or stopped) run, loaded from its directory: `.config`, `.result`, `.history`, `.model`."""
+
+    run_dir: str
+    config: Any
+    result: records.RunResult
+    model_arg: Any = dataclasses.field(default=None, repr=False)
+    _model: Any = dataclasses.field(default=None, repr=False)
+
+    @property
+    def history(self):
+        """Per-epoch metrics, {name: [value per epoch]}, as `RunResult.history`."""
+        return self.result.history
+
+    @property
+    def model(self):
+        """The run's model with its final weights (a stopped run: its last whole epoch), built on first use."""
+        if self._model is None:
+            self._model = rebuild(self.run_dir, self.model_arg, self.config, self.result)
+            self.result.attach_model(self._model)
+        return self._model
+
+    def export(self, path) -> "Exported":
+        """Write the model as a `.keras` file (and a SavedModel on TensorFlow); see `export`."""
+        return export(self.model, path)
+
+
+def load(run_dir, model=None) -> Run:
+    """The run in `run_dir`: its config, result and history, and its model (rebuilt when first asked for).
+
+    Args:
+        run_dir: a run directory.
+        model: what rebuilds the model when config.json cannot name it (a model handed to train() as an
+            object): the same factory, or a built keras.Model, which gets the run's weights.
+
+    Raises:
+        records.RunDirError: not a run directory, or a damaged record.
+    """
+    run_dir = str(run_dir)
+    weights_file(run_dir)  # no weights: say so now, in one line
+    result = records.load(run_dir)
+    return Run(run_dir, records.load_config(run_dir), result, model)
+
+
+def rebuild(run_dir, model=None, config=None, result=None):
+    """Build the run's model (from `model`, else the name in its config) and load its weights."""
+    import keras
+
+    from tpukit import precision
+
+    config = config or records.load_config(run_dir)
+    result = result or records.load(run_dir)
+    path, what = weights_file(run_dir)
+    policy = result.model_policy or config.precision
+    policy = policy if policy in precision.POLICIES else "float32"
+    if isinstance(model, keras.Model):
+        target = model
+    else:
+        factory = model
+        if factory is None:
+            try:
+                factory = registry.resolve("model", config.model).target
+            except registry.RegistryError:
+                raise ModelError(
+                    f"cannot rebuild the model of {run_dir}: it trained {config.model}, an object handed to train(), "
+                    "which config.json cannot name; pass it again: tpukit.load(run_dir, model=<the same factory or "
+                    "a built model>).") from None
+        spec = _spec(result)
+        try:
+            with precision.policy(policy):
+                target = factory(spec) if registry.takes_argument(factory) else factory()
+        except Exception as e:
+            raise ModelError(f"cannot rebuild the model of {run_dir}: its factory {config.model!r} raised "
+                             f"{one_line(e, 160)}.") from None
+        if not isinstance(target, keras.Model):
+            raise ModelError(f"cannot rebuild the model of {run_dir}: {config.model!r} returned "
+                             f"{type(target).__name__}, not a keras.Model.")
+    if not target.weights:
+        _build_on_zeros(target, _spec(result))
+    load_weights(target, path, what)
+    return target
+
+
+def _spec(result):
+    from tpukit import sources
+
+    values = dict((result.data or {}).get("spec") or {})
+    if not values:
+        return None
+    names = {f.name for f in dataclasses.fields(sources.DataSpec)}
+    return sources.DataSpec(**{k: _tuples(v) for k, v in values.items() if k in names})
+
+
+def _tuples(value):
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _tuples(v) for k, v in value.items()}
+    return value
+
+
+def _build_on_zeros(model, spec) -> None:
+    """Create a subclassed model's variables by calling it once on zeros of the data's shape."""
+    import numpy as np
+
+    if spec is None:
+        return
+    shape, dtype = spec.input_shape, spec.input_dtype
+    if isinstance(shape, dict):
+        sample = {k: np.zeros((1, *shape[k]), (dtype or {}).get(k, "float32")) for k in shape}
+    else:
+        sample = np.zeros((1, *shape), dtype or "float32")
+    model(sample, training=False)
+
+
+# ---- export -------------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    """What `export` wrote: the `.keras` file, the SavedModel folder (or None), and a sentence on both."""
+
+    keras_path: str
+    saved_model: Optional[str]
+    note: str
+
+    def __str__(self) -> str:
+        return self.note
+
+
+def export(model, path) -> Exported:
+    """Write `model` to `path` as a float32 `.keras` file, and a SavedModel beside it on TensorFlow.
+
+    `path` ending in `.keras` is the file (the SavedModel goes to `<name>_saved_model/` beside it); any other
+    path is a folder that gets `model.keras` and `saved_model/`.
+
+    Raises:
+        ExportError: the path cannot be written, or the model cannot be copied into float32 layers.
+    """
+    import keras
+
+    path = Path(path)
+    if path.suffix == ".keras":
+        folder, keras_path = path.parent, path
+        saved = path.with_name(path.stem + "_saved_model")
+    else:
+        folder, keras_path, saved = path, path / "model.keras", path / "saved_model"
+    _check_writable(folder, keras_path)
+    plain = float32_copy(model)
+    try:
+        with records.atomic(keras_path) as tmp:
+            plain.save(str(tmp))
+    except OSError as e:
+        raise ExportError(f"could not write {keras_path} ({e.strerror or type(e).__name__}); choose a writable "
+                          "path.") from None
+    note = f"wrote {keras_path} (float32; open it with keras.saving.load_model)"
+    name = _unregistered(plain)
+    if name:
+        note = (f"wrote {keras_path} (float32); {name} is not registered with "
+                f"@keras.saving.register_keras_serializable(), so keras.saving.load_model opens it only with "
+                f"custom_objects={{{name!r}: {name}}}")
+    if keras.backend.backend() != "tensorflow":
+        return Exported(str(keras_path), None, note + "; on JAX no SavedModel is written: Keras exports one through "
+                                                      "TensorFlow, so load the .keras file in a TensorFlow session "
+                                                      "and call model.export there")
+    try:
+        _quiet_export(plain, saved)
+    except Exception as e:
+        return Exported(str(keras_path), None, note + f"; no SavedModel: model.export failed ({one_line(e, 160)})")
+    return Exported(str(keras_path), str(saved), note + f", and a SavedModel for serving at {saved}")
+
+
+def _check_writable(folder: Path, target: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".tpukit-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise ExportError(f"cannot export to {target}: {folder} is not a writable directory "
+                          f"({e.strerror or type(e).__name__}); choose another path.") from None
+    if target.is_dir():
+        raise ExportError(f"cannot export to {target}: it is a directory; give a path ending in .keras or a "
+                          "new folder.")
+
+
+def _quiet_export(model, saved: Path) -> None:
+    import contextlib
+    import io
+    import logging
+    import shutil
+
+    if saved.exists():
+        shutil.rmtree(saved)
+    logger = logging.getLogger("tensorflow")  # "INFO:tensorflow:Assets written to: ..." on stderr
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # Keras prints the SavedModel's signature
+            model.export(str(saved), format="tf_saved_model")
+    finally:
+        logger.setLevel(level)
+
+
+def _mixed(model) -> bool:
+    layers = [model, *getattr(model, "_flatten_layers", lambda: [])()]
+    return any(str(getattr(getattr(l, "dtype_policy", None), "name", "")).startswith("mixed_") for l in layers)
+
+
+def float32_copy(model):
+    """`model` itself if every layer is float32, else a copy with float32 layers and the same weights.
+
+    The copy keeps the loss and metrics it was compiled with, and a fresh optimizer of the same kind (a
+    LossScaleOptimizer's inner one): a float32 session can evaluate and fine-tune it.
+    """
+    import keras
+    import numpy as np
+
+    from tpukit import modeling, precision
+
+    if not _mixed(model):
+        return model
+    config = _float32(keras.saving.serialize_keras_object(model))
+    config.pop("compile_config", None)
+    try:
+        with precision.policy("float32"):
+            copy = keras.saving.deserialize_keras_object(config)
+            if not copy.built or not copy.weights:
+                inputs = [np.zeros((1, *t.shape[1:]), t.dtype) for t in model.inputs] if _has_inputs(model) else None
+                copy(inputs[0] if inputs and len(inputs) == 1 else inputs, training=False)
+            copy.set_weights(model.get_weights())
+    except Exception as e:
+        raise ExportError(f"could not copy {type(model).__name__} into float32 layers for export ({one_line(e, 160)}); "
+                          "a subclassed model needs get_config() and @keras.saving.register_keras_serializable().") \
+            from None
+    if getattr(model, "compiled", False):
+        args = modeling._compile_args(model)
+        optimizer = args.get("optimizer") or getattr(model, "optimizer", None)
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        fresh = inner.__class__.from_config(inner.get_config()) if hasattr(inner, "get_config") else "adam"
+        with precision.policy("float32"):
+            copy.compile(optimizer=fresh, loss=args.get("loss"), metrics=args.get("metrics"),
+                         loss_weights=args.get("loss_weights"), weighted_metrics=args.get("weighted_metrics"))
+            copy.optimizer.build(copy.trainable_variables)  # saved whole, so load_model finds every slot it builds
+    return copy
+
+
+def _unregistered(model) -> Optional[str]:
+    """The class name of a subclassed model that plain `keras.saving.load_model` cannot find, else None."""
+    import keras
+
+    cls = type(model)
+    if cls.__module__.startswith("keras.") or cls in (keras.Model, keras.Sequential):
+        return None
+    return cls.__name__ if keras.saving.get_registered_name(cls) == cls.__name__ else None
+
+
+def _has_inputs(model) -> bool:
+    try:
+        return bool(model.inputs)
+    except (AttributeError, ValueError):
+        return False
+
+
+def _float32(value):
+    """A serialized model with every mixed dtype policy replaced by float32."""
+    if isinstance(value, dict):
+        if value.get("class_name") in ("DTypePolicy", "FloatDTypePolicy") and str(
+                (value.get("config") or {}).get("name", "")).startswith("mixed_"):
+            return {**value, "config": {**value["config"], "name": "float32"}}
+        return {k: ("float32" if k == "dtype" and isinstance(v, str) and v.startswith("mixed_") else _float32(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_float32(v) for v in value]
+    return value
+
