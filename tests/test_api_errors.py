@@ -39,7 +39,7 @@ def test_an_unknown_runconfig_field_names_the_one_it_was_meant_to_be(call, field
 
 
 def test_an_unknown_field_with_no_close_name_lists_the_fields():
-    with pytest.raises(ConfigError, match=r"^RunConfig has no field 'colour'\. Fields: backend, .*, name\.$"):
+    with pytest.raises(ConfigError, match=r"^RunConfig has no field 'colour'\. Fields: backend, .*, init_from\.$"):
         RunConfig(colour="red")
     assert RunConfig(epochs=2).epochs == 2 and RunConfig().replace(epochs=4).epochs == 4
 
@@ -66,6 +66,9 @@ def test_resume_takes_only_the_path_of_a_run_directory(tmp_path, what):
     with pytest.raises(tpukit.RunDirError) as caught:
         tpukit.resume(arg)
     assert said in _one_line(caught.value)
+    with pytest.raises(tpukit.RunDirError) as caught:  # tpukit.load takes the same paths, and says load()
+        tpukit.load(arg)
+    assert said.replace("resume()", "load()") in _one_line(caught.value)
     assert sorted(tmp_path.rglob("*")) == before  # nothing read into being, nothing written
 
 

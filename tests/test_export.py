@@ -139,7 +139,8 @@ def test_a_stopped_run_loads_its_last_whole_epoch(tmp_path):
     import threading
 
     stop = threading.Event()
-    config = _config(tmp_path, epochs=3, precision="float32", validation_split=None)
+    config = _config(tmp_path, epochs=3, precision="float32", validation_split=None,
+                     steps_per_execution=1)  # a stop at a step
     result = train(config, model=savable_net, data=(x, y), stop=stop, callbacks=[CallAt(12, stop.set)])
     assert result.status == "stopped" and result.epochs_done == 1  # 8 steps an epoch: stopped in the second
     path, what = saving.weights_file(result.run_dir)

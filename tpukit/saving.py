@@ -129,6 +129,7 @@ def load(run_dir, model=None) -> Run:
     Raises:
         records.RunDirError: not a run directory, or a damaged record.
     """
+    records.check_run_dir(run_dir, "load")  # None, a file, a missing path: one line
     run_dir = str(run_dir)
     weights_file(run_dir)  # no weights: say so now, in one line
     result = records.load(run_dir)
