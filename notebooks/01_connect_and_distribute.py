@@ -130,7 +130,9 @@ def answered(value, hint):
 # `connect()` is the `detect_strategy()` helper of the early Colab TPU examples, grown up: a `TPUStrategy` when a
 # TPU answers, a `MirroredStrategy` over the GPUs when there are any, else the default strategy (or a
 # `MirroredStrategy` over simulated replicas). On JAX it returns a `keras.distribution.DataParallel` over JAX's
-# devices instead, whose `scope()` plays the part of `strategy.scope()`. The `Runtime` it returns keeps what it
+# devices instead, whose `scope()` plays the part of `strategy.scope()` (on one device, such as Colab's one-chip
+# TPU, a `OneDevice` with no distribution at all: `DataParallel` over one device only added compilations).
+# The `Runtime` it returns keeps what it
 # found, the strategy (or distribution) and the reason each other kind was skipped.
 #
 # One `tensorflow` pip package serves both CPU and GPU (since TF 2.1); `tensorflow-cpu` is the smaller build
@@ -475,7 +477,7 @@ print("Exercise 2: correct.")
 #
 # - `describe()` names the runtime: here `CPU with 8 simulated replicas`; on Colab's free TPU one replica (one
 #   v5e chip; 8 on Kaggle's v5e-8 or a v2-8/v3-8 board) or `GPU, 1 replica`, with one line per skipped kind.
-#   On JAX the strategy line says `DataParallel`.
+#   On JAX the strategy line says `DataParallel` (`OneDevice` with one device).
 # - The matmul ran on the first device; `strategy.run` (or `shard_map`) returned one value per replica
 #   (`0, 10, 20, ...`).
 # - Each replica's slice of the first batch holds different, consecutive examples, and the distributed mean loss
@@ -485,7 +487,8 @@ print("Exercise 2: correct.")
 # ## On a TPU, a GPU or the CPU
 #
 # - **TPU**: one replica per TPU device: 1 on Colab's free v5e chip, 8 on Kaggle's v5e-8 or on a v2-8/v3-8
-#   (4 chips x 2 cores). Colab's TPU runtime runs Keras on JAX: `DataParallel` over `jax.devices()`, arrays
+#   (4 chips x 2 cores). Colab's TPU runtime runs Keras on JAX: on its one chip with no distribution, on
+#   several devices `DataParallel` over `jax.devices()`, arrays
 #   placed with `jax.device_put`. With TensorFlow (a TPU node, or a TPU VM with `tensorflow-tpu`):
 #   `TPUStrategy`, ops placed with `tf.device("/device:TPU:0")`. Steps are compiled with XLA either way, so keep
 #   shapes static (`drop_remainder=True`).

@@ -117,7 +117,8 @@ def answered(value, hint):
 # TPU VMs (`tpu="local"`). `tpukit.connect()`, called in the setup, tries the same order (TPU, then GPUs, then
 # the CPU), and returns a `Runtime` that says what it found, which strategy to use, the precision it recommends,
 # and why each other kind was skipped. On TensorFlow the strategy is a `tf.distribute` strategy; on JAX (Colab's
-# TPU runtime) it is a `keras.distribution.DataParallel` over the devices.
+# TPU runtime) it is a `keras.distribution.DataParallel` over the devices, or, on one device, `OneDevice`: no
+# distribution at all.
 
 # %%
 print(runtime.describe())
@@ -454,7 +455,8 @@ table[["run", "status", "model", "dataset", "precision", "global_batch_size", "e
 #
 # Colab's TPU runtime is a TPU VM with JAX and Keras 3 and no TensorFlow. There the first cell picks
 # `KERAS_BACKEND=jax`, and tpukit runs Keras 3 on JAX, on the TPU (`connect()` says `jax` in its first line, and
-# the strategy is a `keras.distribution.DataParallel`). Every cell of this notebook runs there unchanged;
+# the strategy is `OneDevice` on the one chip, a `keras.distribution.DataParallel` over several). Every cell of
+# this notebook runs there unchanged;
 # notebook 07 goes further on JAX: several devices and several processes.
 
 # %% [markdown]

@@ -234,7 +234,8 @@ else:
 # the loss falls epoch by epoch; and `TensorFlow imported in this process: False` on Colab's TPU runtime (here,
 # where TensorFlow is installed, Keras may import it for its data adapters).
 #
-# `tpukit.connect()` does the same on the JAX backend: its `Runtime.strategy` is this `DataParallel`, and
+# `tpukit.connect()` does the same on the JAX backend: its `Runtime.strategy` is this `DataParallel` (on one
+# device `OneDevice`, no distribution: `DataParallel` over one device compiled the train step three times), and
 # `tpukit.train` enters it, so a `RunConfig` trains the same way on JAX as on TensorFlow.
 
 # %%
@@ -310,8 +311,9 @@ print("Exercise 2: correct.")
 # %% [markdown]
 # ## On a real TPU: a chip, a board, a pod slice
 #
-# - **Colab's free TPU** is one v5e chip: `jax.devices()` lists one `TpuDevice`, and `DataParallel` over it is
-#   plain single-device training. The old "8 replicas" of the 2020 notebooks holds on Kaggle's v5e-8 (8 chips) or
+# - **Colab's free TPU** is one v5e chip: `jax.devices()` lists one `TpuDevice`, and tpukit trains on it with no
+#   distribution (`OneDevice`): plain single-device training. The old "8 replicas" of the 2020 notebooks holds
+#   on Kaggle's v5e-8 (8 chips) or
 #   a v2-8/v3-8 board, and here with simulated devices.
 # - **A pod slice** has several hosts. Every host runs the same command; JAX finds the coordinator and each host's
 #   id from the TPU's metadata, so only the number of processes is needed:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -336,3 +337,22 @@ def _state(pid) -> bytes:
         return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
     except (OSError, IndexError):
         return b"Z"
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_one_examples_per_sec_the_epoch_lines_and_the_summary_agree(tmp_path, backend):
+    """One definition (progress.Meter): the summary's figure is the epoch lines' figures taken together (their
+    examples over their time), within 5%, on both backends; the JAX run compiles its train step once."""
+    proc = _finish(_train_json("--backend", backend, "--dataset", "digits", "--model", "mlp", "--epochs", "4",
+                               "--batch-size", "16", "--precision", "float32", logdir=tmp_path))
+    result = _last_json(proc)
+    steps, per_call, batch = result["steps_per_epoch"], result["steps_per_execution"], result["global_batch_size"]
+    rates = [float(m.replace(",", "")) for m in re.findall(r"  ([\d,]+) examples/s", proc.stderr)]
+    assert len(rates) == 4, proc.stderr
+    timed = [steps - per_call] + [steps] * 3  # the run's first call compiles: not timed
+    seconds = sum(n * batch / r for n, r in zip(timed, rates))
+    together = sum(timed) * batch / seconds
+    assert result["examples_per_sec"] == pytest.approx(together, rel=0.05)
+    with open(Path(result["run_dir"]) / "result.json") as f:
+        assert json.load(f)["examples_per_sec"] == result["examples_per_sec"]
+    assert result["compiles"] == (1 if backend == "jax" else None)

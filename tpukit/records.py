@@ -203,17 +203,25 @@ def _jsonable(value):
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
-def check_logdir(logdir) -> None:
-    """Create `logdir` if needed and check that a run can be written there; RunDirError in one line if not."""
-    root = Path(logdir)
+def unwritable(folder) -> Optional[str]:
+    """Why files cannot be written in `folder` (created if needed), or None when they can: a probe file is."""
+    root = Path(folder)
     try:
         root.mkdir(parents=True, exist_ok=True)
         probe = root / f".tpukit-probe-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as e:
-        raise RunDirError(f"logdir {logdir} is not a writable directory ({e.strerror or type(e).__name__}); "
-                          "choose another with RunConfig(logdir=...) or --logdir.") from None
+        return e.strerror or type(e).__name__
+    return None
+
+
+def check_logdir(logdir) -> None:
+    """Create `logdir` if needed and check that a run can be written there; RunDirError in one line if not."""
+    why = unwritable(logdir)
+    if why:
+        raise RunDirError(f"logdir {logdir} is not a writable directory ({why}); "
+                          "choose another with RunConfig(logdir=...) or --logdir.")
 
 
 def new_run_dir(logdir: str, name: str, now: Optional[float] = None) -> Path:

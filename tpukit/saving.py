@@ -18,7 +18,6 @@ TensorFlow (jax2tf), which Colab's TPU runtime does not have.
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 from pathlib import Path
 from typing import Any, Optional, Tuple
@@ -264,14 +263,10 @@ def export(model, path) -> Exported:
 
 
 def _check_writable(folder: Path, target: Path) -> None:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".tpukit-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
-        raise ExportError(f"cannot export to {target}: {folder} is not a writable directory "
-                          f"({e.strerror or type(e).__name__}); choose another path.") from None
+    why = records.unwritable(folder)
+    if why:
+        raise ExportError(f"cannot export to {target}: {folder} is not a writable directory ({why}); choose "
+                          "another path.")
     if target.is_dir():
         raise ExportError(f"cannot export to {target}: it is a directory; give a path ending in .keras or a "
                           "new folder.")
