@@ -432,6 +432,8 @@ class _Run:
             self.stopper,
             _scalar_writer(str(self.run_dir)),
         ]
+        if self.runtime.backend == "jax" and self.runtime.kind == "cpu" and self.runtime.replicas > 1:
+            out.append(cb.SyncSteps())
         self.profiler = None
         if config.profile is not None:
             from tpukit.profiling import ProfileCallback
