@@ -304,7 +304,7 @@ class PauseAt:
 
 
 def test_a_second_train_is_rejected_and_stop_keeps_the_run(make_panel):
-    panel = make_panel(epochs=3)
+    panel = make_panel(epochs=3, steps_per_execution=1)  # a stop at a step (auto runs the mlp 22 steps per call)
     # read at each step's start and end: this is mid second epoch (44 steps an epoch)
     panel.controller.clock = pause = PauseAt(120)
     panel.train()
@@ -349,7 +349,7 @@ def test_a_second_train_is_rejected_and_stop_keeps_the_run(make_panel):
 
 def test_a_run_stopped_in_its_first_epoch_promises_no_resume(make_panel):
     """No whole epoch done, so nothing was kept: Resume stays off, and no line says a resume would continue it."""
-    panel = make_panel(epochs=2)
+    panel = make_panel(epochs=2, steps_per_execution=1)
     panel.controller.clock = pause = PauseAt(10)  # in the first epoch
     panel.train()
     assert pause.reached.wait(60) and panel.stop()
@@ -536,13 +536,13 @@ def test_reproducibility_and_compare(make_panel):
 def test_in_colab_a_run_holds_the_foreground_and_the_interrupt_stops_it(make_panel, shared_logdir):
     calls = []
 
-    def clock():  # the progress callback reads it after every step: Colab's interrupt arrives there
+    def clock():  # the progress callback reads it at every step's start and end: Colab's interrupt arrives there
         calls.append(threading.current_thread())
         if len(calls) == 60:
             raise KeyboardInterrupt
         return time.perf_counter()
 
-    panel = make_panel(ctx=context.COLAB, logdir=shared_logdir, epochs=3)
+    panel = make_panel(ctx=context.COLAB, logdir=shared_logdir, epochs=3, steps_per_execution=1)
     panel.controller.clock = clock
     result = panel.train()  # no wait: in Colab it returns when the run has ended
     assert result.status == "stopped" and "interrupted" in result.message
