@@ -208,16 +208,14 @@ class RunRecorder(StepSafe):
 
     The NaN check reads the loss Keras already brought to the host for the
     callbacks (in a worker thread on JAX), so it adds no device sync; the
-    step that saw it is the last of its call, `steps_per_execution` steps.
+    step that saw it is the last of its call of `steps_per_execution` steps.
     """
 
-    def __init__(self, examples_per_step: int, steps_per_execution: int = 1,
+    def __init__(self, examples_per_step: int,
                  on_epoch: Optional[Callable[[int, Dict[str, float]], None]] = None, clock=time.perf_counter,
                  steps_per_epoch: Optional[int] = None, epochs: int = 0):
         super().__init__()
         self.steps_per_epoch = steps_per_epoch
-        self.examples_per_step = examples_per_step
-        self.steps_per_execution = steps_per_execution
         self.on_epoch = on_epoch
         self.clock = clock
         self.meter = Meter(examples_per_step, steps_per_epoch or 0, epochs)

@@ -423,8 +423,8 @@ class _Run:
 
         config = self.config
         self.stopper = cb.StopOnRequest(self.stop)
-        self.recorder = cb.RunRecorder(global_batch, config.steps_per_execution, on_epoch=self._on_epoch,
-                                       steps_per_epoch=steps, epochs=config.epochs)
+        self.recorder = cb.RunRecorder(global_batch, on_epoch=self._on_epoch, steps_per_epoch=steps,
+                                       epochs=config.epochs)
         out = [
             self.recorder,  # records an epoch before its backup: a kill between them redoes the epoch, nothing lost
             cb.EpochBackup(str(self.run_dir / "backup"), steps, restore=weights),  # restores before any write
