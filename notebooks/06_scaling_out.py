@@ -319,9 +319,11 @@ print(tpukit.train(tpukit.RunConfig.from_json(config_json), callbacks=[StepMarke
 job_script = WORKDIR / "job.py"
 job_script.write_text(textwrap.dedent(JOB))
 
+# One step per call: the markers wrap each call of the train function (auto would run this mlp's short steps
+# 30 per call on the CPU, and the job would end before the kill).
 job_config = tpukit.RunConfig(accelerator="cpu", dataset="shapes", dataset_size=512, model="mlp", batch_size=16,
                               epochs=10 if SMOKE else 12, steps_per_epoch=60 if SMOKE else 600,
-                              deterministic=True, logdir=str(LOGDIR / "job"), name="killed")
+                              steps_per_execution=1, deterministic=True, logdir=str(LOGDIR / "job"), name="killed")
 
 if HAS_TF:
     profiler_port = free_port()
