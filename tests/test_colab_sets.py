@@ -124,7 +124,9 @@ def test_jax_run_on_8_devices_writes_scalars_and_a_capture_and_resumes_exactly(t
     capture = reference.profile_files[0]
     assert Path(capture).exists() and capture.endswith(".xplane.pb")
     flag = threading.Event()
-    stopped = tpukit.train(config.replace(profile=None), callbacks=[_StopAt(12, flag)], stop=flag)
+    # one step per call, as the profiled reference ran: a stop at step 12 (auto runs 10 per call on the CPU)
+    stopped = tpukit.train(config.replace(profile=None, steps_per_execution=1), callbacks=[_StopAt(12, flag)],
+                           stop=flag)
     assert stopped.status == "stopped" and stopped.epochs_done == 1  # 10 steps an epoch
     resumed = tpukit.resume(stopped.run_dir)
     assert resumed.status == "completed" and resumed.fingerprint == reference.fingerprint
