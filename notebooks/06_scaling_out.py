@@ -320,9 +320,10 @@ job_script = WORKDIR / "job.py"
 job_script.write_text(textwrap.dedent(JOB))
 
 # One step per call: the markers wrap each call of the train function (auto would run this mlp's short steps
-# 30 per call on the CPU, and the job would end before the kill).
+# 30 per call on the CPU). A step takes about 3 ms here, so even the smoke size runs for about ten seconds:
+# long enough to be traced and killed in the middle.
 job_config = tpukit.RunConfig(accelerator="cpu", dataset="shapes", dataset_size=512, model="mlp", batch_size=16,
-                              epochs=10 if SMOKE else 12, steps_per_epoch=60 if SMOKE else 600,
+                              epochs=10 if SMOKE else 12, steps_per_epoch=300 if SMOKE else 600,
                               steps_per_execution=1, deterministic=True, logdir=str(LOGDIR / "job"), name="killed")
 
 if HAS_TF:
