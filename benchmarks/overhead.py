@@ -1,7 +1,7 @@
 """tpukit's overhead against a careful plain-Keras script, side by side, on the TensorFlow and JAX backends.
 
 The baseline is what the seeds' careful user writes: a tf.data pipeline (from_tensor_slices, cache, shuffle
-every epoch, batch, prefetch) into `model.fit`, with the same model (`tpukit.models.build` gives a plain
+every epoch, batch, prefetch) into `model.fit`, with the same model (`tpukit.models.zoo.build` gives a plain
 keras.Model), the same split (10% of the training data for validation, as tpukit's default), batch, epochs,
 optimizer and precision (`keras.mixed_precision.set_global_policy` for mixed_bfloat16), and the test split
 evaluated once at the end, as tpukit does. On JAX the baseline is the same tf.data pipeline: Keras 3's fit
@@ -111,7 +111,8 @@ def plain_keras(args):
     import numpy as np
     import tensorflow as tf
 
-    from tpukit import data, models
+    from tpukit.data import builtin as data
+    from tpukit.models import zoo as models
 
     keras.mixed_precision.set_global_policy(args.precision)
     images = data.load(args.dataset)

@@ -52,8 +52,9 @@ if ARGS.backend == "jax":
 import keras  # noqa: E402
 
 import tpukit  # noqa: E402
-from tpukit import pipeline, sources  # noqa: E402
-from tpukit.training import AUTO_STEPS_PER_EXECUTION  # noqa: E402
+from tpukit.data import pipeline
+from tpukit.data import sources# noqa: E402
+from tpukit.training.api import AUTO_STEPS_PER_EXECUTION  # noqa: E402
 
 from overhead import _epoch_clock  # noqa: E402  (the same stopwatch: epoch-level hooks, every step counted)
 

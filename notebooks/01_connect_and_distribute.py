@@ -93,7 +93,7 @@ import keras
 import numpy as np
 
 import tpukit
-from tpukit import runtime as rt
+from tpukit.hardware import runtime as rt
 
 TF = keras.backend.backend() == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
 if TF:
@@ -167,7 +167,7 @@ for kind, why in runtime.skipped_reasons.items():
 # cluster to connect to, and the resolver needs `tpu="local"` (and a TensorFlow built with TPU support, which
 # Colab no longer ships; JAX finds the chips by itself: `jax.devices()` lists them).
 #
-# `tpukit.runtime.tpu_address()` makes that choice: an explicit `tpu=` argument wins, else `COLAB_TPU_ADDR` (an
+# `tpukit.hardware.runtime.tpu_address()` makes that choice: an explicit `tpu=` argument wins, else `COLAB_TPU_ADDR` (an
 # old TPU node, as `grpc://...`), else `TPU_NAME` (a Cloud TPU by name), else `"local"` on a TPU VM, else None.
 # Nothing here needs a TPU to try: set the old variable for a moment and see which address it resolves.
 

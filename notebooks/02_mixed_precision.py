@@ -85,7 +85,8 @@ from keras import ops
 
 import tpukit
 from tpukit import config as tkconfig
-from tpukit import models, precision
+from tpukit import models
+from tpukit.training import precision
 
 TF = keras.backend.backend() == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
 if TF:
@@ -124,7 +125,7 @@ for name in precision.POLICIES:
 
 # %% [markdown]
 # The global policy applies to every layer built while it is set (`keras.config.set_dtype_policy`, stable since
-# TF 2.4). `tpukit.precision.policy(...)` sets it for a block and puts the previous one back, so one experiment
+# TF 2.4). `tpukit.training.precision.policy(...)` sets it for a block and puts the previous one back, so one experiment
 # never leaks into the next. A layer built with `dtype="float32"` keeps float32 whatever the global policy.
 
 # %%

@@ -75,7 +75,9 @@ import keras
 import numpy as np
 
 import tpukit
-from tpukit import data, determinism, models
+from tpukit import data
+from tpukit.training import determinism
+from tpukit import models
 
 TF = keras.backend.backend() == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
 if TF:
@@ -102,7 +104,7 @@ def answered(value, hint):
 # ## Seeds: the same initial weights
 #
 # `keras.utils.set_random_seed(n)` seeds Python's `random`, NumPy, TensorFlow (where installed) and Keras in one
-# call; `tpukit.determinism.set_seed` is that call. Build a model twice without it and the weights differ; seed
+# call; `tpukit.training.determinism.set_seed` is that call. Build a model twice without it and the weights differ; seed
 # before each build and they are equal. `tpukit.fingerprint` hashes every weight bit for bit into 16 hex digits.
 
 # %%

@@ -80,7 +80,10 @@ import numpy as np
 import pandas as pd
 
 import tpukit
-from tpukit import data, models, precision, records
+from tpukit import data
+from tpukit import models
+from tpukit.training import precision
+from tpukit.runs import records
 
 LOGDIR = os.path.join("runs", "04-keras-training")  # every run gets a directory in here
 runtime = tpukit.connect()  # the next section says what this does
@@ -422,7 +425,7 @@ if SOLUTIONS:
 # %% tags=["self-check"]
 # Self-check: tpukit's step count
 answered(STEPS_ON_V5E1, "45,000 training images (after the 10% validation split), whole batches of 1 x 512")
-from tpukit import pipeline
+from tpukit.data import pipeline
 
 measured = pipeline.steps_per_epoch(50_000 - round(0.1 * 50_000), 512 * 1)
 print(f"predicted {STEPS_ON_V5E1}, tpukit runs {measured} steps per epoch")
@@ -470,7 +473,7 @@ table[["run", "status", "model", "dataset", "precision", "global_batch_size", "e
 # Here is your CNN on a few test images: its prediction above each one, in green where it matches the label.
 
 # %%
-from tpukit.data import SHAPE_CLASSES
+from tpukit.data.builtin import SHAPE_CLASSES
 
 trained = own.model
 x_show, y_show = np.array(mine.x_test[:12]), np.array(mine.y_test[:12])

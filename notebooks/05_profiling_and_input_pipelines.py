@@ -82,7 +82,11 @@ from IPython.display import HTML, Javascript, display
 
 import tpukit
 from tpukit import config as tk_config
-from tpukit import context, data, models, profiling, tensorboard
+from tpukit import context
+from tpukit import data
+from tpukit import models
+from tpukit.observe import profiling
+from tpukit.observe import tensorboard
 from tpukit.ui import embed
 
 TF = keras.backend.backend() == "tensorflow"  # tf.data and tf.function here; else Keras 3 and JAX
@@ -122,7 +126,7 @@ def answered(value, hint):
 # the output frame, visible only to you. The 2020 TPU post instead exposed TensorBoard through a public
 # tunnel: anyone with the URL could read the runs, and TensorBoard has no login. Never do that.
 #
-# `tpukit.tensorboard.start` does what the magic does from Python: it reuses a TensorBoard that already
+# `tpukit.observe.tensorboard.start` does what the magic does from Python: it reuses a TensorBoard that already
 # serves the logdir, or starts one bound to **127.0.0.1**, and returns `Launched`, `Reused` or `Failed`
 # (with a message you can act on). `tpukit.ui.embed` then shows it the way the front end allows: Colab's
 # port proxy, an iframe in Jupyter, or a plain address elsewhere. (Its Profile tab also has a **Capture

@@ -90,7 +90,11 @@ import pandas as pd
 from IPython.display import display
 
 import tpukit
-from tpukit import checkpoint, data, models, profiling, records
+from tpukit.runs import checkpoint
+from tpukit import data
+from tpukit import models
+from tpukit.observe import profiling
+from tpukit.runs import records
 
 HAS_TF = importlib.util.find_spec("tensorflow") is not None
 if HAS_TF:
@@ -176,7 +180,9 @@ WORKER = '''
 import json, os, sys
 import keras, tensorflow as tf
 import tpukit
-from tpukit import data, determinism, models
+from tpukit import data
+from tpukit.training import determinism
+from tpukit import models
 
 STEPS, PER_REPLICA = int(sys.argv[1]), 32
 runtime = tpukit.connect()  # TF_CONFIG is set: MultiWorkerMirroredStrategy

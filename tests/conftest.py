@@ -20,7 +20,8 @@ REPLICAS = 8
 
 
 def pytest_configure(config):
-    from tpukit import backend, runtime
+    from tpukit.hardware import backend
+    from tpukit.hardware import runtime
 
     if backend.installed("tensorflow"):
         runtime.configure_cpu_replicas(REPLICAS)

@@ -34,6 +34,6 @@ def _replace_then_die(src, dst, *args, **kwargs):
 
 
 os.replace = _replace_then_die
-from tpukit.cli import main  # noqa: E402
+from tpukit.cli.main import main  # noqa: E402
 
 sys.exit(main(sys.argv[5:]))

@@ -64,7 +64,7 @@ if MISSING:
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402  (only when present)
 
-from tpukit import tensorboard as tb  # noqa: E402
+from tpukit.observe import tensorboard as tb# noqa: E402
 
 pytestmark = pytest.mark.browser
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
-from tpukit import training
+from tpukit.training import api as training
 from tpukit.config import RunConfig
 
 JSON_KEYS = {"run_dir", "status", "backend", "accelerator", "replicas", "precision", "deterministic", "seed",
@@ -51,7 +51,7 @@ def test_bad_arguments_exit_2_with_a_short_message(args, expected):
 
 
 def test_import_tpukit_does_not_import_tensorflow_or_keras():
-    code = ("import sys, tpukit, tpukit.config, tpukit.cli; tpukit.RunConfig();"
+    code = ("import sys, tpukit, tpukit.config, tpukit.cli.main; tpukit.RunConfig();"
             "bad=[m for m in ('tensorflow','keras','ipywidgets') if m in sys.modules]; assert not bad, bad")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr
@@ -204,7 +204,7 @@ def test_ctrl_c_during_start_up_is_one_line(tmp_path, after_s):
 def test_warnings_take_one_line_each(capsys):
     import warnings
 
-    from tpukit import cli
+    from tpukit.cli import main as cli
 
     with warnings.catch_warnings():
         warnings.simplefilter("always")
@@ -231,7 +231,7 @@ def test_the_stderr_filter_drops_native_log_lines_and_keeps_the_rest_through_os_
     before os._exit (which skips atexit) come through."""
     code = (
         "import os, sys\n"
-        "from tpukit import nativelog\n"
+        "from tpukit.cli import nativelog\n"
         "assert nativelog.hide_native_log_lines()\n"
         "os.write(2, b'WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\\n')\n"
         "os.write(2, b'I0000 00:00:1795523283.364743    8845 port.cc:153] oneDNN custom operations are on.\\n')\n"
@@ -251,7 +251,7 @@ def test_the_stderr_filter_keeps_what_a_crashing_process_wrote_last():
     with the process and lost it, gluing the next line on; the filter process reads to the end."""
     code = (
         "import os\n"
-        "from tpukit import nativelog\n"
+        "from tpukit.cli import nativelog\n"
         "assert nativelog.hide_native_log_lines()\n"
         "os.write(2, b\"terminate called after throwing an instance of 'gloo::EnforceNotMet'\\n\")\n"
         "os.write(2, b'  what():  size mismatch')\n"
@@ -290,7 +290,7 @@ def test_a_fast_failure_prints_its_line_before_the_exit_status_50_times_in_a_row
 def test_the_last_line_is_there_when_the_status_arrives_however_the_program_ends(end, status):
     code = (
         "import os, sys\n"
-        "from tpukit import nativelog\n"
+        "from tpukit.cli import nativelog\n"
         "assert nativelog.hide_native_log_lines()\n"
         "os.write(2, b'I0000 00:00:1795523283.364743    8845 port.cc:153] oneDNN custom operations are on.\\n')\n"
         "sys.stderr.write('python -m tpukit: the last line\\n'); sys.stderr.flush()\n"
@@ -308,7 +308,7 @@ def test_the_filter_passes_signals_on_and_takes_the_program_with_it_when_killed(
     it too (PR_SET_PDEATHSIG), as they would without a filter."""
     code = (
         "import os, signal, sys, time\n"
-        "from tpukit import nativelog\n"
+        "from tpukit.cli import nativelog\n"
         "assert nativelog.hide_native_log_lines()\n"
         "signal.signal(signal.SIGTERM, lambda *a: (print('got SIGTERM', file=sys.stderr), os._exit(143)))\n"
         "print(os.getpid(), flush=True)\n"

@@ -46,7 +46,7 @@ def test_the_set_is_colabs():
         assert version("jax") == "0.7.2"
         assert importlib.util.find_spec("tensorflow") is None  # Colab's TPU runtime has none
     else:
-        assert next(iter(__import__("tpukit.runtime").runtime.installed_tensorflow().values())) == "2.20.0"
+        assert next(iter(__import__("tpukit.hardware.runtime").runtime.installed_tensorflow().values())) == "2.20.0"
 
 
 def test_colab_setup_adds_the_profile_viewer_without_moving_anything_and_summarizes_a_capture(tmp_path):
@@ -55,7 +55,8 @@ def test_colab_setup_adds_the_profile_viewer_without_moving_anything_and_summari
     First in the module: later tests read the event files with TensorBoard's own reader, which this installs.
     """
     import tpukit
-    from tpukit import colab, profiling
+    from tpukit import colab
+    from tpukit.observe import profiling
 
     before = colab._installed()
     plan = colab.setup()
@@ -149,7 +150,7 @@ def test_user_model_and_data_without_tensorflow(tmp_path):
 @tpu_set
 def test_the_datasets_input_pipelines_need_no_tensorflow():
     """`data.train_dataset` / `eval_dataset` (the notebooks' plain-Keras path) feed NumPy batches without TF."""
-    from tpukit import data
+    from tpukit.data import builtin as data
 
     digits = data.load("digits")
     train = data.train_dataset(digits, global_batch=32, seed=0, epochs=1)
@@ -172,7 +173,8 @@ def test_the_panel_trains_headless(tmp_path):
 
 def test_tfds_name_uncached_and_offline_fails_fast_in_one_line_offline_simulated(tmp_path, monkeypatch):
     """`tfds:NAME` goes through tensorflow-datasets (both Colab sets ship it); the network probe is forced off."""
-    from tpukit import data, sources
+    from tpukit.data import builtin as data
+    from tpukit.data import sources
 
     monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path))
     monkeypatch.setattr(data, "reachable", lambda host, **kwargs: False)

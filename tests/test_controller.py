@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tpukit import progress as progress_model
-from tpukit import training
+from tpukit.observe import progress as progress_model
+from tpukit.training import api as training
 from tpukit.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +94,8 @@ def test_the_controller_trains_without_ipywidgets(tmp_path):
 @pytest.mark.parametrize("replicas, batch, split", [(1, 32, 0.1), (8, 16, 0.1), (2, 64, None), (1, 8, 0.5)])
 def test_plan_agrees_with_the_trainer(replicas, batch, split):
     """`training.plan` (before loading) counts the steps the trainer counts on the loaded data."""
-    from tpukit import pipeline, sources
+    from tpukit.data import pipeline
+    from tpukit.data import sources
 
     config = RunConfig(dataset="digits", model="mlp", batch_size=batch, replicas=replicas, validation_split=split)
     plan = training.plan(config, replicas)
@@ -147,7 +148,7 @@ def _drive(callbacks, clock, steps=10, epochs=2, step_s=0.1, first_s=2.0):
 
 def test_the_cli_and_the_panel_read_one_progress_model():
     """ProgressLogger (CLI) and the panel's callback, fed the same steps and clock, report the same rate."""
-    from tpukit import callbacks
+    from tpukit.training import callbacks
     from tpukit.ui import progress
 
     clock = FakeClock()
@@ -256,7 +257,7 @@ def test_two_tensorboard_opens_at_once_start_one_server(tmp_path):
     """A profiled run's job opens TensorBoard while the person opens its section: one server, not two."""
     import threading
 
-    from tpukit import tensorboard as tb
+    from tpukit.observe import tensorboard as tb
     from tpukit.ui.controller import Controller
 
     (tmp_path / "runs").mkdir()
@@ -278,7 +279,7 @@ def test_two_tensorboard_opens_at_once_start_one_server(tmp_path):
 
 def test_a_runs_row_says_whether_its_model_loads_and_load_model_says_why_not(tmp_path):
     """A run kept in memory loads; one read from a directory without weights says so in its row and in one line."""
-    from tpukit import records
+    from tpukit.runs import records
     from tpukit.ui.controller import Controller, NoRunError, View
 
     class Recorder(View):

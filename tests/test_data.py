@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from tpukit import data
+from tpukit.data import builtin as data
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,7 +32,7 @@ def digits96():
 # ---- the table and importing -----------------------------------------------
 
 def test_import_does_not_load_tensorflow():
-    code = ("import sys, tpukit.data; "
+    code = ("import sys, tpukit.data.builtin; "
             "assert not {'tensorflow', 'keras', 'sklearn', 'mlxtend'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
                    env={**os.environ, "PYTHONPATH": REPO})
@@ -210,7 +210,7 @@ def test_eval_dataset_has_static_batches(digits96):
 
 
 def test_steps_per_epoch_fixes_each_epochs_length_and_keeps_resume_exact():
-    from tpukit import data
+    from tpukit.data import builtin as data
 
     digits = data.load("digits")
     per_pass = data.steps_per_epoch(digits, 256)  # 5 batches in one pass

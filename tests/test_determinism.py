@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tpukit import determinism
+from tpukit.training import determinism
 
 
 def test_fingerprint_is_short_stable_and_bit_sensitive():

@@ -17,9 +17,12 @@ import numpy as np
 import pytest
 
 import tpukit
-from tpukit import modeling, records, saving, sources
+from tpukit.models import modeling
+from tpukit.runs import records
+from tpukit.runs import saving
+from tpukit.data import sources
 from tpukit.config import ConfigError, RunConfig
-from tpukit.training import train
+from tpukit.training.api import train
 from conftest import REPO, run_cli
 from usermodels import SavableNet, images, savable_net, user_cnn
 
@@ -252,7 +255,8 @@ def test_on_jax_the_users_object_trains_in_place_loads_in_a_fresh_process_and_ex
 import json, warnings, numpy as np, tpukit
 runtime = tpukit.connect(backend="jax", replicas=8)
 import keras, usermodels
-from tpukit import modeling, sources
+from tpukit.models import modeling
+from tpukit.data import sources
 x, y = usermodels.images(256)
 spec = sources.DataSpec((32, 32, 3), "uint8", (), "int32", 4, None)
 config = tpukit.RunConfig(epochs=1, batch_size=8, deterministic=True, precision="float32",

@@ -32,7 +32,7 @@ def _python(code, timeout=180):
 
 @pytest.mark.slow
 def test_cli_on_jax_8_devices_bf16_capture_and_same_fingerprint_in_two_processes(tmp_path):
-    from tpukit import profiling
+    from tpukit.observe import profiling
 
     procs = [subprocess.Popen([sys.executable, "-m", "tpukit", "train", *CLI, "--logdir", str(tmp_path / name)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
@@ -56,7 +56,8 @@ def test_cli_on_jax_8_devices_bf16_capture_and_same_fingerprint_in_two_processes
 def test_jax_runtime_data_parallel_and_layer_dtypes_under_mixed_bfloat16():
     result = _python("""
 import json, tpukit
-from tpukit import models, precision
+from tpukit.models import zoo as models
+from tpukit.training import precision
 runtime = tpukit.connect(backend="jax", replicas=8)
 import keras
 with precision.policy("mixed_bfloat16"), runtime.strategy.scope():
@@ -78,7 +79,8 @@ def test_auto_picks_jax_for_a_tpu_tensorflow_cannot_drive_fake_tpu_vm():
     """Fake TPU VM (no TPU here): the installed tensorflow-cpu cannot drive it, so auto chooses JAX."""
     result = _python("""
 import json, sys
-from tpukit import backend, runtime
+from tpukit.hardware import backend
+from tpukit.hardware import runtime
 runtime.tpu_vm_present = lambda: True   # the fake: pretend /dev/accel* exists
 name, why = backend.choose("auto")
 print(json.dumps({"name": name, "why": why, "keras_loaded": "keras" in sys.modules}))
@@ -89,7 +91,7 @@ print(json.dumps({"name": name, "why": why, "keras_loaded": "keras" in sys.modul
 
 
 def test_auto_picks_tensorflow_without_a_tpu_and_switching_later_is_refused():
-    from tpukit import backend
+    from tpukit.hardware import backend
 
     assert backend.choose("auto", tpu_needs_jax=lambda: None)[0] == "tensorflow"
     with pytest.raises(backend.BackendError, match="already loaded with the tensorflow backend.*Restart the runtime"):
@@ -115,7 +117,7 @@ print(json.dumps({"message": message, "backend": keras.backend.backend()}))
 
 def test_tpu_type_from_jax_device_kind_fake_tpu():
     """Fake device kinds (strings JAX reports on TPU VMs)."""
-    from tpukit.runtime import PEAK_FLOPS, tpu_type_from_kind
+    from tpukit.hardware.runtime import PEAK_FLOPS, tpu_type_from_kind
 
     assert tpu_type_from_kind("TPU v5 lite") == "TPU v5e"
     assert tpu_type_from_kind("TPU v6 lite") == "TPU v6e"
@@ -196,7 +198,8 @@ def test_both_feeders_give_the_same_batches_on_jax_fake_free():
     """The NumPy feeder (no TensorFlow) and tf.data feed identical batches: one definition of the order."""
     out = _python_with("""
 import json, numpy as np
-from tpukit import pipeline, sources
+from tpukit.data import pipeline
+from tpukit.data import sources
 part = sources.Arrays({"a": np.arange(100 * 3).reshape(100, 3), "b": np.arange(100)}, np.arange(100) % 7)
 tf_batches = [(x["a"].numpy().tolist(), y.numpy().tolist()) for x, y in
               pipeline.train_feed(part, feeder="tf.data", global_batch=16, seed=3, epochs=3, initial_epoch=1)]

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, run_cli
-from tpukit import launch
+from tpukit.cli import launch
 from tpukit.config import ConfigError
 
 TRAIN = ["train", "--model", "mlp", "--dataset", "digits", "--batch-size", "4", "--epochs", "1",
@@ -143,7 +143,8 @@ def _process_with(parent: int, entry: str) -> int:
 
 
 def test_each_process_feeds_its_share_of_every_batch_and_together_the_whole():
-    from tpukit import pipeline, sources
+    from tpukit.data import pipeline
+    from tpukit.data import sources
 
     part = sources.Arrays(np.arange(100, dtype="float32").reshape(50, 2), np.arange(50))
     kwargs = dict(feeder="numpy", global_batch=8, seed=3, epochs=2, steps=6)

@@ -1,5 +1,5 @@
 """train() across TensorFlow workers: MultiWorkerMirroredStrategy from TF_CONFIG and tpukit's own loop
-(`tpukit.multiworker`; Keras 3's fit cannot run there, keras-team/keras#20585).
+(`tpukit.training.multiworker`; Keras 3's fit cannot run there, keras-team/keras#20585).
 
 Real processes, real TensorFlow on the CPU: `python -m tpukit launch --workers 2 -- train --backend tensorflow`
 on 127.0.0.1, at smoke size.
@@ -21,7 +21,8 @@ tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402  (after TensorFlow: the backend this file tests)
 
 from conftest import REPO, run_cli  # noqa: E402
-from tpukit import launch, records  # noqa: E402
+from tpukit.cli import launch
+from tpukit.runs import records# noqa: E402
 
 TRAIN = ["train", "--backend", "tensorflow", "--model", "mlp", "--dataset", "digits", "--deterministic",
          "--precision", "float32"]
@@ -96,7 +97,7 @@ def test_a_killed_worker_ends_the_job_in_one_line_and_the_run_resumes_in_one_pro
 @pytest.mark.slow
 def test_sigterm_to_one_worker_stops_every_worker_after_the_same_step(tmp_path):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
-    # The launcher's stderr goes through its filter (tpukit.nativelog), which exits only after the launcher and
+    # The launcher's stderr goes through its filter (tpukit.cli.nativelog), which exits only after the launcher and
     # what it wrote: a filter beside it lost the last line 1 run in 3.
     job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs",
                             str(tmp_path / "logs"), "--", *TRAIN, "--batch-size", "8", "--epochs", "3",
@@ -180,7 +181,8 @@ def test_the_loop_calls_the_callbacks_as_fit_does_and_trains_the_same_weights(st
     """In one process, under a MirroredStrategy of 2 devices: tpukit's loop against Keras' fit, hook by hook."""
     import numpy as np
 
-    from tpukit import multiworker, runtime
+    from tpukit.training import multiworker
+    from tpukit.hardware import runtime
 
     strategy = runtime.mirrored([d.name for d in tf.config.list_logical_devices("CPU")][:2])
     rng = np.random.default_rng(0)
@@ -227,7 +229,7 @@ def test_tensorflow_workers_run_one_step_per_call():
     from types import SimpleNamespace
 
     from tpukit.config import ConfigError
-    from tpukit.training import resolve_steps_per_execution
+    from tpukit.training.api import resolve_steps_per_execution
 
     workers = SimpleNamespace(backend="tensorflow", kind="gpu", replicas=4, workers=2, strategy=None)
     steps, why = resolve_steps_per_execution("auto", workers, 40)
@@ -242,7 +244,7 @@ def _ppid(pid) -> int:
 
 def _worker(parent: int, index: int) -> int:
     """The process of worker `index` under the launcher `parent` (Linux /proc): a grandchild, as each CLI's first
-    process is its stderr filter and runs the program as its child (tpukit/nativelog.py)."""
+    process is its stderr filter and runs the program as its child (tpukit/cli/nativelog.py)."""
     entry = f"TPUKIT_LAUNCH_WORKER={index}".encode()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 import tpukit
-from tpukit import records, registry, sources
+from tpukit import registry
+from tpukit.runs import records
+from tpukit.data import sources
 from tpukit.config import ConfigError, RunConfig
-from tpukit.training import resume, train
+from tpukit.training.api import resume, train
 from conftest import REPLICAS
 from test_training import CallAt
 from usermodels import TinyNet, images, tokens, regressor, text_classifier, two_inputs, user_cnn
@@ -111,7 +113,7 @@ def test_a_built_model_is_trained_in_place_and_its_compile_is_kept(tmp_path):
     model = user_cnn(sources.DataSpec((32, 32, 3), "uint8", (), "int32", 4, None))
     model.compile(optimizer=keras.optimizers.SGD(0.05), loss="sparse_categorical_crossentropy",
                   metrics=["sparse_categorical_accuracy"])
-    with pytest.warns(tpukit.modeling.TrainedInPlace, match="trains your Functional object in place"):
+    with pytest.warns(tpukit.models.modeling.TrainedInPlace, match="trains your Functional object in place"):
         result = train(_config(tmp_path, epochs=1), model=model, data=(x, y))
     assert result.model is model
     assert "sparse_categorical_accuracy" in result.final_metrics  # the user's metrics, not RunConfig.metrics
@@ -124,7 +126,7 @@ def test_a_built_model_is_cloned_under_mirrored_strategy_and_its_compile_is_kept
     model = user_cnn(sources.DataSpec((32, 32, 3), "uint8", (), "int32", 4, None))
     model.compile(optimizer=keras.optimizers.SGD(0.05), loss="sparse_categorical_crossentropy",
                   metrics=["sparse_categorical_accuracy"])
-    with pytest.warns(tpukit.modeling.ClonedModelWarning, match="trains a clone"):
+    with pytest.warns(tpukit.models.modeling.ClonedModelWarning, match="trains a clone"):
         result = train(_config(tmp_path, epochs=1, replicas=2, batch_size=16), model=model, data=(x, y))
     assert result.model is not model
     assert "sparse_categorical_accuracy" in result.final_metrics
@@ -241,7 +243,7 @@ def _hand_model():
 
 
 def test_flops_match_a_hand_count_for_dense_conv_and_embedding():
-    from tpukit import flops
+    from tpukit.models import flops
 
     forward = 2 * (6 * 6 * 27 * 4 + 144 * 5)
     count, how = flops.training_flops_per_example(_hand_model(), np.zeros((4, 8, 8, 3), "float32"))
@@ -257,7 +259,7 @@ def test_flops_match_a_hand_count_for_dense_conv_and_embedding():
 
 
 def test_flops_unknown_gives_none_with_a_reason():
-    from tpukit import flops
+    from tpukit.models import flops
 
     class Opaque(keras.Model):
         def call(self, x):

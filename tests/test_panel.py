@@ -23,10 +23,11 @@ import pytest
 
 import panel_support
 import tpukit
-from tpukit import context, records
-from tpukit import tensorboard as tb
+from tpukit import context
+from tpukit.runs import records
+from tpukit.observe import tensorboard as tb
 from tpukit.config import ConfigError, RunConfig
-from tpukit.records import RunDirError
+from tpukit.runs.records import RunDirError
 from tpukit.ui import NoRunError, Panel, PanelBusy, embed, layout, progress, resumable
 
 SMALL = dict(dataset="digits", model="mlp", epochs=1, batch_size=32)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tpukit
-from tpukit import precision
+from tpukit.training import precision
 from tpukit.config import ConfigError
 
 

@@ -1,4 +1,4 @@
-"""tpukit.profiling: real `fit` runs profiled into tmp dirs, read back with xprof and TensorBoard."""
+"""tpukit.observe.profiling: real `fit` runs profiled into tmp dirs, read back with xprof and TensorBoard."""
 
 import gzip
 import html
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from tpukit import profiling, tensorboard
+from tpukit.observe import profiling
+from tpukit.observe import tensorboard
 
 STEPS_PER_EPOCH = 10
 EPOCHS = 2
@@ -72,7 +73,7 @@ def capture(tmp_path_factory, tf):
 
 
 def test_import_does_not_load_tensorflow():
-    code = "import sys, tpukit.profiling; assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules"
+    code = "import sys, tpukit.observe.profiling; assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
@@ -241,7 +242,7 @@ _JAX_FIT = """
 import json, sys
 import numpy as np
 import keras
-from tpukit import profiling
+from tpukit.observe import profiling
 
 rng = np.random.default_rng(0)
 x, y = rng.random((160, 8), dtype=np.float32), rng.integers(0, 3, 160)
@@ -257,7 +258,7 @@ print(json.dumps({"backend": keras.backend.backend(), "files": callback.files}))
 
 _SUMMARIZE_WITHOUT_TF = """
 import json, sys
-from tpukit import profiling
+from tpukit.observe import profiling
 
 summary = profiling.summarize(sys.argv[1])
 print(json.dumps({"tensorflow": "tensorflow" in sys.modules, "text": summary.to_text()}))
@@ -372,14 +373,14 @@ def test_panel_html_shows_the_summarys_own_verdict(jax_capture):
      (None, None, "not measured")],
 )
 def test_input_sentence_agrees_with_the_number(percent, bound, words):
-    from tpukit.profiling import _INPUT_BOUND_PERCENT, _input_sentence
+    from tpukit.observe.profiling import _INPUT_BOUND_PERCENT, _input_sentence
 
     assert (None if percent is None else percent >= _INPUT_BOUND_PERCENT) is bound
     assert _input_sentence(percent, bound).startswith(words)
 
 
 def test_xprof_html_becomes_plain_text_without_section_pointers():
-    from tpukit.profiling import _plain
+    from tpukit.observe.profiling import _plain
 
     nextstep = ('Consider using <a href="https://www.tensorflow.org/guide/data" target="_blank">the tf.data API</a> '
                 "to enable profiler's host-side analysis for input pipeline. Profiler currently does not support "
@@ -392,7 +393,7 @@ def test_xprof_html_becomes_plain_text_without_section_pointers():
 
 
 def test_xla_ops_self_time_leaves_out_nested_ops():
-    from tpukit.profiling import _xla_ops
+    from tpukit.observe.profiling import _xla_ops
 
     def op(name, ts, dur, tid=1):
         return {"ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur, "name": name,

@@ -15,9 +15,10 @@ from pathlib import Path
 import keras
 import pytest
 
-from tpukit import checkpoint, records
+from tpukit.runs import checkpoint
+from tpukit.runs import records
 from tpukit.config import ConfigError, RunConfig
-from tpukit.training import resume, train
+from tpukit.training.api import resume, train
 from conftest import REPO, run_cli
 from test_cli import _last_json, _wait_for_backup
 from test_training import CallAt
@@ -177,7 +178,7 @@ def test_a_second_resume_of_a_run_in_use_is_refused_and_the_lock_dies_with_its_p
         with pytest.raises(records.RunInUse, match=f"in use by process {os.getpid()}") as info:
             resume(run_dir)
         _one_line(info.value)
-    code = ("import os, signal, sys; from tpukit import records; "
+    code = ("import os, signal, sys; from tpukit.runs import records; "
             "lock = records.locked(sys.argv[1]); lock.__enter__(); os.kill(os.getpid(), signal.SIGKILL)")
     proc = subprocess.run([sys.executable, "-c", code, str(run_dir)], env=ENV, timeout=60)
     assert proc.returncode == -signal.SIGKILL

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import tpukit
-from tpukit import runtime as rt
+from tpukit.hardware import runtime as rt
 from conftest import REPLICAS, REPO, run_cli
 
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from tpukit import scalars
+from tpukit.observe import scalars
 
 FIT = """
 import keras, numpy as np
-from tpukit import scalars
+from tpukit.observe import scalars
 model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, activation="softmax")])
 model.compile(optimizer=keras.optimizers.SGD(0.05), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
 x, y = np.random.default_rng(0).normal(size=(64, 4)).astype("float32"), np.arange(64) % 2
@@ -64,7 +64,7 @@ def test_on_jax_without_importing_tensorflow_or_tensorboard(tmp_path):
 
 def test_training_writes_them_with_tensorflow_installed(tmp_path):
     """One writer on both backends: tpukit.train on TensorFlow writes through EpochScalars too."""
-    from tpukit import training
+    from tpukit.training import api as training
 
     assert isinstance(training._scalar_writer(str(tmp_path)), scalars.EpochScalars)
 

@@ -1,4 +1,4 @@
-"""tpukit.tensorboard: real TensorBoard processes on 127.0.0.1, each one stopped."""
+"""tpukit.observe.tensorboard: real TensorBoard processes on 127.0.0.1, each one stopped."""
 
 import json
 import os
@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from tpukit import tensorboard
+from tpukit.observe import tensorboard
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -62,7 +62,7 @@ def served(tmp_path_factory):
 
 
 def test_import_does_not_load_tensorflow():
-    code = "import sys, tpukit.tensorboard; assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
+    code = "import sys, tpukit.observe.tensorboard; assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 

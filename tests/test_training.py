@@ -8,9 +8,9 @@ import keras
 import pytest
 
 import tpukit
-from tpukit import records
+from tpukit.runs import records
 from tpukit.config import RunConfig
-from tpukit.training import resume, train
+from tpukit.training.api import resume, train
 from conftest import REPLICAS
 
 SMALL = dict(dataset="digits", model="mlp", epochs=2, batch_size=32)
@@ -111,7 +111,7 @@ def test_auto_precision_is_resolved_and_recorded(tmp_path):
 
 
 def test_profile_window_writes_a_capture_with_step_times(tmp_path):
-    from tpukit import profiling
+    from tpukit.observe import profiling
 
     result = train(_config(tmp_path, epochs=1, profile=(3, 6)))
     assert len(result.profile_files) == 1 and Path(result.profile_files[0]).exists()
@@ -135,7 +135,7 @@ def _fake_runtime(kind, backend="jax", replicas=8, strategy=None):
     (_fake_runtime("cpu"), 100, None, 1, "auto → 1 on the CPU"),
 ])
 def test_auto_steps_per_execution_per_hardware_fake_accelerators(runtime, steps, profile, expected, why):
-    from tpukit.training import resolve_steps_per_execution
+    from tpukit.training.api import resolve_steps_per_execution
 
     value, reason = resolve_steps_per_execution("auto", runtime, steps, profile)
     assert value == expected and why in reason
@@ -146,7 +146,7 @@ def test_auto_is_one_under_mirrored_strategy_where_keras_fails_and_explicit_valu
     """MirroredStrategy over 8 logical CPUs: Keras 3.15's multi-step loop fails there
     (test_keras_multi_step_loop_fails_only_under_multi_replica_mirrored_strategy), so auto is 1 and more is refused."""
     from tpukit.config import ConfigError
-    from tpukit.training import resolve_steps_per_execution
+    from tpukit.training.api import resolve_steps_per_execution
 
     mirrored = tpukit.connect("cpu", replicas=REPLICAS)
     as_gpus = _fake_runtime("gpu", backend="tensorflow", strategy=mirrored.strategy)  # multi-GPU: the same strategy
@@ -224,7 +224,7 @@ def test_keras_multi_step_loop_fails_only_under_multi_replica_mirrored_strategy(
 
 def test_mfu_above_one_is_not_reported_as_a_number():
     """A CPU peak measured under load comes out low; the ratio would then be a wrong number above 100%."""
-    from tpukit.training import _mfu
+    from tpukit.training.api import _mfu
 
     assert _mfu(1e9, 10.0, 1e11, "counted") == (0.1, "counted")
     mfu, how = _mfu(1e9, 200.0, 1e11, "counted")
@@ -245,7 +245,7 @@ def test_more_than_one_step_per_call_with_a_profile_window_is_refused():
     from types import SimpleNamespace
 
     from tpukit.config import ConfigError
-    from tpukit.training import resolve_steps_per_execution
+    from tpukit.training.api import resolve_steps_per_execution
 
     gpu = SimpleNamespace(backend="jax", kind="gpu", replicas=1, strategy=None)
     with pytest.raises(ConfigError, match=r"profile window 2-4 counts steps one call at a time"):

@@ -6,7 +6,7 @@ import keras
 import pytest
 
 import tpukit
-from tpukit import tuning
+from tpukit.training import tuning
 from tpukit.config import ConfigError, RunConfig
 
 

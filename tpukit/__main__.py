@@ -1,10 +1,10 @@
-"""`python -m tpukit ...`: see tpukit/cli.py."""
+"""`python -m tpukit ...`: see tpukit/cli/main.py."""
 
 import os
 import sys
 
-from tpukit import nativelog
-from tpukit.cli import EXIT_STOPPED, main
+from tpukit.cli import nativelog
+from tpukit.cli.main import EXIT_STOPPED, main
 
 code = main()
 if code == EXIT_STOPPED:

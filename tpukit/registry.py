@@ -60,7 +60,7 @@ def register_dataset(name: str, loader: Callable, *, description: str = "") -> N
 
     `loader` takes no argument and returns what `train(data=...)` takes:
     arrays `(x, y)`, a dict of named inputs with `y`, a tf.data.Dataset, or
-    a `tpukit.sources.Splits` with validation and test data.
+    a `tpukit.data.sources.Splits` with validation and test data.
     """
     _register("dataset", name, loader, description)
 
@@ -190,7 +190,8 @@ def _load_builtins() -> None:
     if _builtins_loaded:
         return
     _builtins_loaded = True
-    from tpukit import data, models
+    from tpukit.data import builtin as data
+    from tpukit.models import zoo as models
 
     for name in models.MODELS:
         _register("model", name, models.factory(name), models.describe(name), builtin=True)

@@ -164,7 +164,7 @@ class Controller:
                  view: Optional[View] = None, context: Optional[str] = None,
                  clock: Callable[[], float] = time.perf_counter, runs: Optional[list] = None,
                  auto_tensorboard: bool = True):
-        from tpukit import training
+        from tpukit.training import api as training
 
         if isinstance(config, dict):
             config = valid(config)
@@ -271,7 +271,7 @@ class Controller:
     def _check_runtime_fit(self, config: RunConfig) -> None:
         """Checks that need the hardware (against the connected runtime when it is the one `config` asks for)
         or the data's size (where it is known before loading)."""
-        from tpukit import sources
+        from tpukit.data import sources
 
         runtime = self._matching_runtime(config)
         if runtime is not None:
@@ -347,7 +347,7 @@ class Controller:
             RunDirError: `run` is not a tpukit run directory, its record is damaged, or it completed
                 (and `epochs` does not extend it).
         """
-        from tpukit import records
+        from tpukit.runs import records
 
         if run is None:
             found = self.resume_target()
@@ -405,7 +405,7 @@ class Controller:
 
     def show_profile(self, run=None):
         """Summarize a run's profile capture (default: the latest run that has one); returns the summary."""
-        from tpukit import profiling
+        from tpukit.observe import profiling
 
         run = run or next((r for r in reversed(self._runs) if r.profile_files), None)
         if run is None:
@@ -443,7 +443,7 @@ class Controller:
     def _show_tensorboard(self, logdir: str, profile: Optional[bool]) -> Optional[str]:
         import atexit
 
-        from tpukit import tensorboard as tb
+        from tpukit.observe import tensorboard as tb
         from tpukit.ui import embed
 
         result = tb.start(logdir)
@@ -480,7 +480,7 @@ class Controller:
         return self._start(TUNE, functools.partial(self._tune_work, config), wait, config)
 
     def _tune_work(self, config: RunConfig):
-        from tpukit import tuning
+        from tpukit.training import tuning
 
         runtime = self._matching_runtime(config) or self._connect(config)
         sink = self.view.progress_sink
@@ -502,7 +502,7 @@ class Controller:
 
     def compare(self) -> List[Dict[str, Any]]:
         """The runs made in this kernel side by side: one row per run (also shown as a table and a chart)."""
-        from tpukit import records
+        from tpukit.runs import records
 
         rows = records.compare(self._runs)
         self.render_runs(rows, chart=True)
@@ -540,7 +540,7 @@ class Controller:
         result = self._run_for_model(run)
         model = result.__dict__.get("_model")
         if model is None:
-            from tpukit import saving
+            from tpukit.runs import saving
 
             model = saving.load(result.run_dir, model=self._object_for(result)).model
             result.attach_model(model)
@@ -565,7 +565,7 @@ class Controller:
             run: as for `load_model`.
             path: a file ending in .keras or a folder; default `<logdir>/exports/<run>.keras`.
         """
-        from tpukit import saving
+        from tpukit.runs import saving
 
         result = self._run_for_model(run)
         self.load_model(result)
@@ -593,7 +593,7 @@ class Controller:
         return self._config
 
     def _run_for_model(self, run):
-        from tpukit import records
+        from tpukit.runs import records
 
         if run is None:
             found = next((r for r in reversed(self._runs) if _model_loads(r)), None)
@@ -618,7 +618,7 @@ class Controller:
 
     def close(self) -> None:
         """Stop a run in progress and the TensorBoards this controller started."""
-        from tpukit import tensorboard as tb
+        from tpukit.observe import tensorboard as tb
 
         if self.running:
             self._stop.set()
@@ -640,7 +640,7 @@ class Controller:
 
     @property
     def progress(self):
-        """The latest `tpukit.progress.Progress` of the current or last run, or None."""
+        """The latest `tpukit.observe.progress.Progress` of the current or last run, or None."""
         return self.view.progress_sink.latest
 
     @property
@@ -757,7 +757,7 @@ class Controller:
             job.done.set()
 
     def _connect(self, config: RunConfig):
-        from tpukit import runtime as rt
+        from tpukit.hardware import runtime as rt
 
         try:
             runtime = rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
@@ -780,7 +780,7 @@ class Controller:
 
     def _connecting_line(self, config: RunConfig) -> str:
         """What an action that connects says at once: connecting, and loading the framework the first time."""
-        from tpukit import backend
+        from tpukit.hardware import backend
 
         line = ("Connecting: looking for a TPU, else GPUs, else the CPU…" if config.accelerator == "auto"
                 else f"Connecting to the {config.accelerator.upper()}…")
@@ -799,7 +799,9 @@ class Controller:
         return None
 
     def _train_work(self, config: RunConfig, run_dir: Optional[str], runtime=None, epochs: Optional[int] = None):
-        from tpukit import data, registry, training
+        from tpukit import registry
+        from tpukit.data import builtin as data
+        from tpukit.training import api as training
         from tpukit.ui import progress
 
         runtime = runtime or self._connect(config)
@@ -873,7 +875,7 @@ class Controller:
 
     def render_runs(self, rows=None, chart: bool = False) -> None:
         """The runs table: one row per run, with a note (why it ended; "(resumable)" when Resume would work)."""
-        from tpukit import records
+        from tpukit.runs import records
 
         rows = records.compare(self._runs) if rows is None else rows
         notes = []
@@ -943,7 +945,7 @@ class Controller:
 
     def _default_window(self) -> Tuple[int, int]:
         """A few steps after warm-up that fit in the run: 10-14 when the run is long enough."""
-        from tpukit import training
+        from tpukit.training import api as training
 
         config = self._config
         inputs = self.inputs_for(config)
@@ -954,7 +956,7 @@ class Controller:
 
     def _run_dir(self, run) -> str:
         """A run directory given as a path or as a name under the logdir; RunDirError if it is not one."""
-        from tpukit import records
+        from tpukit.runs import records
 
         path = os.path.expanduser(os.fspath(run))
         under_logdir = os.path.join(self._config.logdir, path)
@@ -987,7 +989,7 @@ def _history(run_dir: Optional[str]) -> Optional[Dict[str, List[float]]]:
     """A resumed run's per-epoch history, so its curves go on where they were (None: a new run, or unreadable)."""
     if run_dir is None:
         return None
-    from tpukit import records
+    from tpukit.runs import records
 
     try:
         return records.load(run_dir).history
@@ -999,7 +1001,7 @@ def _model_loads(run) -> bool:
     """Whether a run's trained model can come into the kernel: kept in memory, or weights in its directory."""
     if run.__dict__.get("_model") is not None:
         return True
-    from tpukit import saving
+    from tpukit.runs import saving
 
     try:
         saving.weights_file(run.run_dir)

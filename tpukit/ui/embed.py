@@ -46,7 +46,7 @@ class Embed:
 
 
 def tensorboard(url: str, context: str, height: int = HEIGHT) -> Embed:
-    """How to show the TensorBoard at `url` (as `tpukit.tensorboard` returned it) in `context`.
+    """How to show the TensorBoard at `url` (as `tpukit.observe.tensorboard` returned it) in `context`.
 
     Args:
         url: e.g. "http://127.0.0.1:6006/" or a `profile_url(...)`.

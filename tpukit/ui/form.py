@@ -128,7 +128,8 @@ class Form:
         """Notes beside the fields: what "auto" precision resolves to and why, the global batch and padding
         advice, what determinism promises, the dataset. `runtime`: the connected one, if it fits `config`;
         `stale`: connected, but to other hardware than the settings now ask for."""
-        from tpukit import determinism, precision
+        from tpukit.training import determinism
+        from tpukit.training import precision
 
         if config.precision != "auto":
             self.note("precision", "")
@@ -159,7 +160,7 @@ class Form:
 
     def _explain_steps_per_execution(self, config, runtime) -> None:
         """What "auto" steps per call becomes here, the whole reason on hover (the run records it too)."""
-        from tpukit import training
+        from tpukit.training import api as training
 
         if config.steps_per_execution != "auto":
             self.note("steps_per_execution", "")
@@ -190,7 +191,7 @@ class Form:
 
 def _backend_note(chosen: str) -> str:
     """Which Keras backend this kernel runs, once one is loaded (a kernel cannot switch)."""
-    from tpukit import backend
+    from tpukit.hardware import backend
 
     loaded = backend.loaded()
     if loaded is None:

@@ -137,7 +137,7 @@ def runs_chart(rows: List[dict]) -> bytes:
     labelled by precision and batch.
 
     Args:
-        rows: `tpukit.records.compare(...)` rows.
+        rows: `tpukit.runs.records.compare(...)` rows.
     """
     fig = _figure(8.0, 0.9 + 0.32 * max(len(rows), 1))
     speed_ax, acc_ax = fig.subplots(1, 2, sharey=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from tpukit.records import ResumeCheck, resume_check as check
+from tpukit.runs.records import ResumeCheck, resume_check as check
 
 __all__ = ["ResumeCheck", "check", "without_promise"]
 

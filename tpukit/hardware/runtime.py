@@ -137,7 +137,7 @@ def connect(
 
     Args:
         accelerator: "auto" (TPU, else GPUs, else CPU), "tpu", "gpu" or "cpu".
-        backend: "auto", "tensorflow" or "jax" (see `tpukit.backend`). Must be
+        backend: "auto", "tensorflow" or "jax" (see `tpukit.hardware.backend`). Must be
             decided before Keras is imported; "auto" picks JAX only for a TPU
             that TensorFlow cannot drive.
         deterministic: on the JAX backend, also ask XLA for deterministic GPU
@@ -173,7 +173,7 @@ def connect(
         raise ValueError(f"replicas must be a positive integer or None. Received: replicas={replicas!r}.")
     if timeout is not None:
         _check_timeout(timeout, "timeout")
-    from tpukit import backend as backends
+    from tpukit.hardware import backend as backends
 
     global _current, _current_key
     key = (accelerator, backend, tpu, replicas, deterministic, os.environ.get("TF_CONFIG"))
@@ -657,7 +657,7 @@ def cpu_probe(cache_dir: Optional[str] = None) -> dict:
 
 
 def _probe_framework() -> str:
-    from tpukit import backend
+    from tpukit.hardware import backend
 
     if backend.loaded() == "jax" or os.environ.get("KERAS_BACKEND") == "jax" or not backend.installed("tensorflow"):
         return "jax"

@@ -93,7 +93,7 @@ class RunResult:
         (`tpukit.load(run_dir).model`: its final weights, or a stopped run's last whole epoch)."""
         model = self.__dict__.get("_model")
         if model is None:
-            from tpukit import saving
+            from tpukit.runs import saving
 
             model = saving.load(self.run_dir).model
             self.attach_model(model)
@@ -106,7 +106,7 @@ class RunResult:
     def export(self, path):
         """Write the trained model as a `.keras` file (float32) that plain `keras.saving.load_model` opens, and a
         SavedModel beside it on TensorFlow; returns a `saving.Exported` saying what was written."""
-        from tpukit import saving
+        from tpukit.runs import saving
 
         return saving.export(self.model, path)
 
@@ -336,7 +336,7 @@ class ResumeCheck:
 
 def resume_check(run_dir) -> ResumeCheck:
     """Whether `tpukit.resume(run_dir)` would continue the run, and why (not)."""
-    from tpukit import checkpoint
+    from tpukit.runs import checkpoint
 
     run_dir = str(run_dir)
     try:

@@ -53,7 +53,7 @@ def choose(backend: str, workers: int = 1) -> str:
         if forced not in FEEDERS:
             raise ValueError(f"TPUKIT_FEEDER: expected one of {', '.join(FEEDERS)}. Received: {forced!r}.")
         return forced
-    from tpukit.backend import installed
+    from tpukit.hardware.backend import installed
 
     if backend == "tensorflow" or installed("tensorflow"):
         return "tf.data"
@@ -82,7 +82,7 @@ def train_feed(part, *, feeder: str, global_batch: int, seed: int, epochs: int, 
     `shard=(i, n)`: this is process i of n, and it feeds the i-th n-th of every global batch (the
     examples one process would feed, so n processes train on the same batches as one).
     """
-    from tpukit import sources
+    from tpukit.data import sources
 
     _check_shard(part, feeder, global_batch, shard)
     if isinstance(part, sources.Batched):
@@ -99,7 +99,7 @@ def train_feed(part, *, feeder: str, global_batch: int, seed: int, epochs: int, 
 
 def eval_feed(part, *, feeder: str, global_batch: int, replicas: int = 1, shard: Tuple[int, int] = (0, 1)):
     """A validation or test part in a fixed order, in static batches (the tail that fills no batch is left out)."""
-    from tpukit import sources
+    from tpukit.data import sources
 
     if part is None:
         return None
@@ -264,7 +264,7 @@ def _share(batch: int, shard: Tuple[int, int]) -> slice:
 
 
 def _check_shard(part, feeder: str, batch: int, shard: Tuple[int, int]) -> None:
-    from tpukit import sources
+    from tpukit.data import sources
 
     index, count = shard
     if count == 1:

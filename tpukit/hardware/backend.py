@@ -52,7 +52,7 @@ def choose(requested: str = "auto", tpu_needs_jax: Optional[Callable[[], Optiona
     if current in ("tensorflow", "jax"):
         return current, f"Keras is already loaded with the {current} backend in this process"
     if tpu_needs_jax is None:
-        from tpukit.runtime import tpu_needs_jax
+        from tpukit.hardware.runtime import tpu_needs_jax
     why = tpu_needs_jax()
     if why:
         return "jax", why

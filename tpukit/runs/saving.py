@@ -22,9 +22,11 @@ import warnings
 from pathlib import Path
 from typing import Any, Optional, Tuple
 
-from tpukit import checkpoint, records, registry
+from tpukit import registry
+from tpukit.runs import checkpoint
+from tpukit.runs import records
 from tpukit.errors import one_line
-from tpukit.modeling import ModelError
+from tpukit.models.modeling import ModelError
 
 FINAL_WEIGHTS = "model.weights.h5"
 
@@ -139,7 +141,7 @@ def rebuild(run_dir, model=None, config=None, result=None):
     """Build the run's model (from `model`, else the name in its config) and load its weights."""
     import keras
 
-    from tpukit import precision
+    from tpukit.training import precision
 
     config = config or records.load_config(run_dir)
     result = result or records.load(run_dir)
@@ -175,7 +177,7 @@ def rebuild(run_dir, model=None, config=None, result=None):
 
 
 def _spec(result):
-    from tpukit import sources
+    from tpukit.data import sources
 
     values = dict((result.data or {}).get("spec") or {})
     if not values:
@@ -304,7 +306,8 @@ def float32_copy(model):
     import keras
     import numpy as np
 
-    from tpukit import modeling, precision
+    from tpukit.models import modeling
+    from tpukit.training import precision
 
     if not _mixed(model):
         return model

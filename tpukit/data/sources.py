@@ -161,7 +161,7 @@ def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
 
     Raises:
         DataError: data that cannot be trained on, in one line.
-        tpukit.data.DatasetUnavailable: an online dataset while offline.
+        tpukit.data.builtin.DatasetUnavailable: an online dataset while offline.
     """
     if isinstance(data, str):
         data = _load_named(data, seed=seed, size=size)
@@ -213,7 +213,7 @@ def _call_loader(loader, name: str):
     except (DataError, KeyboardInterrupt):
         raise
     except Exception as e:
-        from tpukit.data import DatasetUnavailable
+        from tpukit.data.builtin import DatasetUnavailable
 
         if isinstance(e, DatasetUnavailable):
             raise
@@ -295,7 +295,8 @@ def planned_train_examples(config, data=None, validation_data=None) -> Optional[
     Built-in datasets know their size; arrays have a length; other data is
     counted only when the run loads it.
     """
-    from tpukit import data as builtin, registry
+    from tpukit import registry
+    from tpukit.data import builtin
 
     if data is None:
         entry = registry.lookup("dataset", config.dataset)
@@ -411,7 +412,7 @@ def _first_inputs(part, n: int):
 
 def _load_tfds(name: str):
     """`tfds:NAME` through tensorflow-datasets (Colab ships it): train and test splits as arrays."""
-    from tpukit.data import DatasetUnavailable, reachable
+    from tpukit.data.builtin import DatasetUnavailable, reachable
 
     try:
         import tensorflow_datasets as tfds

@@ -326,14 +326,14 @@ def _shape_masks(labels, centre, radius):
     return np.select([labels[:, None, None] == k for k in range(len(masks))], masks)
 
 
-# ---- input pipelines (thin wrappers over tpukit.pipeline, for ImageData) -----------
+# ---- input pipelines (thin wrappers over tpukit.data.pipeline, for ImageData) -----------
 
 def loader(name: str):
     """The built-in loader behind dataset `name`, as the registry and `sources.prepare` call it."""
     info(name)
 
     def load_builtin(size: Optional[int] = None, seed: int = 0):
-        from tpukit.sources import Splits
+        from tpukit.data.sources import Splits
 
         loaded = load(name, size=size, seed=seed)
         return Splits(train=(loaded.x_train, loaded.y_train), test=(loaded.x_test, loaded.y_test))
@@ -344,7 +344,7 @@ def loader(name: str):
 
 def steps_per_epoch(data: ImageData, global_batch: int) -> int:
     """Full batches in one epoch (the remainder is dropped, so every batch has a static shape)."""
-    from tpukit import pipeline
+    from tpukit.data import pipeline
 
     _check_batch(data, global_batch)
     return pipeline.steps_per_epoch(data.num_train, global_batch)
@@ -362,7 +362,8 @@ def train_dataset(data: ImageData, *, global_batch: int, seed: int, epochs: int,
     epoch k on. A `steps_per_epoch` other than one pass makes every epoch
     exactly that many batches (fewer, or its order repeated).
     """
-    from tpukit import pipeline, sources
+    from tpukit.data import pipeline
+    from tpukit.data import sources
 
     _check_batch(data, global_batch)
     return pipeline.train_feed(sources.Arrays(data.x_train, data.y_train), feeder=_feeder(),
@@ -376,7 +377,8 @@ def eval_dataset(data: ImageData, *, global_batch: int) -> "tf.data.Dataset":
     Full batches only (the tail is dropped) when there is at least one;
     otherwise the whole split is one batch.
     """
-    from tpukit import pipeline, sources
+    from tpukit.data import pipeline
+    from tpukit.data import sources
 
     _check_global_batch(global_batch)
     return pipeline.eval_feed(sources.Arrays(data.x_test, data.y_test), feeder=_feeder(), global_batch=global_batch)
@@ -385,7 +387,8 @@ def eval_dataset(data: ImageData, *, global_batch: int) -> "tf.data.Dataset":
 def _feeder() -> str:
     """tf.data where TensorFlow is installed, else the NumPy feeder (Colab's TPU runtime has no TensorFlow), whose
     PyDataset needs Keras: on JAX there, as `connect()` would pick, if nothing has loaded Keras yet."""
-    from tpukit import backend, pipeline
+    from tpukit.hardware import backend
+    from tpukit.data import pipeline
 
     feeder = pipeline.choose(backend.loaded() or "jax")
     if feeder == "numpy" and backend.loaded() is None and not backend.installed("tensorflow"):

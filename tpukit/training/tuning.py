@@ -4,7 +4,7 @@ Lightning's `Tuner.scale_batch_size` doubles the batch until memory runs out.
 This does the same on the run's own model, data, precision and strategy, and
 also stops when a bigger batch stops paying: each trial builds a fresh model,
 compiles it, runs a few warm-up steps and then times a few more, as a run
-times its steps after the compiling first one (`tpukit.progress.Meter`, the
+times its steps after the compiling first one (`tpukit.observe.progress.Meter`, the
 one definition of examples/s). An out-of-memory
 error ends the search (the trial's memory is freed, never a crash). Nothing is
 written: no run directory, no TensorBoard events.
@@ -99,9 +99,12 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     Raises:
         ConfigError: batched data (its batch is its own) or arguments out of range.
     """
-    from tpukit import modeling, pipeline, precision, sources
-    from tpukit import runtime as rt
-    from tpukit.training import check_names, with_labels
+    from tpukit.models import modeling
+    from tpukit.data import pipeline
+    from tpukit.training import precision
+    from tpukit.data import sources
+    from tpukit.hardware import runtime as rt
+    from tpukit.training.api import check_names, with_labels
 
     for name, value, low in (("warmup_steps", warmup_steps, 1), ("steps", steps, 2)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -179,11 +182,11 @@ def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, m
 
 
 class _StepTimer:
-    """Times the steps after the warm-up with `tpukit.progress.Meter` (the one definition of examples/s, with
+    """Times the steps after the warm-up with `tpukit.observe.progress.Meter` (the one definition of examples/s, with
     the warm-up where a run has its compiling first step) and stops training after `total` steps."""
 
     def __init__(self, warmup: int, total: int, global_batch: int, per_epoch: int):
-        from tpukit.progress import Meter
+        from tpukit.observe.progress import Meter
 
         self.warmup, self.total, self.per_epoch = warmup, total, per_epoch
         self.meter = Meter(global_batch, per_epoch, 0)
@@ -191,7 +194,7 @@ class _StepTimer:
         self.lock = threading.Lock()
 
     def callback(self):
-        from tpukit.callbacks import StepSafe
+        from tpukit.training.callbacks import StepSafe
 
         timer = self
 

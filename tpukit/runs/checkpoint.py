@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
-from tpukit import records
+from tpukit.runs import records
 
 MARKER = "latest.json"
 _LEGACY_WEIGHTS, _LEGACY_MARKER = "latest.weights.h5", "training_metadata.json"  # Keras' BackupAndRestore

@@ -23,9 +23,11 @@ import warnings
 from pathlib import Path
 from typing import Iterable, Optional
 
-from tpukit import checkpoint, compiles, records
+from tpukit.runs import checkpoint
+from tpukit.training import compiles
+from tpukit.runs import records
 from tpukit.config import ConfigError, PaddingWarning, RunConfig
-from tpukit.records import RunResult
+from tpukit.runs.records import RunResult
 
 
 def train(
@@ -195,8 +197,9 @@ class _Run:
             return self._execute(held)
 
     def _execute(self, held) -> RunResult:
-        from tpukit import determinism, precision
-        from tpukit import runtime as rt
+        from tpukit.training import determinism
+        from tpukit.training import precision
+        from tpukit.hardware import runtime as rt
 
         config = self.config
         check_names(config, self.model_arg, self.data_arg)  # fail fast, before connecting
@@ -252,7 +255,8 @@ class _Run:
         self.config = self.config.replace(logdir=aside)
 
     def _load_data(self):
-        from tpukit import pipeline, sources
+        from tpukit.data import pipeline
+        from tpukit.data import sources
 
         config = self.config
         source = sources.prepare(self.data_arg if self.data_arg is not None else config.dataset, name=config.dataset,
@@ -291,7 +295,7 @@ class _Run:
                 self.config = config.replace(steps_per_execution=steps)
 
     def _build_model(self):
-        from tpukit import modeling
+        from tpukit.models import modeling
 
         model, built = modeling.build(self.model_arg, self.config, self.source.spec, in_place=True)
         modeling.check_fits(model, self.source, modeling.loss_name(model, self.config))  # builds it, symbolically
@@ -299,7 +303,7 @@ class _Run:
         compiled = modeling.compile(model, self.config)
         self.notes.append(f"model: {built}; {compiled}")
         if self.config.init_from and self.restore_from is None:  # a resume or extension restores its own weights
-            from tpukit import saving
+            from tpukit.runs import saving
 
             self.notes.append(saving.init_from(model, self.config.init_from))
         return model
@@ -308,7 +312,7 @@ class _Run:
         """(training FLOPs per example or None, how counted), counted once a run (the step-time estimate for
         steps_per_execution on the CPU, and MFU at the end)."""
         if self.flops is None:
-            from tpukit import flops as flops_lib
+            from tpukit.models import flops as flops_lib
 
             self.flops = flops_lib.training_flops_per_example(model, self.source.sample(8))
         return self.flops
@@ -328,7 +332,7 @@ class _Run:
             records.write_json(self.run_dir / "config.json", self.config.to_dict())
 
     def _fit(self) -> RunResult:
-        from tpukit import pipeline
+        from tpukit.data import pipeline
 
         config, source, model = self.config, self.source, self.model
         global_batch = config.global_batch_size
@@ -345,7 +349,7 @@ class _Run:
         self.compiles.start()
         try:
             if self._multi_worker_tf():  # Keras 3's fit cannot run under MWMS: tpukit's loop, the same callbacks
-                from tpukit import multiworker
+                from tpukit.training import multiworker
 
                 multiworker.fit(model, self.runtime.strategy, train_feed, validation=validation_feed,
                                 epochs=config.epochs, initial_epoch=self.initial_epoch, steps=self.steps,
@@ -380,12 +384,12 @@ class _Run:
 
     def _evaluate_test(self):
         """The test split, evaluated once, after training: held out from training and validation alike."""
-        from tpukit import pipeline
+        from tpukit.data import pipeline
 
         feed = pipeline.eval_feed(self.source.test, feeder=self.feeder, global_batch=self.config.global_batch_size,
                                   replicas=self.runtime.replicas, shard=self._shard())
         if self._multi_worker_tf():
-            from tpukit import multiworker
+            from tpukit.training import multiworker
 
             return multiworker.evaluate(self.model, self.runtime.strategy, feed)
         scores = self.model.evaluate(feed, verbose=0, return_dict=True)
@@ -419,7 +423,7 @@ class _Run:
     def _callbacks(self, steps, global_batch, weights):
         import keras
 
-        from tpukit import callbacks as cb
+        from tpukit.training import callbacks as cb
 
         config = self.config
         self.stopper = cb.StopOnRequest(self.stop)
@@ -436,7 +440,7 @@ class _Run:
             out.append(cb.SyncSteps())
         self.profiler = None
         if config.profile is not None:
-            from tpukit.profiling import ProfileCallback
+            from tpukit.observe.profiling import ProfileCallback
 
             self.profiler = ProfileCallback(str(self.run_dir), *config.profile)
             out.append(self.profiler)
@@ -473,7 +477,7 @@ class _Run:
 
     # ---- results ---------------------------------------------------------------
     def _result(self, status: str, message: str = "", final: bool = False) -> RunResult:
-        from tpukit import determinism
+        from tpukit.training import determinism
 
         rec = getattr(self, "recorder", None)
         fields = dict(run_dir=str(self.run_dir), status=status, config=self.config.to_dict(),
@@ -536,7 +540,7 @@ class _Run:
             self._save(status, message)
 
     def _finish(self, status: str, message: str) -> RunResult:
-        from tpukit import callbacks as cb
+        from tpukit.training import callbacks as cb
 
         checkpoint.room_for(self.run_dir, checkpoint.size_needed(cb.state_bytes(self.model), self.run_dir / "backup"),
                             "write the final weights")
@@ -564,7 +568,7 @@ def steps_per_epoch(config: RunConfig, num_train: int, replicas: int) -> int:
 
     The one place that says it: the trainer (on the loaded data) and `plan` (before loading) both call it.
     """
-    from tpukit import pipeline
+    from tpukit.data import pipeline
 
     return config.steps_per_epoch or pipeline.steps_per_epoch(num_train, config.batch_size * replicas)
 
@@ -572,7 +576,7 @@ def steps_per_epoch(config: RunConfig, num_train: int, replicas: int) -> int:
 def plan(config: RunConfig, replicas: int, data=None, validation_data=None) -> Plan:
     """The global batch and steps per epoch a run of `config` on `replicas` will have, without loading the data
     where its size is known (built-in datasets, arrays); for the panel's progress bar and profile window."""
-    from tpukit import sources
+    from tpukit.data import sources
 
     global_batch = config.batch_size * replicas
     if config.steps_per_epoch:
@@ -717,7 +721,7 @@ def _scalar_writer(logdir: str):
     (docs/decisions.md), and its per-step hooks are not `async_safe`: on JAX one such hook makes every step
     wait for its loss to reach the host.
     """
-    from tpukit import scalars
+    from tpukit.observe import scalars
 
     return scalars.EpochScalars(logdir)
 

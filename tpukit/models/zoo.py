@@ -74,11 +74,11 @@ def factory(name: str):
 
 
 def flops_per_example(model) -> int:
-    """Training FLOPs per example from the layers: 3x the forward pass (see `tpukit.flops.layer_count`).
+    """Training FLOPs per example from the layers: 3x the forward pass (see `tpukit.models.flops.layer_count`).
 
-    For any model, `tpukit.flops.training_flops_per_example` asks the compiler first.
+    For any model, `tpukit.models.flops.training_flops_per_example` asks the compiler first.
     """
-    from tpukit import flops
+    from tpukit.models import flops
 
     return 3 * (flops.layer_count(model) or 0)
 

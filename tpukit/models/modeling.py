@@ -151,7 +151,7 @@ def compile(model, config) -> str:
     """Compile for the run; returns a sentence on where the optimizer, loss and metrics came from."""
     import keras
 
-    from tpukit import precision
+    from tpukit.training import precision
 
     user = getattr(model, "_tpukit_compile_args", None) or (_compile_args(model) if model.compiled else None)
     if user:
@@ -202,7 +202,7 @@ def check_fits(model, source, loss_name: str) -> None:
 def _check_part(model, part, loss_name: str, prefix: str) -> None:
     import numpy as np
 
-    from tpukit import sources
+    from tpukit.data import sources
 
     sample = sources.inputs_of(part, 2)
     try:
@@ -251,7 +251,7 @@ def _check_loss_takes(model, loss_name, y, outputs, prefix: str = "") -> None:
     import keras
     import numpy as np
 
-    from tpukit import sources
+    from tpukit.data import sources
 
     loss = getattr(model, "loss", None) or loss_name
     if not (isinstance(loss, str) or callable(loss)) or isinstance(y, dict) or isinstance(outputs, (dict, list)):

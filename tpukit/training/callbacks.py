@@ -1,7 +1,7 @@
 """Keras callbacks the trainer adds to every fit: stop on request, record, back up, report progress.
 
 Written the Keras way: small hooks that call private helpers, nothing created
-before it is needed. This module imports Keras; `tpukit.training` loads it
+before it is needed. This module imports Keras; `tpukit.training.api` loads it
 only when a run starts.
 
 Every per-step hook here is `async_safe`: it does no device work and takes
@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Optional
 
 import keras
 
-from tpukit.progress import Meter
+from tpukit.observe.progress import Meter
 
 
 class StepCount:
@@ -121,7 +121,7 @@ def whole_epoch(seen: int, steps_per_epoch: Optional[int], model) -> bool:
 
 
 class EpochBackup(StepSafe):
-    """Backs up every whole epoch with `tpukit.checkpoint` (atomic, two files deep); restores one at train begin.
+    """Backs up every whole epoch with `tpukit.runs.checkpoint` (atomic, two files deep); restores one at train begin.
 
     Keras calls `on_epoch_end` even when a stop request cut the epoch short.
     Saving then would mark a half epoch as done, and a resumed run would skip
@@ -153,7 +153,7 @@ class EpochBackup(StepSafe):
 
     def on_epoch_end(self, epoch, logs=None):
         if whole_epoch(self._count.seen, self.steps_per_epoch, self.model):
-            from tpukit import checkpoint
+            from tpukit.runs import checkpoint
 
             checkpoint.write(self.backup_dir, epoch + 1, self.model.save_weights, needed=state_bytes(self.model))
 
@@ -177,7 +177,7 @@ def _load_exactly(model, path: str) -> None:
     """Load weights and optimizer state, or raise RestoreError: Keras only warns when some do not fit."""
     import warnings
 
-    from tpukit import checkpoint
+    from tpukit.runs import checkpoint
 
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None and not optimizer.built:  # as BackupAndRestore does: its state must load too
@@ -201,7 +201,7 @@ class RunRecorder(StepSafe):
     Only whole epochs enter the history: an epoch cut short by a stop request
     is redone on resume, so it is not counted as done.
 
-    The speed is `tpukit.progress.Meter`'s, the one definition of examples/s:
+    The speed is `tpukit.observe.progress.Meter`'s, the one definition of examples/s:
     every step but the run's first (it compiles), each epoch from its start
     to its latest step's end, validation left out. The time to the first step
     (compilation included) is kept apart.
@@ -270,7 +270,7 @@ class RunRecorder(StepSafe):
 class ProgressLogger(StepSafe):
     """Compact progress on a stream (stderr by default): a line per epoch, refreshed in place on a terminal.
 
-    Where the run is, its examples/s and its ETA come from `tpukit.progress.Meter`, the model the panel's
+    Where the run is, its examples/s and its ETA come from `tpukit.observe.progress.Meter`, the model the panel's
     progress line uses too.
     """
 

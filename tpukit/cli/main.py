@@ -18,7 +18,7 @@ import threading
 import warnings
 from typing import List, Optional
 
-from tpukit import nativelog
+from tpukit.cli import nativelog
 
 EXIT_BAD_ARGS = 2
 EXIT_FAILED = 1
@@ -194,18 +194,18 @@ def _interrupted() -> int:
 
 def _explain(error: Exception) -> int:
     """Print one line for `error` and return the exit status: 2 for bad input, 1 for the environment or state."""
-    from tpukit.backend import BackendError
+    from tpukit.hardware.backend import BackendError
     from tpukit.config import ConfigError
-    from tpukit.data import DatasetUnavailable
+    from tpukit.data.builtin import DatasetUnavailable
     from tpukit.errors import one_line
-    from tpukit.modeling import ModelError
-    from tpukit.multiworker import WorkerLost
-    from tpukit.profiling import ProfileError
-    from tpukit.records import RunDirError
+    from tpukit.models.modeling import ModelError
+    from tpukit.training.multiworker import WorkerLost
+    from tpukit.observe.profiling import ProfileError
+    from tpukit.runs.records import RunDirError
     from tpukit.registry import RegistryError
-    from tpukit.runtime import ConnectError
-    from tpukit.saving import ExportError
-    from tpukit.sources import DataError
+    from tpukit.hardware.runtime import ConnectError
+    from tpukit.runs.saving import ExportError
+    from tpukit.data.sources import DataError
 
     if isinstance(error, (ConfigError, RegistryError, DataError, ModelError, ExportError)):
         return _bad(str(error))
@@ -249,14 +249,14 @@ def _config_from(args):
 
 
 def _train(args) -> int:
-    from tpukit import records
+    from tpukit.runs import records
 
     try:
         config = records.load_config(args.resume) if args.resume else _config_from(args)
     except FileNotFoundError as e:
         return _bad(str(e))
-    from tpukit import runtime as rt
-    from tpukit import training
+    from tpukit.hardware import runtime as rt
+    from tpukit.training import api as training
 
     if not args.resume:
         training.check_names(config)
@@ -297,7 +297,7 @@ def _json_result(result, runtime) -> dict:
 def _print_summary(result, config) -> None:
     print(result.summary())
     if result.profile_files:
-        from tpukit import profiling
+        from tpukit.observe import profiling
 
         print()
         print(profiling.summarize(result.profile_files[0]).to_text())
@@ -307,7 +307,9 @@ def _print_summary(result, config) -> None:
 
 
 def _export(args) -> int:
-    from tpukit import backend, registry, saving
+    from tpukit import registry
+    from tpukit.hardware import backend
+    from tpukit.runs import saving
 
     if args.backend not in backend.BACKENDS:
         return _bad(f"--backend: expected one of {', '.join(backend.BACKENDS)}. Received: {args.backend!r}")
@@ -321,7 +323,7 @@ def _export(args) -> int:
 def _doctor(args) -> int:
     import platform
 
-    from tpukit import runtime as rt
+    from tpukit.hardware import runtime as rt
 
     from importlib.metadata import PackageNotFoundError, version
 
@@ -347,7 +349,7 @@ def _doctor(args) -> int:
 
 
 def _launch(args) -> int:
-    from tpukit import launch
+    from tpukit.cli import launch
 
     if args.port is not None and not 1 <= args.port <= 65535:
         return _bad(f"--port: expected a port from 1 to 65535, or none for a free one. Received: {args.port}")
@@ -355,7 +357,7 @@ def _launch(args) -> int:
 
 
 def _tensorboard(args) -> int:
-    from tpukit import tensorboard
+    from tpukit.observe import tensorboard
 
     if args.port is not None and not 1 <= args.port <= 65535:
         return _bad(f"--port: expected a port from 1 to 65535, or none for a free one. Received: {args.port}")

@@ -1,0 +1,1 @@
+"""`python -m tpukit`: the command line, the local multi-process launcher, and the native log filter."""

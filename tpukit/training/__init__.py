@@ -1,0 +1,1 @@
+"""Training: `train`/`resume`, the run's callbacks, precision, determinism, batch-size tuning, multi-worker."""
