@@ -152,3 +152,25 @@ def test_the_errors_the_readme_lists_are_exported():
             "ProfileError"} <= set(names)
     for name in names:
         assert issubclass(getattr(tpukit, name), ValueError if name != "ConnectError" else Exception), name
+
+
+def test_config_errors_carry_their_facts_as_attributes():
+    """The panel and the CLI render an error's field, value and choices from attributes, never from its sentence."""
+    from tpukit.config import PRECISIONS, ConfigError, RunConfig
+    from tpukit.training.plan import resolve_steps_per_execution
+
+    with pytest.raises(ConfigError) as bad_batch:
+        RunConfig(batch_size=0)
+    assert (bad_batch.value.field, bad_batch.value.value) == ("batch_size", 0) and bad_batch.value.expected
+    with pytest.raises(ConfigError) as bad_precision:
+        RunConfig(precision="bf16")
+    assert bad_precision.value.field == "precision" and bad_precision.value.choices == tuple(PRECISIONS)
+    with pytest.raises(ConfigError) as unknown:
+        RunConfig(epoch=3)
+    assert unknown.value.field is None and unknown.value.value == "epoch" and "epochs" in unknown.value.choices
+    assert unknown.value.expected == "'epochs'"
+    cpu = type("Runtime", (), {"backend": "tensorflow", "kind": "cpu", "replicas": 1, "strategy": None})()
+    with pytest.raises(ConfigError) as not_a_divisor:
+        resolve_steps_per_execution(7, cpu, steps_per_epoch=12)
+    assert not_a_divisor.value.field == "steps_per_execution" and not_a_divisor.value.value == 7
+    assert not_a_divisor.value.choices == (1, 2, 3, 4, 6, 12, "auto")

@@ -33,7 +33,7 @@ _EXPORTS = {
     "resume": "tpukit.training.api",
     "tune_batch_size": "tpukit.training.tuning",
     "RunResult": "tpukit.runs.records",
-    "load": "tpukit.runs.saving",
+    "load": "tpukit.runs.store",
     "export": "tpukit.runs.saving",
     "list_runs": "tpukit.runs.records",
     "fingerprint": "tpukit.training.determinism",

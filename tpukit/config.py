@@ -13,6 +13,7 @@ import difflib
 import functools
 import json
 import math
+import re
 import warnings
 from typing import Any, Optional, Tuple
 
@@ -28,7 +29,22 @@ PAD_MULTIPLE = {"tpu": 128, "gpu": 8}
 
 
 class ConfigError(ValueError):
-    """A RunConfig field got a value it cannot take. The message is one line."""
+    """A RunConfig field got a value it cannot take. The message is one line.
+
+    The facts come as attributes too, so the panel and the CLI render them without reading the sentence:
+    `field` (the RunConfig field, or None), `value` (what it received), `expected` (what it takes, as a phrase)
+    and `choices` (the valid values, where they are a list).
+    """
+
+    def __init__(self, message: str, *, field: Optional[str] = None, value: Any = None,
+                 expected: Optional[str] = None, choices: Optional[Tuple[Any, ...]] = None):
+        super().__init__(message)
+        self.field, self.value, self.expected = field, value, expected
+        self.choices = tuple(choices) if choices is not None else None
+
+    def facts(self) -> dict:
+        """The attributes, for a caller that re-raises with more context."""
+        return {"field": self.field, "value": self.value, "expected": self.expected, "choices": self.choices}
 
 
 class PaddingWarning(UserWarning):
@@ -55,15 +71,16 @@ def padding_advice(batch_size: int, kind: str) -> Optional[str]:
     )
 
 
-def _fail(field: str, value: Any, expected: str) -> None:
-    raise ConfigError(f"RunConfig.{field}: expected {expected}. Received: {field}={value!r}.")
+def _fail(field: str, value: Any, expected: str, choices=None) -> None:
+    raise ConfigError(f"RunConfig.{field}: expected {expected}. Received: {field}={value!r}.",
+                      field=field, value=value, expected=expected, choices=choices)
 
 
 def _check_choice(field: str, value: Any, choices) -> None:
     if value not in choices or isinstance(value, bool) != any(
         isinstance(c, bool) and c == value for c in choices
     ):
-        _fail(field, value, "one of " + ", ".join(repr(c) for c in choices))
+        _fail(field, value, "one of " + ", ".join(repr(c) for c in choices), choices)
 
 
 def _check_name(field: str, value: Any) -> None:
@@ -208,12 +225,14 @@ class RunConfig:
     @property
     def global_batch_size(self) -> int:
         """Examples per step over all replicas: batch_size x replicas (1 when replicas is unset)."""
-        return self.batch_size * (self.replicas or 1)
+        return self.global_batch(self.replicas or 1)
+
+    def global_batch(self, replicas: int) -> int:
+        """Examples per step when this config runs on `replicas` replicas (`global_batch`)."""
+        return global_batch(self.batch_size, replicas)
 
     @property
     def run_name(self) -> str:
-        from tpukit.registry import short_name
-
         return self.name or f"{short_name(self.model)}-{short_name(self.dataset)}"
 
     def padding_advice(self, kind: Optional[str] = None) -> Optional[str]:
@@ -229,19 +248,19 @@ class RunConfig:
         if kind == "tpu" and self.precision == "mixed_float16":
             raise ConfigError(
                 "RunConfig.precision: mixed_float16 is not supported on TPU; use 'mixed_bfloat16' "
-                "(TPUs compute in bfloat16 natively). Received: precision='mixed_float16'."
-            )
+                "(TPUs compute in bfloat16 natively). Received: precision='mixed_float16'.",
+                field="precision", value="mixed_float16", expected="'mixed_bfloat16' or 'float32' on a TPU")
 
     def check_examples(self, available: int, replicas: int, after_split: bool = False) -> None:
         """At least one global batch must fit in the `available` training examples (known once the data is)."""
-        global_batch = self.batch_size * replicas
+        global_batch = self.global_batch(replicas)
         if available < global_batch:
             split = " after the validation split" if after_split else ""
             raise ConfigError(
                 f"RunConfig.batch_size: dataset {self.dataset!r} has {available} training examples{split}, fewer "
                 f"than one global batch of {global_batch} ({self.batch_size} x {replicas} replicas). "
-                f"Received: batch_size={self.batch_size}."
-            )
+                f"Received: batch_size={self.batch_size}.",
+                field="batch_size", value=self.batch_size, expected=f"at most {available // replicas} per replica")
 
     # ---- copies and JSON ------------------------------------------------
     def replace(self, **changes) -> "RunConfig":
@@ -287,7 +306,8 @@ def _check_fields(names) -> None:
     name = unknown[0]
     close = difflib.get_close_matches(str(name), fields, n=1)  # as Keras suggests an argument name
     hint = f"; did you mean {close[0]!r}? " if close else ". "
-    raise ConfigError(f"RunConfig has no field {name!r}{hint}Fields: {', '.join(fields)}.")
+    raise ConfigError(f"RunConfig has no field {name!r}{hint}Fields: {', '.join(fields)}.", value=name,
+                      expected=f"{close[0]!r}" if close else "a RunConfig field", choices=fields)
 
 
 def _init_with_field_check(init):
@@ -302,3 +322,14 @@ def _init_with_field_check(init):
 
 
 RunConfig.__init__ = _init_with_field_check(RunConfig.__init__)
+
+
+def short_name(name: str) -> str:
+    """A run-name-friendly form of a model or dataset name: `pkg.mod:build_cnn` -> `build_cnn`."""
+    tail = name.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "", tail).strip(".-") or "run"
+
+
+def global_batch(batch_size: int, replicas: int) -> int:
+    """Examples per step over all replicas: the per-replica batch times the replicas. The one place that says it."""
+    return batch_size * replicas

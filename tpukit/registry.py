@@ -20,7 +20,9 @@ import inspect
 import re
 from typing import Callable, Dict, Optional, Tuple
 
+from tpukit.data import builtin as data
 from tpukit.errors import one_line
+from tpukit.models import zoo as models
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -159,12 +161,6 @@ def label(obj) -> str:
     return f"<{type(obj).__name__}>"
 
 
-def short_name(name: str) -> str:
-    """A run-name-friendly form of a model or dataset name: `pkg.mod:build_cnn` -> `build_cnn`."""
-    tail = name.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
-    return re.sub(r"[^A-Za-z0-9_.\-]+", "", tail).strip(".-") or "run"
-
-
 def takes_argument(fn: Callable) -> bool:
     """Whether `fn` takes one positional argument (the DataSpec) rather than none."""
     try:
@@ -190,9 +186,6 @@ def _load_builtins() -> None:
     if _builtins_loaded:
         return
     _builtins_loaded = True
-    from tpukit.data import builtin as data
-    from tpukit.models import zoo as models
-
     for name in models.MODELS:
         _register("model", name, models.factory(name), models.describe(name), builtin=True)
     for name in data.DATASETS:

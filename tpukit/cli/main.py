@@ -309,13 +309,13 @@ def _print_summary(result, config) -> None:
 def _export(args) -> int:
     from tpukit import registry
     from tpukit.hardware import backend
-    from tpukit.runs import saving
+    from tpukit.runs import saving, store
 
     if args.backend not in backend.BACKENDS:
         return _bad(f"--backend: expected one of {', '.join(backend.BACKENDS)}. Received: {args.backend!r}")
     saving.weights_file(args.run_dir)  # no run or no weights: one line before Keras loads
     backend.select(backend.choose(args.backend)[0])
-    run = saving.load(args.run_dir, model=registry.resolve("model", args.model).target if args.model else None)
+    run = store.load(args.run_dir, model=registry.resolve("model", args.model).target if args.model else None)
     print(run.export(args.path).note)
     return 0
 

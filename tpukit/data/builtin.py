@@ -13,6 +13,10 @@ import socket
 import threading
 from typing import Optional, Tuple
 
+from tpukit.data import pipeline
+from tpukit.data.types import Arrays, Splits
+from tpukit.hardware import backend
+
 OFFLINE_DATASETS = ("mnist5k", "digits", "shapes")
 ONLINE_DATASETS = ("mnist", "fashion_mnist", "cifar10")
 DATASETS = OFFLINE_DATASETS + ONLINE_DATASETS
@@ -333,8 +337,6 @@ def loader(name: str):
     info(name)
 
     def load_builtin(size: Optional[int] = None, seed: int = 0):
-        from tpukit.data.sources import Splits
-
         loaded = load(name, size=size, seed=seed)
         return Splits(train=(loaded.x_train, loaded.y_train), test=(loaded.x_test, loaded.y_test))
 
@@ -344,8 +346,6 @@ def loader(name: str):
 
 def steps_per_epoch(data: ImageData, global_batch: int) -> int:
     """Full batches in one epoch (the remainder is dropped, so every batch has a static shape)."""
-    from tpukit.data import pipeline
-
     _check_batch(data, global_batch)
     return pipeline.steps_per_epoch(data.num_train, global_batch)
 
@@ -362,11 +362,8 @@ def train_dataset(data: ImageData, *, global_batch: int, seed: int, epochs: int,
     epoch k on. A `steps_per_epoch` other than one pass makes every epoch
     exactly that many batches (fewer, or its order repeated).
     """
-    from tpukit.data import pipeline
-    from tpukit.data import sources
-
     _check_batch(data, global_batch)
-    return pipeline.train_feed(sources.Arrays(data.x_train, data.y_train), feeder=_feeder(),
+    return pipeline.train_feed(Arrays(data.x_train, data.y_train), feeder=_feeder(),
                                global_batch=global_batch, seed=seed, epochs=epochs, initial_epoch=initial_epoch,
                                steps=steps_per_epoch)
 
@@ -377,19 +374,13 @@ def eval_dataset(data: ImageData, *, global_batch: int) -> "tf.data.Dataset":
     Full batches only (the tail is dropped) when there is at least one;
     otherwise the whole split is one batch.
     """
-    from tpukit.data import pipeline
-    from tpukit.data import sources
-
     _check_global_batch(global_batch)
-    return pipeline.eval_feed(sources.Arrays(data.x_test, data.y_test), feeder=_feeder(), global_batch=global_batch)
+    return pipeline.eval_feed(Arrays(data.x_test, data.y_test), feeder=_feeder(), global_batch=global_batch)
 
 
 def _feeder() -> str:
     """tf.data where TensorFlow is installed, else the NumPy feeder (Colab's TPU runtime has no TensorFlow), whose
     PyDataset needs Keras: on JAX there, as `connect()` would pick, if nothing has loaded Keras yet."""
-    from tpukit.hardware import backend
-    from tpukit.data import pipeline
-
     feeder = pipeline.choose(backend.loaded() or "jax")
     if feeder == "numpy" and backend.loaded() is None and not backend.installed("tensorflow"):
         backend.select("jax")

@@ -9,7 +9,7 @@ Two feeders share one definition of the order (`epoch_order`, NumPy):
 
 So epoch e's batches are the same in every run, on both feeders, and a run
 resumed at epoch k sees exactly what an uninterrupted run saw from epoch k
-on. Streams too large for memory (`sources.Stream`) are shuffled per epoch
+on. Streams too large for memory (`Stream`) are shuffled per epoch
 by tf.data with a seeded buffer; already batched data is fed as it is.
 """
 
@@ -19,6 +19,8 @@ import os
 from typing import Optional, Tuple
 
 from tpukit.config import ConfigError
+from tpukit.data.types import Arrays, Batched, Stream
+from tpukit.hardware.backend import installed
 
 FEEDERS = ("tf.data", "numpy")
 
@@ -53,8 +55,6 @@ def choose(backend: str, workers: int = 1) -> str:
         if forced not in FEEDERS:
             raise ValueError(f"TPUKIT_FEEDER: expected one of {', '.join(FEEDERS)}. Received: {forced!r}.")
         return forced
-    from tpukit.hardware.backend import installed
-
     if backend == "tensorflow" or installed("tensorflow"):
         return "tf.data"
     return "numpy"
@@ -82,14 +82,12 @@ def train_feed(part, *, feeder: str, global_batch: int, seed: int, epochs: int, 
     `shard=(i, n)`: this is process i of n, and it feeds the i-th n-th of every global batch (the
     examples one process would feed, so n processes train on the same batches as one).
     """
-    from tpukit.data import sources
-
     _check_shard(part, feeder, global_batch, shard)
-    if isinstance(part, sources.Batched):
+    if isinstance(part, Batched):
         return part.dataset
     _check_epochs(epochs, initial_epoch)
     steps = steps or steps_per_epoch(len(part), global_batch)
-    if isinstance(part, sources.Stream):
+    if isinstance(part, Stream):
         return _tf_stream(part, global_batch, seed, epochs, initial_epoch, steps)
     if feeder == "numpy":
         return EpochBatches(part, global_batch=global_batch, seed=seed, epochs=epochs,
@@ -99,15 +97,13 @@ def train_feed(part, *, feeder: str, global_batch: int, seed: int, epochs: int, 
 
 def eval_feed(part, *, feeder: str, global_batch: int, replicas: int = 1, shard: Tuple[int, int] = (0, 1)):
     """A validation or test part in a fixed order, in static batches (the tail that fills no batch is left out)."""
-    from tpukit.data import sources
-
     if part is None:
         return None
     _check_shard(part, feeder, global_batch, shard)
-    if isinstance(part, sources.Batched):
+    if isinstance(part, Batched):
         return part.dataset
     batch = eval_batch_size(len(part), global_batch, replicas)
-    if isinstance(part, sources.Stream):
+    if isinstance(part, Stream):
         import tensorflow as tf
 
         return _with_options(part.dataset.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
@@ -264,12 +260,10 @@ def _share(batch: int, shard: Tuple[int, int]) -> slice:
 
 
 def _check_shard(part, feeder: str, batch: int, shard: Tuple[int, int]) -> None:
-    from tpukit.data import sources
-
     index, count = shard
     if count == 1:
         return
-    if feeder != "numpy" or not isinstance(part, sources.Arrays):
+    if feeder != "numpy" or not isinstance(part, Arrays):
         raise ConfigError(f"training across {count} processes cuts each process's share out of every batch, "
                           "which needs arrays (or a dataset tpukit can read into arrays), not a stream or a batched "
                           "dataset; pass arrays.")

@@ -22,90 +22,17 @@ import os
 import warnings
 from typing import Any, Optional, Tuple, Union
 
+from tpukit import registry
+from tpukit.data import builtin
+from tpukit.data.builtin import DatasetUnavailable, reachable
+from tpukit.data.types import (Arrays, Batched, DataError, DataSpec, Part, Splits, Stream,  # noqa: F401
+                               UnorderedDataWarning, map_x as _map_x)
 from tpukit.errors import one_line
 
 # Unbatched datasets up to this many bytes are read into memory (arrays); larger ones stream.
 IN_MEMORY_LIMIT = int(float(os.environ.get("TPUKIT_IN_MEMORY_MB", "2048")) * 2**20)
 
 
-class DataError(ValueError):
-    """The data cannot be trained on as given. The message is one line: what was received, what was expected."""
-
-
-class UnorderedDataWarning(UserWarning):
-    """An already batched dataset: tpukit cannot control its order, so resume is not bitwise exact."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Splits:
-    """Data that comes with its own validation and test parts. Each part is arrays `(x, y)` or a dataset.
-
-    A dataset loader (`register_dataset`) may return one; `train(data=Splits(...))` takes one too.
-    """
-
-    train: Any
-    validation: Any = None
-    test: Any = None
-
-
-@dataclasses.dataclass(frozen=True)
-class DataSpec:
-    """What the data says, for a model factory that takes one argument.
-
-    `input_shape` and `input_dtype` are per example (dicts for named inputs);
-    `num_classes` is set for integer labels (largest label + 1), else None.
-    """
-
-    input_shape: Any
-    input_dtype: Any
-    target_shape: Tuple[int, ...]
-    target_dtype: str
-    num_classes: Optional[int]
-    num_train: Optional[int]
-    num_validation: int = 0
-    num_test: int = 0
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass(frozen=True)
-class Arrays:
-    """In-memory examples: `x` an array or a dict of arrays, `y` an array, equal lengths."""
-
-    x: Any
-    y: Any
-
-    def __len__(self) -> int:
-        return len(self.y)
-
-    def take(self, index) -> "Arrays":
-        return Arrays(_map_x(lambda a: a[index], self.x), self.y[index])
-
-    def head(self, n: int) -> "Arrays":
-        return self.take(slice(0, n))
-
-
-@dataclasses.dataclass(frozen=True)
-class Stream:
-    """An unbatched tf.data.Dataset too large to hold in memory: shuffled per epoch with a seeded buffer."""
-
-    dataset: Any
-    count: int
-
-    def __len__(self) -> int:
-        return self.count
-
-
-@dataclasses.dataclass(frozen=True)
-class Batched:
-    """An already batched tf.data.Dataset or keras PyDataset, fed as it is. `steps` is its length, if known."""
-
-    dataset: Any
-    steps: Optional[int]
-
-
-Part = Union[Arrays, Stream, Batched]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,8 +124,6 @@ def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
 
 def _load_named(name: str, *, seed: int, size: Optional[int]):
     """A built-in, registered, tfds: or imported dataset, loaded."""
-    from tpukit import registry
-
     if name.startswith("tfds:"):
         return _load_tfds(name[len("tfds:"):])
     entry = registry.resolve("dataset", name)
@@ -213,8 +138,6 @@ def _call_loader(loader, name: str):
     except (DataError, KeyboardInterrupt):
         raise
     except Exception as e:
-        from tpukit.data.builtin import DatasetUnavailable
-
         if isinstance(e, DatasetUnavailable):
             raise
         raise DataError(f"the dataset loader {name!r} raised {one_line(e)}") from e
@@ -295,9 +218,6 @@ def planned_train_examples(config, data=None, validation_data=None) -> Optional[
     Built-in datasets know their size; arrays have a length; other data is
     counted only when the run loads it.
     """
-    from tpukit import registry
-    from tpukit.data import builtin
-
     if data is None:
         entry = registry.lookup("dataset", config.dataset)
         if entry is None or not entry.builtin:
@@ -412,7 +332,6 @@ def _first_inputs(part, n: int):
 
 def _load_tfds(name: str):
     """`tfds:NAME` through tensorflow-datasets (Colab ships it): train and test splits as arrays."""
-    from tpukit.data.builtin import DatasetUnavailable, reachable
 
     try:
         import tensorflow_datasets as tfds
@@ -487,13 +406,6 @@ def _fingerprint(train: Part, validation: Optional[Part]) -> Optional[str]:
 
 
 # ---- helpers ---------------------------------------------------------------------------
-
-def _map_x(fn, x):
-    """Apply `fn` to an input array, or to each input of a dict of named inputs."""
-    if isinstance(x, dict):
-        return {k: fn(v) for k, v in x.items()}
-    return fn(x)
-
 
 def _items(x):
     return list(x.items()) if isinstance(x, dict) else [(None, x)]

@@ -29,13 +29,13 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
-from tpukit.runs import records
+from tpukit.runs import files
 
 MARKER = "latest.json"
 _LEGACY_WEIGHTS, _LEGACY_MARKER = "latest.weights.h5", "training_metadata.json"  # Keras' BackupAndRestore
 
 
-class BackupError(records.RunDirError):
+class BackupError(files.RunDirError):
     """A backup that cannot be written or read. The message is one line and says what is kept."""
 
 
@@ -105,10 +105,10 @@ def write(backup_dir, epochs_done: int, save: Callable[[str], None], needed: int
     with _hush_h5py():
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            with records.atomic(target) as tmp:
+            with files.atomic(target) as tmp:
                 save(str(tmp))
             size, digest = _digest(target)
-            records.write_json(folder / MARKER, {"epochs_done": epochs_done, "file": target.name, "bytes": size,
+            files.write_json(folder / MARKER, {"epochs_done": epochs_done, "file": target.name, "bytes": size,
                                                  "sha256": digest})
         except OSError as e:
             failure = e.errno, e.strerror or str(e).strip().splitlines()[0]

@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any, Optional, Tuple
 
 from tpukit import registry
-from tpukit.runs import checkpoint
-from tpukit.runs import records
+from tpukit.data.types import DataSpec
 from tpukit.errors import one_line
+from tpukit.models import modeling
 from tpukit.models.modeling import ModelError
+from tpukit.runs import checkpoint, files
+from tpukit.training import precision
 
-FINAL_WEIGHTS = "model.weights.h5"
+FINAL_WEIGHTS = files.WEIGHTS_FILE
 
 
 class ExportError(ValueError):
@@ -39,27 +41,29 @@ def weights_file(run_dir) -> Tuple[Path, str]:
     """(weights file, what it holds) of a run: a completed run's final weights, else its last whole epoch.
 
     Raises:
-        records.RunDirError: not a run directory, or no weights (the run ended before its first whole epoch).
+        files.RunDirError: not a run directory, or no weights (the run ended before its first whole epoch).
     """
     run_dir = Path(run_dir)
     try:
-        result = records.load(run_dir)
+        result = files.recorded(run_dir)
     except FileNotFoundError:
-        raise records.RunDirError(f"{run_dir} is not a tpukit run directory (no config.json); pass the directory "
+        raise files.RunDirError(f"{run_dir} is not a tpukit run directory (no config.json); pass the directory "
                                   "of a run (tpukit.list_runs(logdir) lists them).") from None
     final = run_dir / FINAL_WEIGHTS
-    if result.status == "completed" and final.is_file():
-        return final, f"final weights of {run_dir.name} ({result.epochs_done} epochs)"
-    backup = checkpoint.latest(run_dir / "backup", verify=False)
+    status = result.get("status", "running")
+    if status == "completed" and final.is_file():
+        return final, f"final weights of {run_dir.name} ({result.get('epochs_done', 0)} epochs)"
+    backup = checkpoint.latest(run_dir / files.BACKUP_DIR, verify=False)
     if backup is not None:
         return Path(backup.path), (f"weights of {run_dir.name}'s last whole epoch ({backup.epochs_done}, "
-                                   f"{result.status})")
-    if result.parent and result.status != "completed":
-        path, _ = weights_file(result.parent)
-        return path, f"weights of {Path(result.parent).name}, the run {run_dir.name} extends (no epoch of its own)"
-    raise records.RunDirError(
-        f"{run_dir} holds no weights: the run {result.status} before its first whole epoch ended"
-        f"{'' if final.is_file() or result.status != 'completed' else ' (model.weights.h5 is missing)'}; "
+                                   f"{status})")
+    parent = result.get("parent")
+    if parent and status != "completed":
+        path, _ = weights_file(parent)
+        return path, f"weights of {Path(parent).name}, the run {run_dir.name} extends (no epoch of its own)"
+    raise files.RunDirError(
+        f"{run_dir} holds no weights: the run {status} before its first whole epoch ended"
+        f"{'' if final.is_file() or status != 'completed' else ' (model.weights.h5 is missing)'}; "
         "load or start from a run that trained at least one epoch.")
 
 
@@ -91,62 +95,14 @@ def init_from(model, run_dir) -> str:
     return f"init_from: started from the {what}"
 
 
-@dataclasses.dataclass
-class Run:
-    """A finished (or stopped) run, loaded from its directory: `.config`, `.result`, `.history`, `.model`."""
-
-    run_dir: str
-    config: Any
-    result: records.RunResult
-    model_arg: Any = dataclasses.field(default=None, repr=False)
-    _model: Any = dataclasses.field(default=None, repr=False)
-
-    @property
-    def history(self):
-        """Per-epoch metrics, {name: [value per epoch]}, as `RunResult.history`."""
-        return self.result.history
-
-    @property
-    def model(self):
-        """The run's model with its final weights (a stopped run: its last whole epoch), built on first use."""
-        if self._model is None:
-            self._model = rebuild(self.run_dir, self.model_arg, self.config, self.result)
-            self.result.attach_model(self._model)
-        return self._model
-
-    def export(self, path) -> "Exported":
-        """Write the model as a `.keras` file (and a SavedModel on TensorFlow); see `export`."""
-        return export(self.model, path)
-
-
-def load(run_dir, model=None) -> Run:
-    """The run in `run_dir`: its config, result and history, and its model (rebuilt when first asked for).
-
-    Args:
-        run_dir: a run directory.
-        model: what rebuilds the model when config.json cannot name it (a model handed to train() as an
-            object): the same factory, or a built keras.Model, which gets the run's weights.
-
-    Raises:
-        records.RunDirError: not a run directory, or a damaged record.
-    """
-    records.check_run_dir(run_dir, "load")  # None, a file, a missing path: one line
-    run_dir = str(run_dir)
-    weights_file(run_dir)  # no weights: say so now, in one line
-    result = records.load(run_dir)
-    return Run(run_dir, records.load_config(run_dir), result, model)
-
-
-def rebuild(run_dir, model=None, config=None, result=None):
+def rebuild(run_dir, model=None, config=None):
     """Build the run's model (from `model`, else the name in its config) and load its weights."""
     import keras
 
-    from tpukit.training import precision
-
-    config = config or records.load_config(run_dir)
-    result = result or records.load(run_dir)
+    config = config or files.load_config(run_dir)
+    result = files.recorded(run_dir)
     path, what = weights_file(run_dir)
-    policy = result.model_policy or config.precision
+    policy = result.get("model_policy") or config.precision
     policy = policy if policy in precision.POLICIES else "float32"
     if isinstance(model, keras.Model):
         target = model
@@ -177,13 +133,11 @@ def rebuild(run_dir, model=None, config=None, result=None):
 
 
 def _spec(result):
-    from tpukit.data import sources
-
-    values = dict((result.data or {}).get("spec") or {})
+    values = dict((result.get("data") or {}).get("spec") or {})
     if not values:
         return None
-    names = {f.name for f in dataclasses.fields(sources.DataSpec)}
-    return sources.DataSpec(**{k: _tuples(v) for k, v in values.items() if k in names})
+    names = {f.name for f in dataclasses.fields(DataSpec)}
+    return DataSpec(**{k: _tuples(v) for k, v in values.items() if k in names})
 
 
 def _tuples(value):
@@ -242,7 +196,7 @@ def export(model, path) -> Exported:
     _check_writable(folder, keras_path)
     plain = float32_copy(model)
     try:
-        with records.atomic(keras_path) as tmp:
+        with files.atomic(keras_path) as tmp:
             plain.save(str(tmp))
     except OSError as e:
         raise ExportError(f"could not write {keras_path} ({e.strerror or type(e).__name__}); choose a writable "
@@ -265,7 +219,7 @@ def export(model, path) -> Exported:
 
 
 def _check_writable(folder: Path, target: Path) -> None:
-    why = records.unwritable(folder)
+    why = files.unwritable(folder)
     if why:
         raise ExportError(f"cannot export to {target}: {folder} is not a writable directory ({why}); choose "
                           "another path.")
@@ -307,8 +261,6 @@ def float32_copy(model):
     import numpy as np
 
     from tpukit.models import modeling
-    from tpukit.training import precision
-
     if not _mixed(model):
         return model
     config = _float32(keras.saving.serialize_keras_object(model))

@@ -28,6 +28,9 @@ from tpukit.training import compiles
 from tpukit.runs import records
 from tpukit.config import ConfigError, PaddingWarning, RunConfig
 from tpukit.runs.records import RunResult
+from tpukit.training.plan import (AUTO_STEPS_PER_EXECUTION, CPU_CALL_SECONDS, Plan,  # noqa: F401
+                                  estimated_step_seconds, multi_step_refusal, plan, resolve_steps_per_execution,
+                                  steps_per_epoch)
 
 
 def train(
@@ -209,7 +212,8 @@ class _Run:
                                              replicas=config.replicas, deterministic=config.deterministic)
         if config.backend not in ("auto", runtime.backend):
             raise ConfigError(f"RunConfig.backend: the runtime runs {runtime.backend}, not {config.backend}. "
-                              f"Received: backend={config.backend!r}.")
+                              f"Received: backend={config.backend!r}.", field="backend", value=config.backend,
+                              expected=f"{runtime.backend!r} or 'auto'", choices=("auto", runtime.backend))
         if runtime.workers > 1:
             self._worker_writes_aside(runtime, held)
             config = self.config
@@ -323,7 +327,8 @@ class _Run:
             raise ConfigError(
                 f"RunConfig.profile: the run has {self.steps * epochs} steps ({epochs} epochs x {self.steps}), so "
                 f"steps {profile[0]}-{profile[1]} are never reached; choose a window within 1-{self.steps * epochs}. "
-                f"Received: profile={profile}.")
+                f"Received: profile={profile}.", field="profile", value=profile,
+                expected=f"a window within 1-{self.steps * epochs}")
 
     def _open_run_dir(self, held):
         if self.run_dir is None:
@@ -552,149 +557,6 @@ class _Run:
         if status == "completed":
             shutil.rmtree(self.run_dir / "backup", ignore_errors=True)
         return result
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """A run's shape before it starts: the global batch, and the steps per epoch (None: only the run can count
-    them, as for a tf.data input of unknown length)."""
-
-    global_batch: int
-    steps_per_epoch: Optional[int]
-
-
-def steps_per_epoch(config: RunConfig, num_train: int, replicas: int) -> int:
-    """The steps in one epoch of `num_train` examples: the config's own, else whole global batches.
-
-    The one place that says it: the trainer (on the loaded data) and `plan` (before loading) both call it.
-    """
-    from tpukit.data import pipeline
-
-    return config.steps_per_epoch or pipeline.steps_per_epoch(num_train, config.batch_size * replicas)
-
-
-def plan(config: RunConfig, replicas: int, data=None, validation_data=None) -> Plan:
-    """The global batch and steps per epoch a run of `config` on `replicas` will have, without loading the data
-    where its size is known (built-in datasets, arrays); for the panel's progress bar and profile window."""
-    from tpukit.data import sources
-
-    global_batch = config.batch_size * replicas
-    if config.steps_per_epoch:
-        return Plan(global_batch, config.steps_per_epoch)
-    available = sources.planned_train_examples(config, data, validation_data)
-    if not available or available < global_batch:
-        return Plan(global_batch, None)
-    return Plan(global_batch, steps_per_epoch(config, available, replicas))
-
-
-# "auto" runs at most this many steps per execution: enough to amortize the host's dispatch of each call
-# (measured: benchmarks/steps_per_execution.py), while callbacks, stop requests and NaN checks still come often.
-AUTO_STEPS_PER_EXECUTION = 32
-
-
-def multi_step_refusal(runtime) -> Optional[str]:
-    """Why `runtime` cannot run more than one step per execution, or None where it can.
-
-    Checked on TF 2.21 + Keras 3.15 with 8 logical CPU devices: MirroredStrategy
-    over 2 or more devices fails in Keras' multi-step loop; over one device, on
-    the default strategy, and on JAX (DataParallel over 8 devices) it trains.
-    """
-    if runtime.backend != "tensorflow" or runtime.replicas < 2:
-        return None
-    if getattr(runtime, "workers", 1) > 1:
-        return ("tpukit's loop for TensorFlow's MultiWorkerMirroredStrategy (Keras 3's fit cannot run under it, "
-                "keras-team/keras#20585) runs one step per call")
-    import tensorflow as tf
-
-    if isinstance(runtime.strategy, tf.distribute.MirroredStrategy):
-        return (f"Keras 3.15 cannot run more than one step per execution under MirroredStrategy with more than one "
-                f"replica ({runtime.replicas} here): its multi-step loop fails with \"You must feed a value for "
-                f"placeholder tensor\"")
-    return None
-
-
-# On the CPU, "auto" runs several steps per call only while a call stays this short (seconds, estimated): Stop,
-# progress and callbacks wait for a whole call, and only millisecond steps gain (benchmarks/steps_per_execution.py).
-CPU_CALL_SECONDS = 0.05
-
-
-def estimated_step_seconds(flops_per_example, global_batch: int, peak_flops) -> Optional[float]:
-    """A training step's time at the device's peak: a lower bound (None when the FLOPs or the peak are unknown)."""
-    if not flops_per_example or not peak_flops:
-        return None
-    return flops_per_example * global_batch / peak_flops
-
-
-def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[int], profile=None,
-                                step_seconds: Optional[float] = None):
-    """(steps per execution, why) for a run: "auto" resolved, or an explicit value checked against the backend.
-
-    "auto" is the largest divisor of the epoch's steps up to `AUTO_STEPS_PER_EXECUTION`,
-    so every epoch ends where an execution does (epoch backups and resume need whole
-    epochs). On the CPU it is also held to calls of at most `CPU_CALL_SECONDS`, from
-    `step_seconds` (the step's time estimated from the model's FLOPs and the CPU's
-    measured peak: a lower bound), so only millisecond steps run several per call (the
-    CNN measured no faster with more, while a stop request waits for the whole call);
-    without an estimate it is 1 there. It is 1 where `multi_step_refusal` says the
-    backend cannot run more; when the epoch's length is unknown; and with a profile
-    window (its step markers are one per call of the train function). An explicit value
-    must divide the steps per epoch: Keras runs whole calls, and would take the next
-    epoch's batches.
-
-    >>> from types import SimpleNamespace
-    >>> tpu = SimpleNamespace(backend="jax", kind="tpu", replicas=8, strategy=None)
-    >>> resolve_steps_per_execution("auto", tpu, steps_per_epoch=100)[0]
-    25
-    >>> cpu = SimpleNamespace(backend="jax", kind="cpu", replicas=1, strategy=None)
-    >>> resolve_steps_per_execution("auto", cpu, steps_per_epoch=100, step_seconds=0.002)[0]
-    25
-    >>> resolve_steps_per_execution("auto", cpu, steps_per_epoch=100, step_seconds=0.2)[0]
-    1
-
-    Raises:
-        ConfigError: an explicit value above 1 where the backend cannot run it, or with a profile window.
-    """
-    refusal = multi_step_refusal(runtime)
-    if requested != "auto":
-        if requested > 1 and refusal:
-            raise ConfigError(f"RunConfig.steps_per_execution: {refusal}; use 1 there (or 'auto'). "
-                              f"Received: steps_per_execution={requested}.")
-        if requested > 1 and profile is not None:
-            raise ConfigError(f"RunConfig.steps_per_execution: the profile window {profile[0]}-{profile[1]} counts "
-                              f"steps one call at a time, and {requested} steps per call would move or skip it; use "
-                              f"1 (or 'auto') for a profiled run. Received: steps_per_execution={requested}.")
-        if steps_per_epoch and steps_per_epoch % requested:
-            divisors = ", ".join(str(d) for d in range(steps_per_epoch, 0, -1) if steps_per_epoch % d == 0)
-            raise ConfigError(
-                f"RunConfig.steps_per_execution: {requested} does not divide the {steps_per_epoch} steps per epoch: "
-                f"Keras would run {-(-steps_per_epoch // requested) * requested} steps in each epoch, taking batches "
-                f"of the next, and run out of data before the last epoch ends; use a divisor ({divisors[:40]}"
-                f"{', ...' if len(divisors) > 40 else ''}) or 'auto'. Received: steps_per_execution={requested}.")
-        return requested, f"{requested}, as set"
-    if refusal:
-        return 1, f"auto → 1: {refusal}"
-    if not steps_per_epoch:
-        return 1, "auto → 1: the number of steps per epoch is unknown, so no value is known to keep epochs whole"
-    if profile is not None:
-        return 1, (f"auto → 1: the profile window {profile[0]}-{profile[1]} marks one step per call of the train "
-                   f"function")
-    cap, where = AUTO_STEPS_PER_EXECUTION, f"on {runtime.kind.upper()}"
-    if runtime.kind == "cpu":
-        if step_seconds is None:
-            return 1, ("auto → 1 on the CPU: the step's time could not be estimated (the model's FLOPs or the CPU's "
-                       "peak are unknown), and a stop request, progress and callbacks wait for a whole call")
-        cap = min(cap, int(CPU_CALL_SECONDS / step_seconds) if step_seconds > 0 else cap)
-        where = (f"on the CPU, where a step takes at least {1000 * step_seconds:.2g} ms (the model's FLOPs at the "
-                 f"CPU's measured peak) and a call is held under {1000 * CPU_CALL_SECONDS:.0f} ms, since a stop "
-                 "request, progress and callbacks wait for it")
-        if cap < 2:
-            return 1, f"auto → 1 {where}"
-    n = max(d for d in range(1, min(steps_per_epoch, cap) + 1) if steps_per_epoch % d == 0)
-    if n == 1:
-        return 1, (f"auto → 1: the {steps_per_epoch} steps per epoch have no divisor from 2 to {cap}, and epochs must "
-                   "stay whole; a steps_per_epoch or batch size with one would let more steps run per call")
-    return n, (f"auto → {n} {where}: fewer calls from the host, each running {n} steps; the largest divisor of the "
-               f"{steps_per_epoch} steps per epoch up to {cap}, so epochs stay whole")
 
 
 def _mfu(flops, examples_per_sec, peak, how: str):

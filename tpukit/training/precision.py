@@ -23,14 +23,15 @@ def resolve(precision: str, runtime=None) -> Tuple[str, str]:
 
     if precision not in PRECISIONS:
         raise ConfigError(
-            f"RunConfig.precision: expected one of {', '.join(map(repr, PRECISIONS))}. Received: precision={precision!r}."
-        )
+            f"RunConfig.precision: expected one of {', '.join(map(repr, PRECISIONS))}. Received: precision={precision!r}.",
+            field="precision", value=precision, expected="one of " + ", ".join(map(repr, PRECISIONS)),
+            choices=PRECISIONS)
     kind = getattr(runtime, "kind", None)
     if precision == "mixed_float16" and kind == "tpu":
         raise ConfigError(
             "RunConfig.precision: mixed_float16 is not supported on TPU; use 'mixed_bfloat16'. "
-            "Received: precision='mixed_float16'."
-        )
+            "Received: precision='mixed_float16'.",
+            field="precision", value="mixed_float16", expected="'mixed_bfloat16' or 'float32' on a TPU")
     if precision != "auto":
         return precision, "set by the config"
     if runtime is None:

@@ -20,7 +20,7 @@ import time
 import warnings
 from typing import Callable, List, Optional, Tuple
 
-from tpukit.config import ConfigError, PaddingWarning, RunConfig
+from tpukit.config import ConfigError, PaddingWarning, RunConfig, global_batch as global_batch_of
 
 PATIENCE = 2  # sizes in a row that gain less than min_gain before the search ends (one can be a hiccup)
 MIN_STEPS_PER_EPOCH = 16  # the search stops before a batch that leaves an epoch fewer steps than this
@@ -150,7 +150,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
 
 def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, modeling, pipeline, precision):
     """Build, compile and time one batch size; an out-of-memory error is a result, not a crash."""
-    global_batch = size * runtime.replicas
+    global_batch = global_batch_of(size, runtime.replicas)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PaddingWarning)
         trial_config = config.replace(batch_size=size, steps_per_execution=1, replicas=runtime.replicas,
@@ -263,6 +263,7 @@ def _recommend(trials, min_gain, replicas, limit, why, flattened) -> BatchTuning
         ended = "the time budget ran out"
     closest = ("the fastest measured" if pick is fastest else
                f"within {min_gain or 0:.0%} of the fastest ({fastest.batch_size}: {fastest.examples_per_sec:,.0f}/s)")
-    reason = (f"Recommended: batch_size={pick.batch_size} per replica (global {pick.batch_size * replicas}), "
+    picked_global = global_batch_of(pick.batch_size, replicas)
+    reason = (f"Recommended: batch_size={pick.batch_size} per replica (global {picked_global}), "
               f"{pick.examples_per_sec:,.0f} examples/s, {closest}; the search stopped because {ended}.")
     return BatchTuning(trials, pick.batch_size, reason)

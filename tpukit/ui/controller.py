@@ -540,9 +540,9 @@ class Controller:
         result = self._run_for_model(run)
         model = result.__dict__.get("_model")
         if model is None:
-            from tpukit.runs import saving
+            from tpukit.runs import store
 
-            model = saving.load(result.run_dir, model=self._object_for(result)).model
+            model = store.load(result.run_dir, model=self._object_for(result)).model
             result.attach_model(model)
         self._model = model
         where = f"panel.runs[{self._runs.index(result)}].model" if result in self._runs else "panel.model"

@@ -112,9 +112,6 @@ class Form:
             # A refused field's note describes the value it still holds, not the one typed: the error says it all.
             self.notes[field].layout.display = "none" if value or not self.notes[field].value else ""
 
-    def clear_errors(self) -> None:
-        self.show_errors({})
-
     def note(self, field: str, text: str, detail: str = "") -> None:
         """A grey line of information beside a field (empty text clears it); `detail` shows on hover."""
         title = f' title="{html.escape(detail)}"' if detail else ""
