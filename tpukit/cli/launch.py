@@ -31,7 +31,7 @@ import json
 import time
 from typing import List, Optional, Sequence
 
-from tpukit.config import ConfigError
+from tpukit.config import BACKENDS as CONFIG_BACKENDS, ConfigError
 
 MAX_WORKERS = 64
 _POLL_S = 0.05
@@ -41,7 +41,7 @@ _STOP_WAIT_S = 20.0
 _STOPPED = 130  # a worker's exit status when its run stopped (python -m tpukit train)
 
 
-BACKENDS = ("jax", "tensorflow")
+BACKENDS = tuple(b for b in CONFIG_BACKENDS if b != "auto")  # each has its own multi-process engine
 
 
 def command_for(argv: Sequence[str]) -> List[str]:

@@ -61,7 +61,11 @@ def _steps_per_execution(text: str):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from tpukit.config import ACCELERATORS, OPTIMIZERS, PRECISIONS
+    import dataclasses
+
+    from tpukit.config import ACCELERATORS, BACKENDS, OPTIMIZERS, PRECISIONS, RunConfig
+
+    default = {f.name: f.default for f in dataclasses.fields(RunConfig)}
 
     parser = _Parser(prog="python -m tpukit", description="Connect, train and profile Keras models on TPU, GPU or CPU.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -71,37 +75,44 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
     t = sub.add_parser("train", help="train a model and record the run", parents=[common])
-    t.add_argument("--backend", default="auto", help="auto, tensorflow or jax (auto: JAX only for a TPU TensorFlow cannot drive)")
-    t.add_argument("--accelerator", default="auto", help=f"one of {', '.join(ACCELERATORS)}")
-    t.add_argument("--tpu", default=None, metavar="ADDRESS", help="'local', grpc://host:port or a Cloud TPU name")
-    t.add_argument("--replicas", type=int, default=None, help="simulated replicas on the CPU (or the first N GPUs)")
-    t.add_argument("--dataset", default="mnist5k",
+    # Every default and choice is RunConfig's own (one place); --epochs stays None so that --resume can tell
+    # "extend to N epochs" from "continue".
+    t.add_argument("--backend", default=default["backend"],
+                   help=f"one of {', '.join(BACKENDS)} (auto: JAX only for a TPU TensorFlow cannot drive)")
+    t.add_argument("--accelerator", default=default["accelerator"], help=f"one of {', '.join(ACCELERATORS)}")
+    t.add_argument("--tpu", default=default["tpu"], metavar="ADDRESS", help="'local', grpc://host:port or a Cloud TPU name")
+    t.add_argument("--replicas", type=int, default=default["replicas"],
+                   help="simulated replicas on the CPU (or the first N GPUs)")
+    t.add_argument("--dataset", default=default["dataset"],
                    help="a built-in or registered name, tfds:NAME, or an import path package.module:function")
-    t.add_argument("--dataset-size", type=int, default=None, help="training examples (generated sets: any size)")
-    t.add_argument("--model", default="cnn",
+    t.add_argument("--dataset-size", type=int, default=default["dataset_size"],
+                   help="training examples (generated sets: any size)")
+    t.add_argument("--model", default=default["model"],
                    help="a zoo or registered name, or an import path package.module:function returning a keras.Model")
-    t.add_argument("--loss", default="sparse_categorical_crossentropy", help="for models that come uncompiled")
-    t.add_argument("--metrics", default="accuracy", help="comma-separated metric names, e.g. mae,mse")
-    t.add_argument("--validation-split", type=_fraction, default=0.1, metavar="FRACTION",
+    t.add_argument("--loss", default=default["loss"], help="for models that come uncompiled")
+    t.add_argument("--metrics", default=",".join(default["metrics"]), help="comma-separated metric names, e.g. mae,mse")
+    t.add_argument("--validation-split", type=_fraction, default=default["validation_split"], metavar="FRACTION",
                    help="held out from the training data for validation (seeded); 'none' for no validation")
     t.add_argument("--epochs", type=int, default=None,
-                   help="default 3; with --resume, extends a completed run to N epochs in a new run directory")
-    t.add_argument("--steps-per-epoch", type=int, default=None)
-    t.add_argument("--batch-size", type=int, default=64, help="per replica")
-    t.add_argument("--precision", default="auto", help=f"one of {', '.join(PRECISIONS)}")
+                   help=f"default {default['epochs']}; with --resume, extends a completed run to N epochs in a new run "
+                   "directory")
+    t.add_argument("--steps-per-epoch", type=int, default=default["steps_per_epoch"])
+    t.add_argument("--batch-size", type=int, default=default["batch_size"], help="per replica")
+    t.add_argument("--precision", default=default["precision"], help=f"one of {', '.join(PRECISIONS)}")
     t.add_argument("--deterministic", action="store_true", help="seeds + op determinism: same config, same weights")
-    t.add_argument("--seed", type=int, default=42)
-    t.add_argument("--learning-rate", type=float, default=1e-3)
-    t.add_argument("--optimizer", default="adam", help=f"one of {', '.join(OPTIMIZERS)}")
-    t.add_argument("--steps-per-execution", type=_steps_per_execution, default="auto", metavar="N|auto",
+    t.add_argument("--seed", type=int, default=default["seed"])
+    t.add_argument("--learning-rate", type=float, default=default["learning_rate"])
+    t.add_argument("--optimizer", default=default["optimizer"], help=f"one of {', '.join(OPTIMIZERS)}")
+    t.add_argument("--steps-per-execution", type=_steps_per_execution, default=default["steps_per_execution"],
+                   metavar="N|auto",
                    help="training steps per call of the compiled train function; auto: the largest divisor of the "
                    "steps per epoch up to 32 on TPU and GPU, 1 on the CPU and on several GPUs under TensorFlow")
     t.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto")
-    t.add_argument("--early-stopping", type=int, default=None, metavar="PATIENCE")
-    t.add_argument("--profile", type=_profile_window, default=None, metavar="START:STOP",
+    t.add_argument("--early-stopping", type=int, default=default["early_stopping"], metavar="PATIENCE")
+    t.add_argument("--profile", type=_profile_window, default=default["profile"], metavar="START:STOP",
                    help="capture these training steps (inclusive) for TensorBoard's profiler")
-    t.add_argument("--logdir", default="runs")
-    t.add_argument("--name", default="")
+    t.add_argument("--logdir", default=default["logdir"])
+    t.add_argument("--name", default=default["name"])
     t.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue a stopped or killed run (or, with --epochs N, extend a completed one)")
     t.add_argument("--init-from", default=None, metavar="RUN_DIR",

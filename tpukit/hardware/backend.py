@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Callable, Optional, Tuple
 
-BACKENDS = ("auto", "tensorflow", "jax")
+from tpukit.config import BACKENDS  # noqa: F401  (the one definition; callers read it here too)
 
 
 class BackendError(RuntimeError):
