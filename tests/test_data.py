@@ -225,3 +225,16 @@ def test_steps_per_epoch_fixes_each_epochs_length_and_keeps_resume_exact():
     assert tail == full[7:]
     short = labels(data.train_dataset(digits, global_batch=256, seed=3, epochs=2, steps_per_epoch=2))
     assert short == full[0:2] + full[7:9] and per_pass == 5
+
+
+def test_the_private_tf_data_link_tpukit_reads_is_still_there():
+    """tf.data has no public "is this batched?": tpukit reads `_input_dataset` (docs/decisions.md lists it). On a
+    TensorFlow without it, `_input_dataset_attribute` raises one line; this test fails first, on the upgrade."""
+    pytest.importorskip("tensorflow")
+    import tensorflow as tf
+
+    from tpukit.data import sources
+
+    assert sources._input_dataset_attribute() == "_input_dataset"
+    assert sources._is_batched(tf.data.Dataset.range(8).batch(2).map(lambda x: x))
+    assert not sources._is_batched(tf.data.Dataset.range(8).batch(2).unbatch().map(lambda x: x))

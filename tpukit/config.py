@@ -253,14 +253,9 @@ class RunConfig:
 
     def check_examples(self, available: int, replicas: int, after_split: bool = False) -> None:
         """At least one global batch must fit in the `available` training examples (known once the data is)."""
-        global_batch = self.global_batch(replicas)
-        if available < global_batch:
-            split = " after the validation split" if after_split else ""
-            raise ConfigError(
-                f"RunConfig.batch_size: dataset {self.dataset!r} has {available} training examples{split}, fewer "
-                f"than one global batch of {global_batch} ({self.batch_size} x {replicas} replicas). "
-                f"Received: batch_size={self.batch_size}.",
-                field="batch_size", value=self.batch_size, expected=f"at most {available // replicas} per replica")
+        split = " after the validation split" if after_split else ""
+        check_one_batch(available, self.batch_size, replicas,
+                        has=f"dataset {self.dataset!r} has {available} training examples{split}")
 
     # ---- copies and JSON ------------------------------------------------
     def replace(self, **changes) -> "RunConfig":
@@ -333,3 +328,19 @@ def short_name(name: str) -> str:
 def global_batch(batch_size: int, replicas: int) -> int:
     """Examples per step over all replicas: the per-replica batch times the replicas. The one place that says it."""
     return batch_size * replicas
+
+
+def check_one_batch(available: int, batch_size: int, replicas: int, *, has: str,
+                    where: str = "RunConfig.batch_size", name: str = "batch_size") -> None:
+    """ConfigError unless `available` examples fill one global batch: the one check for "fewer than one batch".
+
+    `has` says what holds the examples ("dataset 'digits' has 96 training examples"); `where` names the setting,
+    and `name` the argument that received `batch_size` (per replica).
+    """
+    batch = global_batch(batch_size, replicas)
+    if available < batch:
+        parts = f" ({batch_size} x {replicas} replicas)" if replicas != 1 else ""
+        raise ConfigError(
+            f"{where}: {has}, fewer than one global batch of {batch}{parts}. Received: {name}={batch_size}.",
+            field="batch_size" if where.startswith("RunConfig.") else None, value=batch_size,
+            expected=f"at most {available // replicas}" + (" per replica" if replicas != 1 else ""))

@@ -13,6 +13,7 @@ import socket
 import threading
 from typing import Optional, Tuple
 
+from tpukit.config import check_one_batch
 from tpukit.data import pipeline
 from tpukit.data.types import Arrays, Splits
 from tpukit.hardware import backend
@@ -395,8 +396,5 @@ def _check_global_batch(global_batch) -> None:
 def _check_batch(data: ImageData, global_batch) -> None:
     """A training batch must be a positive int that at least one epoch can fill."""
     _check_global_batch(global_batch)
-    if global_batch > data.num_train:
-        raise ValueError(
-            f"Expected global_batch <= the {data.num_train} training examples of {data.info.name!r}. "
-            f"Received: global_batch={global_batch}."
-        )
+    check_one_batch(data.num_train, global_batch, 1, has=f"{data.info.name!r} has {data.num_train} training examples",
+                    where="global_batch", name="global_batch")

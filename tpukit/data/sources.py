@@ -17,6 +17,7 @@ Importing this module is cheap: TensorFlow loads only when a dataset is given.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import warnings
@@ -245,7 +246,14 @@ def _is_py_dataset(value) -> bool:
 
 
 def _is_batched(dataset) -> bool:
-    """Whether a tf.data pipeline batches: the outermost batch or unbatch step in its chain decides."""
+    """Whether a tf.data pipeline batches: the outermost batch or unbatch step in its chain decides.
+
+    tf.data has no public way to ask; this walks the chain through the private `_input_dataset` attribute, the one
+    private tf.data API tpukit uses (docs/decisions.md, "Private framework APIs"). `_input_dataset_attribute`
+    checks it is still there first, so a TensorFlow that drops it fails in one line instead of treating every
+    pipeline as unbatched.
+    """
+    attribute = _input_dataset_attribute()
     node = dataset
     for _ in range(1000):
         name = type(node).__name__.lower()
@@ -253,10 +261,22 @@ def _is_batched(dataset) -> bool:
             return False
         if "batch" in name:
             return True
-        node = getattr(node, "_input_dataset", None)
+        node = getattr(node, attribute, None)
         if node is None:
             return False
     return False
+
+
+@functools.lru_cache(maxsize=None)
+def _input_dataset_attribute() -> str:
+    """The private attribute that links a tf.data step to its input, checked on a probe pipeline of this TF."""
+    import tensorflow as tf
+
+    if getattr(tf.data.Dataset.range(1).batch(1), "_input_dataset", None) is None:
+        raise DataError(f"TensorFlow {tf.__version__}'s tf.data no longer links a pipeline's steps through "
+                        "_input_dataset, which tpukit reads to tell a batched dataset from an unbatched one; pass "
+                        "arrays (x, y) or a keras.utils.PyDataset, and report this at tpukit's issues.")
+    return "_input_dataset"
 
 
 def _cardinality(dataset) -> Optional[int]:

@@ -20,7 +20,7 @@ import time
 import warnings
 from typing import Callable, List, Optional, Tuple
 
-from tpukit.config import ConfigError, PaddingWarning, RunConfig, global_batch as global_batch_of
+from tpukit.config import ConfigError, PaddingWarning, RunConfig, check_one_batch, global_batch as global_batch_of
 
 PATIENCE = 2  # sizes in a row that gain less than min_gain before the search ends (one can be a hiccup)
 MIN_STEPS_PER_EPOCH = 16  # the search stops before a batch that leaves an epoch fewer steps than this
@@ -129,8 +129,9 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     limit, why = _limit(len(source.train), runtime.replicas, multiple, max_batch_size)
     sizes = candidates(multiple, start or multiple, limit)
     if not sizes:
-        raise ConfigError(f"tune_batch_size: {len(source.train)} training examples cannot fill one batch of "
-                          f"{multiple} x {runtime.replicas} replicas.")
+        check_one_batch(len(source.train), multiple, runtime.replicas, where="tune_batch_size",
+                        has=f"the data has {len(source.train)} training examples, and the smallest batch tried is "
+                            f"{multiple} per replica")
     trials, began, flat = [], time.perf_counter(), 0
     for size in sizes:
         if on_trial is not None:
