@@ -66,6 +66,7 @@ def test_stop_request_keeps_the_run_and_resume_matches_uninterrupted(tmp_path):
     flag = threading.Event()
     stopped = train(config, callbacks=[CallAt(60, flag.set)], stop=flag)  # mid second epoch (44 steps/epoch)
     assert stopped.status == "stopped" and "resume" in stopped.message
+    assert stopped.cause == "stopped on request" and records.load(stopped.run_dir).cause == stopped.cause  # as data
     assert stopped.resumable and stopped.epochs_done == 1  # the partial second epoch is not counted
     assert Path(stopped.run_dir, "model.weights.h5").exists()
     resumed = resume(stopped.run_dir)
@@ -80,6 +81,7 @@ def test_keyboard_interrupt_ends_the_run_as_stopped(tmp_path):
 
     result = train(_config(tmp_path, steps_per_execution=1), callbacks=[CallAt(50, interrupt)])
     assert result.status == "stopped" and "KeyboardInterrupt" in result.message
+    assert result.cause == "interrupted (KeyboardInterrupt)" and result.message.startswith(result.cause + "; ")
     assert records.load(result.run_dir).status == "stopped"
     assert result.epochs_done == 1  # the first epoch (44 steps) was kept
 

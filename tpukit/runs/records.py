@@ -52,6 +52,7 @@ class RunResult:
     precision_reason: str = ""
     runtime: Dict[str, Any] = dataclasses.field(default_factory=dict)
     message: str = ""
+    cause: str = ""  # a stopped run: why it stopped, without `message`'s closing word on resuming
     started: Optional[float] = None
     ended: Optional[float] = None
     parent: Optional[str] = None

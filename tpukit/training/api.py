@@ -175,6 +175,7 @@ class _Run:
         model, data, self.validation_data, self.test_data = inputs
         self.config, self.model_arg, self.data_arg = with_labels(config, model, data)
         self.runtime = runtime
+        self.cause = ""  # why a stopped run stopped, without the resume hint (RunResult.cause)
         self.extra_callbacks = list(callbacks)
         self.stop = stop or threading.Event()
         self.progress = progress
@@ -374,7 +375,7 @@ class _Run:
         elif self.terminated and status == "completed":
             status, message = self._ending(Terminated())
         elif self.stopper.stopped_early and status == "completed":
-            status, message = "stopped", f"stopped on request; {self._resume_hint()}"
+            status, message = "stopped", self._stopped_message("stopped on request")
         elif self.early_stopper is not None and self.early_stopper.stopped_epoch:
             best = getattr(self.early_stopper, "best_epoch", None)
             message = (f"early stopping after epoch {self.early_stopper.stopped_epoch + 1} (no "
@@ -382,7 +383,7 @@ class _Run:
                                                                  if best is not None else ""))
         elif self._multi_worker_tf() and model.stop_training and status == "completed":
             status = "stopped"
-            message = f"another worker stopped (on request, SIGTERM or Ctrl-C); {self._resume_hint()}"
+            message = self._stopped_message("another worker stopped (on request, SIGTERM or Ctrl-C)")
         if status == "completed" and source.test is not None:
             self.test_metrics = self._evaluate_test()
         return self._finish(status, message)
@@ -489,7 +490,7 @@ class _Run:
                       history=_columns(self.history), epochs_done=len(self.history),
                       steps_per_epoch=getattr(self, "steps", None),
                       precision_reason=self.precision_reason, runtime=self.runtime.to_dict(),
-                      message=message, started=self.started, data=self.source.describe(),
+                      message=message, cause=self.cause, started=self.started, data=self.source.describe(),
                       test_metrics=dict(getattr(self, "test_metrics", {})), notes=tuple(self.notes),
                       parent=self.parent)
         if getattr(self, "model", None) is not None:
@@ -520,10 +521,16 @@ class _Run:
         from tpukit.errors import one_line
 
         if isinstance(error, Terminated):
-            return "stopped", f"terminated (SIGTERM); {self._resume_hint()}"
+            return "stopped", self._stopped_message("terminated (SIGTERM)")
         if isinstance(error, KeyboardInterrupt):
-            return "stopped", f"interrupted (KeyboardInterrupt); {self._resume_hint()}"
+            return "stopped", self._stopped_message("interrupted (KeyboardInterrupt)")
         return "failed", one_line(error, limit=300)
+
+    def _stopped_message(self, cause: str) -> str:
+        """A stopped run's message: its cause, then what a resume would do. The cause alone goes into
+        `RunResult.cause`, so a view that says the resume part its own way never reads the sentence."""
+        self.cause = cause
+        return f"{cause}; {self._resume_hint()}"
 
     def _resume_hint(self) -> str:
         """What a resume of this run would do, from what it kept (a backup, or the run it extends)."""
