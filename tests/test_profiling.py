@@ -373,14 +373,14 @@ def test_panel_html_shows_the_summarys_own_verdict(jax_capture):
      (None, None, "not measured")],
 )
 def test_input_sentence_agrees_with_the_number(percent, bound, words):
-    from tpukit.observe.profiling import _INPUT_BOUND_PERCENT, _input_sentence
+    from tpukit.observe.profiling.summary import _INPUT_BOUND_PERCENT, _input_sentence
 
     assert (None if percent is None else percent >= _INPUT_BOUND_PERCENT) is bound
     assert _input_sentence(percent, bound).startswith(words)
 
 
 def test_xprof_html_becomes_plain_text_without_section_pointers():
-    from tpukit.observe.profiling import _plain
+    from tpukit.observe.profiling.xprof import _plain
 
     nextstep = ('Consider using <a href="https://www.tensorflow.org/guide/data" target="_blank">the tf.data API</a> '
                 "to enable profiler's host-side analysis for input pipeline. Profiler currently does not support "
@@ -393,7 +393,7 @@ def test_xprof_html_becomes_plain_text_without_section_pointers():
 
 
 def test_xla_ops_self_time_leaves_out_nested_ops():
-    from tpukit.observe.profiling import _xla_ops
+    from tpukit.observe.profiling.xprof import _xla_ops
 
     def op(name, ts, dur, tid=1):
         return {"ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur, "name": name,

@@ -1,0 +1,273 @@
+"""Reading captures: finding them on disk, xprof's converters over the XSpace, and XLA ops' self time in the trace.
+
+Everything that knows a capture's layout (`<logdir>/plugins/profile/<time>/
+<host>.xplane.pb`) or xprof's output (its JSON tables, its HTML sentences, the
+trace viewer's events) is here, so that `summary` holds plain values and
+`capture` only asks where captures are. xprof is imported by `summarize`, not
+with this module.
+"""
+
+from __future__ import annotations
+
+import glob
+import html
+import json
+import os
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from tpukit.errors import one_line
+from tpukit.observe.profiling.summary import OpStat, ProfileSummary, from_measurements
+
+__all__ = ["ProfileError", "find_captures", "summarize"]
+
+_XPLANE_SUFFIX = ".xplane.pb"
+_TOP_OPS = 10
+# xprof's findings worth passing on; its input sentences are replaced by
+# tpukit's own (they point at page sections the panel does not show).
+_TIP_STATEMENTS = ("kernel_launch_statement", "device_collectives_statement", "precision_statement")
+
+
+class ProfileError(ValueError):
+    """`summarize` found no profile capture it can read where it was pointed. The message is one line."""
+
+
+_EXPECTED = (f"expected an {_XPLANE_SUFFIX} file, a capture directory (<logdir>/plugins/profile/<time>) or a logdir "
+             "that holds one")
+
+
+# --- finding captures --------------------------------------------------------
+
+
+def find_captures(logdir) -> List[str]:
+    """Sorted paths of the `*.xplane.pb` files under `logdir/plugins/profile/*/`.
+
+    Capture directories are named by their UTC start time, so sorted order is
+    oldest first. A missing logdir gives an empty list.
+    """
+    pattern = os.path.join(glob.escape(os.fspath(logdir)), "plugins", "profile", "*", "*" + _XPLANE_SUFFIX)
+    return sorted(glob.glob(pattern))
+
+
+def _xplanes_for(path) -> Tuple[str, List[str]]:
+    """(what was analysed, its xplane files) for a file, a capture dir or a logdir."""
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ProfileError(f"summarize_profile: {_EXPECTED}, as a str or pathlib.Path. Received: {path!r}.")
+    path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    if os.path.isfile(path):
+        if not path.endswith(_XPLANE_SUFFIX):
+            raise ProfileError(f"summarize_profile: {_EXPECTED}. Received: {path}, a file of another kind.")
+        return path, [path]
+    if not os.path.isdir(path):
+        raise ProfileError(f"summarize_profile: {_EXPECTED}. Received: {path}, which does not exist.")
+    here = sorted(glob.glob(os.path.join(glob.escape(path), "*" + _XPLANE_SUFFIX)))
+    if not here:
+        captures = find_captures(path)
+        if not captures:
+            raise ProfileError(
+                f"summarize_profile: no profile capture under {path} (looked for plugins/profile/*/*{_XPLANE_SUFFIX}); "
+                f"{_EXPECTED}. Profile some training steps first (RunConfig(profile=(start, stop)))."
+            )
+        newest = os.path.dirname(captures[-1])
+        here = [c for c in captures if os.path.dirname(c) == newest]
+        path = newest
+    return (here[0] if len(here) == 1 else path), here
+
+
+# --- reading a capture ------------------------------------------------------
+
+
+def summarize(path) -> ProfileSummary:
+    """Summarize a profile capture (TensorFlow's or JAX's) offline, without TensorFlow or a server.
+
+    Step times and the step-time breakdown come from xprof's input-pipeline
+    analysis (the numbers TensorBoard's overview page shows), top ops from its
+    framework op stats or, where those have none (XLA:CPU under JAX), from the
+    XLA ops in the trace.
+
+    Args:
+        path: An `.xplane.pb` file, a capture directory
+            (`logdir/plugins/profile/<time>`), or a logdir (its newest capture).
+
+    Returns:
+        A `ProfileSummary`.
+
+    Raises:
+        ProfileError: There is no capture at `path`, or xprof could not read it.
+        ImportError: xprof is not installed.
+    """
+    shown, xplanes = _xplanes_for(path)
+    analysis = _tool_data(xplanes, "input_pipeline_analyzer")
+    overview = _tool_data(xplanes, "overview_page")
+    step_table = _table_with(analysis, "stepnum") or _table_with(overview, "stepnum") or {}
+    props = step_table.get("p", {})
+    steps, input_percent, other_percent = _steps(step_table)
+    if not _has_rows(_table_with(analysis, "opName")) and not input_percent:
+        input_percent = None  # xprof saw no input pipeline: its 0% is not a measurement
+    top_ops, source = _top_ops(_tool_data(xplanes, "framework_op_stats"))
+    if not top_ops:
+        top_ops, source = _xla_ops_from_trace(xplanes)
+    tips = (_table_with(overview, "tip_type") or {}).get("p", {})
+    statements = [props.get(k) or tips.get(k) for k in _TIP_STATEMENTS]
+    return from_measurements(shown, props.get("hardware_type", ""), steps, input_percent, other_percent, top_ops,
+                             source, [_plain(s) for s in statements if s])
+
+
+_LINK = re.compile(r"<a\b[^>]*?href=[\"']([^\"']*)[\"'][^>]*>(.*?)</a\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _plain(text: str) -> str:
+    """xprof's HTML sentence as plain text: links become "text (url)", tags go, and
+    sentences that point at page sections ("Section 3") the panel does not show are dropped."""
+    text = _LINK.sub(lambda m: f"{m.group(2)} ({m.group(1)})", text)
+    text = html.unescape(_TAG.sub("", text))
+    sentences = _SENTENCE_END.split(" ".join(text.split()))
+    return " ".join(s for s in sentences if s and not re.search(r"\bsection\b", s, re.IGNORECASE))
+
+
+def _tool_json(xplanes: List[str], tool: str, params: Optional[Dict[str, Any]] = None) -> Any:
+    try:
+        from xprof.convert import raw_to_tool_data
+    except ImportError as e:
+        raise ImportError(f"summarize() needs the xprof package (pip install xprof): {e}") from e
+    try:
+        data = raw_to_tool_data.xspace_to_tool_data(xplanes, tool, params or {})
+        if isinstance(data, tuple):
+            data = data[0]
+        values = json.loads(data) if data else None
+    except Exception as e:  # a file that is not an XSpace: xprof's own error, whatever its type
+        raise ProfileError(f"summarize_profile: {', '.join(xplanes)} is not a profile capture xprof can read "
+                           f"({one_line(e, 120)}); {_EXPECTED}.") from None
+    if not values:
+        raise ProfileError(f"summarize_profile: xprof found no {tool} data in {', '.join(xplanes)}: not a whole "
+                           f"profile capture; {_EXPECTED}.")
+    return values
+
+
+def _tool_data(xplanes: List[str], tool: str) -> List[Dict[str, Any]]:
+    tables = _tool_json(xplanes, tool)
+    return tables if isinstance(tables, list) else [tables]
+
+
+def _table_with(tables: List[Dict[str, Any]], column: str) -> Optional[Dict[str, Any]]:
+    for table in tables:
+        if isinstance(table, dict) and column in _column_ids(table):
+            return table
+    return None
+
+
+def _has_rows(table: Optional[Dict[str, Any]]) -> bool:
+    return bool(table and table.get("rows"))
+
+
+def _column_ids(table: Dict[str, Any]) -> List[str]:
+    return [c.get("id", "") for c in table.get("cols", [])]
+
+
+def _cells(row: Dict[str, Any]) -> List[Any]:
+    return [(c or {}).get("v") for c in row.get("c", [])]
+
+
+def _steps(table: Dict[str, Any]) -> Tuple[List[Tuple[str, float]], Optional[float], Optional[float]]:
+    """(name, ms) per step, and the percents of step time spent waiting for input and in 'All Others'."""
+    ids = _column_ids(table)
+    if "stepnum" not in ids:
+        return [], None, None
+    name_i = ids.index("stepnum")
+    time_i = ids.index("stepTimeMs") if "stepTimeMs" in ids else None
+    shares = {key: ids.index(key) for key in ("infeedTimeMs", "otherTimeMs") if key in ids}
+    steps, spent = [], dict.fromkeys(shares, 0.0)
+    for row in table.get("rows", []):
+        cells = _cells(row)
+        if time_i is not None:
+            ms = cells[time_i]
+        else:  # no total column: the numeric columns are the step's breakdown
+            ms = sum(v for i, v in enumerate(cells) if i != name_i and isinstance(v, (int, float)))
+        if not isinstance(ms, (int, float)):
+            continue
+        steps.append((str(cells[name_i]), float(ms)))
+        for key, i in shares.items():
+            if isinstance(cells[i], (int, float)):
+                spent[key] += cells[i]
+    total = sum(ms for _, ms in steps)
+    percent = {key: 100.0 * spent[key] / total if total > 0 else None for key in shares}
+    return steps, percent.get("infeedTimeMs"), percent.get("otherTimeMs")
+
+
+def _has_idle(table: Dict[str, Any]) -> bool:
+    ids = _column_ids(table)
+    if "type" not in ids:
+        return False
+    i = ids.index("type")
+    return any(_cells(row)[i] == "IDLE" for row in table.get("rows", []))
+
+
+def _top_ops(tables: List[Dict[str, Any]]) -> Tuple[Tuple[OpStat, ...], str]:
+    """Framework ops from xprof's op stats: (ops, "device" or "host"), or ((), "") when it has none."""
+    # xprof gives the op table twice, with and without IDLE time; shares are
+    # more telling without it.
+    candidates = [t for t in tables if isinstance(t, dict) and "total_self_time" in _column_ids(t)]
+    if not candidates:
+        return (), ""
+    table = next((t for t in candidates if not _has_idle(t)), candidates[0])
+    ids = _column_ids(table)
+    col = {name: ids.index(name) for name in ids}
+    rows = []
+    for row in table.get("rows", []):
+        cells = _cells(row)
+        where = cells[col["host_or_device"]] if "host_or_device" in col else "Host"
+        category = str(cells[col["type"]]) if "type" in col else ""
+        self_time = float(cells[col["total_self_time"]] or 0.0)
+        if category == "IDLE" or self_time <= 0:
+            continue
+        share_key = "device_total_self_time_percent" if where == "Device" else "host_total_self_time_percent"
+        share = cells[col[share_key]] if share_key in col else 0.0
+        name = str(cells[col["operation"]]) if "operation" in col else category
+        rows.append((where, OpStat(name, category, self_time, 100.0 * float(share or 0.0))))
+    on_device = [op for where, op in rows if where == "Device"]
+    chosen = on_device or [op for _, op in rows]
+    chosen.sort(key=lambda op: op.self_time_us, reverse=True)
+    return tuple(chosen[:_TOP_OPS]), ("device" if on_device else "host") if chosen else ""
+
+
+def _xla_ops_from_trace(xplanes: List[str]) -> Tuple[Tuple[OpStat, ...], str]:
+    """XLA ops from the trace: XLA:CPU runs them on the host's thread lines (xprof's op stats leave them out)."""
+    # use_saved_result=False: newer xprof otherwise caches the trace next to the capture.
+    trace = _tool_json(xplanes, "trace_viewer", {"use_saved_result": False})
+    ops = _xla_ops(trace.get("traceEvents", []) if isinstance(trace, dict) else [])
+    return ops, ("XLA ops in the trace" if ops else "")
+
+
+def _xla_ops(events: Sequence[Dict[str, Any]]) -> Tuple[OpStat, ...]:
+    """The top XLA ops among trace events ("X" events whose args name an `hlo_op`).
+
+    Self time is an op's time less the ops nested in it on the same thread;
+    shares are of all XLA ops' self time.
+    """
+    threads: Dict[Tuple[Any, Any], List[Dict[str, Any]]] = {}
+    for event in events:
+        if event.get("ph") == "X" and "hlo_op" in (event.get("args") or {}):
+            threads.setdefault((event.get("pid"), event.get("tid")), []).append(event)
+    self_us: Dict[Tuple[str, str], float] = {}
+    for line in threads.values():
+        line.sort(key=lambda e: (float(e.get("ts", 0)), -float(e.get("dur", 0))))
+        enclosing: List[Tuple[float, Tuple[str, str]]] = []  # (end, op) of the ops open at this event
+        for event in line:
+            start, duration = float(event.get("ts", 0)), float(event.get("dur", 0))
+            key = (str(event["args"].get("hlo_module", "")), str(event["args"]["hlo_op"]))
+            while enclosing and enclosing[-1][0] <= start:
+                enclosing.pop()
+            if enclosing:
+                self_us[enclosing[-1][1]] -= duration
+            self_us[key] = self_us.get(key, 0.0) + duration
+            enclosing.append((start + duration, key))
+    total = sum(us for us in self_us.values() if us > 0)
+    ops = [
+        OpStat(f"{module}/{op}" if module else op, re.sub(r"\.\d+$", "", op), us, 100.0 * us / total)
+        for (module, op), us in self_us.items()
+        if us > 0
+    ]
+    ops.sort(key=lambda op: op.self_time_us, reverse=True)
+    return tuple(ops[:_TOP_OPS])
