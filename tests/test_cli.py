@@ -13,6 +13,7 @@ import pytest
 
 from conftest import REPO, run_cli
 from tpukit.training import api as training
+from tpukit.training import plan
 from tpukit.config import RunConfig
 
 JSON_KEYS = {"run_dir", "status", "backend", "accelerator", "replicas", "precision", "deterministic", "seed",
@@ -81,7 +82,7 @@ def test_json_contract_and_bitwise_determinism_across_processes_8_replicas(tmp_p
     ra, rb = _last_json(_finish(a)), _last_json(_finish(b))
     assert JSON_KEYS <= set(ra)
     assert ra["status"] == "completed" and ra["replicas"] == 8 and ra["global_batch_size"] == 128
-    planned = training.plan(RunConfig(dataset="digits", model="mlp", batch_size=16, replicas=8), 8)
+    planned = plan.make(RunConfig(dataset="digits", model="mlp", batch_size=16, replicas=8), 8)
     assert ra["steps_per_epoch"] == planned.steps_per_epoch > 0  # the run counted what the plan said
     assert ra["backend"] == "tensorflow" and ra["accelerator"] == "cpu" and ra["precision"] == "mixed_bfloat16"
     assert ra["profile_files"] and Path(ra["profile_files"][0]).exists()

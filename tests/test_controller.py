@@ -16,6 +16,7 @@ import pytest
 
 from tpukit.observe import progress as progress_model
 from tpukit.training import api as training
+from tpukit.training import plan
 from tpukit.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,23 +94,23 @@ def test_the_controller_trains_without_ipywidgets(tmp_path):
 
 @pytest.mark.parametrize("replicas, batch, split", [(1, 32, 0.1), (8, 16, 0.1), (2, 64, None), (1, 8, 0.5)])
 def test_plan_agrees_with_the_trainer(replicas, batch, split):
-    """`training.plan` (before loading) counts the steps the trainer counts on the loaded data."""
+    """`plan.make` (before loading) counts the steps the trainer counts on the loaded data."""
     from tpukit.data import pipeline
     from tpukit.data import sources
 
     config = RunConfig(dataset="digits", model="mlp", batch_size=batch, replicas=replicas, validation_split=split)
-    plan = training.plan(config, replicas)
-    assert plan.global_batch == batch * replicas == config.global_batch_size
+    planned = plan.make(config, replicas)
+    assert planned.global_batch == batch * replicas == config.global_batch_size
     loaded = sources.prepare("digits", name="digits", seed=config.seed, validation_split=split)
-    assert plan.steps_per_epoch == pipeline.steps_per_epoch(len(loaded.train), batch * replicas)
-    assert plan.steps_per_epoch == training.steps_per_epoch(config, len(loaded.train), replicas)
-    assert training.plan(config.replace(steps_per_epoch=7), replicas).steps_per_epoch == 7
+    assert planned.steps_per_epoch == pipeline.steps_per_epoch(len(loaded.train), batch * replicas)
+    assert planned.steps_per_epoch == plan.steps_per_epoch(config, len(loaded.train), replicas)
+    assert plan.make(config.replace(steps_per_epoch=7), replicas).steps_per_epoch == 7
 
 
 def test_plan_of_data_it_cannot_count():
     """A tf.data input's length is known only to the run: no steps planned (the panel's axes then grow)."""
     config = RunConfig(dataset="mine", model="mlp")
-    assert training.plan(config, 1, data=lambda: None).steps_per_epoch is None
+    assert plan.make(config, 1, data=lambda: None).steps_per_epoch is None
 
 
 # ---- the progress model ------------------------------------------------------------------------------

@@ -229,7 +229,7 @@ def test_tensorflow_workers_run_one_step_per_call():
     from types import SimpleNamespace
 
     from tpukit.config import ConfigError
-    from tpukit.training.api import resolve_steps_per_execution
+    from tpukit.training.plan import resolve_steps_per_execution
 
     workers = SimpleNamespace(backend="tensorflow", kind="gpu", replicas=4, workers=2, strategy=None)
     steps, why = resolve_steps_per_execution("auto", workers, 40)

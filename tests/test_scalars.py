@@ -64,9 +64,9 @@ def test_on_jax_without_importing_tensorflow_or_tensorboard(tmp_path):
 
 def test_training_writes_them_with_tensorflow_installed(tmp_path):
     """One writer on both backends: tpukit.train on TensorFlow writes through EpochScalars too."""
-    from tpukit.training import api as training
+    from tpukit.training import run
 
-    assert isinstance(training._scalar_writer(str(tmp_path)), scalars.EpochScalars)
+    assert isinstance(run._scalar_writer(str(tmp_path)), scalars.EpochScalars)
 
 
 def test_an_epoch_reaches_the_disk_before_training_ends(tmp_path):

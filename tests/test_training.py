@@ -137,7 +137,7 @@ def _fake_runtime(kind, backend="jax", replicas=8, strategy=None):
     (_fake_runtime("cpu"), 100, None, 1, "auto → 1 on the CPU"),
 ])
 def test_auto_steps_per_execution_per_hardware_fake_accelerators(runtime, steps, profile, expected, why):
-    from tpukit.training.api import resolve_steps_per_execution
+    from tpukit.training.plan import resolve_steps_per_execution
 
     value, reason = resolve_steps_per_execution("auto", runtime, steps, profile)
     assert value == expected and why in reason
@@ -148,7 +148,7 @@ def test_auto_is_one_under_mirrored_strategy_where_keras_fails_and_explicit_valu
     """MirroredStrategy over 8 logical CPUs: Keras 3.15's multi-step loop fails there
     (test_keras_multi_step_loop_fails_only_under_multi_replica_mirrored_strategy), so auto is 1 and more is refused."""
     from tpukit.config import ConfigError
-    from tpukit.training.api import resolve_steps_per_execution
+    from tpukit.training.plan import resolve_steps_per_execution
 
     mirrored = tpukit.connect("cpu", replicas=REPLICAS)
     as_gpus = _fake_runtime("gpu", backend="tensorflow", strategy=mirrored.strategy)  # multi-GPU: the same strategy
@@ -226,7 +226,7 @@ def test_keras_multi_step_loop_fails_only_under_multi_replica_mirrored_strategy(
 
 def test_mfu_above_one_is_not_reported_as_a_number():
     """A CPU peak measured under load comes out low; the ratio would then be a wrong number above 100%."""
-    from tpukit.training.api import _mfu
+    from tpukit.training.run import _mfu
 
     assert _mfu(1e9, 10.0, 1e11, "counted") == (0.1, "counted")
     mfu, how = _mfu(1e9, 200.0, 1e11, "counted")
@@ -247,7 +247,7 @@ def test_more_than_one_step_per_call_with_a_profile_window_is_refused():
     from types import SimpleNamespace
 
     from tpukit.config import ConfigError
-    from tpukit.training.api import resolve_steps_per_execution
+    from tpukit.training.plan import resolve_steps_per_execution
 
     gpu = SimpleNamespace(backend="jax", kind="gpu", replicas=1, strategy=None)
     with pytest.raises(ConfigError, match=r"profile window 2-4 counts steps one call at a time"):

@@ -18,8 +18,10 @@ import dataclasses
 import importlib
 import inspect
 import re
+import warnings
 from typing import Callable, Dict, Optional, Tuple
 
+from tpukit.config import PaddingWarning, RunConfig
 from tpukit.data import builtin as data
 from tpukit.errors import one_line
 from tpukit.models import zoo as models
@@ -196,3 +198,32 @@ def lookup(kind: str, name: str) -> Optional[Entry]:
     """The registered or built-in entry for `name`, or None (no import attempted)."""
     _load_builtins()
     return _TABLES[kind].get(name)
+
+
+def check_names(config: RunConfig, model=None, data=None) -> None:
+    """Resolve the config's model and dataset names (unless objects stand in for them); RegistryError if unknown."""
+    if model is None:
+        resolve("model", config.model)
+    if data is None and not config.dataset.startswith("tfds:"):
+        resolve("dataset", config.dataset)
+
+
+def with_labels(config, model, data):
+    """(config, model, data): names for objects handed to train() go into the config; a name given as
+    `model=` or `data=` becomes the config's name, and the object slot empties."""
+    changes = {}
+    if isinstance(model, str):
+        changes["model"], model = model, None
+    elif model is not None:
+        changes["model"] = label(model)
+    if isinstance(data, str):
+        changes["dataset"], data = data, None
+    elif isinstance(data, (tuple, list)):
+        changes["dataset"] = "<arrays>"
+    elif data is not None:
+        changes["dataset"] = label(data)
+    if changes:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PaddingWarning)
+            config = config.replace(**changes)
+    return config, model, data

@@ -266,11 +266,12 @@ def _train(args) -> int:
         config = records.load_config(args.resume) if args.resume else _config_from(args)
     except FileNotFoundError as e:
         return _bad(str(e))
+    from tpukit import registry
     from tpukit.hardware import runtime as rt
     from tpukit.training import api as training
 
     if not args.resume:
-        training.check_names(config)
+        registry.check_names(config)
         records.check_logdir(config.logdir)
     runtime = rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
                          replicas=config.replicas, deterministic=config.deterministic)

@@ -30,7 +30,7 @@ def steps_per_epoch(config: RunConfig, num_train: int, replicas: int) -> int:
     return config.steps_per_epoch or pipeline.steps_per_epoch(num_train, config.global_batch(replicas))
 
 
-def plan(config: RunConfig, replicas: int, data=None, validation_data=None) -> Plan:
+def make(config: RunConfig, replicas: int, data=None, validation_data=None) -> Plan:
     """The global batch and steps per epoch a run of `config` on `replicas` will have, without loading the data
     where its size is known (built-in datasets, arrays); for the panel's progress bar and profile window."""
     global_batch = config.global_batch(replicas)

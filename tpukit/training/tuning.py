@@ -104,7 +104,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     from tpukit.training import precision
     from tpukit.data import sources
     from tpukit.hardware import runtime as rt
-    from tpukit.training.api import check_names, with_labels
+    from tpukit.registry import check_names, with_labels
 
     for name, value, low in (("warmup_steps", warmup_steps, 1), ("steps", steps, 2)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:

@@ -157,25 +157,25 @@ class Form:
 
     def _explain_steps_per_execution(self, config, runtime) -> None:
         """What "auto" steps per call becomes here, the whole reason on hover (the run records it too)."""
-        from tpukit.training import api as training
+        from tpukit.training import plan
 
         if config.steps_per_execution != "auto":
             self.note("steps_per_execution", "")
             return
-        if runtime is not None and runtime.kind == "cpu" and not training.multi_step_refusal(runtime):
+        if runtime is not None and runtime.kind == "cpu" and not plan.multi_step_refusal(runtime):
             self.note("steps_per_execution", "auto on the CPU: from the model's step time, when the run starts",
-                      detail=f"auto on the CPU: up to {training.AUTO_STEPS_PER_EXECUTION} steps per call while a call "
-                             f"stays under {1000 * training.CPU_CALL_SECONDS:.0f} ms, from the model's FLOPs at the "
+                      detail=f"auto on the CPU: up to {plan.AUTO_STEPS_PER_EXECUTION} steps per call while a call "
+                             f"stays under {1000 * plan.CPU_CALL_SECONDS:.0f} ms, from the model's FLOPs at the "
                              "CPU's measured peak (only millisecond steps gain; a stop request waits for a call); the "
                              "run's notes say what it chose")
             return
-        if runtime is None or (not config.steps_per_epoch and not training.multi_step_refusal(runtime)):
-            self.note("steps_per_execution", f"auto: up to {training.AUTO_STEPS_PER_EXECUTION} steps per call on "
+        if runtime is None or (not config.steps_per_epoch and not plan.multi_step_refusal(runtime)):
+            self.note("steps_per_execution", f"auto: up to {plan.AUTO_STEPS_PER_EXECUTION} steps per call on "
                                              "TPU and GPU, and on the CPU for millisecond steps; decided when the run "
                                              "starts")
             return
         try:
-            _, why = training.resolve_steps_per_execution("auto", runtime, config.steps_per_epoch, config.profile)
+            _, why = plan.resolve_steps_per_execution("auto", runtime, config.steps_per_epoch, config.profile)
         except Exception:  # noqa: BLE001 - a note, never an error: Train says what is wrong
             self.note("steps_per_execution", "")
             return

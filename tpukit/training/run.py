@@ -1,0 +1,457 @@
+"""One training run from start to end: connect, load, build, fit with tpukit's callbacks, record, keep the model.
+
+`train()` and `resume()` (`tpukit.training.api`) create a `_Run` and call it; everything a run does between
+"a config" and "a RunResult" is here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Optional
+
+from tpukit.config import ConfigError, PaddingWarning, RunConfig
+from tpukit.data import pipeline, sources
+from tpukit.hardware import runtime as rt
+from tpukit.models import modeling
+from tpukit.registry import check_names, with_labels
+from tpukit.runs import checkpoint, records
+from tpukit.runs.records import RunResult
+from tpukit.training import compiles, determinism, precision
+from tpukit.training.plan import estimated_step_seconds, resolve_steps_per_execution, steps_per_epoch
+from tpukit.training.signals import Terminated, sigterm_stops
+
+
+class _Run:
+    """One execution of a run: the steps of `train`, each a small method."""
+
+    def __init__(self, config, runtime, callbacks, stop, progress, run_dir=None, inputs=(None, None, None, None),
+                 parent: Optional[RunResult] = None):
+        model, data, self.validation_data, self.test_data = inputs
+        self.config, self.model_arg, self.data_arg = with_labels(config, model, data)
+        self.runtime = runtime
+        self.cause = ""  # why a stopped run stopped, without the resume hint (RunResult.cause)
+        self.extra_callbacks = list(callbacks)
+        self.stop = stop or threading.Event()
+        self.progress = progress
+        self.run_dir = run_dir
+        self.resuming = run_dir is not None
+        self.previous = records.load(run_dir) if self.resuming else parent
+        self.parent = parent.run_dir if parent is not None else (self.previous.parent if self.resuming else None)
+        self.started = time.time()
+        self.compiles = None
+        self.flops = None
+        self.notes = []
+        self.fitting = self.terminated = False
+        if parent is not None:
+            self.notes.append(f"extends {parent.run_dir} ({parent.epochs_done} epochs) to {config.epochs} epochs")
+
+    # ---- the steps -----------------------------------------------------------
+    def execute(self) -> RunResult:
+        with contextlib.ExitStack() as held:
+            held.enter_context(sigterm_stops(self))
+            if self.resuming:
+                held.enter_context(records.locked(self.run_dir))
+                records.sweep_temporaries(self.run_dir)
+            return self._execute(held)
+
+    def _execute(self, held) -> RunResult:
+
+        config = self.config
+        check_names(config, self.model_arg, self.data_arg)  # fail fast, before connecting
+        if not self.resuming:
+            records.check_logdir(config.logdir)
+        runtime = self.runtime or rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
+                                             replicas=config.replicas, deterministic=config.deterministic)
+        if config.backend not in ("auto", runtime.backend):
+            raise ConfigError(f"RunConfig.backend: the runtime runs {runtime.backend}, not {config.backend}. "
+                              f"Received: backend={config.backend!r}.", field="backend", value=config.backend,
+                              expected=f"{runtime.backend!r} or 'auto'", choices=("auto", runtime.backend))
+        if runtime.workers > 1:
+            self._worker_writes_aside(runtime, held)
+            config = self.config
+        config.check_for(runtime.kind, runtime.replicas)
+        policy, self.precision_reason = precision.resolve(config.precision, runtime)
+        advice = config.padding_advice(runtime.kind)
+        if advice:
+            warnings.warn(advice, PaddingWarning, stacklevel=3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PaddingWarning)  # already said above
+            self.config = config = config.replace(replicas=runtime.replicas, precision=policy, backend=runtime.backend)
+        self.runtime = runtime
+        self.compiles = compiles.Watch(runtime.backend)
+        determinism.setup(config.seed, config.deterministic, runtime.backend)
+        self.source = self._load_data()
+        self._check_profile_window()
+        self.initial_epoch, self.history, self.restore_from = self._restore_point()
+        with precision.policy(policy), runtime.strategy.scope():
+            self.model = self._build_model()
+            self._open_run_dir(held)
+            try:
+                return self._fit()
+            except checkpoint.RestoreError as e:
+                if not self.resuming:
+                    self._end_badly(*self._ending(e))
+                raise  # a resume refused before any file changed
+            except BaseException as e:
+                self._end_badly(*self._ending(e))
+                raise
+
+    def _worker_writes_aside(self, runtime, held) -> None:
+        """Across processes only the chief (process 0) writes the run; the others write theirs (the same
+        checkpoints and events, which every process must save in step) to a temporary directory, removed at
+        the end, so nothing they leave looks like a run."""
+        if self.resuming:
+            raise ConfigError("resume continues a run in one process; a run trained across processes cannot be "
+                              "resumed yet (train it again, or resume it with python -m tpukit train --resume in "
+                              "one process with the same global batch).")
+        if runtime.process_index == 0:
+            return
+        aside = tempfile.mkdtemp(prefix=f"tpukit-worker{runtime.process_index}-")
+        held.callback(shutil.rmtree, aside, ignore_errors=True)
+        self.config = self.config.replace(logdir=aside)
+
+    def _load_data(self):
+
+        config = self.config
+        source = sources.prepare(self.data_arg if self.data_arg is not None else config.dataset, name=config.dataset,
+                                 seed=config.seed, size=config.dataset_size,
+                                 validation_split=config.validation_split, validation_data=self.validation_data,
+                                 test_data=self.test_data)
+        if self.previous is not None:
+            recorded = self.previous.data.get("fingerprint")
+            if recorded and source.fingerprint and recorded != source.fingerprint:
+                raise sources.DataError(
+                    f"the data differs from the data this run trained on (fingerprint {source.fingerprint}, "
+                    f"recorded {recorded}); resume needs the same data. Received: dataset={config.dataset!r}.")
+        self.feeder = pipeline.choose(self.runtime.backend, self.runtime.workers)
+        if source.ordered:
+            config.check_examples(len(source.train), config.replicas, source.validation_from == "split")
+            self.steps = steps_per_epoch(config, len(source.train), config.replicas)
+        else:
+            self.steps = config.steps_per_epoch or source.train.steps
+        if source.validation_from == "split":
+            self.notes.append(f"validation: {config.validation_split:.0%} of the training data "
+                              f"({source.spec.num_validation} examples, split with seed {config.seed})")
+        return source
+
+    def _resolve_steps_per_execution(self, model):
+        config, runtime = self.config, self.runtime
+        step_s = None
+        if config.steps_per_execution == "auto" and runtime.kind == "cpu":
+            step_s = estimated_step_seconds(self._flops(model)[0], config.global_batch_size,
+                                            runtime.peak_flops(config.precision))
+        steps, why = resolve_steps_per_execution(config.steps_per_execution, runtime, self.steps, config.profile,
+                                                 step_seconds=step_s)
+        if config.steps_per_execution == "auto":
+            self.notes.append(f"steps_per_execution: {why}")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PaddingWarning)  # already said
+                self.config = config.replace(steps_per_execution=steps)
+
+    def _build_model(self):
+
+        model, built = modeling.build(self.model_arg, self.config, self.source.spec, in_place=True)
+        modeling.check_fits(model, self.source, modeling.loss_name(model, self.config))  # builds it, symbolically
+        self._resolve_steps_per_execution(model)
+        compiled = modeling.compile(model, self.config)
+        self.notes.append(f"model: {built}; {compiled}")
+        if self.config.init_from and self.restore_from is None:  # a resume or extension restores its own weights
+            from tpukit.runs import saving
+
+            self.notes.append(saving.init_from(model, self.config.init_from))
+        return model
+
+    def _flops(self, model):
+        """(training FLOPs per example or None, how counted), counted once a run (the step-time estimate for
+        steps_per_execution on the CPU, and MFU at the end)."""
+        if self.flops is None:
+            from tpukit.models import flops as flops_lib
+
+            self.flops = flops_lib.training_flops_per_example(model, self.source.sample(8))
+        return self.flops
+
+    def _check_profile_window(self):
+        profile, epochs = self.config.profile, self.config.epochs
+        if profile is not None and self.steps and profile[1] > self.steps * epochs:
+            raise ConfigError(
+                f"RunConfig.profile: the run has {self.steps * epochs} steps ({epochs} epochs x {self.steps}), so "
+                f"steps {profile[0]}-{profile[1]} are never reached; choose a window within 1-{self.steps * epochs}. "
+                f"Received: profile={profile}.", field="profile", value=profile,
+                expected=f"a window within 1-{self.steps * epochs}")
+
+    def _open_run_dir(self, held):
+        if self.run_dir is None:
+            self.run_dir = records.new_run_dir(self.config.logdir, self.config.run_name)
+            held.enter_context(records.locked(self.run_dir))
+            records.write_json(self.run_dir / "config.json", self.config.to_dict())
+
+    def _fit(self) -> RunResult:
+
+        config, source, model = self.config, self.source, self.model
+        global_batch = config.global_batch_size
+        shard = self._shard()
+        train_feed = pipeline.train_feed(source.train, feeder=self.feeder, global_batch=global_batch,
+                                         seed=config.seed, epochs=config.epochs, initial_epoch=self.initial_epoch,
+                                         steps=self.steps, shard=shard)
+        validation_feed = pipeline.eval_feed(source.validation, feeder=self.feeder, global_batch=global_batch,
+                                             replicas=self.runtime.replicas, shard=shard)
+        callbacks = self._callbacks(self.steps, global_batch, self.restore_from)
+        self.test_metrics = {}
+        status, message = "completed", ""
+        self.fitting = True
+        self.compiles.start()
+        try:
+            if self._multi_worker_tf():  # Keras 3's fit cannot run under MWMS: tpukit's loop, the same callbacks
+                from tpukit.training import multiworker
+
+                multiworker.fit(model, self.runtime.strategy, train_feed, validation=validation_feed,
+                                epochs=config.epochs, initial_epoch=self.initial_epoch, steps=self.steps,
+                                callbacks=callbacks)
+            else:
+                model.fit(train_feed, validation_data=validation_feed, epochs=config.epochs,
+                          initial_epoch=self.initial_epoch, steps_per_epoch=self.steps if source.ordered else
+                          config.steps_per_epoch, callbacks=callbacks, shuffle=False, verbose=0)
+        except KeyboardInterrupt as e:
+            status, message = self._ending(e)
+        finally:
+            self.fitting = False
+            self.compiles.stop()
+            self._close_profiler()
+        if self.recorder.nan_step is not None:
+            status, message = "failed", self._nan_message()
+        elif self.terminated and status == "completed":
+            status, message = self._ending(Terminated())
+        elif self.stopper.stopped_early and status == "completed":
+            status, message = "stopped", self._stopped_message("stopped on request")
+        elif self.early_stopper is not None and self.early_stopper.stopped_epoch:
+            best = getattr(self.early_stopper, "best_epoch", None)
+            message = (f"early stopping after epoch {self.early_stopper.stopped_epoch + 1} (no "
+                       f"{self.early_stopper.monitor} gain)" + (f"; restored the weights of epoch {best + 1}"
+                                                                 if best is not None else ""))
+        elif self._multi_worker_tf() and model.stop_training and status == "completed":
+            status = "stopped"
+            message = self._stopped_message("another worker stopped (on request, SIGTERM or Ctrl-C)")
+        if status == "completed" and source.test is not None:
+            self.test_metrics = self._evaluate_test()
+        return self._finish(status, message)
+
+    def _evaluate_test(self):
+        """The test split, evaluated once, after training: held out from training and validation alike."""
+
+        feed = pipeline.eval_feed(self.source.test, feeder=self.feeder, global_batch=self.config.global_batch_size,
+                                  replicas=self.runtime.replicas, shard=self._shard())
+        if self._multi_worker_tf():
+            from tpukit.training import multiworker
+
+            return multiworker.evaluate(self.model, self.runtime.strategy, feed)
+        scores = self.model.evaluate(feed, verbose=0, return_dict=True)
+        return {k: float(v) for k, v in scores.items()}
+
+    def _multi_worker_tf(self) -> bool:
+        return self.runtime.workers > 1 and self.runtime.backend == "tensorflow"
+
+    def _shard(self):
+        """(this process, processes) for the feeds: on JAX each process cuts its share of every batch; under
+        TensorFlow's MultiWorkerMirroredStrategy the distributed dataset does (its DATA auto-shard policy)."""
+        return (0, 1) if self._multi_worker_tf() else (self.runtime.process_index, self.runtime.workers)
+
+    def _restore_point(self):
+        """(first epoch, history before it, weights to load): from the run's last whole backup, else from the
+        final weights of the run it extends, else from scratch. Reads only; a damaged backup raises BackupError."""
+        if self.resuming:
+            backup = checkpoint.latest(self.run_dir / "backup")
+            if backup is not None:
+                rows = _rows(self.previous.history)
+                return backup.epochs_done, [r for r in rows if r["epoch"] < backup.epochs_done], str(backup.path)
+        if self.parent is None:
+            return 0, [], None
+        parent = records.load(self.parent)
+        weights = Path(self.parent) / "model.weights.h5"
+        if parent.status != "completed" or not weights.is_file():
+            raise checkpoint.RestoreError(f"{self.parent}, the run this one extends, has no final weights "
+                                          f"({parent.status}); it cannot be continued exactly.")
+        return parent.epochs_done, _rows(parent.history), str(weights)
+
+    def _callbacks(self, steps, global_batch, weights):
+        import keras
+
+        from tpukit.training import callbacks as cb
+
+        config = self.config
+        self.stopper = cb.StopOnRequest(self.stop)
+        self.recorder = cb.RunRecorder(global_batch, on_epoch=self._on_epoch, steps_per_epoch=steps,
+                                       epochs=config.epochs)
+        out = [
+            self.recorder,  # records an epoch before its backup: a kill between them redoes the epoch, nothing lost
+            cb.EpochBackup(str(self.run_dir / "backup"), steps, restore=weights),  # restores before any write
+            keras.callbacks.LambdaCallback(on_train_begin=lambda logs: self._save(status="running")),
+            self.stopper,
+            _scalar_writer(str(self.run_dir)),
+        ]
+        if self.runtime.backend == "jax" and self.runtime.kind == "cpu" and self.runtime.replicas > 1:
+            out.append(cb.SyncSteps())
+        self.profiler = None
+        if config.profile is not None:
+            from tpukit.observe.profiling import ProfileCallback
+
+            self.profiler = ProfileCallback(str(self.run_dir), *config.profile)
+            out.append(self.profiler)
+        self.early_stopper = None
+        if config.early_stopping:
+            monitor = "val_loss" if self.source.validation is not None else "loss"
+            self.early_stopper = keras.callbacks.EarlyStopping(
+                monitor=monitor, patience=config.early_stopping, restore_best_weights=True)
+            out.append(self.early_stopper)
+        if self.progress is not None:
+            out.append(cb.ProgressLogger(config.epochs, steps, stream=self.progress,
+                                          global_batch=config.global_batch_size))
+        return out + self.extra_callbacks
+
+    def _on_epoch(self, epoch, row):
+        self.history.append(row)
+        self._save(status="running")
+
+    def _close_profiler(self):
+        if self.profiler is not None:
+            self.profiler.close()
+
+    def _nan_message(self) -> str:
+        config = self.config
+        cause = f"the learning rate {config.learning_rate} may be too high (try it 10x lower)"
+        if config.precision == "mixed_float16":
+            cause += (", or float16 overflowed above 65504 (if float32 trains at this learning rate, use "
+                      "mixed_bfloat16)")
+        elif config.precision == "mixed_bfloat16":
+            cause += ", or bfloat16's 8-bit mantissa lost the update (if float32 trains at this learning rate)"
+        step, calls = self.recorder.nan_step, config.steps_per_execution
+        where = f"step {step}" if calls == 1 else f"step {step} (a call of steps {max(1, step - calls + 1)}-{step})"
+        return f"loss became NaN at {where}: likely cause: {cause}."
+
+    # ---- results ---------------------------------------------------------------
+    def _result(self, status: str, message: str = "", final: bool = False) -> RunResult:
+
+        rec = getattr(self, "recorder", None)
+        fields = dict(run_dir=str(self.run_dir), status=status, config=self.config.to_dict(),
+                      history=_columns(self.history), epochs_done=len(self.history),
+                      steps_per_epoch=getattr(self, "steps", None),
+                      precision_reason=self.precision_reason, runtime=self.runtime.to_dict(),
+                      message=message, cause=self.cause, started=self.started, data=self.source.describe(),
+                      test_metrics=dict(getattr(self, "test_metrics", {})), notes=tuple(self.notes),
+                      parent=self.parent)
+        if getattr(self, "model", None) is not None:
+            fields["model_policy"] = self.model.dtype_policy.name
+        if self.history:
+            fields["final_metrics"] = {k: v for k, v in self.history[-1].items() if k != "epoch"}
+        if rec is not None:
+            fields.update(examples_per_sec=rec.examples_per_sec(), step_time_ms=rec.step_time_ms(),
+                          time_to_first_step_s=rec.time_to_first_step(), compiles=self.compiles.count,
+                          compile_s=self.compiles.seconds)
+        if final:
+            flops, flops_source = self._flops(self.model)
+            mfu, flops_source = _mfu(flops, fields.get("examples_per_sec"),
+                                     self.runtime.peak_flops(self.config.precision), flops_source)
+            fields.update(
+                fingerprint=determinism.fingerprint(self.model), flops_per_example=flops, flops_source=flops_source,
+                mfu=mfu, ended=time.time(),
+                profile_files=tuple(self.profiler.files) if self.profiler is not None else (),
+            )
+        return RunResult(**fields)
+
+    def _save(self, status: str, message: str = "") -> None:
+        records.save_result(self._result(status, message))
+
+    def _ending(self, error: BaseException):
+        """(status, one-line message) for a run ended by `error`: an interrupt or SIGTERM stops it, anything else
+        fails it."""
+        from tpukit.errors import one_line
+
+        if isinstance(error, Terminated):
+            return "stopped", self._stopped_message("terminated (SIGTERM)")
+        if isinstance(error, KeyboardInterrupt):
+            return "stopped", self._stopped_message("interrupted (KeyboardInterrupt)")
+        return "failed", one_line(error, limit=300)
+
+    def _stopped_message(self, cause: str) -> str:
+        """A stopped run's message: its cause, then what a resume would do. The cause alone goes into
+        `RunResult.cause`, so a view that says the resume part its own way never reads the sentence."""
+        self.cause = cause
+        return f"{cause}; {self._resume_hint()}"
+
+    def _resume_hint(self) -> str:
+        """What a resume of this run would do, from what it kept (a backup, or the run it extends)."""
+        with contextlib.suppress(Exception):
+            kept = checkpoint.latest(self.run_dir / "backup", verify=False)
+            if kept is not None or self.parent:
+                return "resume continues from the last whole epoch"
+        return "it stopped before its first whole epoch ended, so nothing was kept to resume"
+
+    def _end_badly(self, status: str, message: str) -> None:
+        """Record how a run that raised ended, as far as the disk allows (a full disk may refuse even this).
+
+        Its history keeps the epochs a resume continues from: an epoch whose backup failed is trained again.
+        """
+        with contextlib.suppress(Exception):
+            kept = checkpoint.latest(self.run_dir / "backup", verify=False)
+            self.history = [r for r in self.history if r["epoch"] < (kept.epochs_done if kept else self.initial_epoch)]
+        with contextlib.suppress(Exception):
+            self._save(status, message)
+
+    def _finish(self, status: str, message: str) -> RunResult:
+        from tpukit.training import callbacks as cb
+
+        checkpoint.room_for(self.run_dir, checkpoint.size_needed(cb.state_bytes(self.model), self.run_dir / "backup"),
+                            "write the final weights")
+        with records.atomic(self.run_dir / "model.weights.h5") as tmp:
+            self.model.save_weights(str(tmp))
+        result = self._result(status, message, final=True)
+        records.save_result(result)
+        result.attach_model(self.model)  # result.model: in this process, not in result.json
+        if status == "completed":
+            shutil.rmtree(self.run_dir / "backup", ignore_errors=True)
+        return result
+
+
+def _mfu(flops, examples_per_sec, peak, how: str):
+    """(MFU or None, how the FLOPs were counted, or why MFU is not reported).
+
+    A CPU's peak is measured at connect; measured under load it comes out low,
+    and the run then seems to beat it. Such a ratio is not reported: it would be a wrong number.
+    """
+    if not (flops and examples_per_sec and peak):
+        return None, how
+    mfu = flops * examples_per_sec / peak
+    if mfu > 1.0:
+        return None, (f"{how}; MFU not reported: the run reached {flops * examples_per_sec / 1e9:.1f} GFLOP/s, more "
+                      f"than the peak measured at connect ({peak / 1e9:.1f}), which was measured under load "
+                      "(delete ~/.cache/tpukit/cpu_probe.json to measure again)")
+    return mfu, how
+
+
+def _scalar_writer(logdir: str):
+    """Each epoch's metrics as TensorBoard scalars, on both backends: tensorboardX's writer, by a callback with
+    epoch hooks only.
+
+    Keras' TensorBoard callback needs TensorFlow; where TF is installed it took 3 ms an epoch against 0.4
+    (docs/decisions.md), and its per-step hooks are not `async_safe`: on JAX one such hook makes every step
+    wait for its loss to reach the host.
+    """
+    from tpukit.observe import scalars
+
+    return scalars.EpochScalars(logdir)
+
+
+def _columns(rows):
+    keys = [k for k in (rows[0] if rows else {}) if k != "epoch"]
+    return {k: [r.get(k) for r in rows] for k in keys}
+
+
+def _rows(history):
+    n = len(next(iter(history.values()), []))
+    return [{"epoch": i, **{k: v[i] for k, v in history.items()}} for i in range(n)]
