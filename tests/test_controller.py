@@ -307,3 +307,28 @@ def test_a_runs_row_says_whether_its_model_loads_and_load_model_says_why_not(tmp
     assert c.config.init_from == kept.run_dir
     with pytest.raises(NoRunError, match="No run #7"):
         c.export(7)
+
+
+def test_a_refusal_is_worded_from_the_errors_facts_first_and_from_its_message_otherwise():
+    """Errors as data (issue 20): the sentence under a field reads the error's `.field`, `.value`, `.choices`
+    where it carries them, and reads them out of RunConfig's message otherwise; the same sentence either way."""
+    from tpukit.config import ConfigError
+    from tpukit.ui import messages, resumable
+
+    with pytest.raises(ConfigError) as refused:
+        RunConfig(precision="fp8")
+    said = messages.plain(refused.value)
+    assert said == messages.plain(str(refused.value)) == (
+        "precision must be one of 'auto', 'float32', 'mixed_bfloat16', 'mixed_float16'; received 'fp8'.")
+    carrying = ConfigError("the choice is not one of ours")
+    carrying.field, carrying.value, carrying.choices = "precision", "fp8", ("auto", "float32")
+    assert messages.field_of(carrying) == "precision"
+    assert messages.plain(carrying) == "precision must be one of 'auto', 'float32'; received 'fp8'."
+    assert messages.field_of(ValueError("no field named")) is None
+
+    class Stopped:
+        message = "interrupted (KeyboardInterrupt); resume continues from the last whole epoch"
+        reason = "resume continues from the last whole epoch"
+
+    assert resumable.without_promise(Stopped()) == resumable.without_promise(Stopped.message) == (
+        "interrupted (KeyboardInterrupt)")

@@ -27,7 +27,7 @@ class RunsActions:
         rows = records.compare(self._runs) if rows is None else rows
         notes = []
         for i, run in enumerate(self._runs):
-            note = resumable.without_promise(run.message)
+            note = resumable.without_promise(run)
             if run.status != "completed" and resumable.check(run.run_dir).ok:
                 note += " (resumable)"
             loads = model_loads(run)

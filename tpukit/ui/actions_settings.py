@@ -77,14 +77,14 @@ class SettingsActions:
                 try:
                     valid({**base, field: value})
                 except (ValueError, TypeError) as e:
-                    problems[field] = plain(str(e))
+                    problems[field] = plain(e)
         accepted = {field: value for field, value in values.items() if field not in problems}
         try:
             candidate = valid({**base, **accepted})
             self._check_runtime_fit(candidate)
         except (ValueError, TypeError) as e:
-            field = field_of(str(e))
-            problems[field if field in values else ""] = plain(str(e))
+            field = field_of(e)
+            problems[field if field in values else ""] = plain(e)
         return (None if problems else candidate), problems
 
     def _commit(self, config: RunConfig) -> None:

@@ -208,7 +208,7 @@ class TrainActions:
             line += f", val_accuracy {result.final_metrics['val_accuracy']:.4f}"
         if result.examples_per_sec:
             line += f", {result.examples_per_sec:,.0f} examples/s"
-        message = resumable.without_promise(result.message)
+        message = resumable.without_promise(result)
         if message:
             line += f". {message}"
         if result.status in ("stopped", "failed"):  # what Resume can do, as the button shows it
