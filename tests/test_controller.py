@@ -308,3 +308,31 @@ def test_a_runs_row_says_whether_its_model_loads_and_load_model_says_why_not(tmp
     assert c.config.init_from == kept.run_dir
     with pytest.raises(NoRunError, match="No run #7"):
         c.export(7)
+
+
+def test_a_refusal_is_worded_from_the_errors_facts_never_from_its_message():
+    """Errors as data (issue 20): the sentence under a field comes from the error's `.field`, `.value`,
+    `.expected` and `.detail`; a message worded differently says the same under the field."""
+    from tpukit.config import ConfigError
+    from tpukit.runs.records import RunResult
+    from tpukit.ui import messages, resumable
+
+    with pytest.raises(ConfigError) as refused:
+        RunConfig(precision="fp8")
+    assert messages.plain(refused.value) == (
+        "precision must be one of 'auto', 'float32', 'mixed_bfloat16', 'mixed_float16'; received 'fp8'.")
+    reworded = ConfigError("Nicht erlaubt.", field="precision", value="fp8", expected="one of 'auto', 'float32'",
+                           detail=None)
+    assert messages.field_of(reworded) == "precision"
+    assert messages.plain(reworded) == "precision must be one of 'auto', 'float32'; received 'fp8'."
+    with pytest.raises(ConfigError) as too_big:
+        RunConfig(dataset="digits", batch_size=64).check_examples(100, 2)
+    assert messages.plain(too_big.value).startswith("batch size: dataset 'digits' has 100 training examples")
+    assert messages.field_of(ValueError("no field named")) is None
+    assert messages.plain(ValueError("no field named")) == "no field named"
+
+    stopped = RunResult(run_dir="r", status="stopped", config={}, cause="interrupted (KeyboardInterrupt)",
+                        message="interrupted (KeyboardInterrupt); resume continues from the last whole epoch")
+    assert resumable.without_promise(stopped) == "interrupted (KeyboardInterrupt)"
+    failed = RunResult(run_dir="r", status="failed", config={}, message="ValueError: bad")
+    assert resumable.without_promise(failed) == "ValueError: bad"

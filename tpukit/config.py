@@ -32,19 +32,25 @@ class ConfigError(ValueError):
     """A RunConfig field got a value it cannot take. The message is one line.
 
     The facts come as attributes too, so the panel and the CLI render them without reading the sentence:
-    `field` (the RunConfig field, or None), `value` (what it received), `expected` (what it takes, as a phrase)
-    and `choices` (the valid values, where they are a list).
+    `field` (the RunConfig field, or None), `value` (what it received), `expected` (what it takes, as a phrase),
+    `choices` (the valid values, where they are a list) and `detail` (the sentence after "RunConfig.<field>: ",
+    or None where the error is fully said by `expected` and `value`).
     """
 
     def __init__(self, message: str, *, field: Optional[str] = None, value: Any = None,
-                 expected: Optional[str] = None, choices: Optional[Tuple[Any, ...]] = None):
+                 expected: Optional[str] = None, choices: Optional[Tuple[Any, ...]] = None, detail: Any = "auto"):
         super().__init__(message)
         self.field, self.value, self.expected = field, value, expected
         self.choices = tuple(choices) if choices is not None else None
+        prefix = f"RunConfig.{field}: "
+        if detail == "auto":
+            detail = message[len(prefix):] if field and message.startswith(prefix) else message
+        self.detail = detail
 
     def facts(self) -> dict:
         """The attributes, for a caller that re-raises with more context."""
-        return {"field": self.field, "value": self.value, "expected": self.expected, "choices": self.choices}
+        return {"field": self.field, "value": self.value, "expected": self.expected, "choices": self.choices,
+                "detail": self.detail}
 
 
 class PaddingWarning(UserWarning):
@@ -73,7 +79,7 @@ def padding_advice(batch_size: int, kind: str) -> Optional[str]:
 
 def _fail(field: str, value: Any, expected: str, choices=None) -> None:
     raise ConfigError(f"RunConfig.{field}: expected {expected}. Received: {field}={value!r}.",
-                      field=field, value=value, expected=expected, choices=choices)
+                      field=field, value=value, expected=expected, choices=choices, detail=None)
 
 
 def _check_choice(field: str, value: Any, choices) -> None:

@@ -7,7 +7,8 @@ Importing this package is cheap; ipywidgets, matplotlib and TensorFlow load
 when a panel is built or trains. `Controller` never loads ipywidgets.
 """
 
-from tpukit.ui.controller import Controller, KERNEL_RUNS, NoRunError, PanelBusy, Reproducibility, View
+from tpukit.ui.controller import Controller
 from tpukit.ui.panel import Panel, panel
+from tpukit.ui.state import KERNEL_RUNS, NoRunError, PanelBusy, Reproducibility, View
 
 __all__ = ["Controller", "KERNEL_RUNS", "NoRunError", "Panel", "PanelBusy", "Reproducibility", "View", "panel"]

@@ -38,8 +38,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from tpukit import context as _context
 from tpukit.config import RunConfig
 from tpukit.ui import layout
-from tpukit.ui.controller import (ERROR_LOG, KERNEL_RUNS, Controller, Controls, NoRunError,  # noqa: F401
-                                  PanelBusy, Reproducibility, View)
+from tpukit.ui.controller import Controller
+from tpukit.ui.state import Controls, View
 
 
 def panel(config: Optional[RunConfig] = None, *, model=None, data=None, display: bool = True, **options) -> "Panel":

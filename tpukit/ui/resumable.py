@@ -2,21 +2,20 @@
 
     check = resumable.check(run_dir)
     check.ok, check.reason   # (False, "Nothing to resume: it stopped before its first whole epoch ended; ...")
+
+It exists so the panel says what Resume can do in one voice: the check's reason, in place of the engine's own
+closing word on resuming at the end of a stopped run's message. The run carries why it stopped apart from that
+word (`RunResult.cause`), so nothing here reads the message's text.
 """
 
 from __future__ import annotations
 
-import re
-
-from tpukit.runs.records import ResumeCheck, resume_check as check
+from tpukit.runs.records import ResumeCheck, RunResult, resume_check as check
 
 __all__ = ["ResumeCheck", "check", "without_promise"]
 
-# The engine's own word on resuming, at the end of a stopped run's message; the panel says instead what Resume can do.
-_PROMISE = re.compile(r";?\s*(resume continues from the last whole epoch|it stopped before its first whole epoch "
-                      r"ended, so nothing was kept to resume)\.?$")
 
-
-def without_promise(message: str) -> str:
-    """The engine's message for a run without its closing "resume continues ..." (the panel's check says that)."""
-    return _PROMISE.sub("", message or "").strip()
+def without_promise(run: RunResult) -> str:
+    """What ended a run, without the engine's word on resuming (the panel's check says that): a stopped run's
+    `cause`, else its message."""
+    return run.cause or run.message or ""

@@ -1,0 +1,230 @@
+"""The Train, Resume, Stop and Tune actions: each starts a job (`tpukit.ui.jobs`) that calls the engine's
+`training.train` / `resume` or `tuning.tune_batch_size` with the config's own arguments, and records its result.
+
+It exists to keep the actions that train out of the controller's core. `TrainActions` is mixed into
+`tpukit.ui.controller.Controller` and uses its state: `_config`, `_invalid`, `_runs`, `_runs_lock`, `_jobs`,
+`view`, `context`, `clock`, `_say`, `refresh`, `_connect`, `_connecting_line`, `_matching_runtime`,
+`_runtime_for`, `_run_dir`, `render_runs` and `_after_profiled_run`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import Any, Callable, Dict, List, Optional
+
+from tpukit import context as _context
+from tpukit.config import ConfigError, RunConfig
+from tpukit.ui import resumable
+from tpukit.ui.state import NoRunError
+
+TUNE = "tune batch size"  # the job's name: it says what is going on, and the tuning views outlive only it
+
+
+class TrainActions:
+    """Train, Resume, Stop, Tune and waiting for them, as Controller methods."""
+
+    def train(self, wait: bool = False):
+        """Train the current config with live progress.
+
+        Elsewhere than Colab the run goes in a thread and this returns at once
+        (None) unless `wait`; in Colab it runs in the foreground. Returns the
+        RunResult when the run ran to an end (completed, stopped or NaN), None
+        if it could not (the status says why).
+
+        Raises:
+            PanelBusy: a run is already going on.
+            ConfigError: the proposed settings are refused (each says why; the error lists them).
+        """
+        if self._invalid:
+            raise ConfigError(self.train_off())
+        config = self._config
+        return self._start("train", functools.partial(self._train_work, config, None), wait, config)
+
+    def resume(self, run=None, wait: bool = False, epochs: Optional[int] = None):
+        """Continue a stopped run from its last whole epoch, in its own directory.
+
+        Args:
+            run: the run: a RunResult, or its run directory (a path, or a directory
+                name under the config's logdir). Default: the latest resumable run
+                of this kernel.
+            wait: block until the run ends (always so in Colab).
+            epochs: extend a completed run to this many epochs, in a new run
+                directory (`tpukit.resume(run_dir, epochs=N)`).
+
+        Returns:
+            The RunResult when the run has ended, else None (as `train`).
+
+        Raises:
+            NoRunError: no run given and none of this kernel's runs can be resumed, or the run
+                given kept nothing to resume from (it stopped before its first whole epoch ended).
+            RunDirError: `run` is not a tpukit run directory, its record is damaged, or it completed
+                (and `epochs` does not extend it).
+        """
+        from tpukit.runs import records
+
+        if run is None:
+            found = self.resume_target()
+            if not found.ok:
+                raise NoRunError(f"No resumable run. {found.reason}")
+            run_dir = found.run_dir
+        elif isinstance(run, (str, os.PathLike)):
+            run_dir = self._run_dir(run)
+        elif hasattr(run, "run_dir"):
+            run_dir = run.run_dir
+        else:
+            raise TypeError(f"Expected a RunResult or a run directory. Received: run={run!r}")
+        found = resumable.check(run_dir)
+        if not found.ok and found.status in ("stopped", "failed") and epochs is None:
+            raise NoRunError(f"{os.path.basename(run_dir)}: {found.reason}")  # the engine would start it over
+        recorded = records.load(run_dir)
+        config = records.load_config(run_dir)
+        runtime = self._runtime_for(recorded.to_dict())
+        work = functools.partial(self._train_work, config, run_dir, runtime, epochs)
+        return self._start("resume", work, wait, config, runtime)
+
+    def stop(self) -> bool:
+        """Ask the run to end after its current step; it is kept as "stopped" and can be resumed.
+
+        In Colab, where the run holds the foreground, stop with the cell's interrupt instead.
+        Returns whether a run was going on.
+        """
+        if not self._jobs.stop():
+            self._say("Nothing to stop: no run is going on.")
+            return False
+        self._say("Stopping after the current step…")
+        return True
+
+    def wait(self, timeout: Optional[float] = None):
+        """Wait for the current action to end; returns its result (None if it failed)."""
+        return self._jobs.wait(timeout)
+
+    def tune_batch_size(self, wait: bool = False):
+        """Try growing per-replica batch sizes on the current model and data (`tpukit.tune_batch_size`), show
+        the trials, and set the recommended batch size in the settings.
+
+        Returns:
+            The `BatchTuning` when it has ended (wait=True, or always in Colab), else None.
+        """
+        if self._invalid:
+            raise ConfigError(self.train_off())
+        config = self._config
+        return self._start(TUNE, functools.partial(self._tune_work, config), wait, config)
+
+    def resume_target(self) -> resumable.ResumeCheck:
+        """The run Resume continues: the latest of this kernel's runs that `tpukit.resume()` would continue;
+        else a check that is not ok, with the latest run's reason (or that there is no run)."""
+        first = None
+        for run in reversed(self._runs):
+            found = resumable.check(run.run_dir)
+            if found.ok:
+                return found
+            first = first or found
+        return first or resumable.ResumeCheck("", False, "Nothing to resume: no run in this kernel yet.")
+
+    # ---- the jobs' work ----------------------------------------------------------------
+    def _start(self, name: str, work: Callable[[], Any], wait: bool, config: RunConfig, runtime=None):
+        job = self._jobs.claim(name, work)
+        # Before the slow part, from the caller's thread (a click's handler): the last run's status goes, and
+        # the page says at once what is happening. In Colab only the handler's own updates reach the page.
+        self.view.show_section("Progress")
+        if runtime is None and self._matching_runtime(config) is None:
+            line = self._connecting_line(config)
+            self.view.accelerator(text=line, connecting=True)
+            self.view.progress_sink.waiting(f"{name[0].upper() + name[1:]}: waiting for the accelerator…")
+        else:
+            line = f"Starting {config.run_name}: building the model and the input pipeline…"
+            self.view.progress_sink.waiting(line)
+        self._say(line)
+        if name != TUNE:  # the last tuning's table would sit under this job's lines as if it were about it
+            self.view.tuning(None)
+        self.refresh()
+        return self._jobs.launch(job, wait, foreground=self.context == _context.COLAB)
+
+    def _train_work(self, config: RunConfig, run_dir: Optional[str], runtime=None, epochs: Optional[int] = None):
+        from tpukit import registry
+        from tpukit.data import builtin as data
+        from tpukit.training import api as training
+        from tpukit.training import plan as plans
+        from tpukit.ui import progress
+
+        runtime = runtime or self._connect(config)
+        inputs = self.inputs_for(config)
+        plan = plans.make(config, runtime.replicas, inputs.get("data"), inputs.get("validation_data"))
+        total = (plan.steps_per_epoch or 1) * (epochs or config.epochs)  # unknown: the plot's axes grow
+        entry = registry.lookup("dataset", config.dataset)
+        # A fresh classifier's loss sets the plot's first height; the axes grow for anything else.
+        first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if entry and entry.builtin else 1.0
+        sink = self.view.progress_sink
+        sink.start(config.run_name, self.context == _context.COLAB, total, first_loss)
+        callback = progress.make_callback(sink, global_batch=plan.global_batch, clock=self.clock,
+                                          earlier=_history(run_dir))
+        stop = self._jobs.stop_event
+        if run_dir is None:
+            result = training.train(config, runtime, callbacks=[callback], stop=stop, **inputs)
+        else:
+            result = training.resume(run_dir, runtime, callbacks=[callback], stop=stop, epochs=epochs, **inputs)
+        job = self._jobs.job
+        if job is not None:
+            job.stoppable = False  # trained: what is left (the record, the profile, TensorBoard) is not a run
+        sink.finish(result)
+        self._record(result)
+        self.refresh()
+        if result.profile_files:
+            self._after_profiled_run(result)
+        return result
+
+    def _tune_work(self, config: RunConfig):
+        from tpukit.training import tuning
+
+        runtime = self._matching_runtime(config) or self._connect(config)
+        sink = self.view.progress_sink
+        sink.waiting("Tuning the batch size: a few steps at each size…")
+        inputs = self.inputs_for(config)
+
+        def on_trial(trials, trying):  # each size as it goes: the table so far and the size being tried
+            done = "; ".join(f"{t.batch_size}: {t.examples_per_sec:,.0f}/s" if t.examples_per_sec else
+                             f"{t.batch_size}: {t.outcome}" for t in trials)
+            sink.waiting(f"Tuning the batch size: trying {trying} per replica…" + (f" (so far {done})" if done else ""))
+
+        result = tuning.tune_batch_size(config, runtime, model=inputs["model"], data=inputs["data"],
+                                        on_trial=on_trial)
+        self.view.tuning(result)
+        self.config = self._config.replace(batch_size=result.recommended)
+        sink.waiting(f"Tuned: tried {', '.join(str(t.batch_size) for t in result.trials)} per replica.")
+        self._say(f"Batch size set to {result.recommended} per replica (tuned; the table says why).")
+        return result
+
+    def _record(self, result) -> None:
+        with self._runs_lock:
+            same = [i for i, r in enumerate(self._runs) if r.run_dir == result.run_dir]
+            if same:
+                self._runs[same[-1]] = result
+            else:
+                self._runs.append(result)
+        kind = {"completed": "ok", "stopped": "info"}.get(result.status, "error")
+        line = f"{result.status}: {os.path.basename(result.run_dir)}"
+        if result.final_metrics.get("val_accuracy") is not None:
+            line += f", val_accuracy {result.final_metrics['val_accuracy']:.4f}"
+        if result.examples_per_sec:
+            line += f", {result.examples_per_sec:,.0f} examples/s"
+        message = resumable.without_promise(result)
+        if message:
+            line += f". {message}"
+        if result.status in ("stopped", "failed"):  # what Resume can do, as the button shows it
+            line += f". {resumable.check(result.run_dir).reason}"
+        self._say(line, kind)
+        self.render_runs()
+
+
+def _history(run_dir: Optional[str]) -> Optional[Dict[str, List[float]]]:
+    """A resumed run's per-epoch history, so its curves go on where they were (None: a new run, or unreadable)."""
+    if run_dir is None:
+        return None
+    from tpukit.runs import records
+
+    try:
+        return records.load(run_dir).history
+    except Exception:  # noqa: BLE001 - the curves start empty; resume() itself says what is wrong
+        return None
