@@ -93,20 +93,20 @@ import keras
 import numpy as np
 
 import tpukit
-from tpukit.hardware import runtime as rt
+from tpukit.hardware import tpu
 
 TF = keras.backend.backend() == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
 if TF:
     import tensorflow as tf
 
     tf.get_logger().setLevel("WARNING")  # MirroredStrategy logs every reduction at INFO level
-    has_accelerator = rt.tpu_address() is not None or bool(tf.config.list_physical_devices("GPU"))
+    has_accelerator = tpu.tpu_address() is not None or bool(tf.config.list_physical_devices("GPU"))
 else:
     import jax
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    has_accelerator = rt.tpu_vm_present() or shutil.which("nvidia-smi") is not None
+    has_accelerator = tpu.tpu_vm_present() or shutil.which("nvidia-smi") is not None
 
 # A TPU or a GPU is used as it is; a CPU-only runtime simulates the 8 cores of a v2-8/v3-8 TPU board.
 runtime = tpukit.connect(replicas=None if has_accelerator else 8)
@@ -167,7 +167,7 @@ for kind, why in runtime.skipped_reasons.items():
 # cluster to connect to, and the resolver needs `tpu="local"` (and a TensorFlow built with TPU support, which
 # Colab no longer ships; JAX finds the chips by itself: `jax.devices()` lists them).
 #
-# `tpukit.hardware.runtime.tpu_address()` makes that choice: an explicit `tpu=` argument wins, else `COLAB_TPU_ADDR` (an
+# `tpukit.hardware.tpu.tpu_address()` makes that choice: an explicit `tpu=` argument wins, else `COLAB_TPU_ADDR` (an
 # old TPU node, as `grpc://...`), else `TPU_NAME` (a Cloud TPU by name), else `"local"` on a TPU VM, else None.
 # Nothing here needs a TPU to try: set the old variable for a moment and see which address it resolves.
 
@@ -175,8 +175,8 @@ for kind, why in runtime.skipped_reasons.items():
 from unittest import mock
 
 with mock.patch.dict(os.environ, {"COLAB_TPU_ADDR": "10.0.0.2:8470"}):
-    print("old TPU node:", rt.tpu_address())
-print("this runtime:", rt.tpu_address(), "| explicit:", rt.tpu_address("local"))
+    print("old TPU node:", tpu.tpu_address())
+print("this runtime:", tpu.tpu_address(), "| explicit:", tpu.tpu_address("local"))
 
 # %% [markdown]
 # With an address, `connect()` runs the four lines above: it connects to the cluster only for a remote

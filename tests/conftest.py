@@ -20,13 +20,12 @@ REPLICAS = 8
 
 
 def pytest_configure(config):
-    from tpukit.hardware import backend
-    from tpukit.hardware import runtime
+    from tpukit.hardware import backend, cpu, jax_devices
 
     if backend.installed("tensorflow"):
-        runtime.configure_cpu_replicas(REPLICAS)
+        cpu.configure_cpu_replicas(REPLICAS)
     else:
-        runtime._xla_flag(f"--xla_force_host_platform_device_count={REPLICAS}")
+        jax_devices._xla_flag(f"--xla_force_host_platform_device_count={REPLICAS}")
 
 
 @pytest.fixture(autouse=True)

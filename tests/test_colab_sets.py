@@ -46,7 +46,7 @@ def test_the_set_is_colabs():
         assert version("jax") == "0.7.2"
         assert importlib.util.find_spec("tensorflow") is None  # Colab's TPU runtime has none
     else:
-        assert next(iter(__import__("tpukit.hardware.runtime").runtime.installed_tensorflow().values())) == "2.20.0"
+        assert next(iter(importlib.import_module("tpukit.hardware.tpu").installed_tensorflow().values())) == "2.20.0"
 
 
 def test_colab_setup_adds_the_profile_viewer_without_moving_anything_and_summarizes_a_capture(tmp_path):

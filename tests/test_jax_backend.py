@@ -80,8 +80,8 @@ def test_auto_picks_jax_for_a_tpu_tensorflow_cannot_drive_fake_tpu_vm():
     result = _python("""
 import json, sys
 from tpukit.hardware import backend
-from tpukit.hardware import runtime
-runtime.tpu_vm_present = lambda: True   # the fake: pretend /dev/accel* exists
+from tpukit.hardware import tpu
+tpu.tpu_vm_present = lambda: True   # the fake: pretend /dev/accel* exists
 name, why = backend.choose("auto")
 print(json.dumps({"name": name, "why": why, "keras_loaded": "keras" in sys.modules}))
 """)
@@ -117,7 +117,7 @@ print(json.dumps({"message": message, "backend": keras.backend.backend()}))
 
 def test_tpu_type_from_jax_device_kind_fake_tpu():
     """Fake device kinds (strings JAX reports on TPU VMs)."""
-    from tpukit.hardware.runtime import PEAK_FLOPS, tpu_type_from_kind
+    from tpukit.hardware.specs import PEAK_FLOPS, tpu_type_from_kind
 
     assert tpu_type_from_kind("TPU v5 lite") == "TPU v5e"
     assert tpu_type_from_kind("TPU v6 lite") == "TPU v6e"

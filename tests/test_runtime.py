@@ -11,7 +11,7 @@ import time
 import pytest
 
 import tpukit
-from tpukit.hardware import runtime as rt
+from tpukit.hardware import gpu, runtime as rt, specs, tf_multiworker, tpu
 from conftest import REPLICAS, REPO, run_cli
 
 
@@ -75,13 +75,13 @@ def test_bad_arguments():
 def test_tpu_address_from_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
     monkeypatch.delenv("TPU_NAME", raising=False)
-    monkeypatch.setattr(rt, "tpu_vm_present", lambda: False)
-    assert rt.tpu_address() is None
-    assert rt.tpu_address("my-tpu") == "my-tpu"
+    monkeypatch.setattr(tpu, "tpu_vm_present", lambda: False)
+    assert tpu.tpu_address() is None
+    assert tpu.tpu_address("my-tpu") == "my-tpu"
     monkeypatch.setenv("TPU_NAME", "pod-1")
-    assert rt.tpu_address() == "pod-1"
+    assert tpu.tpu_address() == "pod-1"
     monkeypatch.setenv("COLAB_TPU_ADDR", "10.0.0.2:8470")
-    assert rt.tpu_address() == "grpc://10.0.0.2:8470"
+    assert tpu.tpu_address() == "grpc://10.0.0.2:8470"
 
 
 def test_real_tpu_local_on_this_build_explains_no_tpu_support():
@@ -104,7 +104,7 @@ def test_auto_skips_a_tpu_vm_tensorflow_cannot_drive_fake_tpu(monkeypatch):
         assert address == "local"
         raise RuntimeError("TPUs not found in the cluster. No OpKernel was registered to support Op 'ConfigureDistributedTPU'")
 
-    monkeypatch.setattr(rt, "tpu_vm_present", lambda: True)
+    monkeypatch.setattr(tpu, "tpu_vm_present", lambda: True)
     monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
     monkeypatch.delenv("TPU_NAME", raising=False)
     runtime = rt._connect("auto", None, None, fake_resolver)
@@ -185,14 +185,14 @@ def test_a_listening_port_that_never_speaks_grpc_fails_within_the_timeout():
 
 def test_tpu_timeout_from_argument_or_environment(monkeypatch):
     monkeypatch.delenv("TPUKIT_TPU_TIMEOUT", raising=False)
-    assert rt.tpu_timeout() == rt.TPU_TIMEOUT_S == 30.0
-    assert rt.tpu_timeout(5) == 5.0
+    assert tpu.tpu_timeout() == tpu.TPU_TIMEOUT_S == 30.0
+    assert tpu.tpu_timeout(5) == 5.0
     monkeypatch.setenv("TPUKIT_TPU_TIMEOUT", "7.5")
-    assert rt.tpu_timeout() == 7.5 and rt.tpu_timeout(3) == 3.0
+    assert tpu.tpu_timeout() == 7.5 and tpu.tpu_timeout(3) == 3.0
     monkeypatch.setenv("TPUKIT_TPU_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="TPUKIT_TPU_TIMEOUT: expected a positive number of seconds. "
                                          "Received: TPUKIT_TPU_TIMEOUT='soon'"):
-        rt.tpu_timeout()
+        tpu.tpu_timeout()
     with pytest.raises(ValueError, match="Received: timeout=0"):
         tpukit.connect("cpu", timeout=0)
 
@@ -200,25 +200,55 @@ def test_tpu_timeout_from_argument_or_environment(monkeypatch):
 def test_tpu_type_from_accelerator_type_fake_tpu(monkeypatch):
     """Fake TPU VM environment variable: maps to the datasheet peak."""
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-1")
-    assert rt._tpu_type(None) == "TPU v5e"
+    assert tpu._tpu_type(None) == "TPU v5e"
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
-    assert rt._tpu_type(None) == "TPU v2"
-    assert rt.PEAK_FLOPS["TPU v2"]["bf16"] > 0
+    assert tpu._tpu_type(None) == "TPU v2"
+    assert specs.PEAK_FLOPS["TPU v2"]["bf16"] > 0
 
 
 def test_gpu_precision_rule():
-    assert rt._gpu_precision([{"name": "Tesla T4", "compute_capability": [7, 5]}])[0] == "mixed_float16"
-    precision, reason = rt._gpu_precision([{"name": "Tesla P100", "compute_capability": [6, 0]}])
+    assert gpu._gpu_precision([{"name": "Tesla T4", "compute_capability": [7, 5]}])[0] == "mixed_float16"
+    precision, reason = gpu._gpu_precision([{"name": "Tesla P100", "compute_capability": [6, 0]}])
     assert precision == "float32" and "below 7.0" in reason
-    assert "TF32" in rt._gpu_precision([{"name": "NVIDIA A100", "compute_capability": [8, 0]}])[1]
+    assert "TF32" in gpu._gpu_precision([{"name": "NVIDIA A100", "compute_capability": [8, 0]}])[1]
 
 
 def test_tf32_switch_toggles_and_returns_previous():
-    previous = rt.set_tf32(False)
+    previous = gpu.set_tf32(False)
     try:
-        assert rt.set_tf32(True) is False
+        assert gpu.set_tf32(True) is False
     finally:
-        rt.set_tf32(previous)
+        gpu.set_tf32(previous)
+
+
+def test_runtime_still_exports_the_public_names_of_the_hardware_modules():
+    """`tpukit.hardware.runtime.X` keeps working for the names that moved to the modules it is split into."""
+    assert rt.tpu_address is tpu.tpu_address and rt.tpu_needs_jax is tpu.tpu_needs_jax
+    assert rt.Runtime is specs.Runtime is tpukit.Runtime and rt.ConnectError is tpukit.ConnectError
+    assert rt.set_tf32 is gpu.set_tf32 is tpukit.set_tf32 and rt.mirrored is gpu.mirrored
+    assert {"configure_cpu_replicas", "cpu_probe", "processes", "OneDevice", "PEAK_FLOPS"} <= set(rt.__all__)
+
+
+def test_a_missing_private_tensorflow_api_is_refused_in_one_line(monkeypatch):
+    """Fake future TensorFlow without the private attributes tpukit sets: each use says which one, in one line."""
+    import tensorflow as tf
+    from tensorflow.python.distribute import collective_all_reduce_strategy as impl
+
+    monkeypatch.delattr(tf.distribute.MirroredStrategy, "_collective_key_base")
+    with gpu._group_keys_from(0):  # the first device set needs no group-key offset
+        pass
+    with pytest.raises(rt.ConnectError) as caught:
+        with gpu._group_keys_from(10_000):
+            pass
+    message = str(caught.value)
+    assert "\n" not in message and f"TensorFlow {tf.__version__} no longer has MirroredStrategy._collective_key_base" in message
+
+    monkeypatch.delattr(impl.CollectiveAllReduceExtended, "_initialize_local_devices")
+    with pytest.raises(rt.ConnectError) as caught:
+        tf_multiworker._multi_worker_strategy(2)
+    message = str(caught.value)
+    assert "\n" not in message and "no longer has CollectiveAllReduceExtended._initialize_local_devices" in message
+    assert "replicas=1 per worker" in message
 
 
 def _free_ports(n):

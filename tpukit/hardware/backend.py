@@ -17,6 +17,7 @@ import sys
 from typing import Callable, Optional, Tuple
 
 from tpukit.config import BACKENDS  # noqa: F401  (the one definition; callers read it here too)
+from tpukit.hardware import tpu
 
 
 class BackendError(RuntimeError):
@@ -42,7 +43,7 @@ def choose(requested: str = "auto", tpu_needs_jax: Optional[Callable[[], Optiona
     Args:
         requested: "auto", "tensorflow" or "jax".
         tpu_needs_jax: returns a reason when a TPU is present that TensorFlow
-            cannot drive, else None (default: `runtime.tpu_needs_jax`).
+            cannot drive, else None (default: `tpu.tpu_needs_jax`).
     """
     if requested not in BACKENDS:
         raise ValueError(f"Unknown backend {requested!r}. Choices: {', '.join(BACKENDS)}.")
@@ -51,9 +52,7 @@ def choose(requested: str = "auto", tpu_needs_jax: Optional[Callable[[], Optiona
     current = loaded()
     if current in ("tensorflow", "jax"):
         return current, f"Keras is already loaded with the {current} backend in this process"
-    if tpu_needs_jax is None:
-        from tpukit.hardware.runtime import tpu_needs_jax
-    why = tpu_needs_jax()
+    why = (tpu_needs_jax or tpu.tpu_needs_jax)()
     if why:
         return "jax", why
     if not installed("tensorflow") and installed("jax"):

@@ -1,0 +1,81 @@
+"""The CPU under TensorFlow: one device, or `replicas=N` simulated replicas on logical CPU devices.
+
+Logical CPU devices are global state that TensorFlow fixes when it first initializes its
+devices; `configure_cpu_replicas` is the one place that sets them. The CPU's facts and its
+recommended precision come from `cpu_probe`, measured here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+from tpukit.hardware.cpu_probe import cpu_probe
+from tpukit.hardware.gpu import mirrored
+from tpukit.hardware.specs import RestartRequired, Runtime
+
+
+def configure_cpu_replicas(n: int) -> int:
+    """Split the CPU into at least `n` logical devices; returns how many there are.
+
+    Must run before TensorFlow initializes its devices (before any op).
+    Asking again for up to the configured number changes nothing.
+    """
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    existing = tf.config.get_logical_device_configuration(cpu)
+    if existing and len(existing) >= n:
+        return len(existing)
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
+    except RuntimeError:
+        have = len(tf.config.list_logical_devices("CPU"))
+        if have >= n:
+            return have
+        raise RestartRequired(
+            f"replicas={n} needs {n} logical CPU devices, but TensorFlow already started with {have}. "
+            "Restart the runtime (Colab: Runtime > Restart session) and connect before any other TensorFlow work."
+        ) from None
+    return n
+
+
+def _connect_cpu(replicas, skipped) -> Runtime:
+    import tensorflow as tf
+
+    if replicas and replicas > 1:
+        configure_cpu_replicas(replicas)
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    if replicas and replicas > 1:
+        devices = devices[:replicas]
+        strategy = mirrored(devices)
+    else:
+        devices = devices[:1]
+        strategy = tf.distribute.get_strategy()
+    facts = tuple(_cpu_facts() for _ in devices)
+    precision, reason = _cpu_precision()
+    return Runtime(
+        backend="tensorflow",
+        kind="cpu",
+        devices=tuple(devices),
+        replicas=len(devices),
+        strategy=strategy,
+        simulated=bool(replicas and replicas > 1),
+        device_facts=facts,
+        precision=precision,
+        precision_reason=reason,
+        skipped=skipped,
+    )
+
+
+def _cpu_facts() -> Dict[str, Any]:
+    probe = cpu_probe()
+    return {"name": probe["cpu"], "peak_flops": {"fp32": probe["fp32_flops"], "bf16": probe["bf16_flops"], "fp16": None}}
+
+
+def _cpu_precision() -> Tuple[str, str]:
+    """bfloat16 when this CPU's measured bf16 matmuls beat float32 by more than 20%."""
+    probe = cpu_probe()
+    speedup = probe["bf16_flops"] / probe["fp32_flops"]
+    if speedup > 1.2:
+        return "mixed_bfloat16", f"measured here: bfloat16 matmuls run {speedup:.1f}x faster than float32 on this CPU."
+    return "float32", f"measured here: bfloat16 matmuls run at {speedup:.1f}x float32 speed, no gain on this CPU."

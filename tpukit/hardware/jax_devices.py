@@ -1,0 +1,153 @@
+"""Keras on JAX: JAX's devices, the processes that train together, and the distribution over them.
+
+The JAX path of `connect()`: XLA flags set before JAX starts, `keras.distribution.initialize`
+across processes, and `keras.distribution.DataParallel` (or `OneDevice` on one device) in the
+place of a tf.distribute strategy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Dict
+
+from tpukit.hardware.cpu import _cpu_facts, _cpu_precision
+from tpukit.hardware.gpu import _gpu_precision
+from tpukit.hardware.specs import KINDS, PEAK_FLOPS, ConnectError, RestartRequired, Runtime, tpu_type_from_kind
+
+
+def _xla_flag(flag: str) -> None:
+    """Add an XLA flag (read once, when JAX starts its backends)."""
+    name = flag.split("=")[0]
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if f.split("=")[0] != name]
+    os.environ["XLA_FLAGS"] = " ".join(flags + [flag])
+
+
+def processes() -> int:
+    """How many processes train together, from Keras' own variables (`python -m tpukit launch` sets them)."""
+    try:
+        return max(1, int(os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES") or 1))
+    except ValueError:
+        raise ConnectError(f"KERAS_DISTRIBUTION_NUM_PROCESSES must be a whole number. Received: "
+                           f"{os.environ.get('KERAS_DISTRIBUTION_NUM_PROCESSES')!r}.") from None
+
+
+_initialized = False
+
+
+def _join_processes(count: int) -> None:
+    """Join the other processes once: keras.distribution.initialize, which calls jax.distributed.initialize with
+    KERAS_DISTRIBUTION_JOB_ADDRESSES (the coordinator), _NUM_PROCESSES and _PROCESS_ID. On the CPU the
+    collectives are gloo's (JAX's default since 0.5.1)."""
+    global _initialized
+    if _initialized:
+        return
+    import keras
+
+    # On a Cloud TPU pod slice JAX finds the coordinator and its own id from the TPU's metadata; elsewhere
+    # KERAS_DISTRIBUTION_JOB_ADDRESSES and _PROCESS_ID say them (python -m tpukit launch sets all three).
+    where = os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES") or "the TPU's metadata"
+    try:
+        keras.distribution.initialize()
+    except Exception as e:  # a coordinator that never answers, a bad address, no TPU metadata
+        raise ConnectError(f"could not join the {count} processes through {where}: "
+                           f"{str(e).splitlines()[0][:200]} (off a Cloud TPU pod, set KERAS_DISTRIBUTION_JOB_ADDRESSES "
+                           "and KERAS_DISTRIBUTION_PROCESS_ID, or use python -m tpukit launch)") from None
+    _initialized = True
+
+
+class OneDevice:
+    """JAX on one device, with no `keras.distribution`: the strategy a single chip (Colab's v5e-1, v6e-1), one GPU
+    or the plain CPU gets.
+
+    `DataParallel` over one device gives nothing and costs: Keras 3 then compiles `train_step` three times (the
+    first step's uncommitted variables, the committed state after it, the metrics reset at the next epoch) and
+    ran at 0.72 of no distribution (docs/decisions.md). `scope()` matches the distributions' so code written
+    for any runtime (`with runtime.strategy.scope(): ...`) runs here unchanged.
+    """
+
+    def __init__(self, device):
+        self.device = device
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def __repr__(self):
+        return f"OneDevice({self.device})"
+
+
+def _connect_jax(accelerator, replicas, deterministic, why) -> Runtime:
+    """Devices from JAX: data parallelism with keras.distribution.DataParallel over every process's devices, or
+    `OneDevice` (no distribution) where there is one."""
+    if replicas and replicas > 1 and accelerator in ("auto", "cpu"):
+        _xla_flag(f"--xla_force_host_platform_device_count={replicas}")
+    if deterministic:
+        _xla_flag("--xla_gpu_deterministic_ops=true")
+    count = processes()
+    if count > 1:
+        _join_processes(count)
+    import jax
+    import keras
+
+    try:
+        devices = jax.devices() if accelerator == "auto" else jax.devices(accelerator)
+    except RuntimeError as e:
+        raise ConnectError(f"JAX sees no {accelerator.upper()}: {str(e).splitlines()[0][:200]}") from None
+    kind = {"cuda": "gpu", "rocm": "gpu"}.get(devices[0].platform, devices[0].platform)
+    if count > 1:  # replicas: each process's own devices; the run trains on all of them
+        local = [d for d in devices if d.process_index == jax.process_index()]
+        if replicas and len(local) < replicas:
+            raise RestartRequired(f"replicas={replicas} per process, but this process has {len(local)} "
+                                  f"{kind.upper()} device(s).")
+    elif replicas:
+        if len(devices) < replicas:
+            raise RestartRequired(
+                f"replicas={replicas} but JAX started with {len(devices)} {kind.upper()} device(s). "
+                "Restart the runtime and connect with replicas first (JAX fixes its CPU device count "
+                "when it starts)." if kind == "cpu" else
+                f"replicas={replicas} but JAX sees only {len(devices)} {kind.upper()} device(s)."
+            )
+        devices = devices[:replicas]
+    # Facts of this process's devices (peak_flops multiplies them by the workers).
+    facts = tuple(_jax_facts(d, kind) for d in devices if count == 1 or d.process_index == jax.process_index())
+    if kind == "tpu":
+        precision, reason = "mixed_bfloat16", "TPU matrix units compute in bfloat16; variables stay float32."
+    elif kind == "gpu":
+        precision, reason = _gpu_precision(facts)
+    else:
+        precision, reason = _cpu_precision()
+    others = [k for k in KINDS if k != kind]
+    skipped = tuple((k, f"JAX sees no {k.upper()} device") for k in others[: KINDS.index(kind)])
+    if count == 1 and len(devices) == 1:
+        distribution = OneDevice(devices[0])
+    else:
+        distribution = keras.distribution.DataParallel(devices=devices)
+    if count > 1:
+        distribution.auto_shard_dataset = False  # tpukit's feeders give each process its share of every batch
+    return Runtime(
+        backend="jax",
+        kind=kind,
+        devices=tuple(str(d) for d in devices),
+        replicas=len(devices),
+        strategy=distribution,
+        simulated=kind == "cpu" and len(devices) > 1,
+        workers=count,
+        process_index=jax.process_index() if count > 1 else 0,
+        device_facts=facts,
+        precision=precision,
+        precision_reason=f"{reason} (Backend: JAX, {why}.)",
+        skipped=skipped,
+    )
+
+
+def _jax_facts(device, kind) -> Dict[str, Any]:
+    name = getattr(device, "device_kind", kind)
+    if kind == "tpu":
+        return {"name": name, "tpu_type": tpu_type_from_kind(name),
+                "peak_flops": PEAK_FLOPS.get(tpu_type_from_kind(name), {})}
+    if kind == "gpu":
+        cc = getattr(device, "compute_capability", None)
+        cc = [int(p) for p in str(cc).split(".")] if cc else None
+        peak = next((v for k, v in PEAK_FLOPS.items() if k.lower() in name.lower()), {})
+        return {"name": name, "compute_capability": cc, "peak_flops": peak}
+    return _cpu_facts()
