@@ -273,8 +273,7 @@ def _train(args) -> int:
     if not args.resume:
         registry.check_names(config)
         records.check_logdir(config.logdir)
-    runtime = rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
-                         replicas=config.replicas, deterministic=config.deterministic)
+    runtime = rt.connect_for(config)
     print(runtime.describe(), file=sys.stderr)
     if args.resume:
         result = training.resume(args.resume, runtime, progress=sys.stderr, epochs=args.epochs)

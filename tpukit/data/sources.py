@@ -21,11 +21,12 @@ import functools
 import hashlib
 import os
 import warnings
-from typing import Any, Optional, Tuple, Union
+from typing import Optional
 
 from tpukit import registry
 from tpukit.data import builtin
-from tpukit.data.builtin import DatasetUnavailable, reachable
+from tpukit.data import tfds
+from tpukit.data.builtin import DatasetUnavailable
 from tpukit.data.types import (Arrays, Batched, DataError, DataSpec, Part, Splits, Stream,  # noqa: F401
                                UnorderedDataWarning, map_x as _map_x)
 from tpukit.errors import one_line
@@ -126,7 +127,7 @@ def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
 def _load_named(name: str, *, seed: int, size: Optional[int]):
     """A built-in, registered, tfds: or imported dataset, loaded."""
     if name.startswith("tfds:"):
-        return _load_tfds(name[len("tfds:"):])
+        return tfds.load(name[len("tfds:"):])
     entry = registry.resolve("dataset", name)
     if entry.builtin:
         return entry.target(size=size, seed=seed)
@@ -346,34 +347,6 @@ def _first_inputs(part, n: int):
         batch = next(iter(dataset))
     x = batch[0] if isinstance(batch, (tuple, list)) else batch
     return _map_x(lambda a: np.asarray(a)[:n], x)
-
-
-# ---- tensorflow-datasets ------------------------------------------------------------
-
-def _load_tfds(name: str):
-    """`tfds:NAME` through tensorflow-datasets (Colab ships it): train and test splits as arrays."""
-
-    try:
-        import tensorflow_datasets as tfds
-    except ImportError:
-        raise DataError(f"dataset 'tfds:{name}' needs tensorflow-datasets: pip install tensorflow-datasets. "
-                        f"Received: dataset='tfds:{name}'.") from None
-    try:
-        builder = tfds.builder(name)
-    except Exception as e:
-        raise DataError(f"dataset 'tfds:{name}': {one_line(e)}") from None
-    prepared = os.path.exists(os.path.join(builder.data_dir, "dataset_info.json"))
-    if not prepared and not reachable("storage.googleapis.com"):
-        raise DatasetUnavailable(
-            f"Dataset 'tfds:{name}' is not in the tensorflow-datasets cache ({builder.data_dir}) and "
-            "storage.googleapis.com cannot be reached (offline?). Use an offline dataset instead: "
-            f"mnist5k, digits, shapes. Received: dataset='tfds:{name}'.")
-    splits = list(builder.info.splits.keys()) if prepared else ["train", "test"]
-    test_split = "test" if "test" in splits else None
-    wanted = ["train"] + ([test_split] if test_split else [])
-    loaded = tfds.load(name, split=wanted, as_supervised=True, batch_size=-1)
-    arrays = [tuple(tfds.as_numpy(part)) for part in loaded]
-    return Splits(train=arrays[0], test=arrays[1] if test_split else None)
 
 
 # ---- the spec and the fingerprint ------------------------------------------------------

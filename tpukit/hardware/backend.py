@@ -33,6 +33,13 @@ def loaded() -> Optional[str]:
     return keras.backend.backend()
 
 
+def selected() -> Optional[str]:
+    """The backend this process runs or will run: Keras' loaded one, else the one `select` (or the user) set in
+    KERAS_BACKEND, else None (not decided yet: `choose` decides)."""
+    env = os.environ.get("KERAS_BACKEND")
+    return loaded() or (env if env in ("tensorflow", "jax") else None)
+
+
 def installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 

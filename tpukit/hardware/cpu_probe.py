@@ -53,9 +53,9 @@ def cpu_probe(cache_dir: Optional[str] = None) -> dict:
 
 
 def _probe_framework() -> str:
-    if backend.loaded() == "jax" or os.environ.get("KERAS_BACKEND") == "jax" or not backend.installed("tensorflow"):
-        return "jax"
-    return "tensorflow"
+    """The framework the CPU's peak is measured with: the backend this process runs (`backend.choose` where none
+    is decided yet)."""
+    return backend.selected() or backend.choose("auto")[0]
 
 
 def _matmul_flops(dtype: str, n: int = 1024, reps: int = 8) -> float:

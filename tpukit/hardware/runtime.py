@@ -33,7 +33,7 @@ from tpukit.hardware.tpu import (TPU_TIMEOUT_S, installed_tensorflow, tpu_addres
                                  tpu_vm_present, _check_timeout, _connect_tpu)
 
 __all__ = [
-    "connect", "Runtime", "ConnectError", "RestartRequired", "KINDS", "PEAK_FLOPS", "TPU_TIMEOUT_S",
+    "connect", "connect_for", "Runtime", "ConnectError", "RestartRequired", "KINDS", "PEAK_FLOPS", "TPU_TIMEOUT_S",
     "tpu_type_from_kind", "tpu_address", "tpu_vm_present", "tpu_needs_jax", "installed_tensorflow", "tpu_timeout",
     "set_tf32", "mirrored", "configure_cpu_replicas", "cpu_probe", "processes", "OneDevice",
 ]
@@ -125,3 +125,10 @@ def _connect(accelerator, tpu, replicas, tpu_resolver, timeout=None) -> Runtime:
                 raise
             skipped.append((kind, str(e)))
     raise ConnectError("no accelerator could be used: " + "; ".join(f"{k}: {w}" for k, w in skipped))
+
+
+def connect_for(config) -> Runtime:
+    """`connect()` with a RunConfig's own settings (accelerator, backend, tpu, replicas, deterministic): the one
+    place that maps a config to connect's arguments, for train, tune, the CLI and the panel."""
+    return connect(config.accelerator, backend=config.backend, tpu=config.tpu, replicas=config.replicas,
+                   deterministic=config.deterministic)

@@ -42,6 +42,24 @@ def make(config: RunConfig, replicas: int, data=None, validation_data=None) -> P
     return Plan(global_batch, steps_per_epoch(config, available, replicas))
 
 
+def check_profile_window(profile, steps_per_epoch: Optional[int], epochs: int) -> None:
+    """ConfigError unless the profile window (inclusive, 0-based steps; RunConfig checks its form) lies within the
+    run's steps; nothing to check while the steps per epoch are unknown."""
+    if profile is not None and steps_per_epoch and profile[1] > steps_per_epoch * epochs:
+        total = steps_per_epoch * epochs
+        raise ConfigError(
+            f"RunConfig.profile: the run has {total} steps ({epochs} epochs x {steps_per_epoch}), so "
+            f"steps {profile[0]}-{profile[1]} are never reached; choose a window within 1-{total}. "
+            f"Received: profile={profile}.", field="profile", value=profile, expected=f"a window within 1-{total}")
+
+
+def default_window(steps_per_epoch: Optional[int], epochs: int):
+    """A few steps after warm-up that fit in the run: 10-14 when it is long enough (the panel's Profile button)."""
+    total = (steps_per_epoch or 1) * epochs
+    start = min(10, total // 4)
+    return start, max(start, min(start + 4, total - 1))
+
+
 # "auto" runs at most this many steps per execution: enough to amortize the host's dispatch of each call
 # (measured: benchmarks/steps_per_execution.py), while callbacks, stop requests and NaN checks still come often.
 AUTO_STEPS_PER_EXECUTION = 32

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import shutil
 import tempfile
 import threading
@@ -16,7 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
-from tpukit.config import ConfigError, PaddingWarning, RunConfig
+from tpukit.config import ConfigError, PaddingWarning
 from tpukit.data import pipeline, sources
 from tpukit.hardware import runtime as rt
 from tpukit.models import modeling
@@ -24,7 +23,8 @@ from tpukit.registry import check_names, with_labels
 from tpukit.runs import checkpoint, records
 from tpukit.runs.records import RunResult
 from tpukit.training import compiles, determinism, precision
-from tpukit.training.plan import estimated_step_seconds, resolve_steps_per_execution, steps_per_epoch
+from tpukit.training.plan import (check_profile_window, estimated_step_seconds, resolve_steps_per_execution,
+                                  steps_per_epoch)
 from tpukit.training.signals import Terminated, sigterm_stops
 
 
@@ -67,8 +67,7 @@ class _Run:
         check_names(config, self.model_arg, self.data_arg)  # fail fast, before connecting
         if not self.resuming:
             records.check_logdir(config.logdir)
-        runtime = self.runtime or rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
-                                             replicas=config.replicas, deterministic=config.deterministic)
+        runtime = self.runtime or rt.connect_for(config)
         if config.backend not in ("auto", runtime.backend):
             raise ConfigError(f"RunConfig.backend: the runtime runs {runtime.backend}, not {config.backend}. "
                               f"Received: backend={config.backend!r}.", field="backend", value=config.backend,
@@ -178,13 +177,7 @@ class _Run:
         return self.flops
 
     def _check_profile_window(self):
-        profile, epochs = self.config.profile, self.config.epochs
-        if profile is not None and self.steps and profile[1] > self.steps * epochs:
-            raise ConfigError(
-                f"RunConfig.profile: the run has {self.steps * epochs} steps ({epochs} epochs x {self.steps}), so "
-                f"steps {profile[0]}-{profile[1]} are never reached; choose a window within 1-{self.steps * epochs}. "
-                f"Received: profile={profile}.", field="profile", value=profile,
-                expected=f"a window within 1-{self.steps * epochs}")
+        check_profile_window(self.config.profile, self.steps, self.config.epochs)
 
     def _open_run_dir(self, held):
         if self.run_dir is None:

@@ -114,8 +114,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
                           f"min_gain={min_gain!r}.")
     config, model, data = with_labels(config, model, data)
     check_names(config, model, data)
-    runtime = runtime or rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
-                                    replicas=config.replicas, deterministic=config.deterministic)
+    runtime = runtime or rt.connect_for(config)
     policy, _ = precision.resolve(config.precision, runtime)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sources.UnorderedDataWarning)  # batched data is refused just below

@@ -115,9 +115,7 @@ class ProfileActions:
         config = self._config
         inputs = self.inputs_for(config)
         plan = plans.make(config, self._replicas(config), inputs.get("data"), inputs.get("validation_data"))
-        total = (plan.steps_per_epoch or 1) * config.epochs
-        start = min(10, total // 4)
-        return start, max(start, min(start + 4, total - 1))
+        return plans.default_window(plan.steps_per_epoch, config.epochs)
 
     def _latest_capture(self, logdir: str) -> Optional[str]:
         """The newest capture of this kernel's runs under `logdir` (TensorBoard's profile tab opens on it)."""

@@ -126,8 +126,7 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
         from tpukit.hardware import runtime as rt
 
         try:
-            runtime = rt.connect(config.accelerator, backend=config.backend, tpu=config.tpu,
-                                 replicas=config.replicas, deterministic=config.deterministic)
+            runtime = rt.connect_for(config)
         except Exception as e:
             self.view.accelerator(self._runtime, text=short_error(e), kind="error")
             raise
