@@ -473,7 +473,7 @@ table[["run", "status", "model", "dataset", "precision", "global_batch_size", "e
 # Here is your CNN on a few test images: its prediction above each one, in green where it matches the label.
 
 # %%
-from tpukit.data.builtin import SHAPE_CLASSES
+from tpukit.data.shapes import SHAPE_CLASSES
 
 trained = own.model
 x_show, y_show = np.array(mine.x_test[:12]), np.array(mine.y_test[:12])

@@ -10,7 +10,7 @@ import numpy as np
 
 def images(n=1024, seed=0):
     """User images: NumPy uint8 arrays and int labels, as a user would have them."""
-    from tpukit.data.builtin import make_shapes
+    from tpukit.data.shapes import make_shapes
 
     x, y, _, _ = make_shapes(n, 1, seed=seed)
     return np.array(x), np.array(y)

@@ -95,3 +95,10 @@ def map_x(fn, x):
     if isinstance(x, dict):
         return {k: fn(v) for k, v in x.items()}
     return fn(x)
+
+
+def frozen(*arrays):
+    """Mark cached arrays read-only, so one caller cannot change another's data."""
+    for a in arrays:
+        a.setflags(write=False)
+    return arrays

@@ -138,7 +138,7 @@ class Form:
                                    "CPU bfloat16 only where it measures faster)")
         replicas = runtime.replicas if runtime is not None else (config.replicas or 1)
         kind = runtime.kind if runtime is not None else config.accelerator
-        batch = f"global batch {config.batch_size * replicas} = {config.batch_size} × {replicas} replica"
+        batch = f"global batch {config.global_batch(replicas)} = {config.batch_size} × {replicas} replica"
         advice = config.padding_advice(kind) if kind in _config.PAD_MULTIPLE else None
         self.note("batch_size", batch + ("s" if replicas != 1 else "") + (f". {advice}" if advice else ""))
         if config.deterministic:
