@@ -205,14 +205,9 @@ class RunConfig:
             if isinstance(window, list):
                 window = tuple(window)
                 object.__setattr__(self, "profile", window)
-            if (
-                not isinstance(window, tuple)
-                or len(window) != 2
-                or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in window)
-                or window[1] < window[0]
-            ):
+            if not isinstance(window, tuple) or len(window) != 2 or window_problem(*window):
                 _fail("profile", self.profile, "None or (start, stop) steps with 0 <= start <= stop")
-            if self.steps_per_epoch and window[1] > self.steps_per_epoch * self.epochs:
+            if not window_fits(window, self.steps_per_epoch, self.epochs):
                 _fail("profile", self.profile, f"a window within the run's {self.steps_per_epoch * self.epochs} "
                       f"steps ({self.epochs} epochs x steps_per_epoch={self.steps_per_epoch})")
         if not isinstance(self.logdir, str) or not self.logdir:
@@ -350,3 +345,20 @@ def check_one_batch(available: int, batch_size: int, replicas: int, *, has: str,
             f"{where}: {has}, fewer than one global batch of {batch}{parts}. Received: {name}={batch_size}.",
             field="batch_size" if where.startswith("RunConfig.") else None, value=batch_size,
             expected=f"at most {available // replicas}" + (" per replica" if replicas != 1 else ""))
+
+
+# ---- the profile window: its rules, here once (RunConfig, the run's plan and ProfileCallback check with them) ----
+
+def window_problem(start, stop) -> Optional[str]:
+    """What is wrong with `start`-`stop` as an inclusive window of 0-based step numbers, or None."""
+    for name, value in (("start", start), ("stop", stop)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"Expected {name} to be a step number >= 0. Received: {name}={value!r}"
+    if stop < start:
+        return f"Expected start <= stop (an inclusive window). Received: start={start}, stop={stop}"
+    return None
+
+
+def window_fits(window, steps_per_epoch: Optional[int], epochs: int) -> bool:
+    """Whether the window's last step is within the run's steps (True while the steps per epoch are unknown)."""
+    return window is None or not steps_per_epoch or window[1] <= steps_per_epoch * epochs

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from tpukit.config import ConfigError, RunConfig
+from tpukit.config import ConfigError, RunConfig, window_fits
 from tpukit.data import pipeline, sources
 
 
@@ -45,7 +45,7 @@ def make(config: RunConfig, replicas: int, data=None, validation_data=None) -> P
 def check_profile_window(profile, steps_per_epoch: Optional[int], epochs: int) -> None:
     """ConfigError unless the profile window (inclusive, 0-based steps; RunConfig checks its form) lies within the
     run's steps; nothing to check while the steps per epoch are unknown."""
-    if profile is not None and steps_per_epoch and profile[1] > steps_per_epoch * epochs:
+    if not window_fits(profile, steps_per_epoch, epochs):
         total = steps_per_epoch * epochs
         raise ConfigError(
             f"RunConfig.profile: the run has {total} steps ({epochs} epochs x {steps_per_epoch}), so "

@@ -13,6 +13,7 @@ import os
 import warnings
 from typing import Any, Dict, List, Sequence
 
+from tpukit.config import window_problem
 from tpukit.observe.profiling.xprof import find_captures
 
 __all__ = ["ProfileCallback", "ProfilerBusyWarning", "check_window"]
@@ -26,12 +27,10 @@ class ProfilerBusyWarning(RuntimeWarning):
 
 
 def check_window(start, stop) -> None:
-    """Raise ValueError unless `start`-`stop` is an inclusive window of 0-based step numbers."""
-    for name, value in (("start", start), ("stop", stop)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"Expected {name} to be a step number >= 0. Received: {name}={value!r}")
-    if stop < start:
-        raise ValueError(f"Expected start <= stop (an inclusive window). Received: start={start}, stop={stop}")
+    """Raise ValueError unless `start`-`stop` is an inclusive window of 0-based steps (`config.window_problem`)."""
+    problem = window_problem(start, stop)
+    if problem:
+        raise ValueError(problem)
 
 
 def _check_logdir(logdir) -> None:
