@@ -28,6 +28,9 @@ JIT_CHOICES = ("auto", True, False)
 PAD_MULTIPLE = {"tpu": 128, "gpu": 8}
 
 
+_FROM_MESSAGE = object()  # ConfigError's default detail: the message after its "RunConfig.<field>: " prefix
+
+
 class ConfigError(ValueError):
     """A RunConfig field got a value it cannot take. The message is one line.
 
@@ -38,12 +41,13 @@ class ConfigError(ValueError):
     """
 
     def __init__(self, message: str, *, field: Optional[str] = None, value: Any = None,
-                 expected: Optional[str] = None, choices: Optional[Tuple[Any, ...]] = None, detail: Any = "auto"):
+                 expected: Optional[str] = None, choices: Optional[Tuple[Any, ...]] = None,
+                 detail: Any = _FROM_MESSAGE):
         super().__init__(message)
         self.field, self.value, self.expected = field, value, expected
         self.choices = tuple(choices) if choices is not None else None
         prefix = f"RunConfig.{field}: "
-        if detail == "auto":
+        if detail is _FROM_MESSAGE:
             detail = message[len(prefix):] if field and message.startswith(prefix) else message
         self.detail = detail
 

@@ -22,9 +22,9 @@ import warnings
 from typing import Callable, Dict, Optional, Tuple
 
 from tpukit.config import PaddingWarning, RunConfig
-from tpukit.data import builtin as data
+from tpukit.data import builtin as datasets
 from tpukit.errors import one_line
-from tpukit.models import zoo as models
+from tpukit.models import zoo
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -188,10 +188,10 @@ def _load_builtins() -> None:
     if _builtins_loaded:
         return
     _builtins_loaded = True
-    for name in models.MODELS:
-        _register("model", name, models.factory(name), models.describe(name), builtin=True)
-    for name in data.DATASETS:
-        _register("dataset", name, data.loader(name), data.info(name).description, builtin=True)
+    for name in zoo.MODELS:
+        _register("model", name, zoo.factory(name), zoo.describe(name), builtin=True)
+    for name in datasets.DATASETS:
+        _register("dataset", name, datasets.loader(name), datasets.info(name).description, builtin=True)
 
 
 def lookup(kind: str, name: str) -> Optional[Entry]:

@@ -214,15 +214,15 @@ def check_run_dir(run_dir, what: str) -> None:
         raise RunDirError(f"{what}(): {run_dir} does not exist; expected a run directory (<logdir>/<run>, as "
                           "result.run_dir or list_runs() give).")
     if not path.is_dir():
-        inside = f" (pass {path.parent}, the directory it is in)" if path.name in ("config.json", "result.json") else ""
+        inside = f" (pass {path.parent}, the directory it is in)" if path.name in (CONFIG_FILE, RESULT_FILE) else ""
         raise RunDirError(f"{what}(): {run_dir} is a file, not a run directory{inside}.")
-    if not (path / "config.json").is_file():
+    if not (path / CONFIG_FILE).is_file():
         raise RunDirError(f"{what}(): {run_dir} is not a tpukit run directory (no config.json).")
 
 
 def load_config(run_dir):
     """The RunConfig in `run_dir`/config.json. Raises FileNotFoundError, or ConfigError for a damaged file."""
-    path = Path(run_dir) / "config.json"
+    path = Path(run_dir) / CONFIG_FILE
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a tpukit run directory (no config.json)")
     try:

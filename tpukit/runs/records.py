@@ -152,7 +152,7 @@ class RunResult:
 
 
 def save_result(result: RunResult) -> None:
-    write_json(Path(result.run_dir) / "result.json", result.to_dict())
+    write_json(Path(result.run_dir) / RESULT_FILE, result.to_dict())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +190,7 @@ def resume_check(run_dir) -> ResumeCheck:
     if in_use(run_dir):
         return no("Cannot resume yet: a process is training this run now.")
     try:
-        backup = checkpoint.latest(Path(run_dir, "backup"), verify=False)
+        backup = checkpoint.latest(Path(run_dir, BACKUP_DIR), verify=False)
     except RunDirError as e:  # checkpoint.BackupError: a marker or file that cannot be read
         return no(f"Cannot resume: {e}")
     if backup is not None:
@@ -200,7 +200,7 @@ def resume_check(run_dir) -> ResumeCheck:
             parent = load(result.parent)
         except (OSError, RunDirError):
             parent = None
-        if parent is not None and parent.status == "completed" and Path(result.parent, "model.weights.h5").is_file():
+        if parent is not None and parent.status == "completed" and Path(result.parent, WEIGHTS_FILE).is_file():
             return _yes(run_dir, status, parent.epochs_done, total)
         return no(f"Cannot resume: {result.parent}, the run this one extends, has no final weights.")
     return no(f"Nothing to resume: the run {status} before its first whole epoch ended, so no epoch was kept; "
@@ -237,7 +237,7 @@ def list_runs(logdir: str = "runs") -> List[RunResult]:
         return []
     runs = []
     for d in sorted(root.iterdir()):
-        if not (d / "config.json").exists():
+        if not (d / CONFIG_FILE).exists():
             continue
         try:
             runs.append(load(d))

@@ -30,8 +30,6 @@ from tpukit.models.modeling import ModelError
 from tpukit.runs import checkpoint, files
 from tpukit.training import precision
 
-FINAL_WEIGHTS = files.WEIGHTS_FILE
-
 
 class ExportError(ValueError):
     """The model cannot be written where it was asked to go. The message is one line."""
@@ -49,7 +47,7 @@ def weights_file(run_dir) -> Tuple[Path, str]:
     except FileNotFoundError:
         raise files.RunDirError(f"{run_dir} is not a tpukit run directory (no config.json); pass the directory "
                                   "of a run (tpukit.list_runs(logdir) lists them).") from None
-    final = run_dir / FINAL_WEIGHTS
+    final = run_dir / files.WEIGHTS_FILE
     status = result.get("status", "running")
     if status == "completed" and final.is_file():
         return final, f"final weights of {run_dir.name} ({result.get('epochs_done', 0)} epochs)"

@@ -183,7 +183,7 @@ class _Run:
         if self.run_dir is None:
             self.run_dir = records.new_run_dir(self.config.logdir, self.config.run_name)
             held.enter_context(records.locked(self.run_dir))
-            records.write_json(self.run_dir / "config.json", self.config.to_dict())
+            records.write_json(self.run_dir / records.CONFIG_FILE, self.config.to_dict())
 
     def _fit(self) -> RunResult:
 
@@ -259,14 +259,14 @@ class _Run:
         """(first epoch, history before it, weights to load): from the run's last whole backup, else from the
         final weights of the run it extends, else from scratch. Reads only; a damaged backup raises BackupError."""
         if self.resuming:
-            backup = checkpoint.latest(self.run_dir / "backup")
+            backup = checkpoint.latest(self.run_dir / records.BACKUP_DIR)
             if backup is not None:
                 rows = _rows(self.previous.history)
                 return backup.epochs_done, [r for r in rows if r["epoch"] < backup.epochs_done], str(backup.path)
         if self.parent is None:
             return 0, [], None
         parent = records.load(self.parent)
-        weights = Path(self.parent) / "model.weights.h5"
+        weights = Path(self.parent) / records.WEIGHTS_FILE
         if parent.status != "completed" or not weights.is_file():
             raise checkpoint.RestoreError(f"{self.parent}, the run this one extends, has no final weights "
                                           f"({parent.status}); it cannot be continued exactly.")
@@ -283,7 +283,7 @@ class _Run:
                                        epochs=config.epochs)
         out = [
             self.recorder,  # records an epoch before its backup: a kill between them redoes the epoch, nothing lost
-            cb.EpochBackup(str(self.run_dir / "backup"), steps, restore=weights),  # restores before any write
+            cb.EpochBackup(str(self.run_dir / records.BACKUP_DIR), steps, restore=weights),  # restores before any write
             keras.callbacks.LambdaCallback(on_train_begin=lambda logs: self._save(status="running")),
             self.stopper,
             _scalar_writer(str(self.run_dir)),
@@ -380,7 +380,7 @@ class _Run:
     def _resume_hint(self) -> str:
         """What a resume of this run would do, from what it kept (a backup, or the run it extends)."""
         with contextlib.suppress(Exception):
-            kept = checkpoint.latest(self.run_dir / "backup", verify=False)
+            kept = checkpoint.latest(self.run_dir / records.BACKUP_DIR, verify=False)
             if kept is not None or self.parent:
                 return "resume continues from the last whole epoch"
         return "it stopped before its first whole epoch ended, so nothing was kept to resume"
@@ -391,7 +391,7 @@ class _Run:
         Its history keeps the epochs a resume continues from: an epoch whose backup failed is trained again.
         """
         with contextlib.suppress(Exception):
-            kept = checkpoint.latest(self.run_dir / "backup", verify=False)
+            kept = checkpoint.latest(self.run_dir / records.BACKUP_DIR, verify=False)
             self.history = [r for r in self.history if r["epoch"] < (kept.epochs_done if kept else self.initial_epoch)]
         with contextlib.suppress(Exception):
             self._save(status, message)
@@ -399,15 +399,16 @@ class _Run:
     def _finish(self, status: str, message: str) -> RunResult:
         from tpukit.training import callbacks as cb
 
-        checkpoint.room_for(self.run_dir, checkpoint.size_needed(cb.state_bytes(self.model), self.run_dir / "backup"),
+        backups = self.run_dir / records.BACKUP_DIR
+        checkpoint.room_for(self.run_dir, checkpoint.size_needed(cb.state_bytes(self.model), backups),
                             "write the final weights")
-        with records.atomic(self.run_dir / "model.weights.h5") as tmp:
+        with records.atomic(self.run_dir / records.WEIGHTS_FILE) as tmp:
             self.model.save_weights(str(tmp))
         result = self._result(status, message, final=True)
         records.save_result(result)
         result.attach_model(self.model)  # result.model: in this process, not in result.json
         if status == "completed":
-            shutil.rmtree(self.run_dir / "backup", ignore_errors=True)
+            shutil.rmtree(self.run_dir / records.BACKUP_DIR, ignore_errors=True)
         return result
 
 

@@ -169,7 +169,7 @@ class RunsActions:
         under_logdir = os.path.join(self._config.logdir, path)
         if not os.path.isdir(path) and not os.path.isabs(path) and os.path.isdir(under_logdir):
             path = under_logdir
-        if not os.path.isfile(os.path.join(path, "config.json")):
+        if not os.path.isfile(os.path.join(path, records.CONFIG_FILE)):
             raise records.RunDirError(
                 f"{run!s} is not a tpukit run directory (no config.json): pass a run's directory, "
                 f"or the name of one under {os.path.abspath(self._config.logdir)}.")
