@@ -265,6 +265,28 @@ def test_the_stderr_filter_keeps_what_a_crashing_process_wrote_last():
     assert done.stderr.endswith(b"  what():  size mismatch\n"), done.stderr
 
 
+def test_a_one_line_message_is_one_write_even_with_pythonunbuffered():
+    """With PYTHONUNBUFFERED, print() writes its line end in a second system call; a worker the launcher stopped
+    between the two left its last line without an end, and the launcher's own line ran on after it (seen in CI).
+    nativelog.say writes the line and its end at once, into the real unbuffered stderr."""
+    code = (
+        "import io, os, sys\n"
+        "from tpukit.cli import nativelog\n"
+        "writes = []\n"
+        "class Raw(io.RawIOBase):\n"
+        "    def writable(self): return True\n"
+        "    def write(self, b): writes.append(bytes(b)); return len(b)\n"
+        "stream = io.TextIOWrapper(Raw(), write_through=True, line_buffering=sys.stderr.line_buffering)\n"
+        "assert sys.stderr.write_through\n"
+        "nativelog.say('python -m tpukit: the last line', stream)\n"
+        "print(writes)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[b'python -m tpukit: the last line\\n']"
+
+
 def _stderr_at_exit(cmd, **popen):
     """Run `cmd` with stderr in a file and read the file the moment the exit status arrives (as `cmd 2>f; cat f`
     does): (status, stderr)."""

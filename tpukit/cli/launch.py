@@ -31,6 +31,7 @@ import json
 import time
 from typing import List, Optional, Sequence
 
+from tpukit.cli import nativelog
 from tpukit.config import BACKENDS as CONFIG_BACKENDS, ConfigError
 
 MAX_WORKERS = 64
@@ -161,8 +162,8 @@ def _wait(procs, folder: str) -> int:
                    else f"exited with status {code}")
             where = "" if failed == 0 else f"; its output: {os.path.join(folder, f'worker-{failed}.log')}"
             tail = "" if failed == 0 else _last_line(os.path.join(folder, f"worker-{failed}.log"))
-            print(f"python -m tpukit launch: worker {failed} of {len(procs)} {how}, so the others were stopped"
-                  f"{where}{(': ' + tail) if tail else ''}", file=sys.stderr)
+            nativelog.say(f"python -m tpukit launch: worker {failed} of {len(procs)} {how}, so the others were "
+                          f"stopped{where}{(': ' + tail) if tail else ''}")
             return code if code > 0 else 1
         if all(c == 0 for c in codes):
             return 0

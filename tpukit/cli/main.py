@@ -199,7 +199,7 @@ def _interrupt_within(error: BaseException) -> bool:
 
 
 def _interrupted() -> int:
-    print("python -m tpukit: interrupted", file=sys.stderr)
+    nativelog.say("python -m tpukit: interrupted")
     return EXIT_STOPPED
 
 
@@ -228,17 +228,17 @@ def _explain(error: Exception) -> int:
         text = f"{error.strerror or type(error).__name__}: {error.filename or error}"
     else:
         text = f"unexpected error: {one_line(error, 300)} (run again with --debug for the traceback)"
-    print(f"python -m tpukit: {text}", file=sys.stderr)
+    nativelog.say(f"python -m tpukit: {text}")
     return EXIT_FAILED
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):
     text = " ".join(str(message).split())
-    print(f"{category.__name__}: {text}", file=file or sys.stderr)
+    nativelog.say(f"{category.__name__}: {text}", file)
 
 
 def _bad(message: str) -> int:
-    print(f"python -m tpukit: error: {message}", file=sys.stderr)
+    nativelog.say(f"python -m tpukit: error: {message}")
     return EXIT_BAD_ARGS
 
 
@@ -374,7 +374,7 @@ def _tensorboard(args) -> int:
         return _bad(f"--port: expected a port from 1 to 65535, or none for a free one. Received: {args.port}")
     result = tensorboard.start(args.logdir, port=args.port)
     if isinstance(result, tensorboard.Failed):
-        print(f"python -m tpukit: TensorBoard failed: {result.message}", file=sys.stderr)
+        nativelog.say(f"python -m tpukit: TensorBoard failed: {result.message}")
         return EXIT_FAILED
     verb = "Reusing" if isinstance(result, tensorboard.Reused) else "Started"
     print(f"{verb} TensorBoard for {result.logdir} at {result.url} (pid {result.pid}, bound to 127.0.0.1)")

@@ -113,6 +113,21 @@ def hide_native_log_lines() -> bool:
     return True
 
 
+def say(line: str, stream=None) -> None:
+    """Write `line` and its line end to stderr in one write.
+
+    `print` writes its end on its own, and with PYTHONUNBUFFERED (set in many CI and container images) that is a
+    second system call: a SIGTERM between the two (the launcher stopping a worker as it reports) left the line
+    without its end, and the next process's line ran on after it.
+    """
+    stream = stream or sys.stderr
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
 def flush() -> None:
     """Write out Python's buffers; call it before `os._exit` (no atexit there). The filter reads the rest."""
     for stream in (sys.stdout, sys.stderr):
