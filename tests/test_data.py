@@ -238,3 +238,21 @@ def test_the_private_tf_data_link_tpukit_reads_is_still_there():
     assert sources._input_dataset_attribute() == "_input_dataset"
     assert sources._is_batched(tf.data.Dataset.range(8).batch(2).map(lambda x: x))
     assert not sources._is_batched(tf.data.Dataset.range(8).batch(2).unbatch().map(lambda x: x))
+
+
+def test_the_array_pipelines_run_without_tf_data_autotuning_and_a_users_stream_keeps_it():
+    """With autotuning on, destroying an iterator waits for tf.data's model thread to end its sleep (0-1.6 s at
+    random at the end of fit, of each validation and of the test evaluation); arrays have nothing to tune."""
+    import tensorflow as tf
+
+    from tpukit.data import pipeline
+    from tpukit.data.types import Arrays, Stream
+
+    part = Arrays(np.zeros((64, 3), "float32"), np.arange(64) % 2)
+    train = pipeline.train_feed(part, feeder="tf.data", global_batch=8, seed=1, epochs=2)
+    test = pipeline.eval_feed(part, feeder="tf.data", global_batch=8)
+    assert train.options().autotune.enabled is False and test.options().autotune.enabled is False
+    assert len(list(train)) == 16 and len(list(test)) == 8  # AUTOTUNE's map and prefetch still run
+    stream = Stream(tf.data.Dataset.from_tensor_slices((part.x, part.y)), count=64)
+    streamed = pipeline.train_feed(stream, feeder="tf.data", global_batch=8, seed=1, epochs=1)
+    assert streamed.options().autotune.enabled is not False  # unset: tf.data's default, on
