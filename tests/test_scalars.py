@@ -91,3 +91,33 @@ def test_values_that_are_not_numbers_are_skipped(tmp_path):
     writer.on_train_end()
     assert set(_read(tmp_path / "train")) == {"epoch_loss"}  # no model: no learning rate either
     assert not (tmp_path / "validation").exists()  # nothing to write: no file
+
+
+def test_the_writer_imports_no_cloud_clients_or_torch_and_leaves_them_importable(tmp_path):
+    """tensorboardX imports google-cloud-storage, boto3 and torch when they are installed (0.15-0.3 s, seconds for
+    torch, while the first step compiles); a run needs none of them, and the user can still import each after."""
+    fake = tmp_path / "site"
+    fake.mkdir()
+    for name in ("torch", "boto3"):  # stand-ins that say when they are imported
+        (fake / f"{name}.py").write_text("import sys\nsys.stderr.write('imported %s\\n' % __name__)\nTensor = object\n")
+    code = (f"LOGDIR = {str(tmp_path / 'logs')!r}\n" + FIT + "import sys, json, importlib.util\n"
+            "during = sorted(m for m in ('torch', 'boto3', 'google.cloud.storage') if m in sys.modules)\n"
+            "import torch, boto3\n"
+            "gcs = importlib.util.find_spec('google.cloud') is not None and "
+            "importlib.util.find_spec('google.cloud.storage') is not None\n"
+            "if gcs:\n    import google.cloud.storage\n"
+            "print(json.dumps({'during': during, 'gcs': gcs, 'writer': 'tensorboardX' in sys.modules}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "KERAS_BACKEND": "jax" if _has_jax() else "tensorflow",
+                               "PYTHONPATH": os.pathsep.join([str(REPO), str(fake)])})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["writer"] and out["during"] == []
+    assert proc.stderr.count("imported torch") == 1 and proc.stderr.count("imported boto3") == 1  # the user's own
+    assert [step for step, _ in _read(tmp_path / "logs" / "train")["epoch_loss"]] == [0, 1, 2]
+
+
+def _has_jax():
+    import importlib.util
+
+    return importlib.util.find_spec("jax") is not None

@@ -16,6 +16,7 @@ epoch against Keras' callback's 3 ms (docs/decisions.md).
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Dict, Optional
 
@@ -38,8 +39,8 @@ class EpochScalars(keras.callbacks.Callback):
         self._writers: Dict[str, object] = {}
 
     def on_train_begin(self, logs=None):
-        # Import tensorboardX (~0.2-0.5 s: it loads google-cloud-storage for gs:// paths) on another thread while
-        # the first step compiles, instead of in the first epoch's end on fit's thread.
+        # Import tensorboardX on another thread while the first step compiles, instead of in the first epoch's end
+        # on fit's thread (~0.01 s after TensorFlow, which loaded protobuf; more on JAX).
         threading.Thread(target=_import_writer, name="tpukit-tensorboardX-import", daemon=True).start()
 
     def on_epoch_end(self, epoch, logs=None):
@@ -72,8 +73,29 @@ class EpochScalars(keras.callbacks.Callback):
             writer.add_scalar(tag, value, global_step=step)
 
 
+# Modules tensorboardX imports at its own import that a run never needs: the clients for gs:// and s3:// logdirs (a
+# run's logdir is local: its lock and atomic writes need a local file system) and torch (for torch tensors; Colab's
+# CPU and GPU runtimes ship it, and it takes seconds to import). google-cloud-storage alone took 0.15-0.3 s of
+# GIL-bound import, 90% of tensorboardX's, while the first step compiled (docs/decisions.md, issue 18). One that is
+# already imported is used as it is.
+_UNNEEDED = ("google.cloud.storage", "boto3", "torch")
+_import_lock = threading.Lock()
+
+
 def _import_writer():
-    from tensorboardX import SummaryWriter  # a second import waits for one in progress, then finds it loaded
+    """tensorboardX's SummaryWriter, imported without the modules it does not need here (`_UNNEEDED`)."""
+    with _import_lock:  # the pre-import thread and an epoch's end may both get here; the second finds it loaded
+        if "tensorboardX" not in sys.modules:
+            hidden = [name for name in _UNNEEDED if name not in sys.modules]
+            for name in hidden:
+                sys.modules[name] = None  # an import of it raises ImportError, which tensorboardX expects
+            try:
+                import tensorboardX  # noqa: F401
+            finally:
+                for name in hidden:
+                    if sys.modules.get(name, 0) is None:
+                        del sys.modules[name]
+        from tensorboardX import SummaryWriter
 
     return SummaryWriter
 
