@@ -52,8 +52,8 @@ def _resumes_to(run_dir, reference):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, nth, how", [
-    ("epoch-000002.weights.h5", 1, "torn"),   # inside the backup's weights write
-    ("epoch-000002.weights.h5", 1, "after"),  # between the weights and the marker that names them
+    (checkpoint.weights_name(2), 1, "torn"),   # inside the backup's weights write
+    (checkpoint.weights_name(2), 1, "after"),  # between the weights and the marker that names them
     ("latest.json", 2, "torn"),               # inside the marker's write
     ("latest.json", 2, "after"),              # before the older backup is removed
     ("result.json", 3, "torn"),               # inside a record update
@@ -110,7 +110,7 @@ def _one_line(error):
                                     "remove the weights"])
 def test_a_damaged_backup_is_refused_in_one_line_and_nothing_changes(tmp_path, damage):
     run_dir = _stopped_run(tmp_path)
-    weights, marker = run_dir / "backup" / "epoch-000001.weights.h5", run_dir / "backup" / "latest.json"
+    weights, marker = run_dir / "backup" / checkpoint.weights_name(1), run_dir / "backup" / "latest.json"
     if damage == "flip a byte of the weights":
         data = bytearray(weights.read_bytes())
         data[len(data) // 2] ^= 0xFF

@@ -52,7 +52,7 @@ class Backup:
 
 
 def weights_name(epochs_done: int) -> str:
-    return f"epoch-{epochs_done:06d}.weights.h5"
+    return f"epoch-{epochs_done:06d}{files.STATE_SUFFIX}"
 
 
 def room_for(folder, needed: int, what: str) -> None:

@@ -27,7 +27,7 @@ from tpukit.data.types import DataSpec
 from tpukit.errors import one_line
 from tpukit.models import modeling
 from tpukit.models.modeling import ModelError
-from tpukit.runs import checkpoint, files
+from tpukit.runs import checkpoint, files, state
 from tpukit.training import precision
 
 
@@ -67,6 +67,12 @@ def weights_file(run_dir) -> Tuple[Path, str]:
 
 def load_weights(model, path, what: str) -> None:
     """Load a run's model weights into `model` (its optimizer's state is not loaded); ModelError if they do not fit."""
+    if state.is_state_file(path):  # an epoch backup
+        try:
+            return state.restore(model, path, optimizer=False)
+        except state.StateMismatch as e:
+            raise ModelError(f"the {what} do not fit this {type(model).__name__} ({str(e)[:160]}); use the model "
+                             "that run trained (same layers and shapes).") from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
