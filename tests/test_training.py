@@ -144,26 +144,6 @@ def test_auto_steps_per_execution_per_hardware_fake_accelerators(runtime, steps,
     assert resolve_steps_per_execution(value, runtime, steps, profile)[0] == value  # never one the refusal rejects
 
 
-def test_auto_on_tensorflows_cpu_runs_one_step_per_call_in_a_run_too_short_to_pay_back_the_loop():
-    """TensorFlow's multi-step loop compiles longer and saves ~1.5 ms a step: a 4-epoch mlp on digits (160 steps)
-    loses; the FLOPs (the step-time estimate, ~0.1 s to count on TF) are counted only when the choice needs them."""
-    from tpukit.training.plan import TF_CPU_MULTI_STEP_MIN_STEPS, resolve_steps_per_execution
-
-    tf_cpu, counted = _fake_runtime("cpu", backend="tensorflow", replicas=1), []
-
-    def step_seconds():
-        counted.append(1)
-        return 0.002
-
-    value, why = resolve_steps_per_execution("auto", tf_cpu, 40, step_seconds=step_seconds, epochs=4)
-    assert value == 1 and "160 steps are too few" in why and not counted
-    value, why = resolve_steps_per_execution("auto", tf_cpu, 40, step_seconds=step_seconds,
-                                             epochs=TF_CPU_MULTI_STEP_MIN_STEPS // 40)
-    assert value == 20 and counted == [1]
-    jax_cpu = _fake_runtime("cpu", backend="jax", replicas=1)  # JAX's loop pays at once (benchmarks/overhead.py)
-    assert resolve_steps_per_execution("auto", jax_cpu, 40, step_seconds=0.002, epochs=4)[0] == 20
-
-
 def test_auto_is_one_under_mirrored_strategy_where_keras_fails_and_explicit_values_are_refused(tmp_path):
     """MirroredStrategy over 8 logical CPUs: Keras 3.15's multi-step loop fails there
     (test_keras_multi_step_loop_fails_only_under_multi_replica_mirrored_strategy), so auto is 1 and more is refused."""

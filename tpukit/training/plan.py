@@ -91,13 +91,6 @@ def multi_step_refusal(runtime) -> Optional[str]:
 CPU_CALL_SECONDS = 0.05
 
 
-# TensorFlow's multi-step loop (a tf.while_loop around the step, in the train and the test function) costs about
-# 0.1-0.3 s more to trace and compile once, and then saves about 1.5 ms of host dispatch a step on the CPU (the mlp,
-# medians of 6 fresh processes: docs/decisions.md, issue 18). "auto" on TensorFlow's CPU runs several steps per call
-# only in a run of at least this many steps, where the saving pays the compile back.
-TF_CPU_MULTI_STEP_MIN_STEPS = 200
-
-
 def estimated_step_seconds(flops_per_example, global_batch: int, peak_flops) -> Optional[float]:
     """A training step's time at the device's peak: a lower bound (None when the FLOPs or the peak are unknown)."""
     if not flops_per_example or not peak_flops:
@@ -106,19 +99,16 @@ def estimated_step_seconds(flops_per_example, global_batch: int, peak_flops) -> 
 
 
 def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[int], profile=None,
-                                step_seconds=None, epochs: Optional[int] = None):
+                                step_seconds: Optional[float] = None):
     """(steps per execution, why) for a run: "auto" resolved, or an explicit value checked against the backend.
 
     "auto" is the largest divisor of the epoch's steps up to `AUTO_STEPS_PER_EXECUTION`,
     so every epoch ends where an execution does (epoch backups and resume need whole
     epochs). On the CPU it is also held to calls of at most `CPU_CALL_SECONDS`, from
     `step_seconds` (the step's time estimated from the model's FLOPs and the CPU's
-    measured peak: a lower bound; a function returning it, called only where the
-    decision needs it), so only millisecond steps run several per call (the CNN
-    measured no faster with more, while a stop request waits for the whole call);
-    without an estimate it is 1 there. On TensorFlow's CPU it is also 1 for a run of
-    fewer than `TF_CPU_MULTI_STEP_MIN_STEPS` steps (`epochs` of `steps_per_epoch`),
-    too short to pay back the multi-step loop's compile. It is 1 where `multi_step_refusal` says the
+    measured peak: a lower bound), so only millisecond steps run several per call (the
+    CNN measured no faster with more, while a stop request waits for the whole call);
+    without an estimate it is 1 there. It is 1 where `multi_step_refusal` says the
     backend cannot run more; when the epoch's length is unknown; and with a profile
     window (its step markers are one per call of the train function). An explicit value
     must divide the steps per epoch: Keras runs whole calls, and would take the next
@@ -133,11 +123,6 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
     25
     >>> resolve_steps_per_execution("auto", cpu, steps_per_epoch=100, step_seconds=0.2)[0]
     1
-    >>> tf_cpu = SimpleNamespace(backend="tensorflow", kind="cpu", replicas=1, strategy=None)
-    >>> resolve_steps_per_execution("auto", tf_cpu, steps_per_epoch=40, step_seconds=0.002, epochs=4)[0]
-    1
-    >>> resolve_steps_per_execution("auto", tf_cpu, steps_per_epoch=40, step_seconds=0.002, epochs=5)[0]
-    20
 
     Raises:
         ConfigError: an explicit value above 1 where the backend cannot run it, or with a profile window.
@@ -172,11 +157,6 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
                    f"function")
     cap, where = AUTO_STEPS_PER_EXECUTION, f"on {runtime.kind.upper()}"
     if runtime.kind == "cpu":
-        if runtime.backend == "tensorflow" and epochs and steps_per_epoch * epochs < TF_CPU_MULTI_STEP_MIN_STEPS:
-            return 1, (f"auto → 1 on the CPU: this run's {steps_per_epoch * epochs} steps are too few to pay back "
-                       f"TensorFlow's multi-step loop, which compiles longer and saves ~1.5 ms a step (it pays from "
-                       f"{TF_CPU_MULTI_STEP_MIN_STEPS} steps)")
-        step_seconds = step_seconds() if callable(step_seconds) else step_seconds
         if step_seconds is None:
             return 1, ("auto → 1 on the CPU: the step's time could not be estimated (the model's FLOPs or the CPU's "
                        "peak are unknown), and a stop request, progress and callbacks wait for a whole call")

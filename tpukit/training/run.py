@@ -142,13 +142,12 @@ class _Run:
 
     def _resolve_steps_per_execution(self, model):
         config, runtime = self.config, self.runtime
-
-        def step_seconds():  # counts the model's FLOPs (~0.1 s on TensorFlow): only where auto's choice needs them
-            return estimated_step_seconds(self._flops(model)[0], config.global_batch_size,
-                                          runtime.peak_flops(config.precision))
-
+        step_s = None
+        if config.steps_per_execution == "auto" and runtime.kind == "cpu":
+            step_s = estimated_step_seconds(self._flops(model)[0], config.global_batch_size,
+                                            runtime.peak_flops(config.precision))
         steps, why = resolve_steps_per_execution(config.steps_per_execution, runtime, self.steps, config.profile,
-                                                 step_seconds=step_seconds, epochs=config.epochs)
+                                                 step_seconds=step_s)
         if config.steps_per_execution == "auto":
             self.notes.append(f"steps_per_execution: {why}")
             with warnings.catch_warnings():

@@ -166,9 +166,8 @@ class Form:
             self.note("steps_per_execution", "auto on the CPU: from the model's step time, when the run starts",
                       detail=f"auto on the CPU: up to {plan.AUTO_STEPS_PER_EXECUTION} steps per call while a call "
                              f"stays under {1000 * plan.CPU_CALL_SECONDS:.0f} ms, from the model's FLOPs at the "
-                             "CPU's measured peak (only millisecond steps gain; a stop request waits for a call), and on "
-                             f"TensorFlow in runs of {plan.TF_CPU_MULTI_STEP_MIN_STEPS} steps or more (shorter ones do "
-                             "not pay back its compile); the run's notes say what it chose")
+                             "CPU's measured peak (only millisecond steps gain; a stop request waits for a call); the "
+                             "run's notes say what it chose")
             return
         if runtime is None or (not config.steps_per_epoch and not plan.multi_step_refusal(runtime)):
             self.note("steps_per_execution", f"auto: up to {plan.AUTO_STEPS_PER_EXECUTION} steps per call on "
@@ -176,8 +175,7 @@ class Form:
                                              "starts")
             return
         try:
-            _, why = plan.resolve_steps_per_execution("auto", runtime, config.steps_per_epoch, config.profile,
-                                                      epochs=config.epochs)
+            _, why = plan.resolve_steps_per_execution("auto", runtime, config.steps_per_epoch, config.profile)
         except Exception:  # noqa: BLE001 - a note, never an error: Train says what is wrong
             self.note("steps_per_execution", "")
             return
