@@ -19,6 +19,8 @@ from typing import List, Tuple
 
 import numpy as np
 
+from tpukit.runs.files import STATE_SUFFIX
+
 _META = "__meta__"  # each variable's (key, path, dtype, shape, stored as bits), as JSON
 _BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -46,8 +48,6 @@ class State:
 
 def is_state_file(path) -> bool:
     """Whether `path` is a state file; else it is a Keras weights file (final weights, older runs' backups)."""
-    from tpukit.runs.files import STATE_SUFFIX
-
     return str(path).endswith(STATE_SUFFIX)
 
 
