@@ -253,7 +253,7 @@ for row in panel.compare():
 # - **GPU**: one replica per GPU under `MirroredStrategy`; "auto" picks `mixed_float16` on Tensor-Core GPUs
 #   (compute capability 7.0 or higher, such as the T4) and `float32` on older ones.
 # - **CPU**: one replica (or simulated replicas, see notebook 01); "auto" is decided by measuring float32 against
-#   bfloat16 matmuls on this very CPU.
+#   bfloat16 matmuls and conv gradients on this very CPU.
 #
 # The panel, the code and the run directories are the same on all three. Next: **TensorBoard** opens inline
 # (never through a public tunnel) with the TensorBoard button; notebook 05 reads a profile capture in detail.

@@ -110,7 +110,7 @@ def answered(value, hint):
 
 # %% [markdown]
 # tpukit's precision "auto" is what `describe()` recommends: `mixed_bfloat16` on a TPU, `mixed_float16` on a
-# Tensor-Core GPU, and on a CPU whatever a quick float32-vs-bfloat16 matmul measurement favours.
+# Tensor-Core GPU, and on a CPU whatever a quick float32-vs-bfloat16 measurement of matmuls and conv gradients favours.
 
 # %% [markdown]
 # ## Policies: compute dtype and variable dtype
@@ -479,4 +479,5 @@ else:
 # - **GPU**: `mixed_float16` on compute capability 7.0 or higher, with loss scaling (automatic in `fit`).
 #   Multiples of 8; on Ampere and newer mind TF32.
 # - **CPU**: mixed precision is for learning the mechanics; measure before you use it. CPUs with AMX or
-#   AVX512-BF16 (like this one) can run bfloat16 matmuls faster; float16 is emulated and slow.
+#   AVX512-BF16 can run bfloat16 matmuls faster, but not always its conv gradients (an AMD EPYC ran them 10x
+#   slower than float32); float16 is emulated and slow.

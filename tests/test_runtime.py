@@ -33,6 +33,31 @@ def test_cpu_precision_recommendation_is_measured():
     assert runtime.peak_flops("float32") > 1e9 and runtime.peak_flops("mixed_bfloat16") > 1e9
 
 
+def test_auto_precision_needs_both_bf16_matmuls_and_conv_gradients_to_gain():
+    from tpukit.hardware.cpu import _precision_from
+
+    fast = {"fp32_flops": 1e11, "bf16_flops": 2e11, "fp32_conv_flops": 7e10, "bf16_conv_flops": 1.5e11}
+    assert _precision_from(fast)[0] == "mixed_bfloat16"
+    # This AMD EPYC under TensorFlow 2.21: bf16 matmuls 1.3x, bf16 conv gradients 0.1x; the CNN ran 10x slower.
+    epyc = {**fast, "bf16_flops": 1.3e11, "bf16_conv_flops": 7e9}
+    precision, reason = _precision_from(epyc)
+    assert precision == "float32" and "matmuls at 1.3x and conv gradients at 0.1x" in reason
+
+
+def test_a_probe_cached_without_the_conv_is_measured_again(tmp_path, monkeypatch):
+    from tpukit.hardware import cpu_probe as probe
+
+    monkeypatch.setattr(probe, "_probe", {})
+    first = probe.cpu_probe(str(tmp_path))
+    assert set(probe._FIELDS) <= set(first) and min(first[f] for f in probe._FIELDS) > 1e8
+    path = tmp_path / "cpu_probe.json"
+    old = {first["key"]: {"key": first["key"], "cpu": first["cpu"], "fp32_flops": 1.0, "bf16_flops": 2.0}}
+    path.write_text(json.dumps(old))  # what the matmul-only probe wrote
+    monkeypatch.setattr(probe, "_probe", {})
+    again = probe.cpu_probe(str(tmp_path))
+    assert again["fp32_flops"] > 1e8 and "bf16_conv_flops" in json.loads(path.read_text())[first["key"]]
+
+
 def test_simulated_replicas_give_per_replica_values():
     import tensorflow as tf
 
