@@ -246,9 +246,11 @@ def test_flops_match_a_hand_count_for_dense_conv_and_embedding():
     from tpukit.models import flops
 
     forward = 2 * (6 * 6 * 27 * 4 + 144 * 5)
-    count, how = flops.training_flops_per_example(_hand_model(), np.zeros((4, 8, 8, 3), "float32"))
-    assert count == 3 * forward and how.startswith("TensorFlow graph")
+    sample = np.zeros((4, 8, 8, 3), "float32")
+    count, how = flops.training_flops_per_example(_hand_model(), sample)
+    assert count == 3 * forward and how == flops.LAYERS  # known layers only: counted without a trace
     assert flops.layer_count(_hand_model()) == forward
+    assert flops._tf_forward(_hand_model(), sample) == 4 * forward  # the compiler agrees, for the batch of 4
     tokens = keras.Input((20,), dtype="int32")
     x = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(200, 16)(tokens))
     embed = keras.Model(tokens, keras.layers.Dense(2, use_bias=False)(x))
@@ -256,6 +258,22 @@ def test_flops_match_a_hand_count_for_dense_conv_and_embedding():
     # An embedding lookup is a gather (no FLOPs): only the Dense and the average over 20 positions count,
     # far from the 2 * 200 * 16 per token a one-hot matmul would cost.
     assert 3 * 2 * 16 * 2 <= count <= 3 * (2 * 16 * 2 + 2 * 21 * 16)
+
+
+def test_flops_come_from_the_compiler_when_a_layer_is_not_known():
+    from tpukit.models import flops
+
+    class Doubling(keras.layers.Dense):  # a subclass of a known layer may compute anything
+        def call(self, x):
+            return 2 * super().call(x)
+
+    inputs = keras.Input((6,))
+    for layer, source in [(keras.layers.Dense(3), flops.LAYERS), (Doubling(3), "TensorFlow graph"),
+                          (keras.layers.SimpleRNN(3), "TensorFlow graph")]:
+        x = keras.layers.Reshape((2, 3))(inputs) if isinstance(layer, keras.layers.SimpleRNN) else inputs
+        inner = keras.Sequential([keras.Input(x.shape[1:]), layer])  # nested models are walked too
+        _, how = flops.training_flops_per_example(keras.Model(inputs, inner(x)), np.zeros((2, 6), "float32"))
+        assert how.startswith(source), (layer, how)
 
 
 def test_flops_unknown_gives_none_with_a_reason():
