@@ -251,6 +251,10 @@ def test_flops_match_a_hand_count_for_dense_conv_and_embedding():
     assert count == 3 * forward and how == flops.LAYERS  # known layers only: counted without a trace
     assert flops.layer_count(_hand_model()) == forward
     assert flops._tf_forward(_hand_model(), sample) == 4 * forward  # the compiler agrees, for the batch of 4
+    channels_first = keras.Input((3, 8, 8))
+    x = keras.layers.Conv2D(4, 3, use_bias=False, data_format="channels_first")(channels_first)
+    x = keras.layers.Dense(5, use_bias=False)(keras.layers.Flatten()(x))
+    assert flops.layer_count(keras.Model(channels_first, x)) == forward  # 6*6 positions, not 4*6
     tokens = keras.Input((20,), dtype="int32")
     x = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(200, 16)(tokens))
     embed = keras.Model(tokens, keras.layers.Dense(2, use_bias=False)(x))

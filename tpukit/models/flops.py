@@ -158,7 +158,11 @@ def layer_count(model) -> Optional[int]:
             total += inner
         elif isinstance(layer, (keras.layers.Dense,) + convs):
             try:
-                positions = layer.input.shape[1:-1] if isinstance(layer, keras.layers.Dense) else layer.output.shape[1:-1]
+                if isinstance(layer, keras.layers.Dense):
+                    positions = layer.input.shape[1:-1]
+                else:  # a conv's output positions, its channels first or last
+                    last = layer.data_format != "channels_first"
+                    positions = layer.output.shape[1:-1] if last else layer.output.shape[2:]
             except (AttributeError, ValueError):
                 return None
             total += 2 * _size(layer.kernel.shape) * _size(positions)
