@@ -343,7 +343,16 @@ def test_the_filter_passes_signals_on_and_takes_the_program_with_it_when_killed(
         program = int(proc.stdout.readline())
         assert program != proc.pid
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=30)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # seen once in CI (2026-11-25), not reproduced in 28 runs, 25 under load
+            states = {"filter": _state(proc.pid), "program": _state(program)}
+            for pid in (program, proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            pytest.fail(f"{sig.name}: no exit within 30 s; process states {states}; stderr {proc.communicate()[1]!r}")
         assert proc.returncode == expected, err
         if sig == signal.SIGTERM:
             assert err == b"got SIGTERM\n"
