@@ -339,13 +339,16 @@ def test_the_filter_passes_signals_on_and_takes_the_program_with_it_when_killed(
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     for sig, expected in ((signal.SIGTERM, 143), (signal.SIGINT, -signal.SIGINT), (signal.SIGKILL, -9)):
-        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        # SIGINT as a terminal gives it: a shell's background job (`bash .ci/run &`) inherits it ignored, and an
+        # ignored signal stays ignored in the program too (nativelog), as it would without a filter.
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         program = int(proc.stdout.readline())
         assert program != proc.pid
         proc.send_signal(sig)
         try:
             _, err = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:  # seen once in CI (2026-11-25), not reproduced in 28 runs, 25 under load
+        except subprocess.TimeoutExpired:  # name the signal and what each process was doing
             states = {"filter": _state(proc.pid), "program": _state(program)}
             for pid in (program, proc.pid):
                 try:
