@@ -36,6 +36,7 @@ _NO_MATMUL = frozenset({
     "GlobalMaxPooling2D", "GlobalMaxPooling3D", "Identity",
 })
 _COUNTED = frozenset({"Dense", "Conv1D", "Conv2D", "Conv3D"})
+_GRAPHS = ("Sequential", "Functional")  # Keras' models whose layers are their whole computation
 
 
 def training_flops_per_example(model, sample) -> Tuple[Optional[int], str]:
@@ -124,10 +125,10 @@ def _quiet_tf():
 def _known_layers_only(model) -> bool:
     """Whether `layer_count` is exact for `model`: a Sequential or functional model (nested ones too) of Keras'
     own Dense and convolution layers and layers with no matmul. A subclass of any of them may compute anything."""
-    if not (type(model).__name__ in ("Sequential", "Functional") and _is_keras(model)) or not model.layers:
+    if not (type(model).__name__ in _GRAPHS and _is_keras(model)) or not model.layers:
         return False
     for layer in model.layers:
-        if type(layer).__name__ in ("Sequential", "Functional"):
+        if type(layer).__name__ in _GRAPHS:
             if not _known_layers_only(layer):
                 return False
         elif not (type(layer).__name__ in _COUNTED | _NO_MATMUL and _is_keras(layer)):
