@@ -8,9 +8,9 @@ evaluated once at the end, as tpukit does. On JAX the baseline is the same tf.da
 takes a tf.data.Dataset on every backend.
 
 Every run is a fresh process: the backend is fixed when Keras is imported, and the whole process's wall time
-is one of the two figures. Rounds interleave (each round: per case, plain then tpukit), so machine noise hits
-both alike. The figures, each a ratio where above 1 means tpukit is faster (the median of the per-round
-ratios):
+is one of the two figures. Rounds interleave (each round: per case, plain then tpukit, in the other order in
+every second round), so machine noise and any drift within a pair hit both alike. The figures, each a ratio
+where above 1 means tpukit is faster (the median of the per-round ratios):
 
 - steady-state examples/s, tpukit/plain, as a stopwatch sees it: every epoch after the first (which holds the first
   compilation) timed from its start to the end of its last training step, every step counted, its first
@@ -182,12 +182,13 @@ def main(argv=None):
     for r in range(args.rounds):
         for row in rows:
             case, backend, precision = row
-            for kind in KINDS:
+            for kind in (KINDS if r % 2 == 0 else KINDS[::-1]):
                 figures[row, kind].append(_run(kind, backend, case, precision, args.seed))
             (p, pw), (t, tw) = figures[row, "plain"][-1], figures[row, "tpukit"][-1]
             print(f"round {r + 1} {_name(row):40s}: plain {p:8,.0f} ex/s {pw:5.1f} s   tpukit {t:8,.0f} ex/s "
                   f"{tw:5.1f} s   ratios {t / p:.3f}, {pw / tw:.3f}", flush=True)  # as the table: above 1 is faster
-    print(f"\nCPU, {args.rounds} interleaved rounds in fresh processes; medians of the rounds; above 1 means tpukit is "
+    print(f"\nCPU, {args.rounds} interleaved rounds in fresh processes (plain first in odd rounds, tpukit first in "
+          "even ones); medians of the rounds; above 1 means tpukit is "
           "faster (steady: tpukit/plain examples/s in the epochs after the first, every step counted; wall: "
           "plain/tpukit whole-process seconds)\n")
     print("| model | backend | precision | plain ex/s | tpukit ex/s | steady ratio | plain wall s | tpukit wall s "
