@@ -194,6 +194,27 @@ def test_user_models_and_data_on_jax_with_either_feeder(tmp_path, feeder, replic
     assert out["stop_resume"]["fingerprint"] == out["text"]["fingerprint"]  # exact resume on JAX
 
 
+def test_a_jax_run_never_loads_tensorflow_and_its_seed_still_holds():
+    """Issue 18: on JAX a run feeds NumPy and seeds Keras with TensorFlow left out, as on Colab's TPU runtime
+    (which has none), so a process that has TensorFlow installed never pays its import. Same config, same
+    weights; `determinism.set_seed` still seeds TensorFlow once the user loads it."""
+    out = _python_with("""
+import json, sys, tempfile, tpukit
+from tpukit.training import determinism
+config = tpukit.RunConfig(dataset="digits", model="mlp", epochs=2, batch_size=32, backend="jax",
+                          logdir=tempfile.mkdtemp())
+a, b = tpukit.train(config), tpukit.train(config)
+loaded = "tensorflow" in sys.modules
+determinism.set_seed(3)
+import tensorflow as tf
+first = float(tf.random.uniform(()))
+determinism.set_seed(3)
+print(json.dumps({"status": [a.status, b.status], "same": a.fingerprint == b.fingerprint, "tf_loaded": loaded,
+                  "tf_seeded": first == float(tf.random.uniform(()))}))
+""")
+    assert out == {"status": ["completed", "completed"], "same": True, "tf_loaded": False, "tf_seeded": True}
+
+
 def test_both_feeders_give_the_same_batches_on_jax_fake_free():
     """The NumPy feeder (no TensorFlow) and tf.data feed identical batches: one definition of the order."""
     out = _python_with("""

@@ -308,10 +308,9 @@ def eval_dataset(data: ImageData, *, global_batch: int) -> "tf.data.Dataset":
 def _feeder() -> str:
     """tf.data where TensorFlow is installed, else the NumPy feeder (Colab's TPU runtime has no TensorFlow), whose
     PyDataset needs Keras: on the backend `connect()` would pick (`backend.choose`), if nothing has loaded Keras yet."""
-    name = backend.choose("auto")[0]
-    feeder = pipeline.choose(name)
+    feeder = pipeline.dataset_feeder()
     if feeder == "numpy" and backend.loaded() is None:
-        backend.select(name)
+        backend.select(backend.choose("auto")[0])
     return feeder
 
 

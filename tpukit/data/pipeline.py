@@ -4,8 +4,8 @@ Two feeders share one definition of the order (`epoch_order`, NumPy):
 
 - `tf.data` (where TensorFlow is installed): the examples are held as tensors,
   each batch is a gather of its indices, prefetched;
-- `numpy` (the JAX backend without TensorFlow, Colab's TPU runtime): a
-  `keras.utils.PyDataset` that gathers the same batches.
+- `numpy` (runs on JAX, so that they never load TensorFlow, as on Colab's TPU
+  runtime): a `keras.utils.PyDataset` that gathers the same batches.
 
 So epoch e's batches are the same in every run, on both feeders, and a run
 resumed at epoch k sees exactly what an uninterrupted run saw from epoch k
@@ -43,21 +43,31 @@ def eval_batch_size(num_examples: int, global_batch: int, replicas: int = 1) -> 
 
 
 def choose(backend: str, workers: int = 1) -> str:
-    """The feeder for a backend: tf.data where TensorFlow is installed, else NumPy.
+    """The feeder for a run: tf.data on TensorFlow, NumPy on JAX.
 
-    `TPUKIT_FEEDER=numpy` (or `tf.data`) forces one, for tests and comparisons.
-    Several JAX processes take NumPy: each cuts its own share out of every batch.
+    A JAX run fed by NumPy never loads TensorFlow, as on Colab's TPU runtime, which has
+    none: the process skips TensorFlow's import (4-5 s on a 2-core CPU) and runs no
+    tf.data threads beside XLA's. Measured (the mlp on digits, 4 epochs, 3 processes
+    each): 54-63k examples/s in 10 s against tf.data's 21-29k in 14 s.
+    `TPUKIT_FEEDER=numpy` (or `tf.data`) forces one, for tests and comparisons; several
+    JAX processes always take NumPy: each cuts its own share out of every batch.
     """
     if backend == "jax" and workers > 1:
         return "numpy"
+    return _forced() or ("tf.data" if backend == "tensorflow" else "numpy")
+
+
+def dataset_feeder() -> str:
+    """The feeder for datasets handed to the user (`data.train_dataset`): a tf.data.Dataset wherever
+    TensorFlow is installed, whatever the backend, else the NumPy feeder's PyDataset. `TPUKIT_FEEDER` forces one."""
+    return _forced() or ("tf.data" if installed("tensorflow") else "numpy")
+
+
+def _forced() -> Optional[str]:
     forced = os.environ.get("TPUKIT_FEEDER")
-    if forced:
-        if forced not in FEEDERS:
-            raise ValueError(f"TPUKIT_FEEDER: expected one of {', '.join(FEEDERS)}. Received: {forced!r}.")
-        return forced
-    if backend == "tensorflow" or installed("tensorflow"):
-        return "tf.data"
-    return "numpy"
+    if forced and forced not in FEEDERS:
+        raise ValueError(f"TPUKIT_FEEDER: expected one of {', '.join(FEEDERS)}. Received: {forced!r}.")
+    return forced or None
 
 
 def epoch_order(num_train: int, global_batch: int, steps: int, seed: int, epoch: int):

@@ -19,10 +19,47 @@ _enabled = False
 
 
 def set_seed(seed: int) -> None:
-    """Seed Python's random, NumPy, TensorFlow and Keras' global seed generator."""
+    """Seed Python's random, NumPy, TensorFlow (wherever installed) and Keras' global seed generator."""
     import keras
 
     keras.utils.set_random_seed(int(seed))
+
+
+def _seed_run(seed: int, backend: str) -> None:
+    """`set_seed` for a run, which on JAX leaves TensorFlow alone while the process has not loaded it.
+
+    `keras.utils.set_random_seed` imports TensorFlow wherever it is installed, to seed
+    tf.data's shuffles. A JAX run needs no such seed (its feeder is NumPy and its order
+    `pipeline.epoch_order`'s; a user's tf.data dataset means TensorFlow is already
+    loaded, and then it is seeded), so there Keras' seeding runs with TensorFlow hidden
+    from it, and the run never pays TensorFlow's import (4-5 s on a 2-core CPU). A
+    TensorFlow imported later in that process starts unseeded: `set_seed` seeds it.
+    """
+    import sys
+
+    import keras
+
+    lazy = _keras_lazy_tensorflow()
+    if backend == "tensorflow" or "tensorflow" in sys.modules or lazy is None:
+        keras.utils.set_random_seed(int(seed))
+        return
+    lazy._available = False  # read by set_random_seed's `if tf.available`
+    try:
+        keras.utils.set_random_seed(int(seed))
+    finally:
+        lazy._available = None  # asked again (and imported) the next time Keras needs TensorFlow
+
+
+def _keras_lazy_tensorflow():
+    """Keras' lazy handle on TensorFlow while it has not imported it, else None (then seeding imports it)."""
+    try:
+        from keras.src.utils import module_utils
+    except ImportError:
+        return None
+    lazy = getattr(module_utils, "tensorflow", None)
+    if getattr(lazy, "module", True) is not None or getattr(lazy, "_available", True) is not None:
+        return None
+    return lazy
 
 
 def enable_op_determinism() -> None:
@@ -49,7 +86,7 @@ def setup(seed: int, deterministic: bool, backend: str = "tensorflow") -> str:
     CPU and TPU kernels are deterministic, and on GPUs `connect()` sets XLA's
     deterministic-ops flag before JAX starts.
     """
-    set_seed(seed)
+    _seed_run(seed, backend)
     if deterministic and backend == "jax":
         return f"seed {seed} set; XLA ops are deterministic here (GPU: set at connect): same config, same weights."
     if deterministic:
