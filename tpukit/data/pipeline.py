@@ -2,8 +2,9 @@
 
 Two feeders share one definition of the order (`epoch_order`, NumPy):
 
-- `tf.data` (where TensorFlow is installed): the examples are held as tensors,
-  each batch is a gather of its indices, prefetched;
+- `tf.data` (runs on TensorFlow, and the datasets handed to the user wherever
+  TensorFlow is installed): the examples are held as tensors, each batch is a
+  gather of its indices, prefetched;
 - `numpy` (runs on JAX, so that they never load TensorFlow, as on Colab's TPU
   runtime): a `keras.utils.PyDataset` that gathers the same batches.
 

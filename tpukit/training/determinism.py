@@ -37,15 +37,13 @@ def _seed_run(seed: int, backend: str) -> None:
     """
     import sys
 
-    import keras
-
     lazy = _keras_lazy_tensorflow()
     if backend == "tensorflow" or "tensorflow" in sys.modules or lazy is None:
-        keras.utils.set_random_seed(int(seed))
+        set_seed(seed)
         return
     lazy._available = False  # read by set_random_seed's `if tf.available`
     try:
-        keras.utils.set_random_seed(int(seed))
+        set_seed(seed)
     finally:
         lazy._available = None  # asked again (and imported) the next time Keras needs TensorFlow
 
