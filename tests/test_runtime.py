@@ -26,6 +26,27 @@ def test_auto_falls_back_to_cpu_and_says_why_it_skipped_the_rest():
     assert "Skipped TPU: no TPU found" in text and "Skipped GPU" in text and "Precision:" in text
 
 
+_ALLOCATOR = """
+import tpukit, tensorflow as tf
+tpukit.connect("cpu", backend="tensorflow")
+tf.matmul(tf.ones((256, 256)), tf.ones((256, 256)))
+try:
+    print("pool" if tf.config.experimental.get_memory_info("CPU:0")["peak"] > 0 else "empty pool")
+except ValueError:  # malloc keeps no statistics
+    print("malloc")
+"""
+
+
+@pytest.mark.parametrize("user, expected", [(None, "pool"), ("false", "malloc")])
+def test_a_tensorflow_cpu_process_pools_its_memory_unless_the_user_says_not(user, expected):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
+    env.update({"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "",
+                **({"TF_CPU_ALLOCATOR_USE_BFC": user} if user else {})})
+    done = subprocess.run([sys.executable, "-c", _ALLOCATOR], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == expected
+
+
 def test_cpu_precision_recommendation_is_measured():
     runtime = tpukit.connect("cpu")
     assert runtime.precision in ("float32", "mixed_bfloat16")
