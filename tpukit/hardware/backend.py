@@ -97,13 +97,14 @@ def select(name: str) -> str:
 def pool_cpu_memory() -> None:
     """Have TensorFlow keep its CPU memory in its own pool (its BFC allocator) instead of glibc's malloc.
 
-    A CNN step on the CPU frees and allocates the same large buffers every step. Under malloc they come back as
-    fresh pages from the kernel: 0.5-1.0 million page faults an epoch for the zoo CNN on mnist5k here (3-5 s of
-    system time on 2 cores), and 3-9% slower epochs in the processes where malloc's state falls that way. TF's
-    pool reuses them: ~2,500 faults an epoch, ~10% less CPU (docs/decisions.md, issue 18). The pool keeps its
-    peak until the process ends. TensorFlow reads `TF_CPU_ALLOCATOR_USE_BFC` when it first allocates (its first
-    op), so this works while TensorFlow has run nothing yet, imported or not; the user's own setting wins
-    (`TF_CPU_ALLOCATOR_USE_BFC=false` keeps malloc). Not set where an NVIDIA GPU is present: unmeasured there.
+    A CNN step on the CPU frees and allocates the same large buffers every step. Under malloc they may come back
+    as fresh pages from the kernel, as the process's malloc state falls: 8k to 1.6 million page faults an epoch
+    for the zoo CNN on mnist5k here, up to 6 s of system time an epoch on 2 cores, in plain Keras' processes as in
+    tpukit's. TF's pool reuses them: 2-3k faults and ~0.5 s in every process measured (docs/decisions.md, issue
+    18). The pool keeps its peak until the process ends. TensorFlow reads `TF_CPU_ALLOCATOR_USE_BFC` when it
+    first allocates (its first op), so this works while TensorFlow has run nothing yet, imported or not; the
+    user's own setting wins (`TF_CPU_ALLOCATOR_USE_BFC=false` keeps malloc). Not set where an NVIDIA GPU is
+    present: unmeasured there.
     """
     os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
