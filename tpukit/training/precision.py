@@ -39,6 +39,36 @@ def resolve(precision: str, runtime=None) -> Tuple[str, str]:
     return runtime.precision, runtime.precision_reason
 
 
+def jit_compile(requested, runtime, policy: str, model, op_determinism: bool = False) -> Tuple[object, Optional[str]]:
+    """(jit_compile for `model.compile`, a sentence on why, or None where Keras' own "auto" stands).
+
+    Keras' "auto" keeps XLA off on a TensorFlow CPU. Under mixed precision that is
+    the slow choice: TensorFlow's CPU kernels emulate bfloat16 and float16, and the
+    zoo CNN ran 9.5x (mixed_bfloat16) and 4x (mixed_float16) faster with XLA, whose
+    CPU compiler computes them in float32 (docs/decisions.md, issue 18). XLA cannot
+    run MirroredStrategy's variables across CPU devices, and Keras keeps it off under
+    op determinism (`op_determinism`: on in this process, which a deterministic run
+    leaves on) and for a layer with `supports_jit=False`; there it stays off.
+    """
+    if requested != "auto" or policy == "float32":
+        return requested, None
+    if runtime.backend != "tensorflow" or runtime.kind != "cpu":
+        return requested, None
+    slow = (f"{policy} runs on TensorFlow's own CPU kernels, several times slower than float32 (float32 is the "
+            "faster choice here)")
+    if runtime.replicas > 1 or getattr(runtime, "workers", 1) > 1:
+        return requested, f"XLA stays off: it cannot compile MirroredStrategy's variables across CPU devices, so {slow}"
+    layers = getattr(model, "_flatten_layers", None)
+    unsupported = [layer.name for layer in (layers() if layers else ()) if not getattr(layer, "supports_jit", True)]
+    if unsupported:
+        return requested, f"XLA stays off: layer {unsupported[0]!r} does not support it, so {slow}"
+    if op_determinism:
+        return requested, (f"XLA stays off under TensorFlow's op determinism (RunConfig.deterministic, or a "
+                           f"deterministic run earlier in this process), so {slow}")
+    return True, (f"on (XLA): TensorFlow's CPU kernels emulate {policy.split('_')[1]}, XLA computes it in float32, "
+                  "several times faster; RunConfig.jit_compile=False turns it off")
+
+
 def current_policy() -> str:
     import keras
 

@@ -154,11 +154,23 @@ class _Run:
                 warnings.simplefilter("ignore", PaddingWarning)  # already said
                 self.config = config.replace(steps_per_execution=steps)
 
+    def _resolve_jit_compile(self, model):
+        config = self.config
+        jit, why = precision.jit_compile(config.jit_compile, self.runtime, config.precision, model,
+                                         determinism.op_determinism_enabled())
+        if why:
+            self.notes.append(f"jit_compile: {why}")
+        if jit != config.jit_compile:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PaddingWarning)  # already said
+                self.config = config.replace(jit_compile=jit)
+
     def _build_model(self):
 
         model, built = modeling.build(self.model_arg, self.config, self.source.spec, in_place=True)
         modeling.check_fits(model, self.source, modeling.loss_name(model, self.config))  # builds it, symbolically
         self._resolve_steps_per_execution(model)
+        self._resolve_jit_compile(model)
         compiled = modeling.compile(model, self.config)
         self.notes.append(f"model: {built}; {compiled}")
         if self.config.init_from and self.restore_from is None:  # a resume or extension restores its own weights

@@ -150,6 +150,8 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
 
 def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, modeling, pipeline, precision):
     """Build, compile and time one batch size; an out-of-memory error is a result, not a crash."""
+    from tpukit.training import determinism
+
     global_batch = global_batch_of(size, runtime.replicas)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PaddingWarning)
@@ -164,7 +166,9 @@ def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, m
             warnings.simplefilter("ignore")  # a built model is cloned for every trial: said once by train(), not here
             with precision.policy(policy), runtime.strategy.scope():
                 model, _ = modeling.build(model_arg, trial_config, source.spec)
-                modeling.compile(model, trial_config)
+                jit, _ = precision.jit_compile(config.jit_compile, runtime, policy, model,
+                                               determinism.op_determinism_enabled())
+                modeling.compile(model, trial_config.replace(jit_compile=jit))
                 feed = pipeline.train_feed(source.train, feeder=pipeline.choose(runtime.backend),
                                            global_batch=global_batch, seed=config.seed, epochs=epochs,
                                            steps=per_epoch)
