@@ -128,19 +128,21 @@ class NoXla(keras.layers.Layer):
 
 
 def _no_xla_model():
-    return keras.Sequential([keras.Input((8, 8, 1)), NoXla(name="no_xla"), keras.layers.Flatten(),
+    conv = dict(kernel_size=3, padding="same", activation="relu")
+    return keras.Sequential([keras.Input((8, 8, 1)), NoXla(name="no_xla"), keras.layers.Conv2D(128, **conv),
+                             keras.layers.Conv2D(128, **conv), keras.layers.Flatten(),
                              keras.layers.Dense(10, activation="softmax")])
 
 
-def _jit_seen(tmp_path, model="mlp", **changes):
-    """(model.jit_compile as fit saw it, the run's jit_compile notes, config.json's jit_compile) of a 1-epoch run."""
+def _jit_seen(tmp_path, model="cnn", **changes):
+    """(model.jit_compile as fit saw it, the run's jit_compile notes, config.json's jit_compile) of a short run."""
     seen = {}
 
     class Probe(keras.callbacks.Callback):
         def on_train_begin(self, logs=None):
             seen["jit"] = self.model.jit_compile
 
-    result = train(_config(tmp_path, epochs=1, **changes), model=model, callbacks=[Probe()])
+    result = train(_config(tmp_path, epochs=1, steps_per_epoch=3, **changes), model=model, callbacks=[Probe()])
     assert result.status == "completed", result.message
     notes = [n for n in result.notes if n.startswith("jit_compile: ")]
     return seen["jit"], notes, result.config["jit_compile"]
@@ -158,8 +160,9 @@ for precision in ("mixed_bfloat16", "mixed_float16"):
 
 def test_mixed_precision_on_a_tensorflow_cpu_runs_under_xla(tmp_path):
     """TensorFlow's CPU kernels emulate bfloat16 and float16 (the zoo CNN: 9.5x and 4x slower than under XLA), so
-    "auto" turns XLA on under mixed precision, says so and records it. In a fresh process: op determinism, which
-    keeps XLA off, stays on in this one once a test has turned it on."""
+    "auto" turns XLA on under mixed precision for a step that can win its compile back (the zoo cnn on digits: at
+    least 11 ms), says so and records it. In a fresh process: op determinism, which keeps XLA off, stays on in
+    this one once a test has turned it on."""
     done = subprocess.run([sys.executable, "-c", XLA_CHECK], capture_output=True, text=True, timeout=300,
                           cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-2000:]
@@ -175,6 +178,7 @@ def test_mixed_precision_on_a_tensorflow_cpu_runs_under_xla(tmp_path):
     (dict(precision="mixed_bfloat16", model=_no_xla_model), "XLA stays off: layer 'no_xla'"),
     (dict(precision="mixed_bfloat16", jit_compile=False), None),
     (dict(precision="float32"), None),  # Keras' own "auto": no XLA on a CPU, where float32 ran no faster with it
+    (dict(precision="mixed_bfloat16", model="mlp"), None),  # a 0.09 ms step: XLA's compile would not pay
 ])
 def test_mixed_precision_keeps_xla_off_where_it_cannot_run_and_says_why(tmp_path, changes, said):
     jit, notes, recorded = _jit_seen(tmp_path, **changes)

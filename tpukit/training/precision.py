@@ -8,7 +8,7 @@ not leak into each other. Models keep their outputs in float32 (see models.py).
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple
 
 POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
@@ -39,20 +39,32 @@ def resolve(precision: str, runtime=None) -> Tuple[str, str]:
     return runtime.precision, runtime.precision_reason
 
 
-def jit_compile(requested, runtime, policy: str, model, op_determinism: bool = False) -> Tuple[object, Optional[str]]:
+# A step estimated shorter than this (the model's FLOPs at the CPU's measured peak) keeps Keras' "auto" on a
+# TensorFlow CPU: XLA's compile costs a second or two there, more than such a step's 16-bit math wins back in a
+# workshop-sized run (the zoo mlp on digits: the same speed either way, 2.3 s more before its first step).
+XLA_MIN_STEP_SECONDS = 0.01
+
+
+def jit_compile(requested, runtime, policy: str, model, op_determinism: bool = False,
+                step_seconds: Callable[[], Optional[float]] = lambda: None) -> Tuple[object, Optional[str]]:
     """(jit_compile for `model.compile`, a sentence on why, or None where Keras' own "auto" stands).
 
     Keras' "auto" keeps XLA off on a TensorFlow CPU. Under mixed precision that is
-    the slow choice: TensorFlow's CPU kernels emulate bfloat16 and float16, and the
-    zoo CNN ran 9.5x (mixed_bfloat16) and 4x (mixed_float16) faster with XLA, whose
-    CPU compiler computes them in float32 (docs/decisions.md, issue 18). XLA cannot
-    run MirroredStrategy's variables across CPU devices, and Keras keeps it off under
-    op determinism (`op_determinism`: on in this process, which a deterministic run
-    leaves on) and for a layer with `supports_jit=False`; there it stays off.
+    the slow choice for a model of any size: TensorFlow's CPU kernels emulate bfloat16
+    and float16, and the zoo CNN ran 9.5x (mixed_bfloat16) and 4x (mixed_float16)
+    faster with XLA, whose CPU compiler computes them in float32 (docs/decisions.md,
+    issue 18). So "auto" is True there unless `step_seconds()` (called only then; None
+    when unknown) is under `XLA_MIN_STEP_SECONDS`. XLA cannot run MirroredStrategy's
+    variables across CPU devices, and Keras keeps it off under op determinism
+    (`op_determinism`: on in this process, which a deterministic run leaves on) and
+    for a layer with `supports_jit=False`; there it stays off, and the sentence says so.
     """
     if requested != "auto" or policy == "float32":
         return requested, None
     if runtime.backend != "tensorflow" or runtime.kind != "cpu":
+        return requested, None
+    estimate = step_seconds()
+    if estimate is not None and estimate < XLA_MIN_STEP_SECONDS:
         return requested, None
     slow = (f"{policy} runs on TensorFlow's own CPU kernels, several times slower than float32 (float32 is the "
             "faster choice here)")

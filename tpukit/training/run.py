@@ -140,12 +140,17 @@ class _Run:
                               f"({source.spec.num_validation} examples, split with seed {config.seed})")
         return source
 
+    def _cpu_step_seconds(self, model):
+        """A training step's time at the CPU's measured peak (a lower bound), or None where unknown."""
+        config = self.config
+        return estimated_step_seconds(self._flops(model)[0], config.global_batch_size,
+                                      self.runtime.peak_flops(config.precision))
+
     def _resolve_steps_per_execution(self, model):
         config, runtime = self.config, self.runtime
         step_s = None
         if config.steps_per_execution == "auto" and runtime.kind == "cpu":
-            step_s = estimated_step_seconds(self._flops(model)[0], config.global_batch_size,
-                                            runtime.peak_flops(config.precision))
+            step_s = self._cpu_step_seconds(model)
         steps, why = resolve_steps_per_execution(config.steps_per_execution, runtime, self.steps, config.profile,
                                                  step_seconds=step_s)
         if config.steps_per_execution == "auto":
@@ -157,7 +162,7 @@ class _Run:
     def _resolve_jit_compile(self, model):
         config = self.config
         jit, why = precision.jit_compile(config.jit_compile, self.runtime, config.precision, model,
-                                         determinism.op_determinism_enabled())
+                                         determinism.op_determinism_enabled(), lambda: self._cpu_step_seconds(model))
         if why:
             self.notes.append(f"jit_compile: {why}")
         if jit != config.jit_compile:

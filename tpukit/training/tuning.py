@@ -167,7 +167,8 @@ def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, m
             with precision.policy(policy), runtime.strategy.scope():
                 model, _ = modeling.build(model_arg, trial_config, source.spec)
                 jit, _ = precision.jit_compile(config.jit_compile, runtime, policy, model,
-                                               determinism.op_determinism_enabled())
+                                               determinism.op_determinism_enabled(),
+                                               lambda: _step_seconds(model, source, global_batch, runtime, policy))
                 modeling.compile(model, trial_config.replace(jit_compile=jit))
                 feed = pipeline.train_feed(source.train, feeder=pipeline.choose(runtime.backend),
                                            global_batch=global_batch, seed=config.seed, epochs=epochs,
@@ -183,6 +184,15 @@ def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, m
     seconds, timed = timer.meter.timed()
     return BatchTrial(size, global_batch, examples_per_sec=timer.meter.run_rate(),
                       step_time_ms=1000 * seconds / timed if timed else None)
+
+
+def _step_seconds(model, source, global_batch, runtime, policy):
+    """The trial's step time at the CPU's measured peak, as `train()` estimates it (None where unknown)."""
+    from tpukit.models import flops as flops_lib
+    from tpukit.training.plan import estimated_step_seconds
+
+    flops, _ = flops_lib.training_flops_per_example(model, source.sample(8))
+    return estimated_step_seconds(flops, global_batch, runtime.peak_flops(policy))
 
 
 class _StepTimer:
