@@ -434,8 +434,9 @@ else:
 # off on CPU-only machines (where our float32 CNN ran no faster with it), under **any `tf.distribute` strategy**
 # (a model compiled in `strategy.scope()`, even MirroredStrategy over one GPU), and with op determinism on. So a
 # distributed run on a GPU gets XLA only if you ask with `jit_compile=True`. tpukit's `"auto"` follows Keras,
-# with one exception: under mixed precision on a TensorFlow CPU it turns XLA on, because TensorFlow's CPU kernels
-# emulate bfloat16 and float16 (our CNN ran 9.5x faster under XLA in mixed_bfloat16), and the run's notes say so.
+# with one exception: under mixed precision on a TensorFlow CPU it turns XLA on for a step long enough to win the
+# compile back (10 ms or more), because TensorFlow's CPU kernels emulate bfloat16 and float16 (our CNN ran 9.5x
+# faster under XLA in mixed_bfloat16), and the run's notes say so.
 # A chain of elementwise ops is where fusion shines:
 
 # %%
