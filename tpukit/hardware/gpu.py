@@ -1,7 +1,9 @@
-"""GPUs under TensorFlow: a MirroredStrategy over them, their facts, the precision for them, and TF32.
+"""GPUs under TensorFlow: the strategy over them, their facts, the precision for them, and TF32.
 
-`mirrored` is also the strategy of simulated CPU replicas: one per device set per process, and
-it holds tpukit's one use of MirroredStrategy's private `_collective_key_base` (`_group_keys_from`).
+One GPU trains under TensorFlow's default strategy, as plain `model.fit` does; two or more under a
+MirroredStrategy (`gpu_strategy` says which and why). `mirrored` is also the strategy of simulated CPU
+replicas: one per device set per process, and it holds tpukit's one use of MirroredStrategy's private
+`_collective_key_base` (`_group_keys_from`).
 """
 
 from __future__ import annotations
@@ -35,19 +37,38 @@ def _connect_gpu(replicas, skipped) -> Runtime:
         facts.append({"name": name, "compute_capability": list(cc) if cc else None,
                       "memory_mib": memory.get(i), "peak_flops": peak})
     logical = [d.name for d in tf.config.list_logical_devices("GPU")][: len(gpus)]
-    strategy = mirrored(logical)
+    strategy, strategy_reason = gpu_strategy(logical)
     precision, reason = _gpu_precision(facts)
     return Runtime(
         backend="tensorflow",
         kind="gpu",
         devices=tuple(logical),
-        replicas=strategy.num_replicas_in_sync,
+        replicas=len(logical),
         strategy=strategy,
+        strategy_reason=strategy_reason,
         device_facts=tuple(facts),
         precision=precision,
         precision_reason=reason,
         skipped=skipped,
     )
+
+
+def gpu_strategy(devices) -> Tuple[Any, str]:
+    """(strategy, why) for TensorFlow on these GPUs: the default strategy for one, a MirroredStrategy for more.
+
+    Keras' `jit_compile="auto"` turns XLA off under any tf.distribute strategy other than the
+    default one (keras/src/trainers/trainer.py, `_resolve_auto_jit_compile`). A MirroredStrategy over
+    one GPU mirrors nothing, yet it would cost that GPU the XLA that plain `model.fit` gets there.
+    """
+    import tensorflow as tf
+
+    if len(devices) == 1:
+        return tf.distribute.get_strategy(), (
+            "TensorFlow's default strategy on one GPU, as plain model.fit: Keras' jit_compile='auto' compiles "
+            "with XLA there (it turns XLA off under a tf.distribute strategy)")
+    return mirrored(devices), (
+        f"MirroredStrategy over {len(devices)} GPUs: each replica takes its share of the global batch and the "
+        "gradients are all-reduced; Keras' jit_compile='auto' keeps XLA off under it")
 
 
 def _gpu_precision(facts) -> Tuple[str, str]:

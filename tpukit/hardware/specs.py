@@ -59,6 +59,7 @@ class Runtime:
     precision: str = "float32"
     precision_reason: str = ""
     skipped: Tuple[Tuple[str, str], ...] = ()
+    strategy_reason: str = ""  # which strategy, and why, where there was a choice (one GPU or several)
 
     @property
     def skipped_reasons(self) -> Dict[str, str]:
@@ -93,6 +94,8 @@ class Runtime:
             what += f" on {self.workers} workers"
         names = sorted({f.get("name", "") for f in self.device_facts if f.get("name")})
         lines = [f"Connected: {what} ({self.backend}; {', '.join(names) or 'devices: ' + ', '.join(self.devices)})"]
+        if self.strategy_reason:
+            lines.append(f"Strategy: {self.strategy_reason}")
         lines.append(f"Precision: {self.precision} recommended; {self.precision_reason}")
         for kind, why in self.skipped:
             lines.append(f"Skipped {kind.upper()}: {why}")
