@@ -481,5 +481,6 @@ else:
 # - **CPU**: mixed precision is for learning the mechanics; measure before you use it. CPUs with AMX or
 #   AVX512-BF16 can run bfloat16 matmuls faster, but not always its conv gradients (an AMD EPYC ran them 10x
 #   slower than float32); float16 is emulated and slow. On TensorFlow, a tpukit run under mixed precision on the
-#   CPU compiles a step of 10 ms or more with XLA, which computes the 16-bit math in float32: the zoo CNN then
-#   trains about as fast as in float32 (9.5x faster than without XLA), and the run's notes say so.
+#   CPU compiles a step of 10 ms or more with XLA where the CPU probe measured XLA faster than TensorFlow's own
+#   kernels for that 16-bit type (a CPU that emulates bfloat16: the zoo CNN 9.5x faster), and keeps Keras' own
+#   kernels where they are faster (AVX512-BF16); the run's notes say which, and what was measured.

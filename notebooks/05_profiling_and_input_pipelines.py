@@ -435,8 +435,9 @@ else:
 # (a model compiled in `strategy.scope()`, even MirroredStrategy over one GPU), and with op determinism on. So a
 # distributed run on a GPU gets XLA only if you ask with `jit_compile=True`. tpukit's `"auto"` follows Keras,
 # with one exception: under mixed precision on a TensorFlow CPU it turns XLA on for a step long enough to win the
-# compile back (10 ms or more), because TensorFlow's CPU kernels emulate bfloat16 and float16 (our CNN ran 9.5x
-# faster under XLA in mixed_bfloat16), and the run's notes say so.
+# compile back (10 ms or more) where the CPU probe measured XLA's 16-bit math faster than TensorFlow's own kernels.
+# That depends on the CPU: one AMD EPYC's kernels emulate bfloat16 (our CNN ran 9.5x faster under XLA), another's,
+# with AVX512-BF16, run it natively and beat XLA. The run's notes say what was measured.
 # A chain of elementwise ops is where fusion shines:
 
 # %%

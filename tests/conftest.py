@@ -7,6 +7,7 @@ TensorFlow is not installed (Colab's TPU package set), JAX gets the 8 devices
 instead, through XLA's flag, before it starts.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +18,10 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = Path(__file__).resolve().parents[1]
 REPLICAS = 8
+# Two CPUs' probe figures (tests/cpu_probes/NAME.json): "bf16_faster" (native bfloat16; XLA slower for it) and
+# "bf16_slower" (TensorFlow emulates bfloat16; XLA ten times faster for its convs). The suite passes with either
+# forced on every test: TPUKIT_CPU_PROBE=tests/cpu_probes/NAME.json make test.
+CPU_PROBES = REPO / "tests" / "cpu_probes"
 
 
 def pytest_configure(config):
@@ -39,6 +44,29 @@ def no_global_state_leaks():
         if name != "float32":
             keras.config.set_dtype_policy("float32")
             pytest.fail(f"test leaked the global dtype policy {name!r}")
+
+
+@pytest.fixture
+def cpu_probe_says(monkeypatch, tmp_path):
+    """Make the CPU probe give a test the figures its decision needs, in this process and in those it starts.
+
+    `cpu_probe_says("bf16_slower", bf16_flops=5e10)` writes the figures to a file and points
+    TPUKIT_CPU_PROBE at it (the way a user pins them), then forgets this process's probe and runtime, so
+    the next `connect()` reads them. Both come back after the test. A decision that follows from
+    measuring the host is tested with each outcome, never with what this machine happens to measure.
+    """
+    from tpukit.hardware import cpu_probe, runtime
+
+    def use(name: str, **figures) -> dict:
+        entry = {**json.loads((CPU_PROBES / f"{name}.json").read_text()), **figures}
+        path = tmp_path / f"cpu_probe-{name}.json"
+        path.write_text(json.dumps(entry))
+        monkeypatch.setenv(cpu_probe.FORCE, str(path))
+        monkeypatch.setattr(cpu_probe, "_probe", {})
+        monkeypatch.setattr(runtime, "_current", None)
+        return entry
+
+    return use
 
 
 def run_cli(*args, timeout=300, env=None, cwd=None):
