@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Debian's Chromium for tests/test_browser.py (driven by the `playwright` package; never `playwright install`).
-# Idempotent: does nothing when /usr/bin/chromium is already there. Run it before `make test`.
+# Idempotent: does nothing when /usr/bin/chromium is already there. `make test` runs it first.
 set -euo pipefail
 if [ -x /usr/bin/chromium ]; then
   echo "setup-browser: $(/usr/bin/chromium --version 2>/dev/null | head -n1)"

@@ -11,6 +11,7 @@ Screenshots go where tests/test_browser.py puts them (test-artifacts/screenshots
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,14 +20,16 @@ import warnings
 
 import pytest
 
-from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MISSING, RUN_TIMEOUT_MS, VIEWPORT, PanelPage,
-                          _children, _free_port, jupyter_env, log_tail, stop_server,
-                          wait_listening)
+from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MISSING, RUN_TIMEOUT_MS, SETUP, SKIP_ENV, VIEWPORT,
+                          PanelPage, _children, _free_port, jupyter_env, log_tail, stop_server, wait_listening)
 
 LAB_MISSING = "; ".join(filter(None, [MISSING, "" if importlib.util.find_spec("jupyterlab") else
                                       "the jupyterlab package is missing (pip install -e '.[test]')"]))
+if os.environ.get(SKIP_ENV) == "1":  # (test_browser's import has skipped already; kept for a direct import)
+    pytest.skip(f"BROWSER TESTS NOT RUN ({SKIP_ENV}=1)", allow_module_level=True)
 if LAB_MISSING:
-    pytest.skip(LAB_MISSING, allow_module_level=True)
+    pytest.fail(f"the JupyterLab browser tests cannot run: {LAB_MISSING}. Run: {SETUP}  (or {SKIP_ENV}=1 to skip "
+                "them)", pytrace=False)
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
