@@ -42,6 +42,7 @@ DATASET = "shapes"
 # (examples, per-replica batch, epochs, seconds a child may take) on a GPU and in a dry run.
 SIZES = {"gpu": (8192, 256, 4, 180), "dry": (384, 32, 2, 300)}
 TUNE_BUDGET_S = {"gpu": 12.0, "dry": 5.0}  # tune_batch_size's own time budget, per model and backend
+TUNE_LATE_S = 30
 TUNE_SIZE_TIMES = 4  # tune on this many times the examples: room for batches up to 1/16 of an epoch
 
 
@@ -293,9 +294,14 @@ def main(argv=None):
                        f"-> {data['runtime_precision']}")
             info[backend] = data
     round_s, tunes = [], {}
+
+    def save(rounds=None):  # the tables so far, to --out: a run stopped at its limit leaves what it measured
+        report.save(_tables(rows, figures, failed, tunes, skipped, args, sizes, feed, gpus,
+                            rounds or max(1, len(round_s)), info))
+
     for r in range(args.rounds):
         if r == 1 and not args.no_tune:  # after the first round, before the rest: the pick is worth more than a round
-            _tune_all(models, backends, args, sizes, began, skipped, tunes, report)
+            _tune_all(models, backends, args, sizes, began, skipped, tunes, report, save)
         if round_s and time.perf_counter() - began + max(round_s) > args.budget_s:
             skipped.append((f"rounds {r + 1}-{args.rounds}", f"the next round (~{max(round_s):.0f} s) would end past "
                                                              f"--budget-s {args.budget_s:.0f}"))
@@ -318,10 +324,10 @@ def main(argv=None):
             report.say(f"round {r + 1} {_name(row):32s}: plain {p['examples_per_sec']:9,.0f} ex/s {pw:5.1f} s  "
                        f"tpukit {t['examples_per_sec']:9,.0f} ex/s {tw:5.1f} s  compiles {p['compiles']}/"
                        f"{t['compiles']}  ratios {t['examples_per_sec'] / p['examples_per_sec']:.3f}, {pw / tw:.3f}")
-            report.save(_tables(rows, figures, failed, {}, skipped, args, sizes, feed, gpus, r + 1, info))
+            save(r + 1)
         round_s.append(time.perf_counter() - started)
     if not tunes and not args.no_tune:
-        _tune_all(models, backends, args, sizes, began, skipped, tunes, report)
+        _tune_all(models, backends, args, sizes, began, skipped, tunes, report, save)
     for row, why in failed.items():
         skipped.append((_name(row), why))
     done_rounds = max((len(figures[row, "tpukit"]) for row in rows), default=0)
@@ -333,18 +339,22 @@ def main(argv=None):
     return 0
 
 
-def _tune_all(models, backends, args, sizes, began, skipped, tunes, report):
-    """tune_batch_size per model and backend at precision "auto", on TUNE_SIZE_TIMES as many examples."""
+def _tune_all(models, backends, args, sizes, began, skipped, tunes, report, save):
+    """tune_batch_size per model and backend at precision "auto", on TUNE_SIZE_TIMES as many examples.
+
+    One takes about 40 s on an H100 (each size tried compiles a fresh model), so none starts later than
+    TUNE_LATE_S after --budget-s."""
     for model in models:
         for backend in backends:
-            if time.perf_counter() - began > args.budget_s + 60:
+            if time.perf_counter() - began > args.budget_s + TUNE_LATE_S:
                 skipped.append((f"tune_batch_size {model} on {backend}",
-                                f"a minute past --budget-s {args.budget_s:.0f}"))
+                                f"{TUNE_LATE_S} s past --budget-s {args.budget_s:.0f}"))
                 continue
             data, wall = _run("tune", backend, model, "auto", args, (TUNE_SIZE_TIMES * sizes[0], *sizes[1:]))
             tunes[model, backend] = data if data is not None else {"error": wall}
             report.say(f"tune {model} on {backend}: "
                        f"{tunes[model, backend].get('recommended', tunes[model, backend].get('error'))}")
+            save()
 
 
 def _jax_sees_gpu():
