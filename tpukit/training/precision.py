@@ -78,8 +78,8 @@ def jit_compile(requested, runtime, policy: str, model, op_determinism: bool = F
     if not gain:
         return requested, None
     dtype = policy.split("_")[1]
-    measured = (f"{facts.get('measured', 'measured here')}, XLA ran {dtype} matmuls at {gain['matmul']:.1f}x and conv gradients at "
-                f"{gain['conv']:.1f}x the speed of TensorFlow's own CPU kernels")
+    measured = (f"{facts.get('measured', 'measured here')}, XLA ran {dtype} matmuls at {gain['matmul']:.1f}x and "
+                f"conv gradients at {gain['conv']:.1f}x the speed of TensorFlow's own CPU kernels")
     if (gain["matmul"] * gain["conv"]) ** 0.5 <= XLA_MIN_GAIN:
         return requested, f"Keras' auto (off on a CPU): {measured}, so XLA would not gain"
     slow = f"{policy} runs on TensorFlow's own CPU kernels ({measured}; float32 may be the faster choice here)"
