@@ -77,10 +77,13 @@ def run_cli(*args, timeout=300, env=None, cwd=None):
 
 
 def pytest_report_header(config):
-    """Which front-end stack this run tests (make test runs the widget tests under ipywidgets 8 and 7)."""
+    """Which front-end stack this run tests (make test runs the widget tests under ipywidgets 8 and 7), and whose
+    CPU figures its decisions follow."""
+    forced = os.environ.get("TPUKIT_CPU_PROBE")
+    probe = f"CPU probe pinned: TPUKIT_CPU_PROBE={forced}" if forced else "CPU probe: this machine's"
     try:
         import ipywidgets
 
-        return f"ipywidgets {ipywidgets.__version__}"
+        return [f"ipywidgets {ipywidgets.__version__}", probe]
     except ImportError:
-        return "ipywidgets not installed"
+        return ["ipywidgets not installed", probe]
