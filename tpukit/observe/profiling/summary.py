@@ -17,6 +17,8 @@ __all__ = ["OpStat", "ProfileSummary", "from_measurements"]
 # input is moderately input-bound (20% highly); 3% in 'All Others' is notable.
 _INPUT_BOUND_PERCENT = 5.0
 _OTHER_NOTABLE_PERCENT = 3.0
+# Below this share of the step time, the top ops leave most of the step unexplained, and the summary says so.
+_COVERED_PERCENT = 50.0
 _PROFILE_TAB = "TensorBoard's Profile tab"
 
 
@@ -52,14 +54,26 @@ class ProfileSummary:
             below, None when not measured.
         input_conclusion: One sentence on input that states the number and the verdict.
         other_percent: Percent of step time xprof attributes to no op ("All
-            Others": Python, I/O outside tf.data), or None without step markers.
+            Others": Python, I/O outside tf.data), or None without step
+            markers or where xprof sees no op at all (XLA:CPU under JAX: its
+            ops are in the trace only, and xprof counts them as "All Others").
         top_ops: Up to 10 ops with the most self time, idle time excluded:
-            device ops when the capture has any, else host framework ops, else
-            the XLA ops in the trace's thread lines (XLA:CPU under JAX).
+            device ops when the capture has any, else the XLA ops in the
+            trace's thread lines (XLA:CPU, under JAX and under TensorFlow with
+            jit_compile) ranked with the host framework ops, else host
+            framework ops alone. XLA ops are named `<hlo module>/<hlo op>`,
+            their category the op's kind; in the profiled steps an XLA op also
+            gets the time after it until its module's next op starts (work it
+            handed to a thread pool, as XLA:CPU does under TensorFlow).
         top_ops_source: Where `top_ops` come from: "device", "host", "XLA ops
-            in the trace", or "" when there are none.
+            in the trace", "XLA ops in the trace and host ops", or "" when
+            there are none.
         recommendation: What to look at next, in plain text; names only
             TensorBoard's Profile tab and its tools.
+        top_ops_step_percent: The top ops' self time as a percent of the
+            profiled steps' time (their sum over the steps' sum), or None
+            without step markers or ops. Ops that run on several threads at
+            once can add up to more than 100.
     """
 
     path: str
@@ -75,6 +89,7 @@ class ProfileSummary:
     top_ops: Tuple[OpStat, ...]
     top_ops_source: str
     recommendation: str
+    top_ops_step_percent: Optional[float] = None
 
     @property
     def input_verdict(self) -> str:
@@ -106,11 +121,14 @@ class ProfileSummary:
             lines.append(f"Other    {_other_sentence(self.other_percent)}")
         if self.top_ops:
             width = min(40, max(len("category"), *(len(op.category) for op in self.top_ops)))
-            lines.append(f"Top ops by self time ({self.top_ops_source})")
+            covered = "" if self.top_ops_step_percent is None else f": {_covered_words(self.top_ops_step_percent)}"
+            lines.append(f"Top ops by self time ({self.top_ops_source}){covered}")
             lines.append(f"  {'self us':>10}  {'share':>6}  {'category':<{width}}  op")
             for op in self.top_ops:
                 pct = f"{op.self_time_percent:>5.1f}%"
                 lines.append(f"  {op.self_time_us:>10.1f}  {pct}  {op.category[:width]:<{width}}  {op.name}")
+            if self.top_ops_step_percent is not None and self.top_ops_step_percent < _COVERED_PERCENT:
+                lines.append(f"Coverage {_uncovered_sentence(self.top_ops_step_percent)}")
         else:
             lines.append("Top ops: none with self time in this capture.")
         if self.recommendation:
@@ -130,6 +148,8 @@ def from_measurements(path: str, hardware_type: str, steps: Sequence[Tuple[str, 
     """
     input_bound = None if input_percent is None else input_percent >= _INPUT_BOUND_PERCENT
     times = [ms for _, ms in steps]
+    covered = (100.0 * sum(op.self_time_us for op in top_ops) / (1000.0 * sum(times))
+               if top_ops and times and sum(times) > 0 else None)
     return ProfileSummary(
         path=path,
         hardware_type=hardware_type,
@@ -143,7 +163,8 @@ def from_measurements(path: str, hardware_type: str, steps: Sequence[Tuple[str, 
         other_percent=other_percent,
         top_ops=top_ops,
         top_ops_source=top_ops_source,
-        recommendation=_advice(input_bound, other_percent, tips),
+        recommendation=_advice(input_bound, other_percent, covered, tips),
+        top_ops_step_percent=covered,
     )
 
 
@@ -159,15 +180,30 @@ def _other_sentence(percent: float) -> str:
     return f"{percent:.1f}% of step time is in no traced op ('All Others': Python overhead or I/O)."
 
 
-def _advice(input_bound: Optional[bool], other_percent: Optional[float], tips: Sequence[str]) -> str:
+def _covered_words(percent: float) -> str:
+    words = f"{percent:.0f}% of the step time"
+    return words + " (ops ran on several threads at once)" if percent > 100.0 else words
+
+
+def _uncovered_sentence(percent: float) -> str:
+    return (f"the top ops cover only {percent:.0f}% of the step time: the rest is in smaller ops or in no op the "
+            "profiler names (Python, the framework's dispatch, waiting).")
+
+
+def _advice(input_bound: Optional[bool], other_percent: Optional[float], covered: Optional[float],
+            tips: Sequence[str]) -> str:
     """What to look at next, naming only what the user can open: TensorBoard's Profile tab and its tools."""
     parts = []
+    uncovered = covered is not None and covered < _COVERED_PERCENT
     if input_bound:
         parts.append(
             f"The input pipeline analysis in {_PROFILE_TAB} shows which tf.data stages take the time; "
             "prefetching, parallel map calls and caching usually help."
         )
-    if other_percent is not None and other_percent >= _OTHER_NOTABLE_PERCENT:
+    if uncovered:
+        parts.append(f"The top ops cover only {covered:.0f}% of the step time; the trace viewer in {_PROFILE_TAB} "
+                     "shows the rest of the step.")
+    elif other_percent is not None and other_percent >= _OTHER_NOTABLE_PERCENT:
         parts.append(f"The trace viewer in {_PROFILE_TAB} shows what runs between the ops.")
     parts.extend(tips)
     return " ".join(p for p in parts if p)

@@ -9,6 +9,7 @@ with this module.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import html
 import json
@@ -82,8 +83,10 @@ def summarize(path) -> ProfileSummary:
 
     Step times and the step-time breakdown come from xprof's input-pipeline
     analysis (the numbers TensorBoard's overview page shows), top ops from its
-    framework op stats or, where those have none (XLA:CPU under JAX), from the
-    XLA ops in the trace.
+    framework op stats: device ops where there are any, else the XLA ops in
+    the trace (XLA:CPU runs them on the host's thread lines, under JAX and
+    under TensorFlow's jit_compile, and xprof's op stats leave them out)
+    ranked with the host framework ops.
 
     Args:
         path: An `.xplane.pb` file, a capture directory
@@ -104,9 +107,13 @@ def summarize(path) -> ProfileSummary:
     steps, input_percent, other_percent = _steps(step_table)
     if not _has_rows(_table_with(analysis, "opName")) and not input_percent:
         input_percent = None  # xprof saw no input pipeline: its 0% is not a measurement
-    top_ops, source = _top_ops(_tool_data(xplanes, "framework_op_stats"))
-    if not top_ops:
-        top_ops, source = _xla_ops_from_trace(xplanes)
+    on_device, on_host = _op_stats(_tool_data(xplanes, "framework_op_stats"))
+    xla = () if on_device else _xla_ops_from_trace(xplanes)
+    top_ops, source = _top_ops(on_device, on_host, xla)
+    if xla and not on_host:
+        # xprof's step breakdown saw no op at all (XLA:CPU under JAX): its 'All Others' holds the XLA ops' time,
+        # as much of it as xprof happened not to call host compute, so it measures no overhead.
+        other_percent = None
     tips = (_table_with(overview, "tip_type") or {}).get("p", {})
     statements = [props.get(k) or tips.get(k) for k in _TIP_STATEMENTS]
     return from_measurements(shown, props.get("hardware_type", ""), steps, input_percent, other_percent, top_ops,
@@ -204,17 +211,43 @@ def _has_idle(table: Dict[str, Any]) -> bool:
     return any(_cells(row)[i] == "IDLE" for row in table.get("rows", []))
 
 
-def _top_ops(tables: List[Dict[str, Any]]) -> Tuple[Tuple[OpStat, ...], str]:
-    """Framework ops from xprof's op stats: (ops, "device" or "host"), or ((), "") when it has none."""
+# TensorFlow ops that launch an XLA cluster: their time is the XLA ops', which
+# the trace gives op by op.
+_XLA_LAUNCH_OPS = frozenset({"XlaLaunch", "XlaLaunchV2", "_XlaRun", "TfrtXlaLaunch"})
+
+
+def _top_ops(on_device: List[OpStat], on_host: List[OpStat], xla: Sequence[OpStat]) -> Tuple[Tuple[OpStat, ...], str]:
+    """The top ops and where they come from: device ops where there are any, else the XLA ops ranked
+    with the host ops, else host ops; ((), "") when there are none."""
+    if on_device:
+        return _top(on_device), "device"
+    if not xla:
+        return _top(on_host), "host" if on_host else ""
+    on_host = [op for op in on_host if op.category not in _XLA_LAUNCH_OPS]
+    if not on_host:
+        return _top(list(xla)), "XLA ops in the trace"
+    # Shares of all the ops listed together (xprof's host shares are of host op time only).
+    ops = list(xla) + on_host
+    total = sum(op.self_time_us for op in ops)
+    ranked = [dataclasses.replace(op, self_time_percent=100.0 * op.self_time_us / total) for op in ops]
+    return _top(ranked), "XLA ops in the trace and host ops"
+
+
+def _top(ops: List[OpStat]) -> Tuple[OpStat, ...]:
+    return tuple(sorted(ops, key=lambda op: op.self_time_us, reverse=True)[:_TOP_OPS])
+
+
+def _op_stats(tables: List[Dict[str, Any]]) -> Tuple[List[OpStat], List[OpStat]]:
+    """(device ops, host ops) from xprof's framework op stats, idle time left out."""
     # xprof gives the op table twice, with and without IDLE time; shares are
     # more telling without it.
     candidates = [t for t in tables if isinstance(t, dict) and "total_self_time" in _column_ids(t)]
     if not candidates:
-        return (), ""
+        return [], []
     table = next((t for t in candidates if not _has_idle(t)), candidates[0])
     ids = _column_ids(table)
     col = {name: ids.index(name) for name in ids}
-    rows = []
+    on_device, on_host = [], []
     for row in table.get("rows", []):
         cells = _cells(row)
         where = cells[col["host_or_device"]] if "host_or_device" in col else "Host"
@@ -225,44 +258,44 @@ def _top_ops(tables: List[Dict[str, Any]]) -> Tuple[Tuple[OpStat, ...], str]:
         share_key = "device_total_self_time_percent" if where == "Device" else "host_total_self_time_percent"
         share = cells[col[share_key]] if share_key in col else 0.0
         name = str(cells[col["operation"]]) if "operation" in col else category
-        rows.append((where, OpStat(name, category, self_time, 100.0 * float(share or 0.0))))
-    on_device = [op for where, op in rows if where == "Device"]
-    chosen = on_device or [op for _, op in rows]
-    chosen.sort(key=lambda op: op.self_time_us, reverse=True)
-    return tuple(chosen[:_TOP_OPS]), ("device" if on_device else "host") if chosen else ""
+        (on_device if where == "Device" else on_host).append(
+            OpStat(name, category, self_time, 100.0 * float(share or 0.0)))
+    return on_device, on_host
 
 
-def _xla_ops_from_trace(xplanes: List[str]) -> Tuple[Tuple[OpStat, ...], str]:
+def _xla_ops_from_trace(xplanes: List[str]) -> Tuple[OpStat, ...]:
     """XLA ops from the trace: XLA:CPU runs them on the host's thread lines (xprof's op stats leave them out)."""
     # use_saved_result=False: newer xprof otherwise caches the trace next to the capture.
     trace = _tool_json(xplanes, "trace_viewer", {"use_saved_result": False})
-    ops = _xla_ops(trace.get("traceEvents", []) if isinstance(trace, dict) else [])
-    return ops, ("XLA ops in the trace" if ops else "")
+    return _xla_ops(trace.get("traceEvents", []) if isinstance(trace, dict) else [])
 
 
 def _xla_ops(events: Sequence[Dict[str, Any]]) -> Tuple[OpStat, ...]:
-    """The top XLA ops among trace events ("X" events whose args name an `hlo_op`).
+    """The XLA ops among trace events ("X" events whose args name an `hlo_op`), most self time first.
 
-    Self time is an op's time less the ops nested in it on the same thread;
-    shares are of all XLA ops' self time.
+    An op's self time is its events' time less the ops nested in them on the
+    same thread, plus, within the profiled steps (the "X" events whose args
+    hold a `step_num`), the time after its event during which no op of its
+    module ran on any thread until the next one started. XLA:CPU under
+    TensorFlow ends a convolution's (or a parallel fusion's) event when it
+    hands the work to its thread pool, so that work shows as such a gap after
+    it; on JAX the gaps are the runtime's dispatch, tens of microseconds.
+    Shares are of all XLA ops' self time.
     """
-    threads: Dict[Tuple[Any, Any], List[Dict[str, Any]]] = {}
-    for event in events:
-        if event.get("ph") == "X" and "hlo_op" in (event.get("args") or {}):
-            threads.setdefault((event.get("pid"), event.get("tid")), []).append(event)
     self_us: Dict[Tuple[str, str], float] = {}
-    for line in threads.values():
-        line.sort(key=lambda e: (float(e.get("ts", 0)), -float(e.get("dur", 0))))
+    for line in _hlo_lines(events).values():
         enclosing: List[Tuple[float, Tuple[str, str]]] = []  # (end, op) of the ops open at this event
         for event in line:
             start, duration = float(event.get("ts", 0)), float(event.get("dur", 0))
-            key = (str(event["args"].get("hlo_module", "")), str(event["args"]["hlo_op"]))
+            key = _key(event)
             while enclosing and enclosing[-1][0] <= start:
                 enclosing.pop()
             if enclosing:
                 self_us[enclosing[-1][1]] -= duration
             self_us[key] = self_us.get(key, 0.0) + duration
             enclosing.append((start + duration, key))
+    for key, us in _gaps_after(events).items():
+        self_us[key] = self_us.get(key, 0.0) + us
     total = sum(us for us in self_us.values() if us > 0)
     ops = [
         OpStat(f"{module}/{op}" if module else op, re.sub(r"\.\d+$", "", op), us, 100.0 * us / total)
@@ -270,4 +303,40 @@ def _xla_ops(events: Sequence[Dict[str, Any]]) -> Tuple[OpStat, ...]:
         if us > 0
     ]
     ops.sort(key=lambda op: op.self_time_us, reverse=True)
-    return tuple(ops[:_TOP_OPS])
+    return tuple(ops)
+
+
+def _hlo_lines(events: Sequence[Dict[str, Any]]) -> Dict[Tuple[Any, Any], List[Dict[str, Any]]]:
+    """The XLA op events per thread line, in order of start (an enclosing op before the ops in it)."""
+    lines: Dict[Tuple[Any, Any], List[Dict[str, Any]]] = {}
+    for event in events:
+        if event.get("ph") == "X" and "hlo_op" in (event.get("args") or {}):
+            lines.setdefault((event.get("pid"), event.get("tid")), []).append(event)
+    for line in lines.values():
+        line.sort(key=lambda e: (float(e.get("ts", 0)), -float(e.get("dur", 0))))
+    return lines
+
+
+def _key(event: Dict[str, Any]) -> Tuple[str, str]:
+    return str(event["args"].get("hlo_module", "")), str(event["args"]["hlo_op"])
+
+
+def _gaps_after(events: Sequence[Dict[str, Any]]) -> Dict[Tuple[str, str], float]:
+    """Per XLA op, the microseconds in the profiled steps after its event ended during which no op of its
+    module ran on any thread until the next one started (the op whose end opened the gap gets it)."""
+    steps = [(float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur", 0))) for e in events
+             if e.get("ph") == "X" and "step_num" in (e.get("args") or {})]
+    ops = sorted((float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur", 0)), _key(e))
+                 for line in _hlo_lines(events).values() for e in line)
+    gaps: Dict[Tuple[str, str], float] = {}
+    for step_start, step_end in steps:
+        last: Dict[str, Tuple[float, Tuple[str, str]]] = {}  # module -> (latest end so far, the op that ends then)
+        for start, end, key in ops:
+            if not step_start <= start < step_end:
+                continue
+            open_end, open_op = last.get(key[0], (start, key))
+            if start > open_end:
+                gaps[open_op] = gaps.get(open_op, 0.0) + start - open_end
+            if end >= open_end or start > open_end:
+                last[key[0]] = (end, key)
+    return gaps
