@@ -1,4 +1,4 @@
-# Two commands that work on a fresh machine with only Python 3.11 and pip:
+# Two commands that work on a fresh machine with Python 3.11 and pip (and pyenv's CPython 3.13 for Colab's sets):
 #   make demo   train the default model on the bundled offline dataset, with a profile capture
 #   make test   the whole test suite
 # Each creates or updates the virtual environment in .venv first.
@@ -10,6 +10,8 @@ STAMP := $(VENV)/.tpukit-installed
 # Colab preinstalls ipywidgets 7.7.1: the widget tests also run against it, from an overlay on PYTHONPATH.
 W7 := .widgets7
 W7STAMP := $(W7)/.installed
+# The CPU set CI installs: the packages tpukit needs at the CPU freeze's versions (see .ci/colab/build-sets.py).
+COLAB_CPU_SET ?= .ci/colab/cpu-tpukit.txt
 
 .PHONY: demo test test-widgets7 test-colab browser venv tensorboard bench bench-panel clean
 
@@ -34,11 +36,13 @@ test: venv $(W7STAMP) browser
 	PYTHONPATH=$(W7) $(PY) -m pytest -q -p no:cacheprovider tests/test_panel.py tests/test_context.py
 	$(MAKE) test-colab
 
-# Colab's TPU and CPU/GPU package sets (.ci/colab/*.txt), each in its own venv: install tpukit as Colab users do,
-# check that nothing of the set moved, run the tests that apply there.
+# Colab's runtimes as they ship (.ci/colab/*.txt, generated from Colab's pip freeze files by
+# .ci/colab/build-sets.py), on Python 3.13: tpukit resolved against all three sets; the TPU and CPU sets each
+# installed in their own venv, tpukit installed as Colab users do, nothing of the set moved, the tests that apply.
 test-colab:
+	bash .ci/colab-env.sh resolve tpu cpu gpu
 	bash .ci/colab-env.sh tpu
-	bash .ci/colab-env.sh cpu
+	bash .ci/colab-env.sh cpu $(COLAB_CPU_SET)
 
 test-widgets7: venv $(W7STAMP)
 	PYTHONPATH=$(W7) $(PY) -m pytest -q -p no:cacheprovider tests/test_panel.py tests/test_context.py
@@ -58,4 +62,4 @@ bench-panel: venv
 	$(PY) benchmarks/panel_overhead.py
 
 clean:
-	rm -rf runs .pytest_cache $(W7) .venv-colab-tpu .venv-colab-cpu
+	rm -rf runs .pytest_cache $(W7) .venv-colab-*

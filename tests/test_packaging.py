@@ -34,3 +34,48 @@ def test_readme_colab_links_point_at_notebooks_on_main():
                        (REPO / "README.md").read_text())
     notebooks = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "notebooks").glob("[0-9]*.ipynb"))
     assert sorted(links) == notebooks and notebooks
+
+
+# ---- Colab's package sets (.ci/colab/): generated from Colab's own pip freeze files, which the floors must admit ----
+
+COLAB = REPO / ".ci" / "colab"
+SETS = ("tpu", "cpu", "gpu")
+
+
+def _canon(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _freeze(name):
+    """{package: version} of Colab's freeze file NAME-COMMIT.txt (the one in .ci/colab/freeze/), and its path."""
+    (path,) = (COLAB / "freeze").glob(f"{name}-*.txt")
+    pins = [line.split("==", 1) for line in path.read_text().splitlines() if "==" in line and line[0] != "#"]
+    return {_canon(n): v for n, v in pins}, path
+
+
+def _set_lines(path):
+    text = path.read_text().splitlines()
+    pins = [line.split("  #")[0] for line in text if line and line[0] != "#"]  # `  # sdist`: built from source
+    return [line for line in text if line.startswith("#")], pins
+
+
+def test_colab_sets_name_their_source_commit_and_date_and_come_from_its_freeze():
+    sources = set()
+    for path in sorted(COLAB.glob("*.txt")):
+        name = path.stem.split("-")[0]
+        freeze, freeze_path = _freeze(name)
+        commit = freeze_path.stem.rsplit("-", 1)[1]
+        header, pins = _set_lines(path)
+        source = next(line for line in header if line.startswith("# source: "))
+        assert re.fullmatch(rf"# source: {commit} \d{{4}}-\d{{2}}-\d{{2}}", source), (path.name, source)
+        assert f"googlecolab/backend-info commit {commit} ({source.split()[-1]})" in header[0], path.name
+        sources.add(source)
+        # every pin is the freeze's own line (never typed by hand); the full sets account for every freeze line
+        assert {_canon(p.split("==")[0]): p.split("==")[1] for p in pins}.items() <= freeze.items(), path.name
+        if path.stem == name:
+            lines = [l for l in freeze_path.read_text().splitlines() if l.strip() and not l.startswith("#")]
+            left_out = [l for l in header if l.startswith("#   ")]
+            assert len(pins) + len(left_out) == len(lines), path.name
+    assert {p.stem for p in COLAB.glob("*.txt")} >= set(SETS)
+    assert len(sources) == 1, sources  # all sets from one backend-info commit
+    assert "# source: a724079 2026-08-19" in sources
