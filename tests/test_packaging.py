@@ -79,3 +79,35 @@ def test_colab_sets_name_their_source_commit_and_date_and_come_from_its_freeze()
     assert {p.stem for p in COLAB.glob("*.txt")} >= set(SETS)
     assert len(sources) == 1, sources  # all sets from one backend-info commit
     assert "# source: a724079 2026-08-19" in sources
+
+
+def _requirements():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    conda = [d for d in env["dependencies"] if isinstance(d, str) and d.split("=")[0] not in ("python", "pip")]
+    everything = project["dependencies"] + sum(project["optional-dependencies"].values(), [])
+    return [("pyproject.toml", r) for r in everything] + [
+        ("environment.yml", r) for r in pip + conda if not r.startswith("-e")]
+
+
+def test_floors_admit_every_version_colab_ships():
+    """No requirement of pyproject.toml or environment.yml would move a package Colab ships, on any runtime."""
+    from packaging.requirements import Requirement
+
+    freezes = {name: _freeze(name)[0] for name in SETS}
+    checked, refused = 0, []
+    for where, line in _requirements():
+        req = Requirement(line)
+        for name, freeze in freezes.items():
+            version = freeze.get(_canon(req.name))
+            if version is not None:
+                checked += 1
+                if not req.specifier.contains(version, prereleases=True):
+                    refused.append(f"{where}: {line} refuses Colab's {name} {req.name}=={version}")
+    assert not refused, refused
+    assert checked >= 30  # keras, ipywidgets, jax, tensorflow, tensorboard, psutil, ... on each runtime
+    python = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
+    from packaging.specifiers import SpecifierSet
+
+    assert SpecifierSet(python).contains("3.13.15")  # Colab's Python (the freeze files' README)
