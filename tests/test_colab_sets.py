@@ -185,6 +185,16 @@ def test_tfds_name_uncached_and_offline_fails_fast_in_one_line_offline_simulated
     monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path))
     monkeypatch.setattr(data, "reachable", lambda host, **kwargs: False)
     started = time.time()
+    proc = subprocess.run([sys.executable, "-c", "import tensorflow_metadata.proto.v0.anomalies_pb2"],
+                          capture_output=True, text=True)
+    if proc.returncode and SET == "cpu":  # a known gap of Colab's CPU runtime itself, visible as XFAIL
+        from tpukit.data.types import DataError
+
+        with pytest.raises(DataError) as info:
+            sources.prepare("tfds:mnist", name="tfds:mnist")
+        assert "\n" not in str(info.value) and time.time() - started < 30
+        pytest.xfail("Colab's CPU runtime ships tensorflow-metadata 1.21.0 (protobuf 6.31 gencode) beside protobuf "
+                     f"5.29.6, so tensorflow-datasets cannot load there; tpukit says: {info.value}")
     with pytest.raises(data.DatasetUnavailable, match=r"'tfds:mnist' is not in the tensorflow-datasets cache") as info:
         sources.prepare("tfds:mnist", name="tfds:mnist")
     assert "\n" not in str(info.value) and time.time() - started < 30
