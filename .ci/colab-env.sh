@@ -91,8 +91,12 @@ if [ ! -f "$stamp" ]; then
     grep -v -x -F "$bad" "$venv/pins.txt" >"$venv/pins.next" && mv "$venv/pins.next" "$venv/pins.txt"
   done
   # The few pure-Python packages Colab ships that have no wheel (promise, which tensorflow-datasets imports).
+  # Built once into the wheelhouse (pyspark's sdist alone is 400 MB), then installed from it like the rest.
   if [ -s "$venv/sdist.txt" ]; then
-    "$py" -m pip install -q --no-deps --no-binary :all: -r "$venv/sdist.txt" 2>&1 | quiet
+    if ! "$py" -m pip install -q --no-deps --no-index --find-links "$wheels" -r "$venv/sdist.txt" 2>/dev/null; then
+      nice -n 5 "$py" -m pip wheel -q --no-deps --no-binary :all: -w "$wheels" -r "$venv/sdist.txt" 2>&1 | quiet
+      "$py" -m pip install -q --no-deps --no-index --find-links "$wheels" -r "$venv/sdist.txt"
+    fi
   fi
   "$py" -m pip freeze --all | sort > "$venv/colab-freeze.txt"
   touch "$stamp"
