@@ -95,11 +95,18 @@ def summarize(path) -> ProfileSummary:
     Returns:
         A `ProfileSummary`.
 
+    Where xprof's converter cannot be imported (not installed, or built for
+    a newer protobuf than the one here), the summary holds what the capture's
+    own trace gives (step times from its step markers, XLA ops' self time) and
+    its recommendation says why the rest is missing.
+
     Raises:
-        ProfileError: There is no capture at `path`, or xprof could not read it.
-        ImportError: xprof is not installed.
+        ProfileError: There is no capture at `path`, or it could not be read.
     """
     shown, xplanes = _xplanes_for(path)
+    unavailable = _converter_unavailable()
+    if unavailable:
+        return _summarize_trace_only(shown, xplanes, unavailable)
     analysis = _tool_data(xplanes, "input_pipeline_analyzer")
     overview = _tool_data(xplanes, "overview_page")
     step_table = _table_with(analysis, "stepnum") or _table_with(overview, "stepnum") or {}
@@ -134,11 +141,55 @@ def _plain(text: str) -> str:
     return " ".join(s for s in sentences if s and not re.search(r"\bsection\b", s, re.IGNORECASE))
 
 
-def _tool_json(xplanes: List[str], tool: str, params: Optional[Dict[str, Any]] = None) -> Any:
+def _converter_unavailable() -> str:
+    """Why xprof's converter cannot be used here, in a few words; "" when it can."""
     try:
-        from xprof.convert import raw_to_tool_data
-    except ImportError as e:
-        raise ImportError(f"summarize() needs the xprof package (pip install xprof): {e}") from e
+        from xprof.convert import raw_to_tool_data  # noqa: F401
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] == "xprof":
+            return "xprof is not installed (tpukit.colab.setup() adds it where a release fits)"
+        return f"xprof's converter does not import here ({one_line(e, 160)})"
+    except Exception as e:  # protobuf's VersionError: xprof generated for a newer protobuf than this one
+        return f"xprof's converter does not import here ({one_line(e, 160)})"
+    return ""
+
+
+def _summarize_trace_only(shown: str, xplanes: List[str], why: str) -> ProfileSummary:
+    """What the capture's own trace gives without xprof: step times from its step markers, XLA ops' self time."""
+    from tpukit.observe.profiling import xspace
+
+    events: List[Dict[str, Any]] = []
+    for i, xplane in enumerate(xplanes):
+        try:
+            found = xspace.trace_events(xplane)
+        except Exception as e:  # not an XSpace
+            raise ProfileError(f"summarize_profile: {xplane} is not a profile capture ({one_line(e, 120)}); "
+                               f"{_EXPECTED}.") from None
+        events.extend(dict(e, pid=(i, e["pid"])) for e in found)  # hosts apart
+    if not events:
+        raise ProfileError(f"summarize_profile: no events in {', '.join(xplanes)}: not a whole profile capture; "
+                           f"{_EXPECTED}.")
+    steps: Dict[int, float] = {}
+    for event in events:
+        step = event["args"].get("step_num")
+        if isinstance(step, int) and event["dur"] > 0:
+            steps[step] = max(steps.get(step, 0.0), event["dur"] / 1e3)
+    step_events = [e for e in events if isinstance(e["args"].get("step_num"), int)]
+    names = {e["args"]["step_num"]: e["name"] or "step" for e in step_events}
+    xla = _xla_ops(events)
+    top_ops, source = _top_ops([], [], xla)
+    note = (f"Read from the capture's trace only: {why}, so there is no input-pipeline analysis and no "
+            "framework op statistics.")
+    summary = from_measurements(shown, "", [(f"{names[n]} {n}", ms) for n, ms in sorted(steps.items())], None,
+                                None, top_ops, source, [note])
+    # Its advice would point at TensorBoard's Profile tab, which needs the same xprof: say what is missing instead.
+    return dataclasses.replace(summary, recommendation=note,
+                               input_conclusion="not measured: xprof's input-pipeline analysis is unavailable here.")
+
+
+def _tool_json(xplanes: List[str], tool: str, params: Optional[Dict[str, Any]] = None) -> Any:
+    from xprof.convert import raw_to_tool_data
+
     try:
         data = raw_to_tool_data.xspace_to_tool_data(xplanes, tool, params or {})
         if isinstance(data, tuple):
