@@ -1,7 +1,10 @@
 """The Colab TPU set-up helper: installs only what is missing and pins what the runtime brings."""
 
+import json
+import os
 import subprocess
 import time
+import zipfile
 
 import pytest
 
@@ -16,29 +19,81 @@ def test_nothing_to_do_on_a_complete_machine_is_quick_and_runs_no_pip():
     assert time.perf_counter() - start < 2
 
 
-def test_a_colab_tpu_image_gets_the_viewing_tools_with_everything_installed_pinned_and_never_tensorflow():
-    """Fake Colab TPU image: tensorboard and xprof reported missing (they are installed here), no TensorFlow."""
-    calls = []
+class FakePip:
+    """pip as setup() calls it: a dry-run report picking xprof `version`, a download of a wheel whose generated
+    code says `gencode`, protobuf's runtime check (`fits`), and the install itself."""
 
-    def fake_pip(cmd, **kwargs):
-        calls.append(cmd)
+    def __init__(self, version="2.22.3", gencode="6.31.1", fits=True, resolves=True):
+        self.version, self.gencode, self.fits, self.resolves = version, gencode, fits, resolves
+        self.calls = []
+
+    def __call__(self, cmd, **kwargs):
+        self.calls.append(cmd)
+        if "--dry-run" in cmd:
+            if not self.resolves:
+                return subprocess.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution found for xprof")
+            report = {"install": [{"metadata": {"name": "xprof", "version": self.version}}]}
+            return subprocess.CompletedProcess(cmd, 0, json.dumps(report), "")
+        if "download" in cmd:
+            wheel = os.path.join(cmd[cmd.index("-d") + 1], f"xprof-{self.version}-py3-none-any.whl")
+            with zipfile.ZipFile(wheel, "w") as z:
+                z.writestr("xprof/protobuf/op_stats_pb2.py", f"# Protobuf Python Version: {self.gencode}\n")
+            return subprocess.CompletedProcess(cmd, 0, "", "")
+        if "-c" in cmd and "ValidateProtobufRuntimeVersion" in cmd[-1]:
+            return subprocess.CompletedProcess(cmd, 0 if self.fits else 1, "", "" if self.fits else "VersionError")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    image = {"jax": "0.7.2", "jaxlib": "0.7.2", "libtpu": "0.0.21", "keras": "3.13.2", "numpy": "2.0.2",
-             "protobuf": "5.29.5"}
-    plan = colab.setup(run=fake_pip, importable=lambda m: m not in ("tensorflow", "tensorboard", "xprof"),
-                       installed=lambda: image)
-    assert plan.missing == ("tensorboard", "xprof<2.20.6")  # newer xprof needs protobuf 6 at import
-    cmd = calls[0]
-    assert cmd[1:4] == ["-m", "pip", "install"] and cmd[-2:] == ["tensorboard", "xprof<2.20.6"]
+    def installs(self):
+        return [c for c in self.calls if "install" in c and "--dry-run" not in c]
+
+
+IMAGE = {"jax": "0.7.2", "jaxlib": "0.7.2", "libtpu": "0.0.21", "keras": "3.13.2", "numpy": "2.0.2",
+         "protobuf": "7.35.1"}
+
+
+def test_a_colab_tpu_image_gets_the_viewing_tools_with_everything_installed_pinned_and_never_tensorflow():
+    """Fake Colab TPU image: tensorboard and xprof reported missing (they are installed here), no TensorFlow."""
+    pip, said = FakePip(version="2.24.2"), []
+    plan = colab.setup(run=pip, importable=lambda m: m not in ("tensorflow", "tensorboard", "xprof"),
+                       installed=lambda: IMAGE, say=said.append)
+    assert plan.missing == ("tensorboard", "xprof") and not plan.unavailable and said == []
+    check = next(c for c in pip.calls if "ValidateProtobufRuntimeVersion" in c[-1])
+    assert "6, 31, 1, ''" in check[-1]  # the version the wheel's generated code names, checked by protobuf itself
+    [cmd] = pip.installs()
+    assert cmd[1:4] == ["-m", "pip", "install"] and cmd[-2:] == ["tensorboard", "xprof==2.24.2"]
+    assert "--only-binary" in cmd and cmd[cmd.index("--only-binary") + 1] == "xprof"  # never an sdist build
     assert not any("tensorflow" in part for part in cmd)
     constraints = open(cmd[cmd.index("-c") + 1]).read().splitlines()
-    assert constraints == [f"{name}=={version}" for name, version in sorted(image.items())]
+    assert constraints == [f"{name}=={version}" for name, version in sorted(IMAGE.items())]
+
+
+def test_where_no_xprof_fits_the_protobuf_the_rest_is_installed_and_one_line_says_why():
+    """Colab's CPU runtime: protobuf 5.29.6, and the xprof pip picks is generated for protobuf 6.31.1."""
+    image = dict(IMAGE, protobuf="5.29.6", tensorflow="2.20.0")
+    pip, said = FakePip(fits=False), []
+    plan = colab.setup(run=pip, importable=lambda m: m not in ("tensorboard", "xprof"), installed=lambda: image,
+                       say=said.append)
+    [cmd] = pip.installs()
+    assert cmd[-1] == "tensorboard" and not any("xprof" in part for part in cmd)
+    assert list(plan.unavailable) == ["xprof"] and len(said) == 1 and "\n" not in said[0]
+    assert "TensorBoard's profile tab is unavailable on this runtime" in said[0]
+    assert "xprof 2.22.3" in said[0] and "protobuf >= 6.31.1" in said[0] and "protobuf 5.29.6" in said[0]
+    again = FakePip(fits=False)  # a second call asks pip nothing about xprof again
+    colab.setup(run=again, importable=lambda m: m != "xprof", installed=lambda: image, say=said.append)
+    assert again.calls == [] and len(said) == 2 and said[1] == said[0]
+
+
+def test_no_xprof_wheel_at_all_is_said_too():
+    pip, said = FakePip(resolves=False), []
+    plan = colab.setup(run=pip, importable=lambda m: m != "xprof", installed=lambda: {"protobuf": "4.25.0"},
+                       say=said.append)
+    assert pip.installs() == [] and "no xprof wheel installs here" in plan.unavailable["xprof"] and len(said) == 1
 
 
 def test_a_conflict_is_one_clear_error():
     def failing_pip(cmd, **kwargs):
-        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Cannot install xprof because of urllib3")
+        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Cannot install tensorboard because of urllib3")
 
-    with pytest.raises(RuntimeError, match=r"could not install xprof without changing any of the 1 packages .*urllib3"):
-        colab.setup(run=failing_pip, importable=lambda m: m != "xprof", installed=lambda: {"urllib3": "2.5.0"})
+    with pytest.raises(RuntimeError, match=r"could not install tensorboard without changing any of the 1 packages "
+                                           r".*urllib3"):
+        colab.setup(run=failing_pip, importable=lambda m: m != "tensorboard", installed=lambda: {"urllib3": "2.5.0"})
