@@ -517,3 +517,22 @@ def test_summary_says_when_the_top_ops_cover_less_than_half_the_step(op_us, cove
         assert "Coverage" not in text and "cover only" not in summary.recommendation
     no_steps = from_measurements("x.xplane.pb", "CPU_ONLY", [], None, None, ops, "XLA ops in the trace", [])
     assert no_steps.top_ops_step_percent is None and "of the step time" not in no_steps.to_text()
+
+
+def test_without_xprofs_converter_the_trace_alone_gives_the_same_steps_and_xla_ops(jax_capture):
+    """Where xprof cannot import (Colab's CPU runtime: its wheels are generated for protobuf 6, the runtime has 5),
+    the summary reads the capture's XSpace itself: the same profiled steps and step times as xprof's, the same top
+    XLA ops, no input verdict, and a recommendation that says what is missing instead of pointing at the Profile
+    tab. Runs the trace-only path on a real capture, beside xprof's own reading of it."""
+    from tpukit.observe.profiling import xprof as reader
+
+    full = profiling.summarize(jax_capture)
+    shown, xplanes = reader._xplanes_for(jax_capture)
+    alone = reader._summarize_trace_only(shown, xplanes, "xprof is not installed")
+    assert _step_numbers(alone) == _step_numbers(full)
+    assert alone.step_time_ms == pytest.approx(full.step_time_ms, rel=0.02)
+    assert [op.name for op in alone.top_ops][:3] == [op.name for op in full.top_ops][:3]
+    assert alone.input_percent is None and alone.input_bound is None
+    assert alone.recommendation.startswith("Read from the capture's trace only: xprof is not installed")
+    assert "Profile tab" not in alone.recommendation
+    _assert_plain_and_consistent(alone)
