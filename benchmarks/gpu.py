@@ -103,33 +103,8 @@ def plain(args):
         compiles.listen()
     _sized(args.size)
     feed = args.plain_feed if args.plain_feed != "auto" else ("tfdata" if _installed("tensorflow") else "numpy")
-    speed = overhead.plain_keras(args) if feed == "tfdata" else _plain_numpy(args)
+    speed = overhead.plain_keras(args, feed)
     return {"examples_per_sec": speed, "compiles": _compiles(), "feed": feed}
-
-
-def _plain_numpy(args):
-    """overhead.plain_keras without tf.data: its split, model, optimizer and precision; fit takes NumPy arrays."""
-    import keras
-    import numpy as np
-
-    from tpukit.data import builtin as data
-    from tpukit.models import zoo as models
-
-    keras.mixed_precision.set_global_policy(args.precision)
-    images = data.load(args.dataset)
-    order = np.random.default_rng(args.seed).permutation(images.num_train)
-    held = int(images.num_train * 0.1)
-    val, train = order[:held], order[held:]
-    keras.utils.set_random_seed(args.seed)
-    model = models.build(args.model, input_shape=images.info.image_shape, num_classes=images.info.num_classes)
-    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    clock = overhead._epoch_clock(args.batch_size)
-    usable = len(train) // args.batch_size * args.batch_size  # whole batches, as the tf.data script's drop_remainder
-    model.fit(images.x_train[train[:usable]], images.y_train[train[:usable]], batch_size=args.batch_size,
-              shuffle=True, epochs=args.epochs, validation_data=(images.x_train[val], images.y_train[val]),
-              callbacks=[clock], verbose=0)
-    model.evaluate(images.x_test, images.y_test, batch_size=args.batch_size, verbose=0)
-    return clock.examples_per_sec()
 
 
 def _config(args, logdir, **changes):

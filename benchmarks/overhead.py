@@ -105,11 +105,13 @@ def _epoch_clock(batch):
     return EpochClock()
 
 
-def plain_keras(args):
-    """The careful user's script: tf.data (cache, shuffle every epoch, batch, prefetch) into fit."""
+def plain_keras(args, feed: str = "tfdata"):
+    """The careful user's script: tf.data (cache, shuffle every epoch, batch, prefetch) into fit.
+
+    `feed="numpy"` is the same script where TensorFlow is not installed (a GPU or TPU machine with JAX only):
+    fit takes the arrays, shuffled each epoch, whole batches only, as tf.data's drop_remainder."""
     import keras
     import numpy as np
-    import tensorflow as tf
 
     from tpukit.data import builtin as data
     from tpukit.models import zoo as models
@@ -119,20 +121,29 @@ def plain_keras(args):
     order = np.random.default_rng(args.seed).permutation(images.num_train)
     held = int(images.num_train * 0.1)
     val, train = order[:held], order[held:]
+    x, y, size = images.x_train, images.y_train, args.batch_size
+    if feed == "numpy":
+        train = train[: len(train) // size * size]  # whole batches, as tf.data's drop_remainder
+        fit_data = dict(x=x[train], y=y[train], batch_size=size, shuffle=True)
+        validation, test = (x[val], y[val]), dict(x=images.x_test, y=images.y_test, batch_size=size)
+    else:
+        import tensorflow as tf
 
-    def batches(x, y, training=False):
-        examples = tf.data.Dataset.from_tensor_slices((x, y)).cache()
-        if training:
-            examples = examples.shuffle(len(x), seed=args.seed, reshuffle_each_iteration=True)
-        return examples.batch(args.batch_size, drop_remainder=training).prefetch(tf.data.AUTOTUNE)
+        def batches(x, y, training=False):
+            examples = tf.data.Dataset.from_tensor_slices((x, y)).cache()
+            if training:
+                examples = examples.shuffle(len(x), seed=args.seed, reshuffle_each_iteration=True)
+            return examples.batch(size, drop_remainder=training).prefetch(tf.data.AUTOTUNE)
+
+        fit_data = dict(x=batches(x[train], y[train], training=True))
+        validation, test = batches(x[val], y[val]), dict(x=batches(images.x_test, images.y_test))
 
     keras.utils.set_random_seed(args.seed)
     model = models.build(args.model, input_shape=images.info.image_shape, num_classes=images.info.num_classes)
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    clock = _epoch_clock(args.batch_size)
-    model.fit(batches(images.x_train[train], images.y_train[train], training=True), epochs=args.epochs,
-              validation_data=batches(images.x_train[val], images.y_train[val]), callbacks=[clock], verbose=0)
-    model.evaluate(batches(images.x_test, images.y_test), verbose=0)
+    clock = _epoch_clock(size)
+    model.fit(**fit_data, epochs=args.epochs, validation_data=validation, callbacks=[clock], verbose=0)
+    model.evaluate(**test, verbose=0)
     return clock.examples_per_sec()
 
 
