@@ -93,3 +93,16 @@ def test_two_gpus_train_under_mirrored_strategy_fake_gpus(monkeypatch):
 def test_a_runtime_without_a_strategy_choice_describes_no_strategy_line():
     runtime = specs.Runtime(backend="tensorflow", kind="cpu", devices=("/device:CPU:0",), replicas=1, strategy=None)
     assert "Strategy:" not in runtime.describe()
+
+
+def test_a_one_gpu_run_says_its_strategy_in_its_notes_fake_gpus(monkeypatch, tmp_path):
+    """The run's notes carry the strategy choice (fake: the 'GPU' is a logical CPU device under a T4's name)."""
+    import tpukit
+
+    _fake_gpus(monkeypatch, 1)
+    runtime = gpu._connect_gpu(None, ())
+    config = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, batch_size=32, precision="float32",
+                              steps_per_epoch=2, logdir=str(tmp_path))
+    result = tpukit.train(config, runtime)
+    assert result.status == "completed", result.message
+    assert [n for n in result.notes if n.startswith("strategy: ")] == [f"strategy: {runtime.strategy_reason}"]

@@ -47,7 +47,7 @@ class _Run:
         self.started = time.time()
         self.compiles = None
         self.flops = None
-        self.notes = []
+        self.notes = [f"strategy: {runtime.strategy_reason}"] if getattr(runtime, "strategy_reason", "") else []
         self.fitting = self.terminated = False
         if parent is not None:
             self.notes.append(f"extends {parent.run_dir} ({parent.epochs_done} epochs) to {config.epochs} epochs")
