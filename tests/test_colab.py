@@ -56,7 +56,11 @@ def test_a_colab_tpu_image_gets_the_viewing_tools_with_everything_installed_pinn
     pip, said = FakePip(version="2.24.2"), []
     plan = colab.setup(run=pip, importable=lambda m: m not in ("tensorflow", "tensorboard", "xprof"),
                        installed=lambda: IMAGE, say=said.append)
-    assert plan.missing == ("tensorboard", "xprof") and not plan.unavailable and said == []
+    assert plan.missing == ("tensorboard", "xprof") and not plan.unavailable
+    assert said == ["tpukit.colab: pip is installing tensorboard, xprof==2.24.2 with the 6 packages installed here "
+                    "pinned (about a minute)...",
+                    "tpukit.colab: added nothing new; none of the 6 packages installed before moved."]
+    assert repr(plan) == "SetupPlan(missing: tensorboard, xprof; 6 installed packages pinned)"
     check = next(c for c in pip.calls if "ValidateProtobufRuntimeVersion" in c[-1])
     assert "6, 31, 1, ''" in check[-1]  # the version the wheel's generated code names, checked by protobuf itself
     [cmd] = pip.installs()
@@ -75,12 +79,34 @@ def test_where_no_xprof_fits_the_protobuf_the_rest_is_installed_and_one_line_say
                        say=said.append)
     [cmd] = pip.installs()
     assert cmd[-1] == "tensorboard" and not any("xprof" in part for part in cmd)
-    assert list(plan.unavailable) == ["xprof"] and len(said) == 1 and "\n" not in said[0]
+    assert list(plan.unavailable) == ["xprof"] and len(said) == 3 and not any("\n" in line for line in said)
     assert "TensorBoard's profile tab is unavailable on this runtime" in said[0]
     assert "xprof 2.22.3" in said[0] and "protobuf >= 6.31.1" in said[0] and "protobuf 5.29.6" in said[0]
+    assert said[1].startswith("tpukit.colab: pip is installing tensorboard with the 7 packages installed here pinned")
+    assert said[2] == "tpukit.colab: added nothing new; none of the 7 packages installed before moved."
+    assert repr(plan) == "SetupPlan(missing: tensorboard, xprof; 7 installed packages pinned; left out: xprof)"
     again = FakePip(fits=False)  # a second call asks pip nothing about xprof again
     colab.setup(run=again, importable=lambda m: m != "xprof", installed=lambda: image, say=said.append)
-    assert again.calls == [] and len(said) == 2 and said[1] == said[0]
+    assert again.calls == [] and len(said) == 4 and said[3] == said[0]
+
+
+def test_after_pip_one_line_says_what_it_added_and_names_any_package_that_moved():
+    """What the runtime holds after pip, against what it held before (pip ran under a constraints file of every
+    package, so a move would be pip's or a post-install hook's doing: it is named, not hidden)."""
+    states = iter([dict(IMAGE), dict(IMAGE, tensorboard="2.21.0", numpy="2.1.0")])
+    said = []
+    plan = colab.setup(run=FakePip(), importable=lambda m: m != "tensorboard", installed=lambda: next(states),
+                       say=said.append)
+    assert plan.missing == ("tensorboard",) and said[0].startswith("tpukit.colab: pip is installing tensorboard")
+    assert said[1] == ("tpukit.colab: added tensorboard 2.21.0; MOVED 1 of the 6 packages installed before: "
+                       "numpy 2.0.2 -> 2.1.0.")
+
+
+def test_a_plan_shows_as_one_short_line():
+    plan = colab.plan(importable=lambda m: True, installed=lambda: dict(IMAGE))
+    assert repr(plan) == "SetupPlan(nothing missing)"
+    many = colab.SetupPlan(("xprof",), {f"package{i}": "1.0" for i in range(600)})
+    assert repr(many) == "SetupPlan(missing: xprof; 600 installed packages pinned)"
 
 
 def test_no_xprof_wheel_at_all_is_said_too():

@@ -77,7 +77,10 @@ def test_colab_setup_adds_the_viewers_that_fit_moves_nothing_and_a_capture_is_su
         assert colab.setup().unavailable == plan.unavailable  # a second call: the same answer, nothing installed
         assert colab._installed() == after
     else:
-        assert "xprof" in after and not plan.unavailable and not said, said
+        assert "xprof" in after and not plan.unavailable and len(said) == 2, said
+        assert said[0].startswith("tpukit.colab: pip is installing ") and "pinned (about a minute)..." in said[0]
+        assert said[1].endswith(f"none of the {len(before)} packages installed before moved."), said[1]
+        assert "tensorboard" in said[1] and "xprof" in said[1]
         proc = subprocess.run([sys.executable, "-c", "from xprof.convert import raw_to_tool_data"],
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-1500:]  # the release setup() chose imports on this protobuf

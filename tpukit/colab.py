@@ -50,6 +50,13 @@ class SetupPlan:
     def needed(self) -> bool:
         return bool(self.missing)
 
+    def __repr__(self) -> str:
+        """One short line: a notebook shows a cell's last value, and `pins` holds every installed package."""
+        if not self.missing:
+            return "SetupPlan(nothing missing)"
+        left = f"; left out: {', '.join(self.unavailable)}" if self.unavailable else ""
+        return f"SetupPlan(missing: {', '.join(self.missing)}; {len(self.pins)} installed packages pinned{left})"
+
     def command(self, constraints_path: str) -> Tuple[str, ...]:
         return (sys.executable, "-m", "pip", "install", "-q", "-c", constraints_path, *self.missing)
 
@@ -158,7 +165,12 @@ def setup(*, run=subprocess.run, importable=None, installed=None, say: Callable[
             to_install.append(f"xprof=={version}")
             extra = ["--only-binary", "xprof", "--find-links", wheels]
     the_plan = dataclasses.replace(the_plan, unavailable=unavailable)
+    if "xprof" in unavailable:
+        say(f"tpukit.colab: TensorBoard's profile tab is unavailable on this runtime: {unavailable['xprof']} "
+            "(tpukit.summarize_profile reads step times from the trace instead).")
     if to_install:
+        say(f"tpukit.colab: pip is installing {', '.join(to_install)} with the {len(the_plan.pins)} packages "
+            "installed here pinned (about a minute)...")
         proc = run(_pip("install", "-q", "-c", f.name, *extra, *to_install), capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(
@@ -166,7 +178,17 @@ def setup(*, run=subprocess.run, importable=None, installed=None, say: Callable[
                 f"{len(the_plan.pins)} packages installed here: {_last_line(proc)}"
             )
         importlib.invalidate_caches()
-    if "xprof" in unavailable:
-        say(f"tpukit.colab: TensorBoard's profile tab is unavailable on this runtime: {unavailable['xprof']} "
-            "(tpukit.summarize_profile reads step times from the trace instead).")
+        say(_after_install(the_plan.pins, (installed or _installed)()))
     return the_plan
+
+
+def _after_install(pins: Dict[str, str], now: Dict[str, str]) -> str:
+    """One line: what pip added, and that none of the packages installed before moved (or which did)."""
+    added = sorted(f"{name} {version}" for name, version in now.items() if name not in pins)
+    moved = sorted(f"{name} {version} -> {now.get(name, 'removed')}" for name, version in pins.items()
+                   if now.get(name) != version)
+    what = f"added {', '.join(added)}" if added else "added nothing new"
+    if moved:
+        return (f"tpukit.colab: {what}; MOVED {len(moved)} of the {len(pins)} packages installed before: "
+                f"{'; '.join(moved)}.")
+    return f"tpukit.colab: {what}; none of the {len(pins)} packages installed before moved."
