@@ -154,6 +154,28 @@ def test_the_errors_the_readme_lists_are_exported():
         assert issubclass(getattr(tpukit, name), ValueError if name != "ConnectError" else Exception), name
 
 
+def test_every_error_the_engine_raises_is_importable_from_tpukit():
+    """A user catches `tpukit.ExportError`, not `tpukit.runs.saving.ExportError`: every exception class the engine
+    defines (ui/ keeps its own, the panel catches them) is exported, and is the same class."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    found = {}
+    for info in pkgutil.walk_packages(tpukit.__path__, "tpukit."):
+        if info.name.startswith(("tpukit.ui", "tpukit.cli", "tpukit.__main__")):
+            continue
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if (inspect.isclass(value) and issubclass(value, Exception) and not issubclass(value, Warning)
+                    and not name.startswith("_") and value.__module__ == info.name):
+                found[name] = value
+    assert {"ExportError", "ConfigError", "RestoreError"} <= set(found)
+    missing = sorted(name for name in found if name not in tpukit.__all__)
+    assert not missing, f"not exported from tpukit: {missing}"
+    assert all(getattr(tpukit, name) is cls for name, cls in found.items())
+
+
 def test_config_errors_carry_their_facts_as_attributes():
     """The panel and the CLI render an error's field, value and choices from attributes, never from its sentence."""
     from tpukit.config import PRECISIONS, ConfigError, RunConfig

@@ -40,6 +40,13 @@ _EXPORTS = {
     "summarize_profile": "tpukit.observe.profiling",
     "ProfileError": "tpukit.observe.profiling",
     "RunDirError": "tpukit.runs.records",
+    "RunInUse": "tpukit.runs.files",
+    "BackupError": "tpukit.runs.checkpoint",
+    "RestoreError": "tpukit.runs.checkpoint",
+    "StateMismatch": "tpukit.runs.state",
+    "ExportError": "tpukit.runs.saving",
+    "DatasetUnavailable": "tpukit.data.builtin",
+    "WorkerLost": "tpukit.training.multiworker",
     "panel": "tpukit.ui",
 }
 
