@@ -31,6 +31,11 @@ PEAK_FLOPS = {
 }
 
 
+def compute_key(precision: str) -> str:
+    """The key device facts use for a policy's compute type (peaks, the CPU probe's XLA gain): fp32, bf16, fp16."""
+    return {"mixed_bfloat16": "bf16", "mixed_float16": "fp16"}.get(precision, "fp32")
+
+
 class ConnectError(RuntimeError):
     """The asked-for accelerator cannot be used; the message says why and what to do."""
 
@@ -67,7 +72,7 @@ class Runtime:
 
     def peak_flops(self, precision: str) -> Optional[float]:
         """Peak FLOP/s of all replicas together for a precision, or None when unknown."""
-        key = {"mixed_bfloat16": "bf16", "mixed_float16": "fp16"}.get(precision, "fp32")
+        key = compute_key(precision)
         per = [f.get("peak_flops", {}).get(key) for f in self.device_facts]
         if self.kind == "cpu":
             # Simulated replicas share one CPU: its peak counts once.

@@ -72,9 +72,10 @@ def jit_compile(requested, runtime, policy: str, model, op_determinism: bool = F
     estimate = step_seconds()
     if estimate is not None and estimate < XLA_MIN_STEP_SECONDS:
         return requested, None
-    short = {"mixed_bfloat16": "bf16", "mixed_float16": "fp16"}[policy]
+    from tpukit.hardware.specs import compute_key
+
     facts = runtime.device_facts[0] if runtime.device_facts else {}
-    gain = (facts.get("xla_gain") or {}).get(short)
+    gain = (facts.get("xla_gain") or {}).get(compute_key(policy))
     if not gain:
         return requested, None
     dtype = policy.split("_")[1]
