@@ -152,7 +152,7 @@ grep -v ' @ ' "$venv/after-freeze.txt" >"$venv/after-pins.txt"
 "$py" -m pip install -q -c "$venv/after-pins.txt" -c .ci/colab/$name.txt pytest nbclient nbformat jupytext 2>&1 | quiet
 export TPUKIT_COLAB_SET=$name
 if [ "$name" = tpu ]; then
-  notebooks="test_notebook_runs or test_exercises_fail_unanswered_and_pass_answered"
+  notebooks="test_notebook_runs or test_exercises_fail_unanswered_and_wrong_and_pass_answered"
 else
   notebooks="test_notebook_runs and 00_quick_start"
 fi

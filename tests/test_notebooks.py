@@ -171,67 +171,94 @@ def _headings(stem):
 # ---- exercises -----------------------------------------------------------------
 #
 # An exercise is three code cells in a row, tagged "exercise" (the reader's `...` placeholder), "solution"
-# (hidden; it fills the answer in only when TPUKIT_SOLUTIONS=1) and "self-check". The notebook runs above
-# set TPUKIT_SOLUTIONS=1, so every self-check passes with the solutions; the test below checks the other side.
+# (folded; it fills the answer in only when TPUKIT_SOLUTIONS=1) and "self-check" (tpukit.teaching's `answered` and
+# `check`). The solution cell's metadata lists `wrong_answers`: plausible mistakes, as code, that its self-check
+# must reject. The notebook runs below set TPUKIT_SOLUTIONS=1, so every self-check passes with the solutions; the
+# test here checks the other sides.
 
 EXERCISE_DRIVER = """
-import json, os, sys
+import json, sys
 cells = json.load(open(sys.argv[1]))
 namespace = {}
 for source in cells["setup"]:
     exec(compile(source, "setup", "exec"), namespace)
 assert namespace.get("SOLUTIONS") is False, "the setup turned the solutions on"
+
+def attempt(*sources, solutions=False):
+    scope = dict(namespace, SOLUTIONS=solutions)
+    try:
+        for source in sources:
+            exec(compile(source, "exercise", "exec"), scope)
+    except Exception as e:
+        lines = e._render_traceback_() if hasattr(e, "_render_traceback_") else None
+        return {"error": type(e).__name__, "message": str(e), "lines": lines}
+    return None
+
 results = []
-for exercise, solution, check in cells["exercises"]:
-    outcome = {}
-    for answered in (False, True):
-        scope = dict(namespace, SOLUTIONS=answered)
-        try:
-            for source in (exercise, solution, check):
-                exec(compile(source, "exercise", "exec"), scope)
-            outcome[answered] = None
-        except AssertionError as e:
-            outcome[answered] = str(e) or "AssertionError"
-    results.append({"unanswered": outcome[False], "answered": outcome[True]})
+for ex in cells["exercises"]:
+    results.append({
+        "unanswered": attempt(ex["exercise"], ex["check"]),
+        "wrong": {w: attempt(ex["exercise"], w, ex["check"]) for w in ex["wrong"]},
+        "answered": attempt(ex["exercise"], ex["solution"], ex["check"], solutions=True),
+    })
 print("RESULTS " + json.dumps(results))
 """
 
 
-def _tagged_cells(path):
+def _code_cells(path):
     import jupytext
 
-    return [(cell.source, cell.metadata.get("tags", [])) for cell in jupytext.read(path).cells
-            if cell.cell_type == "code"]
+    return [cell for cell in jupytext.read(path).cells if cell.cell_type == "code"]
 
 
 def _exercises(path):
-    cells = _tagged_cells(path)
+    cells = _code_cells(path)
     found = []
-    for i, (source, tags) in enumerate(cells):
-        if "exercise" in tags:
+    for i, cell in enumerate(cells):
+        if "exercise" in cell.metadata.get("tags", []):
             group = cells[i:i + 3]
-            assert [t for _, t in group] == [["exercise"], ["solution"], ["self-check"]], (
-                f"{path.name}: an exercise cell must be followed by a solution and a self-check cell: {source!r}")
-            assert re.search(r"=\s*\.\.\.", source), f"{path.name}: an exercise without a `...` placeholder"
-            assert "if SOLUTIONS:" in group[1][0], f"{path.name}: a solution cell not guarded by `if SOLUTIONS:`"
-            found.append([s for s, _ in group])
+            assert [c.metadata.get("tags") for c in group] == [["exercise"], ["solution"], ["self-check"]], (
+                f"{path.name}: an exercise cell must be followed by a solution and a self-check cell: {cell.source!r}")
+            assert re.search(r"=\s*\.\.\.", cell.source), f"{path.name}: an exercise without a `...` placeholder"
+            assert "if SOLUTIONS:" in group[1].source, f"{path.name}: a solution cell not guarded by `if SOLUTIONS:`"
+            found.append({"exercise": cell.source, "solution": group[1].source, "check": group[2].source,
+                          "wrong": list(group[1].metadata.get("wrong_answers", []))})
     return found
 
 
 EXERCISE_SCRIPTS = [p for p in SCRIPTS if _exercises(p)]
 
 
+@pytest.mark.parametrize("script", EXERCISE_SCRIPTS, ids=[p.stem for p in EXERCISE_SCRIPTS])
+def test_solution_cells_fold_in_colab_and_jupyterlab(script):
+    """Colab folds a cell with a `# @title` line and cellView "form"; JupyterLab hides it with source_hidden."""
+    notebook = json.loads(script.with_suffix(".ipynb").read_text())
+    solutions = [c for c in notebook["cells"] if "solution" in c["metadata"].get("tags", [])]
+    assert solutions, f"{script.name}: exercises without solution cells"
+    for cell in solutions:
+        source = "".join(cell["source"])
+        where = f"{script.name}: the solution cell {source[:60]!r}"
+        assert cell["metadata"].get("cellView") == "form", f"{where} has no cellView: form (Colab shows its code)"
+        assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True, f"{where} is not source_hidden"
+        assert re.match(r"# @title \S", source), f"{where} does not start with a `# @title` line"
+        wrong = cell["metadata"].get("wrong_answers")
+        assert wrong and all(isinstance(w, str) and w.strip() for w in wrong), (
+            f"{where} lists no wrong_answers for its self-check to reject")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", EXERCISE_SCRIPTS, ids=[p.stem for p in EXERCISE_SCRIPTS])
-def test_exercises_fail_unanswered_and_pass_answered(script, tmp_path):
-    """Each self-check fails with a hint on the placeholder, and passes with the hidden solution filled in.
+def test_exercises_fail_unanswered_and_wrong_and_pass_answered(script, tmp_path):
+    """Each self-check stops in one line with a hint on the placeholder, rejects every listed wrong answer, and
+    passes with the solution filled in.
 
     The notebook's first two code cells (install/backend, imports and setup) run in a fresh Python, then each
-    exercise twice: placeholder + self-check, and placeholder + solution + self-check.
+    exercise: placeholder + self-check, placeholder + each wrong answer + self-check, and placeholder + solution
+    + self-check.
     """
     import subprocess
 
-    setup = [source for source, _ in _tagged_cells(script)[:2]]
+    setup = [cell.source for cell in _code_cells(script)[:2]]
     cells = tmp_path / "cells.json"
     cells.write_text(json.dumps({"setup": setup, "exercises": _exercises(script)}))
     env = {**_kernel_env(), "MPLBACKEND": "Agg"}
@@ -241,9 +268,15 @@ def test_exercises_fail_unanswered_and_pass_answered(script, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(l for l in done.stdout.splitlines() if l.startswith("RESULTS "))
     for number, result in enumerate(json.loads(line[len("RESULTS "):]), start=1):
-        assert result["unanswered"] and "Hint:" in result["unanswered"], (
-            f"{script.name} exercise {number}: the self-check does not fail with a hint on the placeholder: {result}")
-        assert result["answered"] is None, f"{script.name} exercise {number}: the solution fails its check: {result}"
+        where = f"{script.name} exercise {number}"
+        unanswered = result["unanswered"]
+        assert unanswered and unanswered["error"] == "NotAnswered" and "Hint:" in unanswered["message"], (
+            f"{where}: the self-check does not stop with a hint on the placeholder: {unanswered}")
+        assert unanswered["lines"] and len(unanswered["lines"]) == 1, f"{where}: not one line: {unanswered}"
+        for wrong, outcome in result["wrong"].items():
+            assert outcome and outcome["error"] == "WrongAnswer", (
+                f"{where}: the self-check does not reject the wrong answer {wrong!r}: {outcome}")
+        assert result["answered"] is None, f"{where}: the solution fails its check: {result['answered']}"
 
 
 # ---- execution -----------------------------------------------------------------
@@ -298,3 +331,30 @@ def test_notebook_runs(script, kernel_dir, tmp_path):
 
         nbformat.write(notebook, str(tmp_path / f"{script.stem}.executed.ipynb"))
     print(f"{script.name}: {time.perf_counter() - started:.1f} s at smoke size")
+
+
+@pytest.mark.slow
+def test_run_all_without_solutions_stops_at_the_first_exercise_in_one_line(kernel_dir, tmp_path):
+    """What a learner sees after "Run all": the cells up to the first self-check run, and it stops there with one
+    line (tpukit.teaching's NotAnswered, drawn without a traceback), not a wall of red."""
+    import jupytext
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    script = NOTEBOOKS / "00_quick_start.py"
+    notebook = jupytext.read(script)
+    env = _kernel_env()
+    env.pop("TPUKIT_SOLUTIONS")
+    km = AsyncKernelManager(kernel_name="tpukit-test",
+                            kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)]))
+    client = NotebookClient(notebook, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.raises(CellExecutionError) as stopped:
+        client.execute(env=env)
+    assert stopped.value.ename == "NotAnswered", stopped.value
+    failed = [c for c in notebook.cells if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
+    assert len(failed) == 1 and "self-check" in failed[0].metadata.get("tags", []), failed
+    error = next(o for o in failed[0].outputs if o.output_type == "error")
+    assert len(error.traceback) == 1 and "Hint:" in error.traceback[0], error.traceback
