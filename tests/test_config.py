@@ -66,17 +66,20 @@ def test_global_batch_size_is_per_replica_times_replicas():
 
 
 def test_padding_advice_is_a_warning_with_waste_percent():
-    with pytest.warns(PaddingWarning, match=r"not a multiple of 128 on TPU: 21.9% .* try 128"):
+    # A TPU pads the batch side of [batch, features] to 8 rows (the features to 128 lanes); a GPU's Tensor Cores
+    # take multiples of 8.
+    with pytest.warns(PaddingWarning, match=r"not a multiple of 8 on TPU .*: padded to 104, 3.8% .* try 96 or 104"):
         RunConfig(accelerator="tpu", batch_size=100)
-    with pytest.warns(PaddingWarning, match=r"multiple of 8 on GPU: 10.7% .* try 48 or 56"):
+    with pytest.warns(PaddingWarning, match=r"multiple of 8 on GPU .*: padded to 56, 10.7% .* try 48 or 56"):
         RunConfig(accelerator="gpu", batch_size=50)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         RunConfig(accelerator="gpu", batch_size=64)
+        RunConfig(accelerator="tpu", batch_size=96)  # a multiple of 8: no row is padding
         RunConfig(accelerator="cpu", batch_size=50)
-    assert padding_advice(256, "tpu") is None
+    assert padding_advice(256, "tpu") is None and padding_advice(5, "tpu").endswith("try 8.")
     assert padding_waste(129, 128) == pytest.approx(100 * 127 / 256)
-    assert "multiple of 128" in RunConfig(batch_size=50).padding_advice("tpu")
+    assert "multiple of 8" in RunConfig(batch_size=50).padding_advice("tpu")
 
 
 def test_json_round_trip_and_replace():

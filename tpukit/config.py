@@ -23,9 +23,16 @@ PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 JIT_CHOICES = ("auto", True, False)
 
-# Batch-dimension tile each accelerator pads to (TPU: 128x128 matrix unit; GPU
-# Tensor Cores: multiples of 8). CPU has no such tile.
-PAD_MULTIPLE = {"tpu": 128, "gpu": 8}
+# The multiple a per-replica batch is padded to. A TPU tiles each array's two minor dimensions, one to a multiple
+# of 8 and another to 128 (Cloud TPU performance guide, "Consequences of tiling"); in a layer's [batch, features]
+# the batch usually takes the 8 and the features the 128. GPU Tensor Cores take float16 in multiples of 8
+# (NVIDIA's "Matrix multiplication background" guide). A CPU has no such tile.
+PAD_MULTIPLE = {"tpu": 8, "gpu": 8}
+# Where each rule comes from, for the advice's text and the notebooks.
+PAD_RULE = {
+    "tpu": "a TPU tiles the batch to 8 rows (and the features to 128 lanes)",
+    "gpu": "Tensor Cores take float16 in multiples of 8",
+}
 
 
 _FROM_MESSAGE = object()  # ConfigError's default detail: the message after its "RunConfig.<field>: " prefix
@@ -76,8 +83,9 @@ def padding_advice(batch_size: int, kind: str) -> Optional[str]:
     upper = lower + multiple
     choices = f"{lower} or {upper}" if lower else f"{upper}"
     return (
-        f"batch_size={batch_size} per replica is not a multiple of {multiple} on {kind.upper()}: "
-        f"{padding_waste(batch_size, multiple):.1f}% of each padded batch is wasted; try {choices}."
+        f"batch_size={batch_size} per replica is not a multiple of {multiple} on {kind.upper()} "
+        f"({PAD_RULE[kind]}): padded to {upper}, {padding_waste(batch_size, multiple):.1f}% of each step is "
+        f"padding; try {choices}."
     )
 
 
