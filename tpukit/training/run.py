@@ -178,6 +178,10 @@ class _Run:
         self._resolve_jit_compile(model)
         compiled = modeling.compile(model, self.config)
         self.notes.append(f"model: {built}; {compiled}")
+        if self.runtime.kind == "tpu":
+            from tpukit.models import tiling
+
+            self.notes.extend(filter(None, [tiling.note(model)]))
         if self.config.init_from and self.restore_from is None:  # a resume or extension restores its own weights
             from tpukit.runs import saving
 
