@@ -193,6 +193,21 @@ def test_init_from_weights_that_do_not_fit_fail_in_one_line_before_a_run_dir(tmp
         RunConfig(init_from="")
 
 
+def test_weights_of_another_width_name_the_layer_and_both_shapes_in_one_short_line(tmp_path):
+    def mlp(width):
+        return lambda: keras.Sequential([keras.Input((4,)), keras.layers.Dense(width, name="hidden"),
+                                         keras.layers.Dense(2, name="head")])
+
+    x, y = np.random.default_rng(0).normal(size=(64, 4)).astype("float32"), np.arange(64) % 2
+    config = RunConfig(epochs=1, batch_size=16, logdir=str(tmp_path), validation_split=None, precision="float32")
+    first = train(config, model=mlp(8), data=(x, y))
+    with pytest.raises(modeling.ModelError) as e:
+        tpukit.load(first.run_dir, model=mlp(16)).model
+    message = str(e.value)
+    assert "layer hidden: kernel (4, 16) here, (4, 8) in the run" in message and len(message) < 240, message
+    assert "variable.assign" not in message
+
+
 def test_bad_input_gets_one_line(tmp_path):
     not_a_run = tmp_path / "nothing"
     not_a_run.mkdir()

@@ -18,6 +18,7 @@ TensorFlow (jax2tf), which Colab's TPU runtime does not have.
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Optional, Tuple
@@ -82,11 +83,33 @@ def load_weights(model, path, what: str) -> None:
         except Exception as e:
             problem = f"{type(e).__name__}: {str(e).strip()}"
     if problem:
-        lines = [line.strip() for line in problem.splitlines() if line.strip()]
-        detail = next((line for line in lines if "shape" in line), lines[1] if len(lines) > 1 else problem)
-        detail = detail if len(detail) <= 160 else detail[:157] + "..."
+        detail = _shape_mismatch(model, problem)
+        if detail is None:
+            lines = [line.strip() for line in problem.splitlines() if line.strip()]
+            detail = next((line for line in lines if "shape" in line), lines[1] if len(lines) > 1 else problem)
+            detail = detail if len(detail) <= 160 else detail[:157] + "..."
         raise ModelError(f"the {what} do not fit this {type(model).__name__} ({detail}); use the model that run "
                          "trained (same layers and shapes).")
+
+
+_ASSIGN = re.compile(r"variable\.shape=(\([^)]*\)).*?value\.shape=(\([^)]*\))", re.S)
+
+
+def _shape_mismatch(model, problem: str):
+    """'layer dense: kernel (4, 16) here, (4, 8) in the run' from Keras' `variable.assign` text, or None.
+
+    Keras loads the layers in order and stops at the first variable whose shape differs, so the first of this
+    model's variables with the shape its message names is the one that differs.
+    """
+    match = _ASSIGN.search(problem)
+    if not match:
+        return None
+    here, there = match.groups()
+    for variable in model.weights:
+        if str(tuple(variable.shape)) == here:
+            layer, _, name = getattr(variable, "path", variable.name).rpartition("/")
+            return f"layer {layer.rpartition('/')[2] or layer}: {name} {here} here, {there} in the run"
+    return f"a variable {here} here, {there} in the run"
 
 
 def init_from(model, run_dir) -> str:
