@@ -17,7 +17,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/24<br>
+# **Last modified:** 2026/11/26<br>
 # **Description:** Connect to the accelerator, train a Keras model and read the result from one widget panel.<br>
 # **Accelerator:** TPU, GPU or CPU (any Colab runtime)
 #
@@ -36,7 +36,8 @@
 # - install tpukit in Colab without replacing the runtime's own framework (TensorFlow, or JAX on the TPU runtime);
 # - open the panel and train from it, or from code (every button is a method);
 # - change a setting from code and see the panel follow;
-# - predict the padding and the global batch of a batch size, then check them;
+# - know what a TPU pads a batch to, and pick a batch size that needs no padding;
+# - count the steps of an epoch from the global batch (per-replica batch x replicas), then check with Keras;
 # - check that a deterministic run can be reproduced bit for bit.
 #
 # The later notebooks open the panel up: 01 connecting and distributing, 02 mixed precision, 03 determinism,
@@ -81,23 +82,16 @@ SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: e
 # Colab CNN on 5,000 MNIST digits bundled with tpukit, so nothing needs the network.
 
 # %%
-import os
-
+import keras
 import numpy as np
 
 import tpukit
+from tpukit.teaching import SOLUTIONS, answered, check
 
 START = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, steps_per_epoch=4) if SMOKE else None
 
-# The exercises leave `...` for you to fill in. Each has a hidden solution cell that runs only with
-# TPUKIT_SOLUTIONS=1 (the tests set it), so the self-checks test your answer, not ours.
-SOLUTIONS = os.environ.get("TPUKIT_SOLUTIONS") == "1"
-
-
-def answered(value, hint):
-    """The start of every self-check: an answer still `...` fails here, with a hint."""
-    assert value is not ..., f"Not answered yet: replace the `...` in the cell above. Hint: {hint}"
-    return value
+# Each exercise leaves `...` for you to fill in. Its folded solution cell fills it in only with TPUKIT_SOLUTIONS=1
+# (the tests set it), so the self-check under it tests your answer, not ours.
 
 # %% [markdown]
 # ## Open the panel
@@ -124,11 +118,12 @@ print(result.model.predict(np.zeros((1, *result.data["spec"]["input_shape"]), "u
 # %% [markdown]
 # ## What you should see
 #
-# - The accelerator group names what `connect` found, for example `TPU, 1 replica` (Colab's free TPU, one v5e
-#   chip), `GPU, 1 replica (Tesla T4)` or `CPU`, with the precision tpukit recommends there and why.
+# - The accelerator group names what `connect` found, for example `TPU, 1 replica` (Colab's TPU runtime: one v5e
+#   or one v6e chip), `GPU, 1 replica (Tesla T4)` or `CPU`, with the precision tpukit recommends there and why.
 # - While the run goes on: epoch, step, examples per second, an ETA and a loss/accuracy plot that updates.
 # - At the end, a line such as `completed: 20261122-...-mlp-digits, val_accuracy 0.9...` and a row in the runs
-#   table. At smoke size accuracy is low (a few steps). With the defaults (3 epochs of the CNN), training accuracy
+#   table. At smoke size accuracy is low (a few steps). With the defaults (3 epochs of the CNN, about a minute on a
+#   T4 or a v5e, a few minutes on Colab's 2-core CPU), training accuracy
 #   ends near 0.97 and `val_accuracy` somewhere around 0.8 to 0.95: it still jumps from epoch to epoch.
 # - The printed summary: final metrics, examples/s, step time, MFU (the share of the chip's peak FLOP/s the model
 #   used) and the weights fingerprint. Every run also has a directory under `runs/` with `config.json` and
@@ -143,95 +138,121 @@ print(result.model.predict(np.zeros((1, *result.data["spec"]["input_shape"]), "u
 # change) and every widget follows. A bad value raises `ValueError` with the field, the value and the choices,
 # exactly the message the panel shows beside the widget.
 #
-# `padding_advice` says what a batch size costs in padding. A TPU's matrix unit works on 128x128 tiles; XLA pads
-# one dimension of a matrix to a multiple of 8 and the other to a multiple of 128, and which one gets 128
-# depends on the layout it picks, so tpukit's rule is a per-replica batch that is a multiple of 128 on a TPU:
-# then nothing is padded either way. On a GPU the rule is a multiple of 8 (Tensor Cores). A batch of 96 pads up
-# to 128 on a TPU, so 32 of every 128 rows are padding:
+# `padding_advice` says what a batch size costs in padding. On a TPU, XLA lays every array out in tiles: of a
+# tensor's two minor dimensions it pads one to a multiple of 8 and the other to a multiple of 128, picking the
+# layout by heuristics (Cloud TPU performance guide, "Consequences of tiling",
+# cloud.google.com/tpu/docs/performance-guide). In a Dense layer's `[batch, features]` the batch usually takes the
+# 8 and the features the 128. So on a TPU: a **per-replica batch that is a multiple of 8**, and layer widths
+# (units, filters) that are multiples of 128. A larger batch also keeps the matrix units busier (a v5e has four
+# 128x128 MXUs per TensorCore, a v6e two of 256x256: cloud.google.com/tpu/docs/v5e and /v6e), but that is
+# throughput, not padding. On a GPU, Tensor Cores take float16 in multiples of 8. A batch of 100 is padded to 104:
 
 # %%
-panel.config = {"batch_size": 96}
+panel.config = {"batch_size": 100}
 print(panel.config.padding_advice("tpu"))
-print(panel.config.padding_advice("gpu") or "GPU: 96 is a multiple of 8, no padding")
+print(panel.config.padding_advice("gpu"))
+panel.config = {"batch_size": 96}  # the multiple of 8 nearest to 100; the runs below use it
+print(panel.config.padding_advice("tpu") or "batch_size=96: a multiple of 8, nothing to pad on a TPU or a GPU")
 try:
     panel.config = {"precision": "float8"}
 except ValueError as e:
     print(e)
 
 # %% [markdown]
-# ### Exercise 1: the padding in a batch of 100
+# ## The global batch, and the steps in an epoch
 #
-# **Predict `PREDICTED_WASTE`**: on a TPU, what percentage of each padded batch is padding when the per-replica
-# batch is 100? Work it out as above (the padded size first, then the padding's share of it); the self-check
-# asks `padding_advice`.
+# The panel's `batch_size` is **per replica**: each step takes `batch_size x replicas` examples, the *global
+# batch*, and each replica (a TPU chip, a GPU) computes its share. Plain Keras counts the other way round:
+# `model.fit(x, y, batch_size=...)` takes the global batch, and a distribution (`keras.distribution.DataParallel`
+# on JAX, a `tf.distribute` strategy on TensorFlow) splits it over the replicas. Colab's TPU runtime is one chip,
+# so there the two are equal; on Kaggle's v5e-8 (8 chips, 8 replicas) a per-replica batch of 96 is a global batch
+# of 768.
+#
+# ### Exercise 1: the steps in an epoch on 8 replicas
+#
+# **Predict `STEPS`**: on 8 replicas with a per-replica batch of 96, how many steps does plain Keras'
+# `model.fit` take for one epoch of 5,000 examples? The self-check fits a small model for one epoch with that
+# global batch and counts the steps Keras runs.
 
 # %% tags=["exercise"]
-PREDICTED_WASTE = ...  # YOUR PREDICTION: percent of the padded batch, e.g. 12.5
+STEPS = ...  # YOUR PREDICTION: steps in one epoch
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["STEPS = 53", "STEPS = 52", "STEPS = 6", "STEPS = 6.5"]
+# @title Solution
 if SOLUTIONS:
-    PREDICTED_WASTE = 100 * (128 - 100) / 128  # 100 pads up to 128: 28 of 128 rows are padding
+    STEPS = 7  # global batch 96 x 8 = 768; 5,000 / 768 = 6.5: six full batches, then a partial one of 392
 
 # %% tags=["self-check"]
-# Self-check: your prediction against tpukit's advice
-answered(PREDICTED_WASTE, "round 100 up to a multiple of 128, then divide the padding by the padded size")
-print(tpukit.config.padding_advice(100, "tpu"))
-measured = tpukit.config.padding_waste(100, 128)
-print(f"predicted {PREDICTED_WASTE:.1f}%, measured {measured:.1f}%")
-assert abs(PREDICTED_WASTE - measured) < 0.5, "not quite: the waste is a share of the padded size (not of 100)"
+# Self-check: plain Keras fits one epoch of 5,000 examples with the global batch, and counts its steps
+answered(STEPS, "the global batch is the per-replica batch x the replicas; does an epoch end on a full batch?")
+features = np.random.default_rng(0).random((5000, 4), dtype="float32")
+toy = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+toy.compile(optimizer="sgd", loss="mse")
+steps_run = []  # one entry per step Keras trains
+toy.fit(features, features.sum(axis=1), batch_size=96 * 8, epochs=1, verbose=0, shuffle=False,
+        callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=lambda step, logs: steps_run.append(step))])
+print(f"Keras ran {len(steps_run)} steps of up to {96 * 8} examples")
+check(STEPS == len(steps_run), f"Keras ran {len(steps_run)} steps: fit takes the global batch (96 x 8), and it "
+                               "keeps the last batch of an epoch even when that one is not full")
 print("Exercise 1: correct.")
 
 # %% [markdown]
-# ### Exercise 2: a batch that fills the tiles, and the global batch
-#
-# `batch_size` is **per replica**: each step takes `batch_size x replicas` examples, the *global batch*. Look at
-# the panel's accelerator group for the number of replicas here. **Set `BATCH`** to the per-replica batch nearest
-# to 100 that wastes nothing on a TPU, and **predict `GLOBAL_BATCH`**, the examples per step it gives on this
-# runtime.
-
-# %% tags=["exercise"]
-BATCH = ...  # YOUR ANSWER: a per-replica batch size
-GLOBAL_BATCH = ...  # YOUR PREDICTION: examples per step on this runtime
-
-# %% tags=["solution"] jupyter={"source_hidden": true}
-if SOLUTIONS:
-    BATCH = 128  # the multiple of 128 nearest to 100
-    GLOBAL_BATCH = BATCH * tpukit.connect().replicas  # the accelerator group says how many replicas
-
-# %% tags=["self-check"]
-# Self-check
-answered(BATCH, "a multiple of 128 has no padding on a TPU")
-answered(GLOBAL_BATCH, "global batch = per-replica batch x replicas; the panel shows the replicas")
-replicas = tpukit.connect().replicas
-assert tpukit.config.padding_advice(BATCH, "tpu") is None, tpukit.config.padding_advice(BATCH, "tpu")
-assert abs(BATCH - 100) < 64, "a multiple of 128, but not the one nearest to 100"
-measured = tpukit.RunConfig(batch_size=BATCH, replicas=replicas).global_batch_size
-assert GLOBAL_BATCH == measured, f"{BATCH} per replica on {replicas} replica(s) is not {GLOBAL_BATCH} per step"
-print(f"Exercise 2: correct: {BATCH} per replica x {replicas} replica(s) = {measured} examples per step.")
-
-# %% [markdown]
-# Give the panel that batch size; the runs below use it.
+# Keras trains on the last, partial batch (392 examples here). tpukit's pipelines drop it instead: a partial
+# batch is a new shape, which XLA compiles into a second program, and it need not split evenly over the
+# replicas. So a tpukit epoch of 5,000 examples at that batch is 6 steps; each epoch shuffles anew, so the 392 left
+# out differ from epoch to epoch. `RunConfig` does the arithmetic:
 
 # %%
-panel.config = {"batch_size": BATCH}
-print(panel.config.padding_advice("tpu") or f"batch_size={BATCH}: no padding on a TPU")
+print("global batch on 8 replicas:", panel.config.global_batch(8))
+print("tpukit's steps in an epoch of 5,000:", tpukit.data.pipeline.steps_per_epoch(5000, panel.config.global_batch(8)))
+print(f"here: {panel.runtime.replicas} replica(s), global batch {panel.config.global_batch(panel.runtime.replicas)}")
 
 # %% [markdown]
 # ## Reproduce a run bit for bit
 #
-# With **deterministic** on, tpukit seeds everything and makes the ops deterministic (TensorFlow's op
-# determinism; on JAX, XLA's kernels are deterministic already), so the same config gives the same weights, down
-# to the last bit. `check_reproducibility` reruns the latest completed run and compares the weights'
-# fingerprints (the **Check reproducibility** button). Try it with `deterministic` off too: on a GPU the
-# fingerprints then usually differ, on a CPU they often still match, by luck rather than by guarantee.
-# Notebook 03 shows what the fingerprint depends on.
+# With **deterministic** on, tpukit seeds everything (`keras.utils.set_random_seed`) and makes the ops
+# deterministic. On TensorFlow that is `tf.config.experimental.enable_op_determinism()`. On JAX, XLA's CPU and TPU
+# kernels are deterministic already, but a GPU's are not: there XLA needs `XLA_FLAGS=--xla_gpu_deterministic_ops=true`,
+# which it reads once, when JAX starts (tpukit's `connect` sets it when deterministic is on; docs/gpu-benchmark.md
+# shows two seeded runs on an H100 differing without it and repeating with it). Then the same config gives the
+# same weights, down to the last bit. `check_reproducibility` reruns the latest completed run and compares the
+# weights' fingerprints (the **Check reproducibility** button). With `deterministic` off, fingerprints on a GPU
+# usually differ; on a CPU or a TPU they often still match, by luck rather than by guarantee. Notebook 03 does this
+# with plain Keras first. At full size this cell trains two epochs of the CNN (under a minute on a T4 or a v5e).
 
 # %%
 panel.config = {"deterministic": True, "epochs": 1}
 panel.train(wait=True)
-check = panel.check_reproducibility(wait=True)
-print(check.text())
-assert check.reproducible, check.text()
+rerun = panel.check_reproducibility(wait=True)
+print(rerun.text())
+assert rerun.reproducible, rerun.text()
+
+# %% [markdown]
+# ### Exercise 2: which runs repeat
+#
+# Three deterministic runs of a small MLP on the digits: run A with seed 7, run B with the very same config, and
+# run C with seed 8. **Predict `SAME_AS_A`**: the set of runs, out of `"B"` and `"C"`, whose weights fingerprint
+# equals run A's. The self-check trains all three (a few seconds each) and compares their fingerprints.
+
+# %% tags=["exercise"]
+SAME_AS_A = ...  # YOUR PREDICTION: a set, such as {"C"} or set()
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["SAME_AS_A = set()", "SAME_AS_A = {'B', 'C'}", "SAME_AS_A = {'C'}"]
+# @title Solution
+if SOLUTIONS:
+    SAME_AS_A = {"B"}  # same config, same weights; the seed is part of the config, so C starts elsewhere
+
+# %% tags=["self-check"]
+# Self-check: train A, B and C, and compare the fingerprints of their weights
+answered(SAME_AS_A, "deterministic means: same config, same weights. Is the seed part of the config?")
+run_a = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, steps_per_epoch=5 if SMOKE else 30,
+                         validation_split=None, deterministic=True, seed=7)
+fingerprints = {name: tpukit.train(config).fingerprint
+                for name, config in {"A": run_a, "B": run_a, "C": run_a.replace(seed=8)}.items()}
+print("fingerprints:", fingerprints)
+check(set(SAME_AS_A) == {name for name in "BC" if fingerprints[name] == fingerprints["A"]},
+      "compare the three fingerprints above: a seed fixes the initial weights and the order of the data")
+print("Exercise 2: correct.")
 
 # %% [markdown]
 # ## Compare the runs
@@ -246,14 +267,18 @@ for row in panel.compare():
 # %% [markdown]
 # ## On a TPU, a GPU or the CPU
 #
-# - **TPU**: one replica per TPU device: 1 on Colab's free TPU (a single v5e chip), 8 on Kaggle's v5e-8 or a
-#   v2-8/v3-8 board (4 chips x 2 cores). `batch_size` is per replica, so the global batch is that many times
-#   larger. On Colab's TPU runtime (JAX, no TensorFlow) tpukit runs Keras 3 on JAX, on the TPU. Precision
-#   "auto" means `mixed_bfloat16`; `mixed_float16` is refused.
-# - **GPU**: one replica per GPU under `MirroredStrategy`; "auto" picks `mixed_float16` on Tensor-Core GPUs
-#   (compute capability 7.0 or higher, such as the T4) and `float32` on older ones.
-# - **CPU**: one replica (or simulated replicas, see notebook 01); "auto" is decided by measuring float32 against
-#   bfloat16 matmuls and conv gradients on this very CPU.
+# - **TPU**: one replica per TPU device (a v5e or v6e chip is one device): 1 on Colab's TPU runtime (one
+#   v5e or one v6e chip), 8 on Kaggle's v5e-8. `batch_size` is per replica, so the global batch is that many
+#   times larger. On Colab's TPU runtime (JAX, no TensorFlow) tpukit runs Keras 3 on JAX, on the TPU, with no
+#   `keras.distribution` for one chip and `DataParallel` for several. Precision "auto" means `mixed_bfloat16`;
+#   `mixed_float16` is refused (float16 is not a TPU compute type).
+# - **GPU**: one GPU trains under TensorFlow's default strategy, as plain `model.fit` does, so Keras'
+#   `jit_compile="auto"` compiles with XLA; two or more under `MirroredStrategy`, where Keras keeps XLA off (on
+#   JAX: `DataParallel`). "auto" picks `mixed_float16` on Tensor-Core GPUs (compute capability 7.0 or higher, such
+#   as the T4, L4 and A100) and `float32` on older ones.
+# - **CPU**: one replica (or simulated replicas, see notebook 01); "auto" picks `mixed_bfloat16` only where this
+#   very CPU, measured at connect, runs bfloat16 matmuls and conv gradients both more than 20% faster than
+#   float32, else `float32`.
 #
 # The panel, the code and the run directories are the same on all three. Next: **TensorBoard** opens inline
 # (never through a public tunnel) with the TensorBoard button; notebook 05 reads a profile capture in detail.
