@@ -82,6 +82,21 @@ def test_padding_advice_is_a_warning_with_waste_percent():
     assert "multiple of 8" in RunConfig(batch_size=50).padding_advice("tpu")
 
 
+def test_padding_advice_is_said_once_where_the_batch_is_chosen():
+    with pytest.warns(PaddingWarning) as said:
+        config = RunConfig(accelerator="gpu", batch_size=50)
+    assert len(said) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config.replace(epochs=2, precision="float32")  # the batch did not change: nothing new to say
+        config.replace(batch_size=50)
+        RunConfig.from_dict({"accelerator": "gpu", "batch_size": 50}, advise=False)  # a view shows it itself
+    with pytest.warns(PaddingWarning, match="batch_size=60"):
+        config.replace(batch_size=60)
+    with pytest.warns(PaddingWarning, match="on TPU"):
+        RunConfig(batch_size=50).replace(accelerator="tpu")
+
+
 def test_json_round_trip_and_replace():
     config = RunConfig(profile=(2, 4), deterministic=True, precision="mixed_bfloat16", replicas=8, jit_compile=False)
     again = RunConfig.from_json(config.to_json())

@@ -2,6 +2,7 @@
 import dataclasses
 
 import numpy as np
+import pytest
 
 import keras
 import tpukit
@@ -38,7 +39,10 @@ def test_a_run_on_a_fake_tpu_notes_the_padded_widths_of_the_users_model(tmp_path
     x, y = np.random.default_rng(0).normal(size=(64, 4)).astype("float32"), np.arange(64) % 2
     config = tpukit.RunConfig(epochs=1, batch_size=16, precision="float32", logdir=str(tmp_path),
                               validation_split=None)
-    result = tpukit.train(config, runtime, model=model, data=(x, y))
+    with pytest.warns(tpukit.PaddingWarning) as said:  # accelerator "auto": said once the TPU is known
+        result = tpukit.train(config.replace(batch_size=12), runtime, model=model, data=(x, y))
+    assert [str(w.message)[:40] for w in said if w.category is tpukit.PaddingWarning] == [
+        "batch_size=12 per replica is not a multi"]
     assert any(n.startswith("tiling:") and "100->128" in n for n in result.notes), result.notes
     on_cpu = tpukit.train(config, model=model, data=(x, y))
     assert not any(n.startswith("tiling:") for n in on_cpu.notes)

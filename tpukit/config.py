@@ -8,6 +8,7 @@ the field, the value received and the valid choices.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import difflib
 import functools
@@ -34,6 +35,10 @@ PAD_RULE = {
     "gpu": "Tensor Cores take float16 in multiples of 8",
 }
 
+
+# False while a config is rebuilt without a new batch size or accelerator (RunConfig.replace) or built for a view
+# that shows the advice itself (RunConfig.from_dict(advise=False)): the advice is said once, where the user chose.
+_ADVISE = contextvars.ContextVar("tpukit_padding_advice", default=True)
 
 _FROM_MESSAGE = object()  # ConfigError's default detail: the message after its "RunConfig.<field>: " prefix
 
@@ -230,7 +235,7 @@ class RunConfig:
         if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from.strip()):
             _fail("init_from", self.init_from, "None or the directory of a run whose final weights start this one")
         self.check_for(self.accelerator, self.replicas or 1)
-        advice = padding_advice(self.batch_size, self.accelerator)
+        advice = padding_advice(self.batch_size, self.accelerator) if _ADVISE.get() else None
         if advice:
             warnings.warn(advice, PaddingWarning, stacklevel=3)
 
@@ -272,9 +277,15 @@ class RunConfig:
 
     # ---- copies and JSON ------------------------------------------------
     def replace(self, **changes) -> "RunConfig":
-        """A validated copy with some fields changed."""
+        """A validated copy with some fields changed; the padding advice again only if the batch or the accelerator
+        changed."""
         _check_fields(changes)
-        return dataclasses.replace(self, **changes)
+        again = any(k in changes and changes[k] != getattr(self, k) for k in ("batch_size", "accelerator"))
+        token = _ADVISE.set(again and _ADVISE.get())
+        try:
+            return dataclasses.replace(self, **changes)
+        finally:
+            _ADVISE.reset(token)
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -284,9 +295,14 @@ class RunConfig:
         return out
 
     @classmethod
-    def from_dict(cls, values: dict) -> "RunConfig":
+    def from_dict(cls, values: dict, *, advise: bool = True) -> "RunConfig":
+        """A config from a dict of fields; `advise=False` for a view that shows the padding advice itself."""
         _check_fields(values)
-        return cls(**values)
+        token = _ADVISE.set(advise and _ADVISE.get())
+        try:
+            return cls(**values)
+        finally:
+            _ADVISE.reset(token)
 
     def to_json(self, indent: Optional[int] = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)

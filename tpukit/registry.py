@@ -18,10 +18,9 @@ import dataclasses
 import importlib
 import inspect
 import re
-import warnings
 from typing import Callable, Dict, Optional, Tuple
 
-from tpukit.config import PaddingWarning, RunConfig
+from tpukit.config import RunConfig
 from tpukit.data import builtin as datasets
 from tpukit.errors import one_line
 from tpukit.models import zoo
@@ -223,7 +222,5 @@ def with_labels(config, model, data):
     elif data is not None:
         changes["dataset"] = label(data)
     if changes:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PaddingWarning)
-            config = config.replace(**changes)
+        config = config.replace(**changes)
     return config, model, data

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import json
 import threading
-import warnings
 from pathlib import Path
 from typing import Iterable, Optional
 
-from tpukit.config import PaddingWarning, RunConfig
+from tpukit.config import RunConfig
 from tpukit.runs import checkpoint, records
 from tpukit.runs.records import RunResult
 from tpukit.training.run import _Run
@@ -89,9 +88,7 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
                 f"{run_dir} is a completed run ({previous.epochs_done} epochs) and is not trained again; to train it "
                 f"further, extend it into a new run: resume(run_dir, epochs=N) or --resume DIR --epochs N, with N > "
                 f"{previous.epochs_done}. Received: epochs={epochs}.")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PaddingWarning)
-            extended = config.replace(epochs=epochs)
+        extended = config.replace(epochs=epochs)
         return _Run(extended, runtime, callbacks, stop, progress, parent=previous, inputs=inputs).execute()
     checkpoint.latest(Path(run_dir, records.BACKUP_DIR))  # a damaged backup: BackupError, saying what is wrong
     found = records.resume_check(run_dir)

@@ -77,12 +77,10 @@ class _Run:
             config = self.config
         config.check_for(runtime.kind, runtime.replicas)
         policy, self.precision_reason = precision.resolve(config.precision, runtime)
-        advice = config.padding_advice(runtime.kind)
+        advice = config.padding_advice(runtime.kind) if config.accelerator == "auto" else None  # else said at build
         if advice:
             warnings.warn(advice, PaddingWarning, stacklevel=3)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PaddingWarning)  # already said above
-            self.config = config = config.replace(replicas=runtime.replicas, precision=policy, backend=runtime.backend)
+        self.config = config = config.replace(replicas=runtime.replicas, precision=policy, backend=runtime.backend)
         self.runtime = runtime
         self.compiles = compiles.Watch(runtime.backend)
         determinism.setup(config.seed, config.deterministic, runtime.backend)
@@ -155,9 +153,7 @@ class _Run:
                                                  step_seconds=step_s)
         if config.steps_per_execution == "auto":
             self.notes.append(f"steps_per_execution: {why}")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", PaddingWarning)  # already said
-                self.config = config.replace(steps_per_execution=steps)
+            self.config = config.replace(steps_per_execution=steps)
 
     def _resolve_jit_compile(self, model):
         config = self.config
@@ -166,9 +162,7 @@ class _Run:
         if why:
             self.notes.append(f"jit_compile: {why}")
         if jit != config.jit_compile:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", PaddingWarning)  # already said
-                self.config = config.replace(jit_compile=jit)
+            self.config = config.replace(jit_compile=jit)
 
     def _build_model(self):
 

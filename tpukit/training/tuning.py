@@ -20,7 +20,7 @@ import time
 import warnings
 from typing import Callable, List, Optional, Tuple
 
-from tpukit.config import ConfigError, PaddingWarning, RunConfig, check_one_batch, global_batch as global_batch_of
+from tpukit.config import ConfigError, RunConfig, check_one_batch, global_batch as global_batch_of
 
 PATIENCE = 2  # sizes in a row that gain less than min_gain before the search ends (one can be a hiccup)
 MIN_STEPS_PER_EPOCH = 16  # the search stops before a batch that leaves an epoch fewer steps than this
@@ -153,10 +153,8 @@ def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, m
     from tpukit.training import determinism
 
     global_batch = global_batch_of(size, runtime.replicas)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PaddingWarning)
-        trial_config = config.replace(batch_size=size, steps_per_execution=1, replicas=runtime.replicas,
-                                      precision=policy)
+    trial_config = config.replace(batch_size=size, steps_per_execution=1, replicas=runtime.replicas,
+                                  precision=policy)  # sizes are multiples of 8: no padding advice
     per_epoch = pipeline.steps_per_epoch(len(source.train), global_batch)
     epochs = math.ceil((warmup + steps) / per_epoch)
     timer = _StepTimer(warmup, warmup + steps, global_batch, per_epoch)

@@ -32,11 +32,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-import warnings
 from typing import Any, Callable, Dict, List, Optional
 
 from tpukit import context as _context
-from tpukit.config import PaddingWarning, RunConfig
+from tpukit.config import RunConfig
 from tpukit.ui.actions_profile import ProfileActions
 from tpukit.ui.actions_runs import RunsActions
 from tpukit.ui.actions_settings import SettingsActions
@@ -71,9 +70,7 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
             config = valid({})
         elif not isinstance(config, RunConfig):
             raise TypeError(f"Expected a RunConfig, a dict of its fields or None. Received: config={config!r}")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PaddingWarning)
-            config, model, data = registry.with_labels(config, model, data)
+        config, model, data = registry.with_labels(config, model, data)
         # The user's own model and data (objects), used while the config still names them.
         self._inputs = {"model": (config.model, model), "data": (config.dataset, data),
                         "validation_data": validation_data, "test_data": test_data}

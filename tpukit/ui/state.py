@@ -7,10 +7,9 @@ actions) can name these types without importing the controller: nothing here act
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from typing import Any, Dict, List, Tuple
 
-from tpukit.config import PaddingWarning, RunConfig
+from tpukit.config import RunConfig
 
 # Runs made by panels in this kernel: a panel built again (a re-run cell) still lists them.
 KERNEL_RUNS: List[Any] = []
@@ -108,9 +107,7 @@ class View:
 
 def valid(values: dict) -> RunConfig:
     """RunConfig.from_dict, without the padding warning (the settings show the advice beside the batch)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PaddingWarning)
-        return RunConfig.from_dict(values)
+    return RunConfig.from_dict(values, advise=False)
 
 
 def runtime_key(config: RunConfig) -> Tuple:
