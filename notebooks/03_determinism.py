@@ -17,7 +17,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/24<br>
+# **Last modified:** 2026/11/26<br>
 # **Description:** Seeds, op determinism, weight fingerprints, and the price of determinism measured here.<br>
 # **Accelerator:** GPU (where it matters most), TPU or CPU
 #
@@ -32,12 +32,13 @@
 #
 # **You will learn to:**
 #
-# - seed Python, NumPy, TensorFlow and Keras with one call, and see that it fixes the initial weights (and every
-#   random draw after it);
+# - seed Python, NumPy, TensorFlow and Keras with one call, `keras.utils.set_random_seed`, and see that it fixes
+#   the initial weights (and every random draw after it);
 # - see why the order of additions changes the last bits of a result;
-# - turn on op determinism (and know its history, `TF_DETERMINISTIC_OPS=1`), and measure what it costs here;
-#   on JAX (Colab's TPU runtime, which has no TensorFlow), know what stands in for it;
-# - compare runs by the **fingerprint** of their weights: equal fingerprints mean bitwise-equal weights;
+# - make the ops deterministic: `tf.config.experimental.enable_op_determinism()` on TensorFlow (and its history,
+#   `TF_DETERMINISTIC_OPS=1`), XLA's `--xla_gpu_deterministic_ops=true` for JAX on a GPU; and measure the cost;
+# - train twice with plain Keras and compare the weights bit for bit; then let tpukit's `deterministic` setting
+#   do the same, and compare runs by the **fingerprint** of their weights;
 # - know what "determinism off" can and cannot mean in a running kernel.
 
 # %% [markdown]
@@ -71,15 +72,21 @@ SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: e
 import os
 import time
 
-import keras
 import numpy as np
 
-import tpukit
-from tpukit import data
-from tpukit.training import determinism
-from tpukit import models
+TF = os.environ["KERAS_BACKEND"] == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
+if not TF:
+    # JAX on a GPU: XLA reads this flag once, when JAX starts, so it goes in before Keras (and JAX) start. XLA's
+    # CPU and TPU kernels are deterministic without it; there it changes nothing.
+    os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), "--xla_gpu_deterministic_ops=true"]))
 
-TF = keras.backend.backend() == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
+import keras
+
+import tpukit
+from tpukit import data, models
+from tpukit.teaching import SOLUTIONS, answered, check
+from tpukit.training import determinism
+
 if TF:
     import tensorflow as tf
 else:
@@ -89,57 +96,68 @@ runtime = tpukit.connect()
 digits = data.load("digits")
 print(runtime.describe())
 
-# The exercises leave `...` for you to fill in. Each has a hidden solution cell that runs only with
-# TPUKIT_SOLUTIONS=1 (the tests set it), so the self-checks test your answer, not ours.
-SOLUTIONS = os.environ.get("TPUKIT_SOLUTIONS") == "1"
-
-
-def answered(value, hint):
-    """The start of every self-check: an answer still `...` fails here, with a hint."""
-    assert value is not ..., f"Not answered yet: replace the `...` in the cell above. Hint: {hint}"
-    return value
-
+# Each exercise leaves `...` for you to fill in. Its folded solution cell fills it in only with TPUKIT_SOLUTIONS=1
+# (the tests set it), so the self-check under it tests your answer, not ours.
 
 # %% [markdown]
 # ## Seeds: the same initial weights
 #
-# `keras.utils.set_random_seed(n)` seeds Python's `random`, NumPy, TensorFlow (where installed) and Keras in one
-# call; `tpukit.training.determinism.set_seed` is that call. Build a model twice without it and the weights differ; seed
-# before each build and they are equal. `tpukit.fingerprint` hashes every weight bit for bit into 16 hex digits.
+# `keras.utils.set_random_seed(n)` seeds Python's `random`, NumPy, TensorFlow (wherever it is installed, for
+# `tf.data`'s shuffles) and Keras' own global seed generator, in one call. Build a model twice without it and the
+# initial weights differ; seed before each build and they are equal. "Equal" here means bit for bit: the bytes
+# of every array of `model.get_weights()`, which `np.array_equal` would not quite say (it calls `-0.0` equal to
+# `0.0`, and a NaN unequal to itself).
 
 # %%
-unseeded = [tpukit.fingerprint(models.build("mlp", input_shape=(8, 8, 1), num_classes=10)) for _ in range(2)]
-print("no seed:   ", unseeded)
+def small_model():
+    """An MLP for the 8x8 digits; its initial weights are random draws from Keras' global seed generator."""
+    return keras.Sequential([keras.Input(digits.info.image_shape), keras.layers.Rescaling(1 / 255),
+                             keras.layers.Flatten(), keras.layers.Dense(64, activation="relu"),
+                             keras.layers.Dropout(0.2), keras.layers.Dense(10)])
 
-determinism.set_seed(42)
-first = tpukit.fingerprint(models.build("mlp", input_shape=(8, 8, 1), num_classes=10))
-determinism.set_seed(42)
-second = tpukit.fingerprint(models.build("mlp", input_shape=(8, 8, 1), num_classes=10))
-print("seed 42 before each build:", [first, second])
+
+def same_bits(weights_a, weights_b):
+    """True when two lists of arrays (two models' `get_weights()`) are equal bit for bit."""
+    return len(weights_a) == len(weights_b) and all(
+        a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes() for a, b in zip(weights_a, weights_b))
+
+
+print("no seed, equal weights:", same_bits(small_model().get_weights(), small_model().get_weights()))
+keras.utils.set_random_seed(42)
+first = small_model().get_weights()
+keras.utils.set_random_seed(42)
+second = small_model().get_weights()
+print("seed 42 before each build, equal weights:", same_bits(first, second))
+print("tpukit.fingerprint of each:", tpukit.fingerprint(first), tpukit.fingerprint(second))
 
 # %% [markdown]
+# `tpukit.fingerprint` hashes the same bytes (and each array's dtype and shape) into 16 hex digits: equal
+# fingerprints mean bitwise-equal weights, and a fingerprint is short enough to print, log and compare later
+# without the model. `tpukit.training.determinism.set_seed` is `keras.utils.set_random_seed`.
+#
 # ### Exercise 1: what a seed fixes
 #
-# A seed does not fix one build: it restarts the stream that every later random draw comes from. This cell
-# seeds **once** and builds twice, then seeds again and builds twice more. **Predict `DISTINCT`**: how many
-# different fingerprints do the four models have? The self-check builds them and counts.
+# A seed does not fix one build: it restarts the stream that every later random draw comes from. The self-check
+# seeds **once** and builds two models, then seeds again and builds two more. **Predict `DISTINCT`**: how many
+# different sets of initial weights do the four models have? The self-check builds them and counts.
 
 # %% tags=["exercise"]
 DISTINCT = ...  # YOUR PREDICTION: a count, 1 to 4
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["DISTINCT = 1", "DISTINCT = 4", "DISTINCT = 3"]
+# @title Solution
 if SOLUTIONS:
     DISTINCT = 2  # builds 1 and 3 start the stream at seed 7; builds 2 and 4 both take its next draws
 
 # %% tags=["self-check"]
-# Self-check: seed, build, build; seed, build, build
-answered(DISTINCT, "after set_seed(7) the draws come in a fixed order; the second seeding starts that order over")
-fingerprints = []
+# Self-check: seed, build, build; seed, build, build; then count the different kernels
+answered(DISTINCT, "after set_random_seed(7) the draws come in a fixed order; the second seeding starts that order over")
+kernels = []
 for _ in range(2):
-    determinism.set_seed(7)
-    fingerprints += [tpukit.fingerprint(models.build("mlp", input_shape=(8, 8, 1), num_classes=10)) for _ in range(2)]
-print("the four fingerprints:", fingerprints)
-assert DISTINCT == len(set(fingerprints)), f"you predicted {DISTINCT}; count the equal ones above"
+    keras.utils.set_random_seed(7)
+    kernels += [keras.Sequential([keras.Input((64,)), keras.layers.Dense(10)]).get_weights()[0] for _ in range(2)]
+print("the four fingerprints:", [tpukit.fingerprint([k]) for k in kernels])
+check(DISTINCT == len({k.tobytes() for k in kernels}), "count the different fingerprints above")
 print("Exercise 1: correct.")
 
 # %% [markdown]
@@ -167,7 +185,8 @@ print(f"one sum of 100,000 float32 numbers, in 5 orders: {len(orders)} different
 # %% tags=["exercise"]
 RESULTS = ...  # YOUR PREDICTION: a count of different totals
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["RESULTS = 1", "RESULTS = 2", "RESULTS = 24"]
+# @title Solution
 if SOLUTIONS:
     RESULTS = 3  # 0, 1 or 2: a 1 survives only if it is added while the total is not near 1e8
 
@@ -184,11 +203,18 @@ for order in itertools.permutations(np.array([1e8, 1.0, -1e8, 1.0], dtype=np.flo
         total = np.float32(total + value)
     totals.add(float(total))
 print("the different totals:", sorted(totals))
-assert RESULTS == len(totals), f"you predicted {RESULTS}"
+check(RESULTS == len(totals), "count the different totals above")
 print("Exercise 2: correct.")
 
 # %% [markdown]
 # ## Op determinism, and what it costs
+#
+# **TensorFlow.** The recipe, from TensorFlow's own documentation of the call:
+#
+# ```python
+# keras.utils.set_random_seed(1)
+# tf.config.experimental.enable_op_determinism()
+# ```
 #
 # **History.** TensorFlow 2.1 read an environment variable, `TF_DETERMINISTIC_OPS=1`, that made cuDNN
 # convolutions and max-pooling deterministic on GPUs. TensorFlow 2.8 made it an API,
@@ -196,10 +222,11 @@ print("Exercise 2: correct.")
 # raises `UnimplementedError` for ops that have no deterministic implementation instead of silently varying. The
 # environment variable is still read when TensorFlow starts, so it must be set before the first import.
 #
-# **JAX** has no such switch to call. XLA's CPU and TPU kernels are deterministic already; on a GPU, XLA reads
-# `--xla_gpu_deterministic_ops=true` from `XLA_FLAGS` when it starts (`tpukit.connect(deterministic=True)` sets
-# it, so connect first). And JAX's random numbers have no hidden state: every draw takes an explicit key, so the
-# same key gives the same numbers, in any order and on any device.
+# **JAX** has no such call. XLA's CPU and TPU kernels are deterministic already; on a GPU, XLA reads
+# `--xla_gpu_deterministic_ops=true` from `XLA_FLAGS` once, when JAX starts, which is why the setup cell sets it
+# before importing Keras (docs/gpu-benchmark.md: on an H100, two seeded runs differed without it and repeated
+# with it). And JAX's random numbers have no hidden state: every draw takes an explicit key, so the same key gives
+# the same numbers, in any order and on any device.
 #
 # **Cost.** Deterministic kernels are often slower: they give up atomics, fix an algorithm, or serialize work.
 # Op determinism cannot be turned off again in a running process (more on that below), so measure the
@@ -223,10 +250,10 @@ def best_ms(run, repeats=5 if SMOKE else 10):
 
 
 def train_steps_ms():
+    """Milliseconds per training step of tpukit's small CNN, plain Keras on the default device."""
     keras.utils.set_random_seed(0)
-    with runtime.strategy.scope():
-        model = models.build("cnn", input_shape=digits.info.image_shape, num_classes=10)
-        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model = models.build("cnn", input_shape=digits.info.image_shape, num_classes=10)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     x, y = digits.x_train[:64], digits.y_train[:64]
     model.train_on_batch(x, y)  # warm-up: tracing
     return best_ms(lambda: [model.train_on_batch(x, y) for _ in range(STEPS)]) / STEPS
@@ -253,7 +280,8 @@ if TF:
 
     train_steps_ms(), pipeline_ms()  # a throwaway round: the first calls in a process pay one-time costs
     cost = {"nondeterministic": (train_steps_ms(), pipeline_ms(), pipeline_ms(stateless=True))}
-    print(determinism.setup(seed=42, deterministic=True, backend=runtime.backend))
+    keras.utils.set_random_seed(42)
+    tf.config.experimental.enable_op_determinism()  # from here on, for the rest of this process
     cost["deterministic"] = (train_steps_ms(), pipeline_ms(), pipeline_ms(stateless=True))
 
     print(f"{'':>17} {'train step':>11} {'tf.data, stateful':>18} {'tf.data, stateless':>19}")
@@ -262,8 +290,8 @@ if TF:
     ratios = [d / n for d, n in zip(cost["deterministic"], cost["nondeterministic"])]
     print("deterministic / nondeterministic:", ", ".join(f"{r:.2f}x" for r in ratios))
 else:
-    print(f"train step: {train_steps_ms():.1f} ms")  # after its warm-up step, which compiled it
-    print(determinism.setup(seed=42, deterministic=True, backend=runtime.backend))
+    print(f"train step: {train_steps_ms():.1f} ms on {jax.devices()[0].platform.upper()}")  # after its warm-up
+    print("XLA_FLAGS:", os.environ["XLA_FLAGS"])
     key = jax.random.key(1)
     again = bool((jax.random.uniform(key, (3,)) == jax.random.uniform(key, (3,))).all())
     other = bool((jax.random.uniform(jax.random.split(key)[0], (3,)) != jax.random.uniform(key, (3,))).any())
@@ -279,11 +307,35 @@ else:
 # ```
 
 # %% [markdown]
-# ## Fingerprints: two runs, one fingerprint
+# ## Two runs, the same weights: plain Keras
 #
-# With seeds and op determinism on, a run is a pure function of its config. `tpukit.train` records the
-# fingerprint of the final weights in its `RunResult` (and in `result.json`), so two runs can be compared
-# without loading either model; the panel's **Check reproducibility** button does exactly this.
+# Seeds and deterministic ops together make training a pure function of the code and the data. Train the small
+# MLP twice from scratch, with shuffling and dropout (both random), and compare every weight bit for bit. At full
+# size that is 5 epochs of 1,437 digits, a few seconds.
+
+# %%
+def train_once(seed):
+    """A seeded model trained from scratch; returns its weights."""
+    keras.utils.set_random_seed(seed)  # on TensorFlow, op determinism is on since the cell above
+    model = small_model()
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(digits.x_train, digits.y_train, batch_size=64, epochs=1 if SMOKE else 5, shuffle=True, verbose=0)
+    return model.get_weights()
+
+
+run_1, run_2, other_seed = train_once(7), train_once(7), train_once(8)
+print("seed 7 twice, equal bit for bit:", same_bits(run_1, run_2))
+print("seed 7 and seed 8, equal:", same_bits(run_1, other_seed))
+
+# %% [markdown]
+# ## tpukit: one setting, and a fingerprint in every run
+#
+# `RunConfig(deterministic=True, seed=7)` makes the same calls for a run: `keras.utils.set_random_seed(7)` and,
+# on TensorFlow, `enable_op_determinism()`; on JAX, `tpukit.connect(deterministic=True)` sets XLA's GPU flag
+# (when it is the first to start JAX). What it adds: each epoch's order of the data comes from the seed and the
+# epoch number (so a resumed run sees the batches it would have seen), and `tpukit.train` records the fingerprint
+# of the final weights in its `RunResult` (and in `result.json`), so two runs compare without loading either
+# model; the panel's **Check reproducibility** button reruns a run and does exactly this.
 
 # %%
 config = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1 if SMOKE else 3,
@@ -299,14 +351,15 @@ print("run a:", run_a.fingerprint, "| run b:", run_b.fingerprint)
 # Some fields of a `RunConfig` change the weights a run ends with; others only change how the run is named,
 # recorded or reported. `CANDIDATES` changes one field at a time from a deterministic config like the one above.
 # **Predict `CHANGES_WEIGHTS`**: the set of fields whose change gives a different fingerprint. The self-check
-# trains the config once as it is and once per candidate, and compares fingerprints.
+# trains the config once as it is and once per candidate (five short runs), and compares fingerprints.
 
 # %% tags=["exercise"]
 CANDIDATES = {"name": "renamed", "metrics": ("accuracy", "sparse_top_k_categorical_accuracy"),
               "learning_rate": 0.01, "batch_size": 32}
 CHANGES_WEIGHTS = ...  # YOUR PREDICTION: a set of field names from CANDIDATES, such as {"name"}
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["CHANGES_WEIGHTS = {'learning_rate'}", "CHANGES_WEIGHTS = {'learning_rate', 'batch_size', 'metrics'}", "CHANGES_WEIGHTS = set()"]
+# @title Solution
 if SOLUTIONS:
     CHANGES_WEIGHTS = {"learning_rate", "batch_size"}  # the name and the metrics only watch the run
 
@@ -320,7 +373,7 @@ reference = tpukit.train(base, runtime).fingerprint
 measured = {field for field, value in CANDIDATES.items()
             if tpukit.train(base.replace(**{field: value}), runtime).fingerprint != reference}
 print("you predicted:", sorted(CHANGES_WEIGHTS), "| measured:", sorted(measured))
-assert set(CHANGES_WEIGHTS) == measured, "not quite: compare the two lists above"
+check(set(CHANGES_WEIGHTS) == measured, "compare the two lists above")
 print("Exercise 3: correct: the same config gives the same weights, and you know which fields count.")
 
 # %% [markdown]
@@ -329,8 +382,9 @@ print("Exercise 3: correct: the same config gives the same weights, and you know
 # TensorFlow has no public call that turns op determinism off again. So in tpukit, unticking **deterministic**
 # after a deterministic run still seeds (runs start from the same weights), but the ops stay deterministic until
 # the runtime restarts (Colab: *Runtime > Restart session*). `setup` says so, and
-# `determinism.op_determinism_enabled()` tells you which state you are in. On JAX nothing was switched on, so
-# there is nothing to switch off: it stays `False`, and XLA's flags hold from start-up to the end.
+# `determinism.op_determinism_enabled()` tells you which state you are in (it knows of tpukit's own calls: here
+# the deterministic runs above). On JAX nothing is switched on in the running process: it stays `False`, and
+# XLA's flags hold from start-up to the end.
 
 # %%
 print(determinism.setup(seed=42, deterministic=False, backend=runtime.backend))
@@ -339,25 +393,27 @@ print("op determinism on:", determinism.op_determinism_enabled())
 # %% [markdown]
 # ## What you should see
 #
-# - Unseeded builds have different fingerprints; seeded ones share one; seeding once and building twice gives
-#   two, and seeding again repeats them.
+# - Unseeded builds have different weights; builds seeded alike have equal weights and one fingerprint; seeding
+#   once and building twice gives two, and seeding again repeats them.
 # - `(a + b) + c` is 1 and `a + (b + c)` is 0; one sum in five orders gives several results; `1e8, 1, -1e8, 1`
 #   sums to 0, 1 or 2.
 # - The cost table (TensorFlow). On a CPU the training step costs about the same either way (CPU kernels are mostly
 #   deterministic already). The stateful `tf.data` pass gets slower with determinism, since its `map` runs
 #   serially, by up to the number of cores; the stateless one keeps its speed. Timings are noisy on a shared or
 #   2-core machine (like Colab's CPU runtime): read the ratios, and rerun the cell if one looks odd.
-# - On JAX: one training-step time, and the same key drawing the same numbers.
-# - Two runs of one config have the same fingerprint; so do runs that differ only in their name or metrics.
+# - On JAX: one training-step time, the flag in `XLA_FLAGS`, and the same key drawing the same numbers.
+# - Plain Keras: seed 7 twice gives bitwise-equal weights, seeds 7 and 8 do not. tpukit: two runs of one config
+#   have the same fingerprint; so do runs that differ only in their name or metrics.
 # - After `setup(..., deterministic=False)`: op determinism is still on (TensorFlow), or was never a switch (JAX).
 #
 # ## On a TPU, a GPU or the CPU
 #
 # - **GPU**: nondeterminism is common (atomics in reductions and bias gradients, cuDNN autotuning), and
 #   determinism can cost a lot, from a few percent to several times slower for scatter and segment ops. Some
-#   ops raise `UnimplementedError`; the error names the op.
-# - **TPU**: XLA compiles each step into one fixed program, so with seeds runs usually repeat exactly; keep the
-#   input order fixed (tpukit's pipelines shuffle with a seed per epoch).
+#   ops raise `UnimplementedError`; the error names the op. On JAX, only `--xla_gpu_deterministic_ops=true`
+#   makes seeded runs repeat.
+# - **TPU**: XLA compiles each step into one fixed program and its TPU kernels are deterministic, so with seeds
+#   runs repeat exactly; keep the input order fixed (tpukit's pipelines shuffle with a seed per epoch).
 # - **CPU**: mostly deterministic with seeds, but oneDNN and multi-threaded ops can still vary (TensorFlow warns
 #   about round-off from "different computation orders" at start-up); `tf.data` with parallel random `map`s is
 #   the usual cost of determinism here.
