@@ -122,9 +122,9 @@ print(result.model.predict(np.zeros((1, *result.data["spec"]["input_shape"]), "u
 #   or one v6e chip), `GPU, 1 replica (Tesla T4)` or `CPU`, with the precision tpukit recommends there and why.
 # - While the run goes on: epoch, step, examples per second, an ETA and a loss/accuracy plot that updates.
 # - At the end, a line such as `completed: 20261122-...-mlp-digits, val_accuracy 0.9...` and a row in the runs
-#   table. At smoke size accuracy is low (a few steps). With the defaults (3 epochs of the CNN, about a minute on a
-#   T4 or a v5e, a few minutes on Colab's 2-core CPU), training accuracy
-#   ends near 0.97 and `val_accuracy` somewhere around 0.8 to 0.95: it still jumps from epoch to epoch.
+#   table. At smoke size accuracy is low (a few steps). With the defaults (3 epochs of the CNN: about 30 s on a
+#   2-core CPU, less on a GPU or a TPU), training accuracy ends near 0.97 and `val_accuracy` somewhere around 0.8
+#   to 0.95: it still jumps from epoch to epoch.
 # - The printed summary: final metrics, examples/s, step time, MFU (the share of the chip's peak FLOP/s the model
 #   used) and the weights fingerprint. Every run also has a directory under `runs/` with `config.json` and
 #   `result.json`.
@@ -218,7 +218,7 @@ print(f"here: {panel.runtime.replicas} replica(s), global batch {panel.config.gl
 # same weights, down to the last bit. `check_reproducibility` reruns the latest completed run and compares the
 # weights' fingerprints (the **Check reproducibility** button). With `deterministic` off, fingerprints on a GPU
 # usually differ; on a CPU or a TPU they often still match, by luck rather than by guarantee. Notebook 03 does this
-# with plain Keras first. At full size this cell trains two epochs of the CNN (under a minute on a T4 or a v5e).
+# with plain Keras first. At full size this cell trains the CNN for one epoch twice (about 25 s on a 2-core CPU).
 
 # %%
 panel.config = {"deterministic": True, "epochs": 1}
