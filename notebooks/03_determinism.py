@@ -151,7 +151,8 @@ if SOLUTIONS:
 
 # %% tags=["self-check"]
 # Self-check: seed, build, build; seed, build, build; then count the different kernels
-answered(DISTINCT, "after set_random_seed(7) the draws come in a fixed order; the second seeding starts that order over")
+answered(DISTINCT, "after set_random_seed(7) the draws come in a fixed order; the second seeding starts that "
+                   "order over")
 kernels = []
 for _ in range(2):
     keras.utils.set_random_seed(7)
