@@ -205,14 +205,14 @@ print("RESULTS " + json.dumps(results))
 """
 
 
-def _code_cells(path):
+def _notebook_code_cells(path):
     import jupytext
 
     return [cell for cell in jupytext.read(path).cells if cell.cell_type == "code"]
 
 
 def _exercises(path):
-    cells = _code_cells(path)
+    cells = _notebook_code_cells(path)
     found = []
     for i, cell in enumerate(cells):
         if "exercise" in cell.metadata.get("tags", []):
@@ -258,7 +258,7 @@ def test_exercises_fail_unanswered_and_wrong_and_pass_answered(script, tmp_path)
     """
     import subprocess
 
-    setup = [cell.source for cell in _code_cells(script)[:2]]
+    setup = [cell.source for cell in _notebook_code_cells(script)[:2]]
     cells = tmp_path / "cells.json"
     cells.write_text(json.dumps({"setup": setup, "exercises": _exercises(script)}))
     env = {**_kernel_env(), "MPLBACKEND": "Agg"}
