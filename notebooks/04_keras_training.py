@@ -17,8 +17,10 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/25<br>
-# **Description:** Train the classic Colab CIFAR-10 CNN in the right strategy, stop early, evaluate, and see how batch size scales.<br>
+# **Last modified:** 2026/11/26<br>
+# **Description:** Train the classic Colab CIFAR-10 CNN with plain Keras (`fit` with `validation_split` and
+# `EarlyStopping`, then `evaluate`), then through tpukit's engine; your own model; `steps_per_execution`; how batch
+# size scales.<br>
 # **Accelerator:** TPU, GPU or CPU (any runtime; sizes adapt to it)
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/tpukit/tpukit/blob/main/notebooks/04_keras_training.ipynb)
@@ -29,11 +31,15 @@
 # - What the old `detect_strategy()` helper did (TPU, else MirroredStrategy, else the default strategy)
 #   and how `tpukit.connect()` replaces it, on TensorFlow and on JAX.
 # - Why the model, its optimizer and its metrics are built inside the strategy's (or distribution's) scope.
-# - How to train the classic Colab CIFAR-10 CNN through the engine, with an offline fallback dataset.
-# - How `EarlyStopping` on `val_loss` (validation data split off the *training* set) ends a run and keeps the
-#   best weights, and why the test split is evaluated once, at the end.
+# - How to train the classic Colab CIFAR-10 CNN with plain Keras: `model.fit` with `validation_split` and
+#   `keras.callbacks.EarlyStopping`, then `model.evaluate` once on the test split; and how many examples
+#   `validation_split` holds out and how many steps an epoch then runs.
+# - What `tpukit.train` adds to the same training: a run directory with its config and results, resume, one table
+#   of runs, and an offline fallback dataset.
+# - How `EarlyStopping` on `val_loss` ends a run and keeps the best weights.
 # - How to train **your own** Keras model on your own NumPy arrays through the same engine.
-# - How examples per second change with the global batch size, measured on the hardware at hand.
+# - What `compile(steps_per_execution=...)` changes, and how examples per second change with the global batch
+#   size, measured on the hardware at hand.
 # - How every run is recorded, and how to compare runs in one table.
 # - How to get the trained model back: predict with it, save it as `.keras`, load it back, and fine-tune from a run.
 #
@@ -84,19 +90,10 @@ from tpukit import data
 from tpukit import models
 from tpukit.training import precision
 from tpukit.runs import records
+from tpukit.teaching import SOLUTIONS, answered, check  # the exercises' answers and self-checks
 
 LOGDIR = os.path.join("runs", "04-keras-training")  # every run gets a directory in here
 runtime = tpukit.connect()  # the next section says what this does
-
-# The exercises leave `...` for you to fill in. Each has a hidden solution cell that runs only with
-# TPUKIT_SOLUTIONS=1 (the tests set it), so the self-checks test your answer, not ours.
-SOLUTIONS = os.environ.get("TPUKIT_SOLUTIONS") == "1"
-
-
-def answered(value, hint):
-    """The start of every self-check: an answer still `...` fails here, with a hint."""
-    assert value is not ..., f"Not answered yet: replace the `...` in the cell above. Hint: {hint}"
-    return value
 
 # %% [markdown]
 # ## From `detect_strategy()` to `tpukit.connect()`
@@ -131,7 +128,7 @@ print(f"strategy: {type(runtime.strategy).__name__}, replicas in sync: {runtime.
 # **What you should see:** on Colab's CPU runtime, `Connected: CPU` and the default strategy with one
 # replica, plus a line for the TPU and the GPU saying why each was skipped. On a GPU runtime,
 # MirroredStrategy over the GPUs; on Colab's TPU runtime, `jax` in the first line and one replica per TPU device:
-# 1 on the free tier (a single v5e chip), 8 on Kaggle's v5e-8 or a v2-8/v3-8 board.
+# 1 on Colab's TPU runtime (one v5e or v6e chip), 8 on Kaggle's v5e-8 or a v2-8/v3-8 board.
 
 # %% [markdown]
 # ## Model and metrics in the strategy's scope
@@ -166,52 +163,174 @@ else:
 #
 # ### The dataset: CIFAR-10 when online, shapes when not
 #
-# CIFAR-10 (50,000 training images, 32x32x3, 10 classes) comes from `keras.datasets` and needs the
-# network once (170 MB). tpukit checks first and raises `tpukit.data.DatasetUnavailable` instead of hanging
-# when it is not cached and cannot be downloaded. Then we fall back to `shapes`: generated 32x32x3 images
+# CIFAR-10 (50,000 training and 10,000 test images, 32x32x3, 10 classes) comes from
+# `keras.datasets.cifar10.load_data()`, which downloads `cifar-10-python.tar.gz` (170 MB) from
+# www.cs.toronto.edu/~kriz once and caches it under `~/.keras/datasets`. `tpukit.data.load("cifar10")` calls
+# exactly that, after checking that the host can be reached, and raises `tpukit.data.DatasetUnavailable` instead
+# of hanging when the download cannot happen. Then this notebook falls back to `shapes`: generated 32x32x3 images
 # of four coloured shapes, the same input shape, offline and of any size. (The smoke test never downloads.)
 
 # %%
 try:
     if SMOKE and not data.cached("cifar10"):
         raise data.DatasetUnavailable("the smoke test does not download CIFAR-10")
-    data.load("cifar10")
+    data.load("cifar10")  # keras.datasets.cifar10.load_data(): 170 MB, the first time only
     DATASET = "cifar10"
 except data.DatasetUnavailable as e:
-    print(f"CIFAR-10 unavailable ({e})\n-> using the offline 'shapes' dataset instead.")
+    print(f"CIFAR-10 unavailable ({str(e).splitlines()[0]}): using the offline 'shapes' dataset instead.")
     DATASET = "shapes"
 print(data.info(DATASET).description)
 
 # %% [markdown]
-# ### Train it, with early stopping
+# ### How long: about 3 minutes a training cell
 #
-# The seeds trained with a per-core batch of 512 on a TPU v2-8 (a global batch of 4,096) and
-# `EarlyStopping` on `val_loss`. `RunConfig(early_stopping=PATIENCE)` adds exactly that callback:
-# training ends once `val_loss` has not improved for `PATIENCE` epochs. The sizes below depend on the
-# runtime, so that a CPU finishes in minutes.
+# The seeds trained with a per-core batch of 512 on a TPU v2-8 (a global batch of 4,096) for 73 epochs. Here
+# the epochs are capped so that each training cell below takes about 3 minutes at most on a T4 or a v5e-1. The
+# estimate: this CNN costs 0.58 GFLOP per training example (`tpukit.models.flops` counts its convolutions and
+# Dense layers: about 0.19 GFLOP forward, 3 times that with the backward pass), so an epoch of 45,000 images is
+# 26 TFLOP. Small convolutions and BatchNorm are limited by memory more than by the matrix units, so assume a
+# T4 sustains about 2.5 TFLOP/s (4% of its 65 TFLOP/s float16 peak): about 10 s an epoch, and 12 epochs take
+# about 2 minutes, plus validation and the first step's compilation. A v5e-1 at about 10 TFLOP/s (5% of its
+# 197 TFLOP/s bfloat16 peak) needs about 2.6 s an epoch: 30 epochs take under 2 minutes. The CPU plan, 5 epochs
+# of 5,000 images, takes about 90 s on Colab's 2-core CPU. These are estimates: every run prints its own
+# examples per second, which is the figure to trust. For the seeds' accuracy (67.6% after 73 epochs), raise the
+# epochs.
 
 # %%
-PLANS = {  # per-replica batch, epochs, training examples (None: all)
-    "tpu": dict(batch_size=512, epochs=100, dataset_size=None),
-    "gpu": dict(batch_size=256, epochs=40, dataset_size=None),
-    "cpu": dict(batch_size=128, epochs=8, dataset_size=10_000),
+PLANS = {  # per-replica batch, epochs (a cap: early stopping may stop sooner), training examples (None: all)
+    "tpu": dict(batch_size=512, epochs=30, dataset_size=None),
+    "gpu": dict(batch_size=256, epochs=12, dataset_size=None),
+    "cpu": dict(batch_size=128, epochs=5, dataset_size=5_000),
 }
-plan = dict(batch_size=32, epochs=3, dataset_size=512, steps_per_epoch=4) if SMOKE else PLANS[runtime.kind]
-PATIENCE = 1 if SMOKE else 5
+plan = dict(batch_size=32, epochs=3, dataset_size=512) if SMOKE else PLANS[runtime.kind]
+PATIENCE = 1 if SMOKE else 3
+GLOBAL_BATCH = plan["batch_size"] * runtime.replicas  # Keras' batch_size is the global batch
+cifar = data.load(DATASET, size=plan["dataset_size"])  # NumPy arrays: uint8 images, int32 labels
+print(f"{len(cifar.x_train):,} training and {len(cifar.x_test):,} test images, global batch {GLOBAL_BATCH}, "
+      f"up to {plan['epochs']} epochs")
 
-config = tpukit.RunConfig(dataset=DATASET, model="cnn", early_stopping=PATIENCE, logdir=LOGDIR,
-                          name="cifar-cnn", **plan)
+# %% [markdown]
+# ### Plain Keras: `fit` with `validation_split` and `EarlyStopping`, then `evaluate`
+#
+# The whole recipe in plain Keras, the code to take home. `validation_split=0.1` holds out the *last* 10% of the
+# training arrays (taken before shuffling) for validation. `EarlyStopping(monitor="val_loss", patience=PATIENCE,
+# restore_best_weights=True)` ends training once `val_loss` has not improved for `PATIENCE` epochs, and puts the
+# best epoch's weights back. `evaluate` scores the test split once, at the end. The precision is the one
+# `connect()` recommends, set the Keras 3 way with `keras.config.set_dtype_policy` (notebook 02), and put back
+# to float32 afterwards. (`models.build("cnn")` returns a plain `keras.Model`: the seeds' CNN.)
+#
+# Where `fit` runs matters. With TensorFlow, the model keeps the `tf.distribute` strategy it was built in, so
+# `fit` may be called outside the scope. Keras on JAX looks the distribution up when `fit` runs, so there `fit`
+# and `evaluate` go inside the scope too (or set the distribution for the whole session with
+# `keras.distribution.set_distribution`). Everything inside the scope, as here, is right on both.
+
+# %%
+# Over several JAX devices every batch, the last, partial one included, must split evenly across them: so keep
+# a multiple of 10 x replicas (then the 90% / 10% split and the test split are whole multiples of the replicas).
+keep, keep_test = (len(a) - len(a) % (10 * runtime.replicas) for a in (cifar.x_train, cifar.x_test))
+keras.config.set_dtype_policy(runtime.precision)  # e.g. mixed_bfloat16 on a TPU, mixed_float16 on a T4
+with runtime.strategy.scope():
+    keras_model = models.build("cnn", input_shape=cifar.info.image_shape, num_classes=cifar.info.num_classes)
+    keras_model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    stopper = keras.callbacks.EarlyStopping(monitor="val_loss", patience=PATIENCE, restore_best_weights=True)
+    fitted = keras_model.fit(cifar.x_train[:keep], cifar.y_train[:keep], validation_split=0.1,
+                             batch_size=GLOBAL_BATCH, epochs=plan["epochs"], callbacks=[stopper], verbose=2)
+    test_scores = keras_model.evaluate(cifar.x_test[:keep_test], cifar.y_test[:keep_test], batch_size=GLOBAL_BATCH,
+                                       verbose=0, return_dict=True)
+keras.config.set_dtype_policy("float32")  # back to the default for the cells below
+print(f"{len(fitted.epoch)} epochs ({'stopped early' if stopper.stopped_epoch else 'every epoch'}); "
+      f"test accuracy {test_scores['accuracy']:.3f}")
+
+# %% [markdown]
+# **What you should see:** one line per epoch with `loss`, `accuracy`, `val_loss` and `val_accuracy`, then the
+# test accuracy. On the CPU the first epoch is slower: it includes tracing and compiling the training step.
+#
+# ### Exercise 1: what `validation_split` holds out, and the steps in an epoch
+#
+# You call `model.fit(x, y, validation_split=0.1, batch_size=32, epochs=1)` on **1,000** examples, on one device.
+# **Predict `N_VALIDATION`**, the examples Keras holds out for validation, and **`STEPS_PER_EPOCH`**, the training
+# steps it runs in that epoch. The self-check runs that `fit` on a tiny model and counts both with a callback:
+# the training steps, and the validation batches with `validation_batch_size=1` (one example each).
+
+# %% tags=["exercise"]
+N_VALIDATION = ...  # YOUR PREDICTION: examples held out for validation
+STEPS_PER_EPOCH = ...  # YOUR PREDICTION: training steps in one epoch
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["N_VALIDATION, STEPS_PER_EPOCH = 100, 28", "N_VALIDATION, STEPS_PER_EPOCH = 100, 32", "N_VALIDATION, STEPS_PER_EPOCH = 10, 29"]
+# @title Solution
+if SOLUTIONS:
+    N_VALIDATION = 100  # the last 10% of the 1,000 examples
+    STEPS_PER_EPOCH = 29  # 900 examples in batches of 32: 28 full ones and a last one of 4, which Keras keeps
+
+# %% tags=["self-check"]
+# Self-check: run that fit and count
+answered(N_VALIDATION, "validation_split=0.1 holds out 10% of all the examples")
+answered(STEPS_PER_EPOCH, "the other examples go in batches of 32; does Keras keep the last, smaller batch?")
+
+
+class CountBatches(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.train, self.validation = 0, 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.train += 1
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.validation += 1
+
+
+counted = CountBatches()
+split_probe = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, activation="softmax")])
+split_probe.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+split_probe.fit(np.zeros((1000, 4), "float32"), np.zeros(1000, "int32"), validation_split=0.1, batch_size=32,
+                validation_batch_size=1, epochs=1, verbose=0, callbacks=[counted])
+print(f"predicted {N_VALIDATION} validation examples and {STEPS_PER_EPOCH} steps; "
+      f"Keras validated on {counted.validation} examples and ran {counted.train} training steps")
+check(N_VALIDATION == counted.validation, "validation_split holds out that fraction of all the examples")
+check(STEPS_PER_EPOCH == counted.train, "Keras keeps the last, partial batch: the training examples over 32, "
+      "rounded up")
+print("Exercise 1: correct.")
+
+# %% [markdown]
+# ### The same through `tpukit.train`
+#
+# `tpukit.train` runs the same recipe from a `RunConfig`: it builds the model in the strategy's scope under the
+# recommended precision, holds out `validation_split` (10%) of the training data, adds exactly the
+# `EarlyStopping` above for `early_stopping=PATIENCE`, and evaluates the test split once, at the end. What it
+# adds: every run gets a directory under `LOGDIR` with its config, history, results and final weights (the table
+# of runs below reads them back); a killed run resumes from its last whole epoch
+# (`python -m tpukit train --resume RUN_DIR`, notebook 06); and the panel and the command line start the same
+# run. Two things differ from plain `fit`: the validation examples are a random choice fixed by the run's seed,
+# not the last 10%; and the last, partial batch is dropped, so that every step has the same static shape (TPUs
+# need it, XLA prefers it).
+
+# %%
+config = tpukit.RunConfig(dataset=DATASET, model="cnn", early_stopping=PATIENCE, logdir=LOGDIR, name="cifar-cnn",
+                          steps_per_epoch=4 if SMOKE else None, **plan)
 result = tpukit.train(config, runtime)
 print(result.summary())
+print(f"test accuracy: {test_scores['accuracy']:.3f} with plain Keras, {result.test_metrics['accuracy']:.3f} "
+      f"with tpukit; run directory {result.run_dir}")
 
 # %% [markdown]
 # **What you should see:** `COMPLETED`, the epochs done (fewer than asked if early stopping fired, with a
-# line saying after which epoch), the final metrics, examples per second and the step time. On the CPU the
-# first step takes several seconds: that is tracing the training function, not training.
+# line saying after which epoch), the final metrics, examples per second and the step time, and a test accuracy
+# close to plain Keras' (the two runs differ in their random initialisation and validation examples).
+#
+# On the 1,000 examples of Exercise 1, tpukit holds out 100 too, and runs 28 steps of 32, where `fit` ran 29:
 
 # %%
-history = pd.DataFrame(result.history)
-ax = history[["loss", "val_loss"]].plot(marker="o", title=f"CNN on {DATASET}")
+split_data = data.load("shapes", size=1000, seed=2)
+split_run = tpukit.train(tpukit.RunConfig(model="mlp", epochs=1, batch_size=32, logdir=LOGDIR, name="the-split"),
+                         runtime, data=(np.array(split_data.x_train), np.array(split_data.y_train)))
+print(f"tpukit: {split_run.data['spec']['num_validation']} validation examples, {split_run.steps_per_epoch} steps "
+      f"of {32 * runtime.replicas} (the {900 % (32 * runtime.replicas)} left over sit this epoch out)")
+
+# %%
+history = pd.DataFrame({"plain Keras": pd.Series(fitted.history["val_loss"]),
+                        "tpukit": pd.Series(result.history["val_loss"])}, dtype=float)
+history.index += 1
+ax = history.plot(marker="o", title=f"val_loss of the CNN on {DATASET}")
 ax.set_xlabel("epoch")
 plt.show()
 
@@ -229,7 +348,7 @@ print(f"best val_loss {val_loss[best]:.4f} at epoch {best + 1} of {len(val_loss)
       f"({'stopped early' if result.epochs_done < config.epochs else 'ran every epoch'}, patience {PATIENCE})")
 
 # %% [markdown]
-# ### Exercise 1: when does early stopping stop?
+# ### Exercise 2: when does early stopping stop?
 #
 # A run of up to 20 epochs with `patience=2` records these validation losses, one per epoch:
 #
@@ -241,7 +360,8 @@ print(f"best val_loss {val_loss[best]:.4f} at epoch {best + 1} of {len(val_loss)
 # %% tags=["exercise"]
 EPOCHS_RUN = ...  # YOUR PREDICTION: the number of epochs that run
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["EPOCHS_RUN = 6", "EPOCHS_RUN = 9", "EPOCHS_RUN = 20"]
+# @title Solution
 if SOLUTIONS:
     EPOCHS_RUN = 7  # best 0.61 at epoch 5 (the 0.66 at epoch 4 did not stop it); 6 and 7 do not improve: stop
 
@@ -249,19 +369,20 @@ if SOLUTIONS:
 # Self-check: drive Keras' EarlyStopping with these losses
 answered(EPOCHS_RUN, "count the epochs since the best loss so far; an improvement resets the count to 0")
 losses = [0.90, 0.72, 0.65, 0.66, 0.61, 0.63, 0.64, 0.60, 0.59] + [0.58] * 11
-probe = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
-stopper = keras.callbacks.EarlyStopping(monitor="val_loss", patience=2, restore_best_weights=True)
-stopper.set_model(probe)
-probe.stop_training = False  # what fit does before the first epoch
-stopper.on_train_begin()
+stop_probe = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+stop_probe_cb = keras.callbacks.EarlyStopping(monitor="val_loss", patience=2, restore_best_weights=True)
+stop_probe_cb.set_model(stop_probe)
+stop_probe.stop_training = False  # what fit does before the first epoch
+stop_probe_cb.on_train_begin()
 for epoch, loss in enumerate(losses):
-    stopper.on_epoch_end(epoch, {"val_loss": loss})
-    if probe.stop_training:
+    stop_probe_cb.on_epoch_end(epoch, {"val_loss": loss})
+    if stop_probe.stop_training:
         break
 print(f"predicted {EPOCHS_RUN}, Keras stopped after epoch {epoch + 1}; the best weights kept: epoch "
       f"{losses.index(min(losses[:epoch + 1])) + 1}")
-assert EPOCHS_RUN == epoch + 1, "not quite: after the best epoch, `patience` more epochs run without improving"
-print("Exercise 1: correct.")
+check(EPOCHS_RUN == epoch + 1, "after the best epoch, `patience` more epochs run without improving; an epoch "
+      "that improves on the best resets the count")
+print("Exercise 2: correct.")
 
 # %% [markdown]
 # ### Evaluate the saved weights
@@ -270,7 +391,7 @@ print("Exercise 1: correct.")
 # early stopping chooses its epoch on that. The test split stays held out: the engine evaluates it once,
 # after training, into `result.test_metrics`. Every run also saves its final weights to `model.weights.h5`
 # in its run directory. Rebuild the model in the scope and under the run's precision, load them, and
-# `evaluate` on the test split: the numbers match `result.test_metrics`, the same weights on the same batches.
+# `evaluate` on the test split (in the scope too, as `fit` above): the numbers match `result.test_metrics`, the same weights on the same batches.
 # This repeats the engine's one test evaluation to show how; it chooses nothing. Early stopping, and any choice
 # you make between runs, uses the validation figures: look at the test split once, at the end.
 
@@ -280,8 +401,8 @@ with precision.policy(result.config["precision"]), runtime.strategy.scope():
     restored = models.build("cnn", input_shape=dataset.info.image_shape, num_classes=dataset.info.num_classes)
     restored.load_weights(os.path.join(result.run_dir, "model.weights.h5"))
     restored.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-scores = restored.evaluate(dataset.x_test, dataset.y_test, batch_size=config.batch_size * runtime.replicas,
-                           verbose=0, return_dict=True)
+    scores = restored.evaluate(dataset.x_test, dataset.y_test, batch_size=config.batch_size * runtime.replicas,
+                               verbose=0, return_dict=True)  # in the scope: on JAX, evaluate reads it as it runs
 print(f"test accuracy {scores['accuracy']:.4f} (the engine's: {result.test_metrics['accuracy']:.4f}; "
       f"validation: {result.validation_metrics['accuracy']:.4f})")
 assert abs(scores["accuracy"] - result.test_metrics["accuracy"]) < 1e-3
@@ -327,43 +448,18 @@ print(own.summary())
 # **What you should see:** the run named after your function, `validation:` metrics from the 10% split,
 # examples per second, and an MFU: tpukit asked TensorFlow's graph (or XLA on JAX) how many FLOPs your
 # model costs, so the figure holds for a model it has never seen.
-#
-# ### Exercise 2: predict the split, then train
-#
-# You hand `tpukit.train` **1,000** examples with the default `validation_split=0.1` and a per-replica batch of 32
-# on this runtime (`runtime.replicas` replicas, printed above). **Predict `N_VALIDATION`**, the examples held out
-# for validation, and **`STEPS_PER_EPOCH`**, the training steps in one epoch. The self-check trains one epoch
-# (a few seconds) and reads both from the run.
-
-# %% tags=["exercise"]
-N_VALIDATION = ...  # YOUR PREDICTION: examples held out for validation
-STEPS_PER_EPOCH = ...  # YOUR PREDICTION: training steps in one epoch
-
-# %% tags=["solution"] jupyter={"source_hidden": true}
-if SOLUTIONS:
-    N_VALIDATION = round(0.1 * 1000)  # 100
-    STEPS_PER_EPOCH = (1000 - N_VALIDATION) // (32 * runtime.replicas)  # whole global batches only: 28 on 1 replica
-
-# %% tags=["self-check"]
-# Self-check: train one epoch and read the run
-answered(N_VALIDATION, "10% of all the examples are held out")
-answered(STEPS_PER_EPOCH, "the rest is cut into whole global batches (32 x replicas); the remainder is dropped")
-split_data = data.load("shapes", size=1000, seed=2)
-split_run = tpukit.train(tpukit.RunConfig(model="mlp", epochs=1, batch_size=32, logdir=LOGDIR, name="the-split"),
-                         runtime, data=(np.array(split_data.x_train), np.array(split_data.y_train)))
-spec = split_run.data["spec"]
-print(f"measured: {spec['num_train']} training and {spec['num_validation']} validation examples, "
-      f"{split_run.steps_per_epoch} steps of {32 * runtime.replicas}")
-assert N_VALIDATION == spec["num_validation"], "not quite: the split rounds 10% of all 1,000 examples"
-assert STEPS_PER_EPOCH == split_run.steps_per_epoch, "not quite: only whole global batches (32 x replicas) count"
-print("Exercise 2: correct.")
 
 # %% [markdown]
 # ## How batch size scales
 #
 # A training step has a fixed cost (launching the step, all-reducing gradients, Python) and a cost per
-# example. Larger batches spread the fixed cost over more examples, until the hardware is full. On a TPU
-# the 128x128 matrix units are full only from about 128 examples per core (notebook 05); the seeds used 512.
+# example. Larger batches spread the fixed cost over more examples, until the hardware is full. A TPU multiplies
+# matrices in its MXUs: a v5e has four MXUs of 128x128 per TensorCore and 197 bfloat16 TFLOP/s per chip
+# (cloud.google.com/tpu/docs/v5e), a v6e two of 256x256 and 918 TFLOP/s (cloud.google.com/tpu/docs/v6e). XLA tiles
+# every array on a TPU: of a Dense layer's `[batch, features]` it pads the batch to a multiple of 8 and the features
+# to a multiple of 128 (the Cloud TPU performance guide, "Consequences of tiling"). So a per-replica batch that is
+# a multiple of 8 loses nothing to padding, and layer widths do best as multiples of 128; a larger batch (128 and
+# more per replica) keeps the MXUs busier, which is throughput, not padding. The seeds used 512 per core.
 #
 # Here we measure examples per second for a few per-replica batch sizes, for the CNN and for a small MLP.
 # Each run is short (one epoch of a few steps; the first step, which traces, is left out of the figures).
@@ -405,32 +501,55 @@ print(f"{seed_run['global_batch'] / (seed_run['step_ms'] / 1000):,.0f} examples/
       f"for {seed_run['epochs']} epochs -> {seed_run['test_accuracy']:.1%} test accuracy")
 
 # %% [markdown]
-# 13 steps per epoch is 50,000 / 4,096 rounded *up*: that notebook kept the last, partial batch. tpukit
-# drops it, so every batch has the same static shape, which TPUs need and XLA prefers.
+# 13 steps per epoch is 50,000 / 4,096 rounded *up*: that notebook kept the last, partial batch, as `fit` does
+# (Exercise 1). tpukit drops it, so every batch has the same static shape, which TPUs need and XLA prefers.
 #
-# ### Exercise 3: the seeds' run on today's Colab TPU
+# ### `steps_per_execution`: several steps per call
 #
-# Colab's free TPU is now one v5e chip, not 8 cores. Keep the seeds' per-replica batch of 512 and CIFAR-10's
-# 50,000 training images minus tpukit's 10% validation split. **Predict `STEPS_ON_V5E1`**, the steps per epoch
-# tpukit runs there. The self-check asks tpukit's own step count (the function the trainer, the panel and the CLI
-# call) for 1 replica.
+# Part of a step's fixed cost is the host: `fit` calls the compiled training function once per step, and on a TPU
+# a small step can end before Python has launched the next one. `model.compile(..., steps_per_execution=N)` runs
+# N steps in one call (a loop compiled onto the device), so the host launches once per N steps, and the per-batch
+# callbacks run once per call too. tpukit's `RunConfig(steps_per_execution="auto")`, the default, picks the
+# largest divisor of the steps per epoch up to 32, so that every epoch ends where a call does (on the CPU, only for
+# millisecond steps); the run's summary says what it chose.
+#
+# ### Exercise 3: what `steps_per_execution` changes
+#
+# A `fit` of one epoch over **1,000** examples with `batch_size=50` runs 20 training steps. The model was compiled
+# with `steps_per_execution=8`. **Predict `BATCH_END_CALLS`**, how many times Keras calls a callback's
+# `on_train_batch_end` in that epoch. The self-check runs that `fit` and counts.
 
 # %% tags=["exercise"]
-STEPS_ON_V5E1 = ...  # YOUR PREDICTION: steps per epoch with 1 replica x 512
+BATCH_END_CALLS = ...  # YOUR PREDICTION: calls of on_train_batch_end in one epoch of 20 steps
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["BATCH_END_CALLS = 20", "BATCH_END_CALLS = 2", "BATCH_END_CALLS = 8"]
+# @title Solution
 if SOLUTIONS:
-    STEPS_ON_V5E1 = (50_000 - 5_000) // 512  # 45,000 training images in whole batches of 512: 87 (the rest dropped)
+    BATCH_END_CALLS = 3  # one per call of the training function: steps 1-8, 9-16, and the last 4 steps
 
 # %% tags=["self-check"]
-# Self-check: tpukit's step count
-answered(STEPS_ON_V5E1, "45,000 training images (after the 10% validation split), whole batches of 1 x 512")
-from tpukit.data import pipeline
+# Self-check: run that fit and count the callback's calls
+answered(BATCH_END_CALLS, "callbacks run once per call of the training function, and each call runs up to 8 steps")
 
-measured = pipeline.steps_per_epoch(50_000 - round(0.1 * 50_000), 512 * 1)
-print(f"predicted {STEPS_ON_V5E1}, tpukit runs {measured} steps per epoch")
-assert STEPS_ON_V5E1 == measured, "not quite: divide by the global batch (512 x 1 replica) and round *down*"
-print("Exercise 3: correct. Each step carries 512 images, an eighth of the seeds' 4,096.")
+
+class CountBatchEnds(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.calls = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.calls += 1
+
+
+batch_ends = CountBatchEnds()
+spe_probe = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, activation="softmax")])
+spe_probe.compile(optimizer="sgd", loss="sparse_categorical_crossentropy", steps_per_execution=8)
+spe_probe.fit(np.zeros((1000, 4), "float32"), np.zeros(1000, "int32"), batch_size=50, epochs=1, verbose=0,
+              callbacks=[batch_ends])
+print(f"predicted {BATCH_END_CALLS}, Keras called on_train_batch_end {batch_ends.calls} times for 20 steps")
+check(BATCH_END_CALLS == batch_ends.calls, "one call per execution of up to 8 steps, and a last, shorter one "
+      "for the steps left over")
+print("Exercise 3: correct. A progress bar or a per-batch callback sees every 8th step; the host launches 3 times, "
+      "not 20.")
 
 # %% [markdown]
 # ## Every run is recorded
@@ -450,10 +569,10 @@ table[["run", "status", "model", "dataset", "precision", "global_batch_size", "e
 #
 # | | TPU | GPU | CPU |
 # |---|---|---|---|
-# | Strategy from `connect()` | one replica per TPU device (1 on Colab's free v5e chip, 8 on Kaggle's v5e-8 or a v2-8): Keras on JAX with `keras.distribution` on Colab's TPU runtime, TPUStrategy with TensorFlow on a TPU node | MirroredStrategy over the GPUs | default (one replica), or simulated replicas |
+# | Strategy from `connect()` | one replica per TPU device (1 on Colab's TPU runtime, one v5e or v6e chip; 8 on Kaggle's v5e-8 or a v2-8): Keras on JAX with `keras.distribution` on Colab's TPU runtime, TPUStrategy with TensorFlow on a TPU node | MirroredStrategy over the GPUs | default (one replica), or simulated replicas |
 # | Precision `auto` | `mixed_bfloat16` | `mixed_float16` from compute capability 7.0 | `mixed_bfloat16` only where measured faster |
-# | Batch per replica | 128 or more, a multiple of 128 | a multiple of 8 | small is fine; the CNN is compute-bound |
-# | Plan used above | 512 per replica, up to 100 epochs | 256 per GPU, up to 40 epochs | 128, 8 epochs on 10,000 images |
+# | Batch per replica | a multiple of 8 (XLA pads to it); 128 or more keeps the MXUs busier | a multiple of 8 (Tensor Cores, float16) | small is fine; the CNN is compute-bound |
+# | Plan used above | 512 per replica, up to 30 epochs | 256 per GPU, up to 12 epochs | 128, 5 epochs on 5,000 images |
 # | First step | XLA compiles the whole step: tens of seconds | a few seconds | a few seconds |
 #
 # Colab's TPU runtime is a TPU VM with JAX and Keras 3 and no TensorFlow. There the first cell picks

@@ -17,9 +17,10 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/24<br>
-# **Description:** MultiWorkerMirroredStrategy on two local workers, a profiler server traced on demand, a killed job
-# resumed from its backup, TF32, tf.experimental.numpy, minimize vs apply, and ParameterServerStrategy.<br>
+# **Last modified:** 2026/11/26<br>
+# **Description:** MultiWorkerMirroredStrategy on two local workers from `TF_CONFIG`, then the same through
+# `python -m tpukit launch`; a profiler server traced on demand; `BackupAndRestore` and a killed job resumed from its
+# backup; TF32, tf.experimental.numpy, minimize vs apply, and ParameterServerStrategy.<br>
 # **Accelerator:** CPU is enough (every cluster here runs on this machine); needs TensorFlow (Colab's CPU or GPU
 # runtime). On Colab's TPU runtime (no TensorFlow) open notebook 07 instead.
 #
@@ -36,10 +37,12 @@
 #
 # **You will learn to:**
 #
-# - train one model synchronously across two processes with MultiWorkerMirroredStrategy, in a custom loop over
-#   `strategy.run`, with the loss divided by the global batch;
+# - train one model synchronously across two processes with MultiWorkerMirroredStrategy and `TF_CONFIG`, in a
+#   custom loop over `strategy.run`, with the loss divided by the global batch; then the same with
+#   `python -m tpukit launch`;
 # - start a profiler server in a running job and capture a trace from it on demand;
-# - kill a job and resume it from its last backed-up epoch, with bitwise the same weights;
+# - resume a `fit` with `keras.callbacks.BackupAndRestore`, and a killed job from its last backed-up epoch, with
+#   bitwise the same weights;
 # - know TF32, `tf.experimental.numpy` with `GradientTape`, and what replaced `optimizer.minimize(..., tape=tape)`;
 # - train asynchronously with ParameterServerStrategy and a ClusterCoordinator.
 #
@@ -90,11 +93,12 @@ import pandas as pd
 from IPython.display import display
 
 import tpukit
-from tpukit.runs import checkpoint
 from tpukit import data
 from tpukit import models
 from tpukit.observe import profiling
+from tpukit.runs import checkpoint
 from tpukit.runs import records
+from tpukit.teaching import SOLUTIONS, answered, check  # the exercises' answers and self-checks
 
 HAS_TF = importlib.util.find_spec("tensorflow") is not None
 if HAS_TF:
@@ -138,17 +142,6 @@ def skip(what):
     print(f"skipped: {what} needs TensorFlow (Colab's CPU or GPU runtime). The JAX route: notebook 07.")
 
 
-# The exercises leave `...` for you to fill in. Each has a hidden solution cell that runs only with
-# TPUKIT_SOLUTIONS=1 (the tests set it), so the self-checks test your answer, not ours.
-SOLUTIONS = os.environ.get("TPUKIT_SOLUTIONS") == "1"
-
-
-def answered(value, hint):
-    """The start of every self-check: an answer still `...` fails here, with a hint."""
-    assert value is not ..., f"Not answered yet: replace the `...` in the cell above. Hint: {hint}"
-    return value
-
-
 # %% [markdown]
 # ## MultiWorkerMirroredStrategy with two local workers
 #
@@ -161,46 +154,42 @@ def answered(value, hint):
 # {"cluster": {"worker": ["127.0.0.1:PORT0", "127.0.0.1:PORT1"]}, "task": {"type": "worker", "index": 0}}
 # ```
 #
-# With `TF_CONFIG` set, `tpukit.connect()` builds the strategy. Datasets are *sharded*: with
-# `AutoShardPolicy.DATA` (what tpukit's pipelines set) each worker keeps its part of every global batch;
-# with `FILE`, each worker reads its own files.
+# and `tf.distribute.MultiWorkerMirroredStrategy()` reads it. Datasets are *sharded*: with
+# `AutoShardPolicy.DATA` each worker keeps its part of every global batch; with `FILE`, each worker reads its
+# own files.
 #
 # Saving under this strategy: every worker must call save (saving runs collective ops too), but only the chief
 # (worker 0) writes to the real path; the others write to a temporary directory and delete it. To load, build
 # the model in the scope and restore; `BackupAndRestore` does both for you.
 #
-# **Keras 3's `fit` does not run under this strategy** (keras-team/keras#20585, open since TF 2.16), so
-# `tpukit.train` refuses it with a one-line message. The worker below uses tf.distribute's own engine instead:
-# a custom loop over `strategy.run`. Two details make it correct: each replica divides its loss by the
-# *global* batch (`tf.nn.compute_average_loss`), and the Keras optimizer all-reduces (sums) the gradients
-# across replicas before applying them. Summing the per-replica losses gives the global mean loss.
+# **Keras 3's `fit` does not run under this strategy** (keras-team/keras#20585, open since TF 2.16), so the
+# worker below uses tf.distribute's own engine: a custom loop over `strategy.run`, in plain TensorFlow and Keras.
+# Two details make it correct: each replica divides its loss by the *global* batch
+# (`tf.nn.compute_average_loss`), and the Keras optimizer all-reduces (sums) the gradients across replicas
+# before applying them. Summing the per-replica losses gives the global mean loss.
 
 # %%
 WORKER = '''
 import json, os, sys
 import keras, tensorflow as tf
-import tpukit
 from tpukit import data
 from tpukit.training import determinism
-from tpukit import models
 
 STEPS, PER_REPLICA = int(sys.argv[1]), 32
-runtime = tpukit.connect()  # TF_CONFIG is set: MultiWorkerMirroredStrategy
-strategy = runtime.strategy
+strategy = tf.distribute.MultiWorkerMirroredStrategy()  # reads TF_CONFIG: the cluster and this worker's place
 GLOBAL = PER_REPLICA * strategy.num_replicas_in_sync
-refusal = None
-try:
-    tpukit.train(tpukit.RunConfig(dataset="digits", model="mlp"), runtime)
-except tpukit.ConnectError as e:
-    refusal = str(e)
 
-keras.utils.set_random_seed(0)  # the same initial weights on every worker
-digits = data.load("digits")
-batches = data.train_dataset(digits, global_batch=GLOBAL, seed=0, epochs=1, steps_per_epoch=STEPS)
+keras.utils.set_random_seed(0)  # the same initial weights and the same shuffle on every worker
+digits = data.load("digits")  # NumPy arrays: 8x8 uint8 images, int labels
+options = tf.data.Options()
+options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+batches = (tf.data.Dataset.from_tensor_slices((digits.x_train, digits.y_train)).shuffle(2048, seed=0).repeat()
+           .batch(GLOBAL, drop_remainder=True).take(STEPS).with_options(options))
 with strategy.scope():  # variables are mirrored on every worker
-    model = models.build("mlp", input_shape=(8, 8, 1), num_classes=10)
+    model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Rescaling(1 / 255), keras.layers.Flatten(),
+                              keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10, activation="softmax")])
     optimizer = keras.optimizers.SGD(0.1)
-loss_fn = keras.losses.SparseCategoricalCrossentropy(reduction=None)
+loss_fn = keras.losses.SparseCategoricalCrossentropy(reduction=None)  # one loss per example
 
 @tf.function
 def train_step(images, labels):
@@ -214,8 +203,7 @@ def train_step(images, labels):
 
 losses = [float(train_step(x, y)) for x, y in strategy.experimental_distribute_dataset(batches)]
 print(json.dumps({"task": json.loads(os.environ["TF_CONFIG"])["task"]["index"], "replicas": GLOBAL // PER_REPLICA,
-                  "global_batch": GLOBAL, "losses": losses, "fingerprint": determinism.fingerprint(model),
-                  "refusal": refusal}))
+                  "global_batch": GLOBAL, "losses": losses, "fingerprint": determinism.fingerprint(model)}))
 '''
 worker_script = WORKDIR / "worker.py"
 worker_script.write_text(textwrap.dedent(WORKER))
@@ -239,44 +227,97 @@ if HAS_TF:
     for code, out, err in outputs:
         assert code == 0, f"a worker failed (exit {code}):\n{err[-3000:]}"
     reports = [json.loads(out.strip().splitlines()[-1]) for _, out, _ in outputs]
-    print("tpukit.train under MWMS:", reports[0]["refusal"])
-    print(f"{reports[0]['replicas']} replicas in sync, global batch {reports[0]['global_batch']}")
+    print(f"{reports[0]['replicas']} replicas in sync, global batch {reports[0]['global_batch']}; final weights: "
+          + ", ".join(f"worker {r['task']} {r['fingerprint']}" for r in reports))
     display(pd.DataFrame({f"worker {r['task']}": r["losses"] for r in reports}).rename_axis("step")
             .iloc[::max(1, STEPS // 10)])
 else:
     skip("MultiWorkerMirroredStrategy")
 
 # %% [markdown]
-# **What you should see:** 2 replicas in sync (one per worker), a global batch of 64, and the same
-# all-reduced loss on both workers at every step, falling as training goes.
+# **What you should see:** 2 replicas in sync (one per worker), a global batch of 64, the same final weights on
+# both workers, and the same all-reduced loss on both at every step, falling as training goes.
 #
-# ### Exercise 1: what does each replica return?
+# ### Exercise 1: why divide by the global batch?
 #
-# Each worker's replica sees 32 of the 64 examples of a global batch. Suppose every one of its 32 examples has a
-# loss of exactly 1.0. **Predict `PER_REPLICA_LOSS`**, what `tf.nn.compute_average_loss(..., global_batch_size=64)`
-# returns on that replica; the self-check calls it.
+# Each of the 2 replicas holds 32 of the 64 examples of a global batch, and the optimizer **sums** the replicas'
+# gradients. Suppose each replica divided its summed loss by its *own* 32 examples (a plain mean), instead of by the
+# global 64 as `tf.nn.compute_average_loss(..., global_batch_size=64)` does. **Predict `GRADIENT_FACTOR`**: the
+# summed gradient then, as a multiple of the correct one. The self-check measures it on a small linear model: the
+# two halves of a batch, each replica's gradient taken both ways (with `GradientTape` and `compute_average_loss`;
+# with `jax.grad` where there is no TensorFlow), summed as the all-reduce does.
 
 # %% tags=["exercise"]
-PER_REPLICA_LOSS = ...  # YOUR PREDICTION: one replica's loss, for 32 examples of loss 1.0
+GRADIENT_FACTOR = ...  # YOUR PREDICTION: the summed gradient with per-replica means, over the correct one
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["GRADIENT_FACTOR = 1.0", "GRADIENT_FACTOR = 0.5", "GRADIENT_FACTOR = 32"]
+# @title Solution
 if SOLUTIONS:
-    PER_REPLICA_LOSS = 32 * 1.0 / 64  # the sum of its losses over the *global* batch, not its own 32
+    GRADIENT_FACTOR = 2.0  # each replica's gradient is 64/32 = 2 times too big, and so is their sum
 
 # %% tags=["self-check"]
-# Self-check: ask TensorFlow
-answered(PER_REPLICA_LOSS, "compute_average_loss sums this replica's losses and divides by global_batch_size")
-per_example = np.ones(32, np.float32)
-if HAS_TF:
-    measured = float(tf.nn.compute_average_loss(per_example, global_batch_size=64))
-else:
-    measured = float(per_example.sum() / 64)  # what tf.nn.compute_average_loss computes
-print(f"predicted {PER_REPLICA_LOSS}, measured {measured}")
-assert abs(PER_REPLICA_LOSS - measured) < 1e-6, "not quite: divide by the global batch (64), not by 32"
-print(f"Exercise 1: correct. The two replicas' losses sum to {2 * measured}, the mean over the global batch; "
-      "dividing by 32 instead would double every gradient.")
+# Self-check: take each replica's gradient both ways and sum them, as the all-reduce does
+answered(GRADIENT_FACTOR, "the optimizer adds the 2 replicas' gradients; compare dividing by 32 with dividing by 64")
+rng = np.random.default_rng(0)
+x_batch, y_batch = rng.normal(size=(64, 3)).astype("float32"), rng.normal(size=(64, 1)).astype("float32")
+w_start = rng.normal(size=(3, 1)).astype("float32")
+replicas = [(x_batch[:32], y_batch[:32]), (x_batch[32:], y_batch[32:])]  # each replica's share of the batch
+
+
+def replica_gradient(x, y, divide_by):
+    """The gradient of one replica's loss: its examples' squared errors, summed, over `divide_by`."""
+    if HAS_TF:
+        w = tf.Variable(w_start)
+        with tf.GradientTape() as tape:
+            per_example = keras.losses.mean_squared_error(y, tf.matmul(x, w))
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=divide_by)
+        return tape.gradient(loss, w).numpy()
+    import jax
+
+    loss = lambda w: keras.ops.sum(keras.losses.mean_squared_error(y, keras.ops.matmul(x, w))) / divide_by  # noqa: E731
+    return np.asarray(jax.grad(loss)(w_start))
+
+
+summed = {n: sum(replica_gradient(x, y, n) for x, y in replicas) for n in (32, 64)}  # the all-reduce: a sum
+measured = float(np.linalg.norm(summed[32]) / np.linalg.norm(summed[64]))
+print(f"predicted {GRADIENT_FACTOR}, measured {measured:.3f}")
+check(abs(GRADIENT_FACTOR - measured) < 0.01, "each replica's gradient scales with 1 / its divisor, and the "
+      "optimizer adds both replicas' gradients")
+print("Exercise 1: correct. Dividing by the global batch makes the sum of the replicas' gradients the gradient of "
+      "the global mean loss; a plain per-replica mean would double every step (and scale with the replicas).")
 
 # %% [markdown]
+# ### The same with tpukit: `python -m tpukit launch`
+#
+# `tpukit.train` trains under MultiWorkerMirroredStrategy with a loop of its own in place of `fit`
+# (`tpukit.training.multiworker`): the model's own `train_step` runs in `strategy.run` over a distributed
+# dataset, each step's metrics are averaged over every replica, Keras' callbacks are called as `fit` calls them,
+# and every worker agrees after each step whether to stop. `python -m tpukit launch --workers 2 -- train --backend
+# tensorflow ...` starts the workers on 127.0.0.1, each with its own `TF_CONFIG`, and prints the chief's result;
+# the run is recorded like any other, with epoch backups and resume. (With `--backend jax` the same command
+# starts JAX processes: notebook 07.)
+
+# %%
+if HAS_TF:
+    LAUNCH = ["launch", "--workers", "2", "--", "train", "--backend", "tensorflow", "--accelerator", "cpu",
+              "--dataset", "digits", "--model", "mlp", "--batch-size", "32", "--epochs", "2",
+              "--steps-per-epoch", "10" if SMOKE else "100", "--logdir", str(LOGDIR / "launched"), "--json"]
+    print("python -m tpukit", " ".join(LAUNCH))
+    done = subprocess.run([sys.executable, "-m", "tpukit", *LAUNCH], env=CHILD_ENV, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    launched = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"{launched['status']}: {launched['replicas']} replicas, global batch {launched['global_batch_size']}, "
+          f"{launched['epochs_done']} epochs, val_accuracy {launched['validation_metrics']['accuracy']:.3f}, "
+          f"{launched['examples_per_sec']:,.0f} examples/s")
+    print("run directory:", launched["run_dir"])
+else:
+    skip("python -m tpukit launch with TensorFlow")
+
+# %% [markdown]
+# **What you should see:** `completed` with 2 replicas and a global batch of 64, validation metrics after each
+# epoch, and the run's directory under `runs/06-scaling-out/launched`.
+#
 # A note on addresses: the host in `TF_CONFIG` tells the *peers* where to connect. TensorFlow's gRPC
 # servers themselves listen on every interface of the machine, whatever host you write. The processes here
 # live for seconds; on a shared machine, firewall the ports (Colab VMs accept no inbound connections).
@@ -381,12 +422,18 @@ else:
 #
 # In a real cluster a worker dies: preemption, an out-of-memory kill, a lost VM. Under
 # MultiWorkerMirroredStrategy the other workers then fail at the next all-reduce, the cluster manager
-# restarts them all, and Keras' `BackupAndRestore` callback resumes from the last epoch it backed up.
-# Because `fit` cannot run under MWMS today (keras#20585), we show the same mechanism on one process:
-# tpukit backs up every whole epoch (`EpochBackup`, which works like `BackupAndRestore` but writes each epoch
-# to a new file and only then names it in `latest.json`, so a kill cannot tear it), so we kill the job with
-# SIGKILL, which no code can catch, and resume it with `python -m tpukit train --resume RUN_DIR`. (Exercise 2
-# then asks what Keras' own `BackupAndRestore` does in the same situation.)
+# restarts them all, and each calls the same `fit` again. Keras' API for this is one callback:
+#
+# ```python
+# backup = keras.callbacks.BackupAndRestore(backup_dir)  # on storage every worker reaches
+# model.fit(x, y, epochs=10, callbacks=[backup])          # after a restart, the same call resumes from the backup
+# ```
+#
+# It backs up the model, the optimizer and the epoch at the end of every epoch (its default `save_freq="epoch"`),
+# and deletes the backup when `fit` completes. Exercise 2 measures it with a plain `fit`. tpukit's engine backs up
+# the same way on every backend (`EpochBackup`: like `BackupAndRestore`, but each epoch goes to a new file that
+# `latest.json` names only once it is whole, so a kill cannot tear it), and the run's directory says how far it
+# got. Here it meets a real kill: the profiled job above gets SIGKILL, which no code can catch.
 
 # %%
 if HAS_TF:
@@ -401,45 +448,18 @@ else:
     skip("killing the job")
 
 # %% [markdown]
-# The job could not write `completed` or `stopped` itself: its `result.json` still says `running`. tpukit
-# reads that together with the run's lock file, which only a living process holds, and so reports the run as
-# stopped (killed?) with the epochs its last whole backup kept. Resume it, and
-# meanwhile run the same config once more without interruption, for reference (the same script, no profiler
-# server, in a process like the first, so that only the kill differs).
-
-# %%
-if HAS_TF:
-    resumed_proc = subprocess.Popen([sys.executable, "-m", "tpukit", "train", "--resume", killed.run_dir, "--json"],
-                                     env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    reference_config = job_config.replace(logdir=str(LOGDIR / "reference"), name="uninterrupted")
-    reference_proc = subprocess.Popen([sys.executable, str(job_script), reference_config.to_json(indent=None), "0"],
-                                      env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    (code, out, err), (reference_code, _, reference_err) = finish([resumed_proc, reference_proc], timeout=300)
-    assert code == 0 and reference_code == 0, (err + reference_err)[-3000:]
-    resumed = json.loads(out.strip().splitlines()[-1])
-    reference = records.list_runs(reference_config.logdir)[-1]
-    print(f"resumed:       {resumed['status']}, {resumed['epochs_done']} epochs, fingerprint {resumed['fingerprint']}")
-    print(f"uninterrupted: {reference.status}, {reference.epochs_done} epochs, fingerprint {reference.fingerprint}")
-else:
-    skip("resuming the job")
-
-# %% [markdown]
-# **What you should see:** both runs `completed` with all their epochs, and the same fingerprint: kill, resume, and
-# the weights are bit for bit those of the uninterrupted run (seeds, op determinism, and batches that depend only on
-# seed and epoch, resumed from the start of a whole epoch).
-#
 # ### Exercise 2: how much does a restarted `fit` redo?
 #
-# Keras' `BackupAndRestore` backs up at the end of every epoch (its default `save_freq="epoch"`). A `fit` of 10
-# epochs loses its worker at the start of the fifth epoch (index 4), after epochs 0-3 were backed up. The cluster
-# manager restarts the job, which builds the model again and calls the same `fit` with the same callback.
-# **Predict `EPOCHS_AFTER_RESTART`**, how many epochs the second `fit` runs. The self-check does exactly this
-# with a tiny model, interrupting the first `fit` with an exception.
+# A `fit` of 10 epochs with `BackupAndRestore` loses its worker at the start of the fifth epoch (index 4), after
+# epochs 0-3 were backed up. The cluster manager restarts the job, which builds the model again and calls the same
+# `fit` with the same callback. **Predict `EPOCHS_AFTER_RESTART`**, how many epochs the second `fit` runs. The
+# self-check does exactly this with a tiny model, interrupting the first `fit` with an exception.
 
 # %% tags=["exercise"]
 EPOCHS_AFTER_RESTART = ...  # YOUR PREDICTION: epochs the restarted fit runs
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["EPOCHS_AFTER_RESTART = 10", "EPOCHS_AFTER_RESTART = 5", "EPOCHS_AFTER_RESTART = 4"]
+# @title Solution
 if SOLUTIONS:
     EPOCHS_AFTER_RESTART = 10 - 4  # epochs 0-3 are restored from the backup; 4 to 9 run again
 
@@ -470,8 +490,38 @@ except RuntimeError as e:
 restarted = tiny_model().fit(x_tiny, y_tiny, epochs=10, verbose=0,
                              callbacks=[keras.callbacks.BackupAndRestore(backup_dir)])
 print(f"predicted {EPOCHS_AFTER_RESTART}, the restarted fit ran epochs {restarted.epoch}")
-assert EPOCHS_AFTER_RESTART == len(restarted.epoch), "not quite: only the epochs after the last backup run again"
+check(EPOCHS_AFTER_RESTART == len(restarted.epoch), "only the epochs after the last backup run again")
 print("Exercise 2: correct. A backup per epoch bounds the lost work to one epoch.")
+
+# %% [markdown]
+# ### Resume the killed job
+#
+# The killed job could not write `completed` or `stopped` itself: its `result.json` still says `running`. tpukit
+# reads that together with the run's lock file, which only a living process holds, and so reports the run as
+# stopped (killed?) with the epochs its last whole backup kept. Resume it with
+# `python -m tpukit train --resume RUN_DIR`, and meanwhile run the same config once more without interruption, for
+# reference (the same script, no profiler server, in a process like the first, so that only the kill differs).
+
+# %%
+if HAS_TF:
+    resumed_proc = subprocess.Popen([sys.executable, "-m", "tpukit", "train", "--resume", killed.run_dir, "--json"],
+                                     env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reference_config = job_config.replace(logdir=str(LOGDIR / "reference"), name="uninterrupted")
+    reference_proc = subprocess.Popen([sys.executable, str(job_script), reference_config.to_json(indent=None), "0"],
+                                      env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (code, out, err), (reference_code, _, reference_err) = finish([resumed_proc, reference_proc], timeout=300)
+    assert code == 0 and reference_code == 0, (err + reference_err)[-3000:]
+    resumed = json.loads(out.strip().splitlines()[-1])
+    reference = records.list_runs(reference_config.logdir)[-1]
+    print(f"resumed:       {resumed['status']}, {resumed['epochs_done']} epochs, fingerprint {resumed['fingerprint']}")
+    print(f"uninterrupted: {reference.status}, {reference.epochs_done} epochs, fingerprint {reference.fingerprint}")
+else:
+    skip("resuming the job")
+
+# %% [markdown]
+# **What you should see:** both runs `completed` with all their epochs, and the same fingerprint: kill, resume, and
+# the weights are bit for bit those of the uninterrupted run (seeds, op determinism, and batches that depend only on
+# seed and epoch, resumed from the start of a whole epoch).
 
 # %% [markdown]
 # ## TF32
@@ -555,9 +605,10 @@ else:
 # same holds on the JAX backend: Keras 3's optimizers are one API over every backend.
 
 # %%
-# Self-check: the API you will meet today
-assert not hasattr(keras.optimizers.SGD(), "minimize") and hasattr(keras.optimizers.SGD(), "apply")
-print("Keras", keras.__version__, "optimizers: apply / apply_gradients, no minimize.")
+# The API you will meet today
+sgd_api = keras.optimizers.SGD()
+print(f"Keras {keras.__version__} SGD: apply {hasattr(sgd_api, 'apply')}, apply_gradients "
+      f"{hasattr(sgd_api, 'apply_gradients')}, minimize {hasattr(sgd_api, 'minimize')}")
 
 # %% [markdown]
 # ## ParameterServerStrategy on a local cluster
@@ -644,8 +695,8 @@ else:
 #   local demonstration. With GPUs, each worker's MirroredStrategy covers its own GPUs and the collectives use NCCL.
 #   On Cloud TPU pods, TPUStrategy spans the pod by itself, without `TF_CONFIG`.
 # - **Colab's TPU runtime has no TensorFlow**: there Keras 3 runs on JAX and scales out with `keras.distribution`
-#   and `python -m tpukit launch` (notebook 07), which is also how tpukit trains across processes today: Keras 3's
-#   `fit` does not run under MultiWorkerMirroredStrategy (keras-team/keras#20585).
+#   and `python -m tpukit launch` (notebook 07). With TensorFlow, `launch --backend tensorflow` runs tpukit's own
+#   loop under MultiWorkerMirroredStrategy, since Keras 3's `fit` does not run there (keras-team/keras#20585).
 # - **Profiling**: the on-demand trace of a TPU job includes the TPU's device timeline and MXU figures;
 #   of a GPU job, the kernels.
 # - **TF32** matters only on Ampere and newer GPUs; **bfloat16** is the TPU's counterpart (notebook 02).
