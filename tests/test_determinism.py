@@ -33,3 +33,18 @@ def test_setup_says_what_holds():
     assert "op determinism on" in text and determinism.op_determinism_enabled()
     # Once on, TensorFlow cannot turn it off: setup says so instead of pretending.
     assert "cannot turn it off" in determinism.setup(3, deterministic=False)
+
+
+def test_op_determinism_turned_on_by_the_user_is_seen():
+    """A user's own tf.config.experimental.enable_op_determinism() counts: XLA stays off, the panel says so."""
+    import subprocess
+    import sys
+
+    code = ("import tensorflow as tf\n"
+            "from tpukit.training import determinism\n"
+            "before = determinism.op_determinism_enabled()\n"
+            "tf.config.experimental.enable_op_determinism()\n"
+            "print(before, determinism.op_determinism_enabled())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True"], done.stdout

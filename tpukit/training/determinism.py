@@ -73,8 +73,17 @@ def enable_op_determinism() -> None:
 
 
 def op_determinism_enabled() -> bool:
-    """Whether op determinism is on in this process (it cannot be turned off again)."""
-    return _enabled
+    """Whether op determinism is on in this process (it cannot be turned off again): by tpukit, or by the user's own
+    `tf.config.experimental.enable_op_determinism()` (TensorFlow's flag, read only where TensorFlow is imported)."""
+    import sys
+
+    if _enabled or "tensorflow" not in sys.modules:
+        return _enabled
+    try:
+        from tensorflow.python.framework.config import is_op_determinism_enabled
+    except ImportError:  # a TensorFlow without it: what tpukit did is all that is known
+        return _enabled
+    return bool(is_op_determinism_enabled())
 
 
 def setup(seed: int, deterministic: bool, backend: str = "tensorflow") -> str:
