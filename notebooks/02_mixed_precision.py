@@ -17,9 +17,9 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/24<br>
-# **Description:** Dtype policies, float32 outputs, float16 range vs bfloat16, loss scaling in a custom loop, and
-# each policy's speed measured on the hardware at hand.<br>
+# **Last modified:** 2026/11/26<br>
+# **Description:** Dtype policies, float32 outputs, float16 range vs bfloat16, loss scaling in a custom loop,
+# each policy's speed and the cost of padding, measured on the hardware at hand.<br>
 # **Accelerator:** TPU (bfloat16), GPU (float16) or CPU
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/tpukit/tpukit/blob/main/notebooks/02_mixed_precision.ipynb)
@@ -44,7 +44,7 @@
 # - scale the loss in a custom training loop, and watch a step with inf gradients get skipped;
 # - measure each policy's speed here, on a model sized to the device, starting every run from the same initial
 #   weights;
-# - pick sizes that are multiples of 8 (GPU) and 128 (TPU).
+# - know what a TPU pads (batch to multiples of 8, features to multiples of 128) and measure what padding costs.
 
 # %% [markdown]
 # ## Setup
@@ -74,7 +74,7 @@ print(f"Keras backend: {os.environ['KERAS_BACKEND']}, because {why}.")
 SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: every size shrinks to seconds
 
 # %%
-import os
+import contextlib
 import time
 import warnings
 
@@ -84,8 +84,8 @@ import numpy as np
 from keras import ops
 
 import tpukit
-from tpukit import config as tkconfig
 from tpukit import models
+from tpukit.teaching import SOLUTIONS, answered, check
 from tpukit.training import precision
 
 TF = keras.backend.backend() == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
@@ -97,62 +97,66 @@ else:
 runtime = tpukit.connect()
 print(runtime.describe())
 
-# The exercises leave `...` for you to fill in. Each has a hidden solution cell that runs only with
-# TPUKIT_SOLUTIONS=1 (the tests set it), so the self-checks test your answer, not ours.
-SOLUTIONS = os.environ.get("TPUKIT_SOLUTIONS") == "1"
 
+def on_float16_device():
+    """Where the float16 demos run: here, except on a TPU, which has no float16 math (they run on its host CPU)."""
+    if runtime.kind != "tpu":
+        return contextlib.nullcontext()
+    return tf.device("/CPU:0") if TF else jax.default_device(jax.devices("cpu")[0])
 
-def answered(value, hint):
-    """The start of every self-check: an answer still `...` fails here, with a hint."""
-    assert value is not ..., f"Not answered yet: replace the `...` in the cell above. Hint: {hint}"
-    return value
-
-
-# %% [markdown]
-# tpukit's precision "auto" is what `describe()` recommends: `mixed_bfloat16` on a TPU, `mixed_float16` on a
-# Tensor-Core GPU, and on a CPU whatever a quick float32-vs-bfloat16 measurement of matmuls and conv gradients favours.
 
 # %% [markdown]
 # ## Policies: compute dtype and variable dtype
 #
 # A policy names two dtypes. Layers *compute* in the compute dtype and *store* their weights in the variable
 # dtype. Keeping variables in float32 matters: a tiny update such as `1.0 + 1e-4` is lost in 16 bits.
+#
+# Keras 3's API is one global policy, `keras.config.set_dtype_policy(...)` (also reachable as
+# `keras.mixed_precision.set_dtype_policy`; TensorFlow 2.4 to 2.15 had `tf.keras.mixed_precision.set_global_policy`).
+# Every layer built while it is set takes it; a layer built with `dtype="float32"` keeps float32. Each layer tells
+# you what it got: `dtype_policy`, `compute_dtype`, `variable_dtype`.
+
+# %%
+keras.config.set_dtype_policy("mixed_bfloat16")
+print("global policy:", keras.mixed_precision.dtype_policy().name)
+dense = keras.layers.Dense(4)
+kept_float32 = keras.layers.Dense(4, dtype="float32")
+inputs = np.ones((2, 3), "float32")
+for layer in (dense, kept_float32):
+    outputs = keras.backend.standardize_dtype(layer(inputs).dtype)
+    print(f"{layer.dtype_policy.name:>15}: compute {layer.compute_dtype}, variables {layer.variable_dtype}, "
+          f"kernel {layer.kernel.dtype}, outputs {outputs}")
+keras.config.set_dtype_policy("float32")  # put it back: the policy is global and would reach every later layer
+
+# %% [markdown]
+# That last line is easy to forget. tpukit's `precision.policy(name)` sets the policy for a block and puts the
+# previous one back, so one experiment never leaks into the next:
 
 # %%
 for name in precision.POLICIES:
-    policy = keras.DTypePolicy(name)
-    print(f"{name:>15}: compute {policy.compute_dtype:>8}, variables {policy.variable_dtype}")
-
-# %% [markdown]
-# The global policy applies to every layer built while it is set (`keras.config.set_dtype_policy`, stable since
-# TF 2.4). `tpukit.training.precision.policy(...)` sets it for a block and puts the previous one back, so one experiment
-# never leaks into the next. A layer built with `dtype="float32"` keeps float32 whatever the global policy.
-
-# %%
-with precision.policy("mixed_bfloat16"):
-    dense = keras.layers.Dense(4)
-    kept_float32 = keras.layers.Dense(4, dtype="float32")
-    inputs = np.ones((2, 3), "float32")
-    for layer in (dense, kept_float32):
-        outputs = keras.backend.standardize_dtype(layer(inputs).dtype)
-        print(f"{layer.dtype_policy.name:>15}: kernel {layer.kernel.dtype}, outputs {outputs}")
-print("global policy after the block:", precision.current_policy())
+    with precision.policy(name):
+        policy = keras.config.dtype_policy()
+        print(f"{name:>15}: compute {policy.compute_dtype:>8}, variables {policy.variable_dtype}")
+print("global policy after the blocks:", precision.current_policy())
 
 # %% [markdown]
 # ## Float32 outputs: done wrong, done right
 #
 # A softmax in float16 is numerically unsafe: any probability below about 6e-8 becomes exactly 0, and the
-# cross-entropy of a confident wrong answer, `-log(0)`, is infinite. Two logits 20 apart are enough:
+# cross-entropy of a confident wrong answer, `-log(0)`, is infinite. Two logits 20 apart are enough. (A TPU has no
+# float16 math, so there every float16 demo of this notebook runs on the TPU VM's CPU: `on_float16_device()`.)
 
 # %%
 logits = np.array([[0.0, 20.0]], "float32")
-for dtype in ("float16", "float32"):
-    p = ops.softmax(ops.cast(logits, dtype))
-    print(f"{dtype}: p(class 0) = {float(p[0, 0]):.3g}, -log p = {float(-ops.log(p[0, 0])):.3g}")
+with on_float16_device():
+    for dtype in ("float16", "float32"):
+        p = ops.softmax(ops.cast(logits, dtype))
+        print(f"{dtype}: p(class 0) = {float(p[0, 0]):.3g}, -log p = {float(-ops.log(p[0, 0])):.3g}")
 
 # %% [markdown]
 # So keep the last layer in float32: split the `Dense` from the softmax and give the `Activation` layer
-# `dtype="float32"`. For a model without a softmax, a linear float32 `Activation` at the end does the cast.
+# `dtype="float32"`. For a model without a softmax, a linear float32 `Activation` at the end does the cast
+# (or build the last `Dense` with `dtype="float32"`).
 
 # %%
 with precision.policy("mixed_float16"):
@@ -188,31 +192,39 @@ for dtype in (np.float16, ml_dtypes.bfloat16, np.float32):
     print(f"{info.dtype.name:>9} {float(info.max):10.3g} {float(info.tiny):16.3g} "
           f"{float(info.smallest_subnormal):10.3g} {float(info.eps):9.3g}")
 
-values = np.array([65504.0, 70000.0, 1e-4, 1e-8, 1 + 1 / 512], "float32")
-for dtype in ("float16", "bfloat16", "float32"):
-    cast = ops.convert_to_numpy(ops.cast(values, dtype)).astype(np.float64)
-    print(f"{dtype:>9}:", np.array2string(cast, precision=6))
+values = ops.convert_to_tensor([65504.0, 70000.0, 1e-4, 1e-8, 1 + 1 / 512], "float32")
+with on_float16_device():
+    for dtype in ("float16", "bfloat16", "float32"):
+        cast = ops.convert_to_numpy(ops.cast(values, dtype)).astype(np.float64)
+        print(f"{dtype:>9}:", np.array2string(cast, precision=6))
 
 # %% [markdown]
-# ### Exercise 1: a value float16 cannot hold
+# ### Exercise 1: where float16 ends
 #
-# **Set `VALUE`** to a number that float16 rounds to infinity while bfloat16 keeps it finite (and within 1% of
-# the truth). The table above has what you need.
+# Casting rounds to the nearest float16, ties to the even one. Near the top, float16's values are 32 apart
+# (65472, 65504), and the next step up, 65536, is already too large: it is infinity. **Set `FIRST_INF`** to the
+# smallest whole number that float16 rounds to infinity. The self-check casts it, and the number below it.
 
 # %% tags=["exercise"]
-VALUE = ...  # YOUR ANSWER: a number
+FIRST_INF = ...  # YOUR ANSWER: a whole number
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["FIRST_INF = 65504", "FIRST_INF = 65505", "FIRST_INF = 65536", "FIRST_INF = 70000"]
+# @title Solution
 if SOLUTIONS:
-    VALUE = 1e5  # above float16's max (65504), far below bfloat16's (about 3.4e38)
+    FIRST_INF = 65520  # halfway between 65504 and 65536: the tie goes to the "even" 65536, which is infinity
 
 # %% tags=["self-check"]
-# Self-check
-answered(VALUE, "float16's largest value is 65504; bfloat16's is about 3.4e38")
-as_16, as_bf16 = (float(ops.convert_to_numpy(ops.cast([VALUE], d))[0]) for d in ("float16", "bfloat16"))
-assert np.isinf(as_16), f"float16 still holds {VALUE} (as {as_16})"
-assert np.isfinite(as_bf16) and abs(as_bf16 - VALUE) <= 0.01 * abs(VALUE), as_bf16
-print(f"Exercise 1: correct: float16 -> {as_16}, bfloat16 -> {as_bf16:.6g}")
+# Self-check: cast your number and the one below it to float16 (and to bfloat16)
+answered(FIRST_INF, "65504 is the largest float16; a value rounds up once it is past halfway to the next step")
+with on_float16_device():
+    as_16, below_16, as_bf16 = (float(ops.cast(ops.convert_to_tensor([float(v)], "float32"), d)[0])
+                                for v, d in ((FIRST_INF, "float16"), (FIRST_INF - 1, "float16"),
+                                             (FIRST_INF, "bfloat16")))
+print(f"float16({FIRST_INF}) = {as_16}, float16({FIRST_INF - 1}) = {below_16}, bfloat16({FIRST_INF}) = {as_bf16:g}")
+check(float(FIRST_INF).is_integer(), "a whole number, please")
+check(np.isinf(as_16), f"float16 still holds {FIRST_INF} (as {as_16}): go higher")
+check(np.isfinite(below_16), f"{FIRST_INF - 1} becomes infinity too: there is a smaller one")
+print("Exercise 1: correct. bfloat16 keeps it (with 8 significant bits): float32's range.")
 
 # %% [markdown]
 # ## Loss scaling in a custom loop
@@ -223,28 +235,30 @@ print(f"Exercise 1: correct: float16 -> {as_16}, bfloat16 -> {as_bf16:.6g}")
 
 # %%
 SCALE = 2.0**15
-print("1e-9 in float16:", float(ops.cast(1e-9, "float16")),
-      "| scaled by 2^15:", float(ops.cast(1e-9 * SCALE, "float16")) / SCALE)
+with on_float16_device():
+    print("1e-9 in float16:", float(ops.cast(1e-9, "float16")),
+          "| scaled by 2^15:", float(ops.cast(1e-9 * SCALE, "float16")) / SCALE)
 
 # %% [markdown]
-# `fit` does all of this by itself under `mixed_float16`. In a custom loop: wrap the optimizer in a
-# `LossScaleOptimizer` (tpukit's `precision.make_optimizer(..., "mixed_float16")` does), differentiate the
-# scaled loss (`optimizer.scale_loss(loss)`; `precision.scale_loss` also passes a plain optimizer through), and
-# let the optimizer unscale. The scale is dynamic: a step whose gradients hold inf or NaN is skipped and the
-# scale halves; after `dynamic_growth_steps` good steps (2000 by default, 3 here so it shows) the scale
-# doubles. Step 4 feeds an outlier batch whose scaled gradients overflow.
+# `fit` does all of this by itself: compile a model under `mixed_float16` and Keras wraps its optimizer in a
+# `keras.optimizers.LossScaleOptimizer`. In a custom loop you wrap it yourself, differentiate the scaled loss
+# (`optimizer.scale_loss(loss)`), and let `optimizer.apply` unscale. The scale is dynamic: a step whose
+# gradients hold inf or NaN is skipped and the scale halves; after `dynamic_growth_steps` good steps (2000 by
+# default, 3 here so it shows) the scale doubles. Step 4 feeds an outlier batch whose scaled gradients overflow.
 #
 # The step itself is framework code. TensorFlow records the forward pass on a `tf.GradientTape` and
 # `optimizer.apply` unscales and applies. JAX differentiates a pure function: `jax.value_and_grad` of the
-# model's `stateless_call`, then `optimizer.stateless_apply`, and the new values are assigned back.
+# model's `stateless_call`, then `optimizer.stateless_apply`, and the new values are assigned back. On the TPU
+# runtime the whole loop runs on the CPU (`on_float16_device()`): a TPU trains in bfloat16, which needs no scaling.
 
 # %%
-keras.utils.set_random_seed(0)
-with precision.policy("mixed_float16"):
-    net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1),
-                            keras.layers.Activation("linear", dtype="float32")])
-optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.01), dynamic_growth_steps=3)
-optimizer.build(net.trainable_variables)
+with on_float16_device():
+    keras.utils.set_random_seed(0)
+    with precision.policy("mixed_float16"):
+        net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1),
+                                keras.layers.Activation("linear", dtype="float32")])
+    optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.01), dynamic_growth_steps=3)
+    optimizer.build(net.trainable_variables)
 xs = np.random.default_rng(5).standard_normal((32, 8)).astype("float32")
 ys = 0.1 * xs.sum(axis=1, keepdims=True)
 
@@ -252,7 +266,7 @@ if TF:
     def train_step(x, y):
         with tf.GradientTape() as tape:
             loss = ops.mean((net(x) - y) ** 2)
-            scaled = precision.scale_loss(optimizer, loss)
+            scaled = optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, net.trainable_variables)
         optimizer.apply(grads, net.trainable_variables)  # unscales; skips the step if a gradient is inf or NaN
         return loss, grads
@@ -260,7 +274,7 @@ else:
     def scaled_loss(trainable, x, y):
         outputs, _ = net.stateless_call(trainable, [v.value for v in net.non_trainable_variables], x)
         loss = ops.mean((outputs - y) ** 2)
-        return precision.scale_loss(optimizer, loss), loss
+        return optimizer.scale_loss(loss), loss
 
     def train_step(x, y):
         trainable = [v.value for v in net.trainable_variables]
@@ -270,48 +284,76 @@ else:
             variable.assign(value)
         return loss, grads
 
-for step in range(8):
-    targets = ys * 1e4 if step == 4 else ys  # an outlier batch
-    before = [ops.convert_to_numpy(w) for w in net.trainable_weights]
-    scale = precision.loss_scale(optimizer)
-    loss, grads = train_step(xs, targets)
-    finite = all(np.isfinite(ops.convert_to_numpy(g)).all() for g in grads)
-    moved = any(not np.array_equal(b, ops.convert_to_numpy(w)) for b, w in zip(before, net.trainable_weights))
-    print(f"step {step}: loss {float(loss):10.4g}, scale {scale:>7.0f} -> {precision.loss_scale(optimizer):>7.0f}, "
-          f"grads finite {finite!s:>5}, weights updated {moved!s:>5}, iterations {int(optimizer.iterations)}")
+with on_float16_device():
+    for step in range(8):
+        targets = ys * 1e4 if step == 4 else ys  # an outlier batch
+        before = [ops.convert_to_numpy(w) for w in net.trainable_weights]
+        scale = float(optimizer.dynamic_scale)
+        loss, grads = train_step(xs, targets)
+        finite = all(np.isfinite(ops.convert_to_numpy(g)).all() for g in grads)
+        moved = any(not np.array_equal(b, ops.convert_to_numpy(w)) for b, w in zip(before, net.trainable_weights))
+        print(f"step {step}: loss {float(loss):10.4g}, scale {scale:>7.0f} -> {float(optimizer.dynamic_scale):>7.0f}, "
+              f"grads finite {finite!s:>5}, weights updated {moved!s:>5}, iterations {int(optimizer.iterations)}")
 
 # %% [markdown]
-# ### Exercise 2: a loss scale that works
+# `compile` does the wrapping for a model built under `mixed_float16`, as the first line below shows. tpukit names
+# the same steps: `precision.make_optimizer("sgd", 0.01, "mixed_float16")` returns the wrapped
+# optimizer (a plain one under the other policies), `precision.scale_loss(optimizer, loss)` scales only when the
+# optimizer is a `LossScaleOptimizer` (so one loop serves every policy), and `precision.loss_scale(optimizer)`
+# reads the current scale, or None.
+
+# %%
+with precision.policy("mixed_float16"):
+    compiled = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+compiled.compile(optimizer="sgd", loss="mse")  # a model built under mixed_float16: Keras wraps its optimizer
+print("compile wrapped it:", type(compiled.optimizer).__name__)
+for name in precision.POLICIES:
+    opt = precision.make_optimizer("sgd", 0.01, name)
+    print(f"{name:>15}: {type(opt).__name__:>18}, loss scale {precision.loss_scale(opt)}, "
+          f"scaled loss of 1.0: {float(precision.scale_loss(opt, 1.0))}")
+
+# %% [markdown]
+# ### Exercise 2: the largest safe scale
 #
-# **Set `MY_SCALE`.** A good scale lifts a 1e-9 gradient out of float16's underflow, yet keeps a large
-# gradient of 0.1 below float16's maximum. The self-check tests both ends.
+# A scale should be as large as it can be, to lift the smallest gradients, yet leave the largest ones finite.
+# **Set `MY_SCALE`** to the largest power of two that keeps a gradient of 1.0 finite in float16 once scaled. The
+# self-check casts `1.0 x MY_SCALE` and `1.0 x 2 x MY_SCALE` to float16.
 
 # %% tags=["exercise"]
 MY_SCALE = ...  # YOUR ANSWER: a power of two, written like 2.0**3
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["MY_SCALE = 2.0**16", "MY_SCALE = 2.0**14", "MY_SCALE = 65504.0", "MY_SCALE = 2.0**8"]
+# @title Solution
 if SOLUTIONS:
-    MY_SCALE = 2.0**15  # 1e-9 x 2^15 = 3.3e-5 is representable; 0.1 x 2^15 = 3277 is far below 65504
+    MY_SCALE = 2.0**15  # 32768 fits under 65504; 2^16 = 65536 does not. Keras' dynamic scale starts there too.
 
 # %% tags=["self-check"]
-# Self-check
-answered(MY_SCALE, "float16 holds about 6e-8 to 65504: 1e-9 x scale must be above 6e-8, 0.1 x scale below 65504")
-assert float(ops.cast(1e-9 * MY_SCALE, "float16")) > 0, "1e-9 still underflows: scale up"
-assert np.isfinite(float(ops.cast(0.1 * MY_SCALE, "float16"))), "0.1 overflows: scale down"
-print("Exercise 2: correct: any scale from 2^5 to 2^19 works; dynamic scaling finds one for you.")
+# Self-check: a gradient of 1.0, scaled, in float16
+answered(MY_SCALE, "float16's largest value is 65504: which powers of two lie below it?")
+check(MY_SCALE > 0 and float(np.log2(MY_SCALE)).is_integer(), f"{MY_SCALE} is not a power of two")
+with on_float16_device():
+    scaled, doubled = (float(ops.cast(ops.convert_to_tensor([s], "float32"), "float16")[0])
+                       for s in (MY_SCALE, 2 * MY_SCALE))
+print(f"1.0 x {MY_SCALE:g} in float16: {scaled}; with twice the scale: {doubled}")
+check(np.isfinite(scaled), "a gradient of 1.0 overflows at that scale: go lower")
+check(np.isinf(doubled), "twice that scale still fits: go higher")
+print("Exercise 2: correct. It is the scale keras.optimizers.LossScaleOptimizer starts from (initial_scale):",
+      keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD()).initial_scale)
 
 # %% [markdown]
 # ## Each policy's speed, measured here
 #
 # 16-bit math pays only when the matrix units are busy: a small model spends its step on overheads, and every
 # policy then looks the same. So, as TensorFlow's mixed-precision guide does, size the model to the device: two
-# `Dense` layers of **4096 units** and a batch of 8192 on a GPU or a TPU, a small model on a CPU (whose
-# float16 math is emulated and slow). The inputs are random MNIST-sized rows (784 features, 10 classes): only
-# the speed counts here.
+# `Dense` layers of **4096 units** and a batch of 8192 on a GPU or a TPU, a small model on a CPU. The inputs are
+# random MNIST-sized rows (784 features, 10 classes): only the speed counts here. Each policy runs 24 steps (a
+# warm-up epoch of 4, then 5 timed epochs of 4): under a minute in all on a T4 or a v5e-1.
 #
 # To compare policies fairly, every model starts from **the same initial weights**: build once, keep
 # `get_weights()`, and `set_weights` them into each policy's model (variables are float32 under every policy, so
 # the weights fit). Then a warm-up epoch traces and compiles the step, and the timed epochs run the same batches.
+# On a TPU `mixed_float16` is left out: tpukit refuses it there (`RunConfig(precision="mixed_float16")` on a TPU
+# raises `ConfigError`), since the MXU computes in bfloat16.
 
 # %%
 ACCELERATOR = runtime.kind in ("gpu", "tpu")
@@ -363,82 +405,150 @@ ax.set_xlabel(f"ms per step (2 x Dense {UNITS}, batch {BATCH}, {runtime.kind.upp
 plt.show()
 
 # %% [markdown]
-# ## Multiples of 8 and 128
+# tpukit's `RunConfig(precision="auto")` (the default) picks the policy for you, from the hardware or, on a CPU,
+# from a measurement: `mixed_bfloat16` on a TPU, `mixed_float16` on a Tensor-Core GPU, and on a CPU whatever a
+# quick float32-vs-bfloat16 timing of matmuls and conv gradients favours. It refuses `mixed_float16` on a TPU,
+# wraps the optimizer, and puts the global policy back after the run. What it picked here, and why:
+
+# %%
+chosen, why = precision.resolve("auto", runtime)
+print(f'precision="auto" here: {chosen}, because {why}')
+try:
+    tpukit.RunConfig(accelerator="tpu", precision="mixed_float16")
+except tpukit.ConfigError as error:
+    print("ConfigError:", error)
+
+# %% [markdown]
+# ### Exercise 3: is bfloat16 faster here?
 #
-# Tensor Cores work on tiles of 8, so on a GPU keep batch sizes, `Dense` units and conv filters multiples of 8.
-# A TPU's matrix unit is 128x128. XLA pads one dimension of a matrix to a multiple of 8 and the other to a
-# multiple of 128, and which one gets 128 depends on the layout it picks, so the rule that is safe either way,
-# and the one tpukit applies, is multiples of 128 on a TPU (per-replica batch, units, filters). With 16-bit types
-# each activation takes half the memory, so the batch size can usually double as well. `RunConfig` checks the
-# per-replica batch and warns with the waste; `padding_advice` gives the same advice for each kind:
+# A step is not only matmuls: activations, normalization and the optimizer's updates read and write every value
+# once, and their speed is the memory's. bfloat16 halves the bytes. A TPU and a GPU load 16-bit values natively;
+# XLA on a CPU converts each one to float32 and back, even on CPUs whose matrix units run bfloat16 matmuls fast
+# (the figure `describe()` printed above is for matmuls and conv gradients). **Predict `FASTER_IN_BF16`** for
+# *this* device (`runtime.kind`): is a jitted elementwise chain over 16M values (64M on an accelerator) faster in
+# bfloat16 than in float32? The self-check times both, the median of 9 tries each.
+
+# %% tags=["exercise"]
+FASTER_IN_BF16 = ...  # YOUR PREDICTION for this device: True or False
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["FASTER_IN_BF16 = runtime.kind == 'cpu'", "FASTER_IN_BF16 = 'yes'"]
+# @title Solution
+if SOLUTIONS:
+    # A TPU or a GPU moves half the bytes, about 2x faster; XLA on a CPU converts every value, several times slower.
+    FASTER_IN_BF16 = runtime.kind in ("tpu", "gpu")
+
+# %% tags=["self-check"]
+# Self-check: time a jitted elementwise chain in float32 and in bfloat16 on this device
+answered(FASTER_IN_BF16, "on which devices does a 16-bit value stay 16-bit all the way to the arithmetic?")
+check(isinstance(FASTER_IN_BF16, bool), "answer True or False")
+
+
+def chain(v):
+    return ops.max(ops.relu(v * 1.5 - 0.5) * 0.9)
+
+
+jitted = tf.function(chain, jit_compile=True) if TF else jax.jit(chain)
+size = 1 << (26 if runtime.kind in ("tpu", "gpu") else 24)
+ms = {}
+for dtype in ("float32", "bfloat16"):
+    v = keras.random.normal((size,), dtype=dtype, seed=0)
+    float(jitted(v))  # compile
+    tries = []
+    for _ in range(9):
+        start = time.perf_counter()
+        float(jitted(v))
+        tries.append(1000 * (time.perf_counter() - start))
+    ms[dtype] = float(np.median(tries))
+speedup = ms["float32"] / ms["bfloat16"]
+print(f"{runtime.kind}: float32 {ms['float32']:.2f} ms, bfloat16 {ms['bfloat16']:.2f} ms: bfloat16 runs at "
+      f"{speedup:.2f}x float32's speed")
+check(FASTER_IN_BF16 == (speedup > 1), f"measured here: bfloat16 at {speedup:.2f}x float32's speed")
+print("Exercise 3: correct.")
+
+# %% [markdown]
+# ## Padding: multiples of 8 and 128
+#
+# A TPU stores every array in tiles: XLA pads one of the two minor dimensions of a tensor to a multiple of 8 and
+# the other to a multiple of 128, the layout chosen by heuristics (Cloud TPU performance guide, "Consequences of
+# tiling", cloud.google.com/tpu/docs/performance-guide). For a `Dense` layer's `[batch, features]` the batch
+# usually goes on the 8 side and the features on the 128 side. The matrix units (MXUs) match: a v5e has 4 MXUs of
+# 128x128 per TensorCore, 197 bfloat16 TFLOP/s per chip (cloud.google.com/tpu/docs/v5e); a v6e (Trillium) has 2
+# of 256x256, 918 TFLOP/s (cloud.google.com/tpu/docs/v6e). Colab's TPU runtime is one v5e or one v6e chip.
+#
+# So on a TPU: a per-replica batch that is a multiple of **8**, and feature sizes (units, filters) that are
+# multiples of **128**. A larger batch, in multiples of 128, fills the MXU better, but that is throughput, not
+# padding. On a GPU, Tensor Cores take float16 in multiples of **8**. With 16-bit types each activation takes half
+# the memory, so the batch can usually double as well. `RunConfig` checks the per-replica batch and warns:
 
 # %%
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     tpukit.RunConfig(accelerator="tpu", batch_size=100)
-print(caught[0].category.__name__, ":", caught[0].message)
-for kind in ("tpu", "gpu"):
-    print(f"{kind}: {tkconfig.padding_advice(100, kind)}")
-
-print(f"{'size':>6} {'GPU waste':>10} {'TPU waste':>10}")
-for size in (100, 128, 200, 256, 1000, 1024):
-    print(f"{size:>6} {tkconfig.padding_waste(size, 8):9.1f}% {tkconfig.padding_waste(size, 128):9.1f}%")
+for warning in caught:
+    print(warning.category.__name__, ":", warning.message)
 
 # %% [markdown]
-# ### Exercise 3: predict the padding, then measure it
+# ### Exercise 4: what does padding cost here? Predict, then measure
 #
-# A per-replica batch of **320** on a TPU: what percentage of each padded batch is padding? **Predict it** by
-# hand (padded size, then the share that is padding), write it in `PREDICTED_WASTE`, and let the self-check
-# measure it with `padding_waste` and `padding_advice`.
+# The self-check times one jitted `Dense`-like matmul, `[rows, K] x [K, K]` (a layer of K units on K features),
+# at K = 100, 128, 136, 200 and 256, on this device: bfloat16 on a TPU, float16 on a GPU, float32 on a CPU. Where
+# features are padded to multiples of 128, a layer of 136 units is stored and multiplied as one of 256. Elsewhere
+# its time follows its own size: 136/256 of the bytes, (136/256)^2 of the multiplications. **Predict
+# `PADDED_LIKE_256`** for *this* device (`runtime.kind`): does K=136 take about as long as K=256? The self-check
+# takes the median of 21 paired tries of time(136) / time(256) and calls it "about as long" above 0.75 (between
+# the two stories, 1 and 0.53 or less, so noise on a shared machine does not flip it). A few seconds on any device.
 
 # %% tags=["exercise"]
-PREDICTED_WASTE = ...  # YOUR PREDICTION: percent of the padded batch, e.g. 12.5
+PADDED_LIKE_256 = ...  # YOUR PREDICTION for this device: True or False
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["PADDED_LIKE_256 = runtime.kind != 'tpu'", "PADDED_LIKE_256 = 'yes'"]
+# @title Solution
 if SOLUTIONS:
-    PREDICTED_WASTE = 100 * (384 - 320) / 384  # 320 pads up to 3 x 128 = 384: 64 of 384 rows are padding
+    # A TPU pads the features to a multiple of 128: 136 is stored and multiplied as 256 (and 100 as 128, 200 as
+    # 256). A CPU or GPU pads nothing to 128: the time grows with K itself.
+    PADDED_LIKE_256 = runtime.kind == "tpu"
 
 # %% tags=["self-check"]
-# Self-check: your prediction against the measured figure
-answered(PREDICTED_WASTE, "round 320 up to a multiple of 128, then divide the padding by the padded size")
-measured = tkconfig.padding_waste(320, 128)
-print(f"predicted {PREDICTED_WASTE:.1f}%, measured {measured:.1f}%")
-print(tkconfig.padding_advice(320, "tpu"))
-assert abs(PREDICTED_WASTE - measured) < 0.5, (
-    "not quite: the waste is a share of the padded size (not of 320), in percent")
-print("Exercise 3: correct.")
+# Self-check: time [rows, K] x [K, K] on this device, K=136 against K=256 in pairs
+answered(PADDED_LIKE_256, "which device tiles its arrays to multiples of 128?")
+check(isinstance(PADDED_LIKE_256, bool), "answer True or False")
 
-# %% [markdown]
-# ### Exercise 4: a hidden layer that fills the tiles
-#
-# You want a hidden layer of about 300 units. **Set `UNITS`** to a size within 100 of 300 that wastes
-# nothing on a GPU or a TPU. (XLA, which notebook 05 looks at, is what pads; on a TPU it is always on.)
 
-# %% tags=["exercise"]
-UNITS = ...  # YOUR ANSWER: a number of units
+def dense_like(x, w):
+    return ops.max(ops.matmul(x, w))  # max: one number back, and XLA cannot skip the product
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
-if SOLUTIONS:
-    UNITS = 256  # 2 x 128 (384 = 3 x 128 works too)
 
-# %% tags=["self-check"]
-# Self-check
-answered(UNITS, "a multiple of 128 is a multiple of 8 too")
-assert tkconfig.padding_waste(UNITS, 8) == 0 and tkconfig.padding_waste(UNITS, 128) == 0, UNITS
-assert abs(UNITS - 300) <= 100, f"{UNITS} is far from the 300 units you wanted"
+jitted = tf.function(dense_like, jit_compile=True) if TF else jax.jit(dense_like)
+rows = 1 << 20 if runtime.kind in ("tpu", "gpu") else 4096
+dtype = {"tpu": "bfloat16", "gpu": "float16"}.get(runtime.kind, "float32")
+KS = (100, 128, 136, 200, 256)
+args = {k: (keras.random.normal((rows, k), dtype=dtype, seed=0), keras.random.normal((k, k), dtype=dtype, seed=1))
+        for k in KS}
+tries = {k: [] for k in KS}
+for k in KS:
+    float(jitted(*args[k]))  # compile each shape once
+for i in range(21):
+    for k in KS if i % 2 else KS[::-1]:  # alternate the order, so a slow moment falls on every K alike
+        start = time.perf_counter()
+        float(jitted(*args[k]))
+        tries[k].append(1000 * (time.perf_counter() - start))
+print(f"{runtime.kind}, {rows} rows, {dtype}: " + ", ".join(f"K={k}: {np.median(t):.2f} ms" for k, t in tries.items()))
+ratio = float(np.median(np.array(tries[136]) / np.array(tries[256])))
+print(f"time(136) / time(256) = {ratio:.2f}")
+check(PADDED_LIKE_256 == (ratio > 0.75), f"measured here: K=136 takes {ratio:.2f} of K=256's time")
 print("Exercise 4: correct.")
 
 # %% [markdown]
 # ## GPUs: compute capability, `nvidia-smi`, TF32
 #
 # On a GPU runtime, check which GPU you got (`!nvidia-smi -L` in Colab). float16 needs compute capability 7.0
-# or higher (T4 7.5, V100 7.0, A100 8.0). On older GPUs (P100, K80) Keras 3.15 gives no warning: `mixed_float16`
-# runs, but without Tensor Cores it brings no speed-up (often a slow-down), so tpukit's "auto" stays float32
-# there and `describe()` says why. Ampere and newer GPUs also run float32 matmuls in **TensorFloat-32**
-# (10-bit mantissa) by default, so float32 is already fast and the gain from mixed precision shrinks;
-# `tpukit.set_tf32(False)` turns TF32 off for exact float32 (it returns the previous setting). JAX's knob is the
-# default matmul precision: `jax.default_matmul_precision("highest")` asks for full float32 (on a TPU, where the
-# default computes float32 matmuls in bfloat16 passes, too).
+# or higher (T4 7.5, L4 8.9, A100 8.0; all of Colab's GPUs qualify). On older GPUs (P100, K80) Keras 3 gives no
+# warning: `mixed_float16` runs, but without Tensor Cores it brings no speed-up (often a slow-down), so tpukit's
+# "auto" stays float32 there and `describe()` says why. Ampere and newer GPUs also run float32 matmuls in
+# **TensorFloat-32** (10-bit mantissa) by default, so float32 is already fast and the gain from mixed precision
+# shrinks; `tpukit.set_tf32(False)` turns TF32 off for exact float32 (it returns the previous setting). JAX's knob
+# is the default matmul precision: `jax.default_matmul_precision("highest")` asks for full float32 (on a TPU, where
+# the default computes float32 matmuls in bfloat16 passes, too).
 
 # %%
 import shutil
@@ -462,20 +572,25 @@ else:
 # ## What you should see
 #
 # - Policies: `mixed_*` computes in 16 bits and keeps float32 variables; the `dtype="float32"` layer stays
-#   float32 inside the mixed block; the global policy is float32 again after it.
+#   float32 under `mixed_bfloat16`; the global policy is float32 again after each block.
 # - The float16 softmax gives `p = 0` and `-log p = inf`; float32 gives about 2e-9 and 20.
 # - 70000 becomes `inf` and 1e-8 becomes 0 in float16; bfloat16 keeps both (roughly) and loses `1 + 1/512`.
 # - Loss scaling: the scale doubles every 3 good steps; at step 4 the gradients are not finite, the weights do
 #   not move, `iterations` does not advance and the scale halves.
-# - Speed on this hardware. On a CPU: bfloat16 about as fast as float32, or faster where the CPU has bfloat16
-#   matrix instructions (AMX, AVX512-BF16), and float16 many times slower (CPUs have no fast float16 math). On a
-#   T4 GPU the 4096-unit model runs several times faster under `mixed_float16`; on a TPU `mixed_bfloat16` wins.
-#   At smoke size (64 units) the figures are noise.
+# - Speed on this hardware. On a CPU the full model's policies come out close, or bfloat16 ahead where the CPU
+#   has bfloat16 matrix instructions (AMX, AVX512-BF16), and float16 many times slower (CPUs have no fast float16
+#   math). On a T4 GPU the 4096-unit model runs several times faster under `mixed_float16`; on a TPU
+#   `mixed_bfloat16` wins. At smoke size (64 units) the figures are noise.
+# - Exercise 3: the elementwise chain runs about twice as fast in bfloat16 on a TPU or a GPU, and several times
+#   slower on a CPU (an AMD EPYC with AVX512-BF16: 0.13x to 0.4x under XLA).
+# - Exercise 4: on a CPU K=136 takes about 0.4 to 0.5 of K=256's time (measured on an AMD EPYC, with
+#   TensorFlow and with JAX); on a TPU, where 136 features are padded to 256, about the same time.
 #
 # ## On a TPU, a GPU or the CPU
 #
 # - **TPU**: use `mixed_bfloat16` (tpukit refuses `mixed_float16` there); no loss scaling is needed, since
-#   bfloat16 has float32's range. Multiples of 128 matter; XLA always compiles the step.
+#   bfloat16 has float32's range. Per-replica batch in multiples of 8, features in multiples of 128; XLA always
+#   compiles the step.
 # - **GPU**: `mixed_float16` on compute capability 7.0 or higher, with loss scaling (automatic in `fit`).
 #   Multiples of 8; on Ampere and newer mind TF32.
 # - **CPU**: mixed precision is for learning the mechanics; measure before you use it. CPUs with AMX or

@@ -17,9 +17,9 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/24<br>
+# **Last modified:** 2026/11/26<br>
 # **Description:** TensorBoard inside the notebook, a profile of chosen training steps, a naive vs a tuned input
-# pipeline, XLA and padding waste.<br>
+# pipeline, input-bound vs compute-bound, steps_per_execution, recompiles, XLA and padding.<br>
 # **Accelerator:** TPU, GPU or CPU
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/tpukit/tpukit/blob/main/notebooks/05_profiling_and_input_pipelines.ipynb)
@@ -28,16 +28,18 @@
 # ## What you will learn
 #
 # - How to show TensorBoard inside the notebook, bound to 127.0.0.1 (never through a public tunnel).
-# - How to capture a profile of a window of training steps and read it: the overview (step time,
-#   input-bound or not), the top ops, the trace viewer and the input pipeline analyzer.
-# - How a naive input pipeline compares with a tuned one, in examples per second, and how the profile
-#   tells an input-bound run from a compute-bound one.
-# - What XLA fusion buys, why a TPU wants batch and feature sizes in multiples of 128 (a GPU in multiples of 8),
-#   and which ops cost more than they look.
+# - How to capture a profile of a window of training steps, with Keras' `TensorBoard(profile_batch=...)` or
+#   `jax.profiler.trace`, then with tpukit, and read it: the overview (step time, input-bound or not), the top
+#   ops, the trace viewer and the input pipeline analyzer.
+# - How a naive input pipeline compares with a tuned one, in examples per second, and how to tell an input-bound
+#   run from a compute-bound one.
+# - What `steps_per_execution` buys (the main throughput setting on a TPU), and when a jitted step recompiles.
+# - What XLA fusion buys, what a TPU pads (batch to multiples of 8, features to multiples of 128; a GPU wants
+#   multiples of 8), and which ops cost more than they look.
 #
 # On TensorFlow (Colab's CPU and GPU runtimes) the pipelines are `tf.data`. Colab's TPU runtime has no TensorFlow
 # and no TensorBoard: there the same lessons run on Keras 3 and JAX (a `keras.utils.PyDataset` pipeline,
-# `jax.jit`, `jax.profiler`), and the cells say what they skip and how to add the viewers.
+# `jax.jit`, `jax.profiler`), and the first TensorBoard cell adds the viewers.
 
 # %% [markdown]
 # ## Setup
@@ -87,6 +89,7 @@ from tpukit import data
 from tpukit import models
 from tpukit.observe import profiling
 from tpukit.observe import tensorboard
+from tpukit.teaching import SOLUTIONS, answered, check
 from tpukit.ui import embed
 
 TF = keras.backend.backend() == "tensorflow"  # tf.data and tf.function here; else Keras 3 and JAX
@@ -100,16 +103,6 @@ HAS_XPROF = importlib.util.find_spec("xprof") is not None  # reads captures (pro
 LOGDIR = "runs"  # every run and capture of this notebook goes under here
 runtime = tpukit.connect()
 print(runtime.describe())
-
-# The exercises leave `...` for you to fill in. Each has a hidden solution cell that runs only with
-# TPUKIT_SOLUTIONS=1 (the tests set it), so the self-checks test your answer, not ours.
-SOLUTIONS = os.environ.get("TPUKIT_SOLUTIONS") == "1"
-
-
-def answered(value, hint):
-    """The start of every self-check: an answer still `...` fails here, with a hint."""
-    assert value is not ..., f"Not answered yet: replace the `...` in the cell above. Hint: {hint}"
-    return value
 
 
 # %% [markdown]
@@ -132,17 +125,21 @@ def answered(value, hint):
 # port proxy, an iframe in Jupyter, or a plain address elsewhere. (Its Profile tab also has a **Capture
 # Profile** button: give it the address of a job's profiler server, notebook 06, and it captures from it.)
 #
-# Colab's TPU runtime has neither TensorBoard nor xprof (its profile tab). `tpukit.colab.setup()` adds both, pinned
-# so that nothing the runtime has moves, and never TensorFlow. Set `ADD_VIEWERS = True` to run it. Without them,
-# training and captures work all the same; only the viewing is skipped.
+# Colab's TPU runtime has neither TensorBoard nor xprof (its profile tab). In Colab, the next cell runs
+# `tpukit.colab.setup()`: it pip-installs only what is missing, with every package already installed pinned (so
+# nothing the runtime has moves), never TensorFlow, prints a line while pip runs (tens of seconds) and one summary
+# line after, and returns at once when nothing is missing. Outside Colab it installs nothing and says so.
+# Training and captures work without the viewers; only the viewing needs them.
 
 # %%
-ADD_VIEWERS = False  # True: add TensorBoard and xprof where they are missing (Colab's TPU runtime)
-if ADD_VIEWERS:
+if context.detect() == context.COLAB:
     import tpukit.colab
 
     print(tpukit.colab.setup())
     HAS_XPROF = importlib.util.find_spec("xprof") is not None
+else:
+    print(f"Not in Colab ({context.detect()}): tpukit.colab.setup() would pip-install TensorBoard and xprof where "
+          "they are missing; nothing is installed here.")
 
 board = tensorboard.start(LOGDIR)
 print(board)
@@ -164,15 +161,44 @@ def show(url, height=600):
 show(getattr(board, "url", None))
 
 # %% [markdown]
-# ### A profile of chosen training steps
+# ### A profile of chosen training steps: Keras and JAX
 #
-# `RunConfig(profile=(start, stop))` profiles that inclusive window of training steps. Skip the first
-# steps: they trace and compile the step function, which you do not want to read as step time. tpukit marks
-# every profiled step (`tf.profiler.experimental.Trace("train", step_num=n)` on TensorFlow,
-# `jax.profiler.StepTraceAnnotation("train", step_num=n)` on JAX), so TensorBoard's overview gets its step-time
-# graph. Keras 3.15's own `TensorBoard(profile_batch=...)` marks its steps too, but names
-# them "Profiled batch", and XProf counts only steps named `train` or `test` for the step-time graph, so it
-# ignores them: the overview of such a capture has no step-time graph (the 2020 post noted it missing).
+# Skip the first steps when you profile: they trace and compile the step function, which you do not want to read
+# as step time. With TensorFlow, Keras' own callback does it: `keras.callbacks.TensorBoard(log_dir,
+# profile_batch=(a, b))` profiles batches `a` to `b` of the first epoch. (On JAX it works too, from Python 3.12,
+# but it writes with `tensorflow.summary`, so not on Colab's TPU runtime, which has no TensorFlow.) On JAX the
+# real API is `jax.profiler.trace(log_dir)` (or `start_trace`/`stop_trace`) around the steps you want, after a
+# warm-up that compiled them. Either writes a `.xplane.pb` under `log_dir/plugins/profile/<time>/`, which
+# TensorBoard's Profile tab reads. A small CNN on the `shapes` images, a few seconds on any runtime:
+
+# %%
+shapes_small = data.load("shapes", size=1024)
+x_small, y_small = np.asarray(shapes_small.x_train), np.asarray(shapes_small.y_train)
+with runtime.strategy.scope():
+    cnn = models.build("cnn", input_shape=x_small.shape[1:], num_classes=4)
+    cnn.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+keras_logdir = os.path.join(LOGDIR, "keras-profile")
+if TF:
+    cnn.fit(x_small, y_small, batch_size=32, epochs=1, steps_per_epoch=10, verbose=0,
+            callbacks=[keras.callbacks.TensorBoard(keras_logdir, profile_batch=(4, 6))])
+else:
+    cnn.fit(x_small, y_small, batch_size=32, epochs=1, steps_per_epoch=4, verbose=0)  # warm-up: compile
+    with jax.profiler.trace(keras_logdir):
+        cnn.fit(x_small, y_small, batch_size=32, epochs=1, steps_per_epoch=3, verbose=0)
+captured = [os.path.join(d, f) for d, _, files in os.walk(keras_logdir) for f in files if f.endswith(".xplane.pb")]
+print(f"{len(captured)} capture(s):", *captured, sep="\n  ")
+
+# %% [markdown]
+# ### The same with tpukit
+#
+# `RunConfig(profile=(start, stop))` profiles that inclusive window of training steps, and the run's result
+# lists the capture. tpukit marks every profiled step (`tf.profiler.experimental.Trace("train", step_num=n)` on
+# TensorFlow, `jax.profiler.StepTraceAnnotation("train", step_num=n)` on JAX), so TensorBoard's overview gets its
+# step-time graph. Keras 3.13's `TensorBoard(profile_batch=...)` marks its steps too, but names them "Profiled
+# batch", and XProf counts only steps named `train` or `test` for the step-time graph, so it ignores them: the
+# overview of such a capture has no step-time graph (the 2020 post noted it missing). `profiling.summarize`
+# reads a capture into a few plain values: step time, the verdict on input, the top ops. 60 steps of a small CNN:
+# seconds on a T4 or a v5e-1, under a minute on a CPU.
 
 # %%
 PROFILE = (3, 6) if SMOKE else (10, 14)
@@ -184,7 +210,7 @@ print(result.summary())
 if HAS_XPROF:
     print(profiling.summarize(result.profile_files[0]))
 else:
-    print("xprof is not installed here, so the capture is not read (ADD_VIEWERS above adds it).")
+    print("xprof is not installed here, so the capture is not read (in Colab, tpukit.colab.setup() above adds it).")
 
 # %% [markdown]
 # **What you should see:** the step time over the profiled steps, a verdict on input on TensorFlow
@@ -342,7 +368,7 @@ assert speeds["tuned"] > speeds["naive"]
 # We fit it on the naive and on the tuned pipeline, profiling steps 3 to 8 of each with tpukit's
 # `ProfileCallback`, and compare the examples per second and the overview's verdicts. (xprof finds the input wait
 # in TensorFlow captures, from `tf.data`'s own events; a JAX capture has no such events, so on JAX the examples
-# per second are the verdict.)
+# per second are the verdict.) 48 steps in all: seconds on any runtime.
 
 # %%
 verdicts = {}
@@ -377,26 +403,42 @@ if len(verdicts) == 2:
 # `shuffle(buffer_size=B)` does not shuffle the whole dataset: it keeps a buffer of the next `B` elements and
 # picks one of them at random each time, refilling from the stream. Shuffle `range(100)` with `B = 10`.
 # **Predict `LARGEST_FIRST`**, the largest value that can come out *first*. The self-check shuffles 300 times,
-# with 300 seeds, and takes the largest first element it saw. (So a buffer much smaller than the dataset barely
-# shuffles sorted data: shuffle the file list too, and use a buffer as large as memory allows. The same reasoning
-# says why `shuffle` goes **before** `repeat`: after it, the buffer mixes the end of one epoch into the next.)
+# with 300 seeds, and takes the largest first element it saw: with `tf.data` where there is TensorFlow, else with
+# a buffer written out in a few lines of Python, the same algorithm. (So a buffer much smaller than the dataset
+# barely shuffles sorted data: shuffle the file list too, and use a buffer as large as memory allows. The same
+# reasoning says why `shuffle` goes **before** `repeat`: after it, the buffer mixes the end of one epoch into the
+# next.)
 
 # %% tags=["exercise"]
 LARGEST_FIRST = ...  # YOUR PREDICTION: the largest value that can come out first
 
-# %% tags=["solution"] jupyter={"source_hidden": true}
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["LARGEST_FIRST = 99", "LARGEST_FIRST = 10", "LARGEST_FIRST = 0"]
+# @title Solution
 if SOLUTIONS:
     LARGEST_FIRST = 9  # the first pick is among the first 10 elements, 0 to 9
 
 # %% tags=["self-check"]
 # Self-check: shuffle 300 times and look at the first element
 answered(LARGEST_FIRST, "the first element is picked from a buffer holding the first B elements of the stream")
+
+
+def buffer_shuffle(stream, buffer_size, rng):
+    """tf.data's shuffle: fill a buffer, then emit a random element of it and refill its slot from the stream."""
+    buffer = []
+    for item in stream:
+        buffer.append(item)
+        if len(buffer) == buffer_size:
+            yield buffer.pop(int(rng.integers(len(buffer))))
+    rng.shuffle(buffer)
+    yield from buffer
+
+
 if TF:
     firsts = [int(next(iter(tf.data.Dataset.range(100).shuffle(10, seed=s)))) for s in range(300)]
-else:  # what tf.data's buffer does, in NumPy: fill the buffer with the first 10, pick one of them at random
-    firsts = [int(np.random.default_rng(s).choice(np.arange(100)[:10])) for s in range(300)]
+else:
+    firsts = [next(buffer_shuffle(range(100), 10, np.random.default_rng(s))) for s in range(300)]
 print(f"predicted {LARGEST_FIRST}; over 300 seeds the first element was at most {max(firsts)}")
-assert LARGEST_FIRST == max(firsts), "not quite: the buffer holds elements 0 to B-1 when the first one is picked"
+check(LARGEST_FIRST == max(firsts), "which elements are in the buffer when the first one is picked?")
 print("Exercise 1: correct.")
 
 # %% [markdown]
@@ -422,22 +464,173 @@ else:
           "runtime) reads sharded files with parallel workers.")
 
 # %% [markdown]
-# ## XLA and padding waste
+# ## Input-bound or compute-bound
+#
+# A step waits for whichever is slower: the host preparing the next batch, or the device computing this one. When
+# the input is the slow side, a faster model changes nothing; preparing batches ahead, in parallel, does. In
+# `tf.data` that is `map(..., num_parallel_calls=AUTOTUNE)` and `prefetch`; a `keras.utils.PyDataset` gets it from
+# `workers=N` (threads, or processes with `use_multiprocessing=True`), which prepare the next batches while `fit`
+# trains.
+#
+# ### Exercise 2: which change helps?
+#
+# A `PyDataset` takes 60 ms to prepare each batch (a `time.sleep`, standing in for decoding JPEGs) and feeds a
+# small MLP (a Dense layer of 256 units on 32x32x3 images) for 8 steps. Two changes: halve the model (128 units),
+# or keep it and read with `workers=4`. **Predict `FASTER`**: which change makes an epoch faster? The self-check
+# times an epoch of each (after a compiling one), on this device: a few seconds.
+
+# %% tags=["exercise"]
+FASTER = ...  # YOUR PREDICTION: "smaller model" or "workers=4"
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["FASTER = \"smaller model\"", "FASTER = \"both the same\""]
+# @title Solution
+if SOLUTIONS:
+    FASTER = "workers=4"  # each step waits 60 ms for its batch and computes for a few: the input is the slow side
+
+# %% tags=["self-check"]
+# Self-check: time an epoch of each, on this device
+answered(FASTER, "how long does a step wait for its batch, and how long does it compute?")
+check(FASTER in ("smaller model", "workers=4"), 'answer "smaller model" or "workers=4"')
+
+
+class SlowBatches(keras.utils.PyDataset):
+    """8 batches of 64 random images; each takes 60 ms to prepare."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        time.sleep(0.06)
+        rng = np.random.default_rng(index)
+        return rng.random((64, 32, 32, 3), dtype=np.float32), rng.integers(0, 4, 64)
+
+
+def epoch_seconds(units, workers):
+    model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(units, activation="relu"), keras.layers.Dense(4)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    batches = SlowBatches(workers=workers, use_multiprocessing=False)
+    model.fit(batches, epochs=1, verbose=0)  # compiles the step
+    start = time.perf_counter()
+    model.fit(batches, epochs=2, verbose=0)
+    return (time.perf_counter() - start) / 2
+
+
+seconds = {"as it is": epoch_seconds(256, 1), "smaller model": epoch_seconds(128, 1),
+           "workers=4": epoch_seconds(256, 4)}
+print(", ".join(f"{name}: {1000 * s:.0f} ms/epoch" for name, s in seconds.items()))
+measured = min(("smaller model", "workers=4"), key=seconds.get)
+check(FASTER == measured, f"measured here: {measured} is the faster change")
+print("Exercise 2: correct. An input-bound run gains nothing from a faster model.")
+
+# %% [markdown]
+# ## steps_per_execution: several steps per call
+#
+# `fit` calls the compiled step once per batch, and each call has a fixed cost on the host: dispatching to the
+# device, a callback, a progress update, reading back the loss. On a TPU, whose step takes a millisecond or
+# less, that overhead can be most of the time. `model.compile(steps_per_execution=N)` runs N steps inside one call
+# (a loop in the compiled function): Keras' main throughput setting on a TPU. Callbacks and the progress bar then
+# see only every N-th step. Measured here on the zoo MLP, 128 steps of batch 32 per setting (seconds on any runtime):
+
+# %%
+rows = np.arange(2048) % len(x_small)  # 64 batches of 32
+x_spe, y_spe = x_small[rows], y_small[rows]
+steps_per_s = {}
+for spe in (1, 8, 32):
+    with runtime.strategy.scope():
+        mlp = models.build("mlp", input_shape=x_spe.shape[1:], num_classes=4)
+        mlp.compile(optimizer="adam", loss="sparse_categorical_crossentropy", steps_per_execution=spe)
+    mlp.fit(x_spe, y_spe, batch_size=32, epochs=1, verbose=0)  # the first epoch compiles
+    started = time.perf_counter()
+    mlp.fit(x_spe, y_spe, batch_size=32, epochs=2, verbose=0)
+    steps_per_s[spe] = 128 / (time.perf_counter() - started)
+pd.Series(steps_per_s, name="steps/s").rename_axis("steps_per_execution").round(0)
+
+# %% [markdown]
+# **What you should see:** more steps per second with N above 1, most where a step is short (a TPU, or this
+# small model on any device; on a busy CPU the figures are noisy). tpukit's `RunConfig(steps_per_execution="auto")`
+# picks N for the hardware and the epoch (32 on a TPU, fewer where a step is long, 1 while a profile window needs
+# each step on its own) and says why:
+
+# %%
+from tpukit.training import plan
+
+print(plan.resolve_steps_per_execution("auto", runtime, steps_per_epoch=64))
+
+# %% [markdown]
+# ## Recompiles
+#
+# `jax.jit` and `tf.function` trace your Python function once per input *signature* (shapes and dtypes), and XLA
+# compiles each trace: seconds for a real model on a TPU. A Python side effect inside the function (a `print`, a
+# list append) runs only while tracing, so it counts the traces. (JAX also has `jitted._cache_size()`, a private
+# API in jax 0.7.2.) In `fit`, a last partial batch is a new shape, so one more compile: make the dataset a
+# multiple of the batch, or `drop_remainder=True` in `tf.data`. The same goes for a sequence padded to each
+# batch's own length: pad to a few fixed lengths (buckets) instead.
+
+# %%
+shapes_seen = []
+
+
+def double_sum(v):
+    shapes_seen.append(tuple(v.shape))  # Python: runs only while tracing
+    return keras.ops.sum(v * 2.0)
+
+
+jitted_sum = tf.function(double_sum, jit_compile=True) if TF else jax.jit(double_sum)
+for rows in (16, 16, 24):
+    jitted_sum(np.ones((rows, 4), "float32"))
+print(f"3 calls, {len(shapes_seen)} traces: {shapes_seen}")
+
+# %% [markdown]
+# ### Exercise 3: count the compiles
+#
+# The same function, fresh, is called on batches of **32, 32, 48, 32, 64 and 48** rows of 8 features.
+# **Predict `TRACES`**: how many times is it traced (and compiled)? The self-check counts them.
+
+# %% tags=["exercise"]
+TRACES = ...  # YOUR PREDICTION: a whole number
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["TRACES = 6", "TRACES = 1", "TRACES = 4"]
+# @title Solution
+if SOLUTIONS:
+    TRACES = 3  # one per new shape: 32, 48, 64; a shape seen before reuses its compiled function
+
+# %% tags=["self-check"]
+# Self-check: a fresh jitted function, a Python counter inside it
+answered(TRACES, "a jitted function is traced once per new input shape")
+traced = []
+
+
+def step(v):
+    traced.append(tuple(v.shape))  # Python: runs only while tracing
+    return keras.ops.sum(v * 2.0)
+
+
+fresh = tf.function(step, jit_compile=True) if TF else jax.jit(step)
+for rows in (32, 32, 48, 32, 64, 48):
+    fresh(np.ones((rows, 8), "float32"))
+print(f"6 calls, {len(traced)} traces: {traced}")
+check(TRACES == len(traced), "count the distinct shapes")
+print("Exercise 3: correct.")
+
+# %% [markdown]
+# ## XLA and padding
 #
 # ### XLA: fusing ops
 #
 # Without XLA, TensorFlow runs one kernel per op, and each elementwise op reads and writes the whole tensor
 # in memory. XLA compiles the function and *fuses* chains of such ops into one kernel. On a TPU everything
-# goes through XLA; on GPU and CPU you ask for it with `jit_compile=True` (`RunConfig(jit_compile=True)` for
-# a run). On JAX every jitted function is compiled by XLA, and Keras always jits the train step; running ops one
-# by one, without `jax.jit`, is the unfused baseline. Keras 3.15's `jit_compile="auto"` on TensorFlow leaves XLA
-# off on CPU-only machines (where our float32 CNN ran no faster with it), under **any `tf.distribute` strategy**
-# (a model compiled in `strategy.scope()`, even MirroredStrategy over one GPU), and with op determinism on. So a
-# distributed run on a GPU gets XLA only if you ask with `jit_compile=True`. tpukit's `"auto"` follows Keras,
-# with one exception: under mixed precision on a TensorFlow CPU it turns XLA on for a step long enough to win the
-# compile back (10 ms or more) where the CPU probe measured XLA's 16-bit math faster than TensorFlow's own kernels.
-# That depends on the CPU: one AMD EPYC's kernels emulate bfloat16 (our CNN ran 9.5x faster under XLA), another's,
-# with AVX512-BF16, run it natively and beat XLA. The run's notes say what was measured.
+# goes through XLA. On JAX every jitted function is compiled by XLA, and Keras always jits the train step; running
+# ops one by one, without `jax.jit`, is the unfused baseline. On TensorFlow, Keras 3.13's `jit_compile="auto"` (the
+# default of `model.compile`) turns XLA **on** for a single GPU, and leaves it off on CPU-only machines (where our
+# float32 CNN ran no faster with it), under **any `tf.distribute` strategy** (a model compiled in
+# `strategy.scope()`, such as MirroredStrategy over several GPUs), and with op determinism on; `jit_compile=True`
+# asks for it anyway (`RunConfig(jit_compile=True)` for a tpukit run). tpukit trains one GPU under TensorFlow's
+# default strategy, so XLA is on there too. tpukit's `"auto"` follows Keras, with one exception: under mixed
+# precision on a TensorFlow CPU it turns XLA on for a step long enough to win the compile back (10 ms or more)
+# where the CPU probe measured XLA's 16-bit math faster than TensorFlow's own kernels. That depends on the CPU:
+# one AMD EPYC's kernels emulate bfloat16 (our CNN ran 9.5x faster under XLA), another's, with AVX512-BF16, run
+# it natively and beat XLA. The run's notes say what was measured.
 # A chain of elementwise ops is where fusion shines:
 
 # %%
@@ -463,84 +656,44 @@ plain_ms, xla_ms = ms_per_call(plain, values), ms_per_call(fused, values)
 print(f"{'tf.function' if TF else 'op by op'}: {plain_ms:.2f} ms, with XLA: {xla_ms:.2f} ms ({plain_ms / xla_ms:.1f}x)")
 
 # %% [markdown]
-# ### Padding waste and the 128x128 matrix unit
+# ### What a TPU pads, and its matrix units
 #
-# A TPU core multiplies matrices on a 128x128 systolic array (the MXU). XLA pads tensors to its tiles: one
-# dimension to a multiple of **8** and another to a multiple of **128**. Which dimension gets 128 depends on the
-# layout XLA picks for each op, so the rule that is safe either way, and the one tpukit applies, is a
-# per-replica batch (and feature sizes) in multiples of **128** on a TPU. Padding is computed and thrown away.
-# GPU Tensor Cores want multiples of **8** for the same reason. `RunConfig` warns when the per-replica batch
-# wastes part of each tile, with the same advice `padding_advice` gives:
+# A TPU stores every array in tiles: XLA pads one of the two minor dimensions of a tensor to a multiple of **8**
+# and the other to a multiple of **128**, the layout chosen by heuristics (Cloud TPU performance guide,
+# "Consequences of tiling", cloud.google.com/tpu/docs/performance-guide). For a `Dense` layer's
+# `[batch, features]` the batch usually goes on the 8 side and the features on the 128 side. So: a per-replica
+# batch in multiples of 8, and feature sizes (units, filters) in multiples of 128. Padding is computed and thrown
+# away. A larger batch, in multiples of 128, fills the matrix units better, but that is throughput, not padding.
+# GPU Tensor Cores want float16 sizes in multiples of **8**. Notebook 02 measures what padding costs on the device
+# at hand. `RunConfig` warns when the per-replica batch is padded, with the advice `padding_advice` gives:
 
 # %%
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     tpukit.RunConfig(accelerator="tpu", batch_size=100)
-print(caught[0].message)
+for warning in caught:
+    print(warning.message)
 print(tk_config.padding_advice(100, "gpu"))
-pd.DataFrame({b: {"TPU (128)": tk_config.padding_waste(b, 128), "GPU (8)": tk_config.padding_waste(b, 8)}
-              for b in (20, 64, 100, 128, 200, 256)}).round(1).rename_axis("% wasted at batch")
 
 # %% [markdown]
-# The feature dimensions matter as much as the batch. For a matrix product `[batch, k] x [k, n]` the MXU is
-# busy in proportion to `k / pad128(k) x n / pad128(n)`. A model with few features leaves most of the array
-# idle; that is how a naive Keras model ended up at **4.1% MXU utilization** in the 2020 post. For example:
+# The matrix units (MXUs) are systolic arrays: a v5e has 4 of 128x128 per TensorCore, 197 bfloat16 TFLOP/s per
+# chip (cloud.google.com/tpu/docs/v5e); a v6e (Trillium) has 2 of 256x256, 918 TFLOP/s
+# (cloud.google.com/tpu/docs/v6e). Colab's TPU runtime is one chip of either. For a matrix product
+# `[batch, k] x [k, n]` an array is busy at most in proportion to `k / pad(k) x n / pad(n)`, padding to the
+# array's size: a model with few features leaves most of it idle; that is how a naive Keras model ended up at
+# **4.1% MXU utilization** in the 2020 post (the profile's overview shows the measured figure). The arithmetic,
+# for both sizes:
 
 # %%
-def mxu_fill(k, n):
-    pad = lambda d: -(-d // 128) * 128  # noqa: E731 (round up to a multiple of 128)
+def mxu_fill(k, n, size):
+    pad = lambda d: -(-d // size) * size  # noqa: E731 (round up to a multiple of the array's size)
     return k / pad(k) * n / pad(n)
 
 
 layers = {"first conv, 3x3 on RGB, 32 filters": (27, 32), "Dense 784 -> 10 (MNIST logits)": (784, 10),
           "3x3 conv, 64 -> 64": (576, 64), "3x3 conv, 128 -> 128": (1152, 128), "Dense 256 -> 256": (256, 256)}
-pd.Series({name: 100 * mxu_fill(k, n) for name, (k, n) in layers.items()}, name="% of the MXU used").round(1)
-
-# %% [markdown]
-# ### Exercise 2: the padding waste of your batch
-#
-# You train with a global batch of **1,000** on an 8-chip TPU (Kaggle's v5e-8; the seeds' v2-8 had 8 cores), so
-# each gets 125 examples. **Predict `WASTE_PERCENT`**, the share of each padded per-replica batch that is padding,
-# in percent. The self-check measures it with `padding_waste` and prints `padding_advice`.
-
-# %% tags=["exercise"]
-WASTE_PERCENT = ...  # YOUR PREDICTION: percent of the padded per-replica batch, e.g. 12.5
-
-# %% tags=["solution"] jupyter={"source_hidden": true}
-if SOLUTIONS:
-    WASTE_PERCENT = 100 * (128 - 125) / 128  # 125 pads up to 128: 3 of 128 rows are padding, 2.3%
-
-# %% tags=["self-check"]
-# Self-check: tpukit's padding figures
-answered(WASTE_PERCENT, "1,000 / 8 = 125 per replica; round up to a multiple of 128; padding / padded size")
-measured = tk_config.padding_waste(125, 128)
-print(f"predicted {WASTE_PERCENT:.1f}%, measured {measured:.1f}%")
-print(tk_config.padding_advice(125, "tpu"))
-assert abs(WASTE_PERCENT - measured) < 0.5, "not quite: the waste is a share of the padded size (128), in percent"
-print("Exercise 2: correct. Small here; a global batch of 1,024 (128 each) wastes nothing.")
-
-# %% [markdown]
-# ### Exercise 3: how much of the matrix unit does a layer use?
-#
-# The MNIST classifier's last layer is a `Dense` from 784 features to 10 classes: a `[batch, 784] x [784, 10]`
-# product. **Predict `MXU_PERCENT`**, the share of the 128x128 matrix unit it keeps busy,
-# `k / pad128(k) x n / pad128(n)` in percent. The self-check computes it from `padding_waste` of each dimension.
-
-# %% tags=["exercise"]
-MXU_PERCENT = ...  # YOUR PREDICTION: percent of the MXU used by Dense 784 -> 10
-
-# %% tags=["solution"] jupyter={"source_hidden": true}
-if SOLUTIONS:
-    MXU_PERCENT = 100 * 784 / 896 * 10 / 128  # 784 pads to 7 x 128 = 896, 10 pads to 128: 6.8%
-
-# %% tags=["self-check"]
-# Self-check: the fill of each dimension, from tpukit's padding figures
-answered(MXU_PERCENT, "784 rounds up to 896 and 10 to 128; multiply the two fill ratios")
-fill_k, fill_n = (1 - tk_config.padding_waste(d, 128) / 100 for d in (784, 10))
-measured = 100 * fill_k * fill_n
-print(f"predicted {MXU_PERCENT:.1f}%, measured {measured:.1f}% ({fill_k:.1%} x {fill_n:.1%})")
-assert abs(MXU_PERCENT - measured) < 0.5, "not quite: both dimensions are padded to multiples of 128"
-print("Exercise 3: correct. Few output features leave most of the array idle, as in the 2020 post's 4.1%.")
+pd.DataFrame({"v5e, 128x128 (%)": {name: 100 * mxu_fill(k, n, 128) for name, (k, n) in layers.items()},
+              "v6e, 256x256 (%)": {name: 100 * mxu_fill(k, n, 256) for name, (k, n) in layers.items()}}).round(1)
 
 # %% [markdown]
 # ### Ops that cost more than they look
@@ -590,10 +743,12 @@ for pool in (keras.ops.average_pool, keras.ops.max_pool):
 # ## What changes between TPU, GPU and CPU runtimes
 #
 # - **TPU**: XLA always; the overview shows MXU utilization and the step-time split into device compute
-#   and infeed; per-replica batch and features in multiples of 128. The input pipeline runs on
+#   and infeed; per-replica batch in multiples of 8, features in multiples of 128; `steps_per_execution`
+#   matters most here. The input pipeline runs on
 #   the TPU VM's host CPU, so an input-bound TPU is common: profile before buying more cores.
 # - **GPU**: the profile adds GPU kernel stats and a kernel-launch verdict; multiples of 8 for Tensor
-#   Cores; XLA is opt-in and often helps.
+#   Cores; Keras turns XLA on for one GPU (and off under MirroredStrategy over several: ask with
+#   `jit_compile=True`).
 # - **CPU**: the device *is* the host, so input and compute compete for the same cores; a big model is
 #   compute-bound whatever the pipeline, and XLA can be slower.
 #
@@ -608,3 +763,4 @@ for pool in (keras.ops.average_pool, keras.ops.max_pool):
 # %%
 if SMOKE and isinstance(board, tensorboard.Launched):
     print("stopped TensorBoard:", tensorboard.stop(board))
+
