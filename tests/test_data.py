@@ -256,3 +256,15 @@ def test_the_array_pipelines_run_without_tf_data_autotuning_and_a_users_stream_k
     stream = Stream(tf.data.Dataset.from_tensor_slices((part.x, part.y)), count=64)
     streamed = pipeline.train_feed(stream, feeder="tf.data", global_batch=8, seed=1, epochs=1)
     assert streamed.options().autotune.enabled is not False  # unset: tf.data's default, on
+
+
+def test_the_split_holds_out_as_many_as_keras_validation_split():
+    """A Keras user moving from fit(validation_split=f) keeps the same number of validation examples."""
+    from keras.src.trainers.data_adapters import array_slicing
+
+    from tpukit.data.sources import validation_count
+
+    for n in (11, 100, 1000, 1011, 2999):
+        for fraction in (0.1, 0.15, 0.2, 0.3):
+            _, (held,) = array_slicing.train_validation_split((np.zeros((n, 1)),), validation_split=fraction)
+            assert validation_count(n, fraction) == len(held), (n, fraction)

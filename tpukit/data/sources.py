@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import math
 import os
 import warnings
 from typing import Optional
@@ -210,8 +211,10 @@ def _split(train, fraction, seed: int):
 
 
 def validation_count(n: int, fraction: float) -> int:
-    """Examples the seeded split holds out of `n` for validation."""
-    return int(round(n * fraction))
+    """Examples the seeded split holds out of `n` for validation: as many as Keras' `fit(validation_split=)`, which
+    trains on the first floor(n * (1 - fraction)) and validates on the rest (keras/src/trainers/data_adapters/
+    array_slicing.py, `train_validation_split`). Which examples differs: here a seeded draw, there the last ones."""
+    return n - int(math.floor(n * (1.0 - fraction)))
 
 
 def planned_train_examples(config, data=None, validation_data=None) -> Optional[int]:
