@@ -151,11 +151,11 @@ def compile(model, config) -> str:
     """Compile for the run; returns a sentence on where the optimizer, loss and metrics came from."""
     import keras
 
-    from tpukit.training import precision
+    from tpukit.models import policies
 
     user = getattr(model, "_tpukit_compile_args", None) or (_compile_args(model) if model.compiled else None)
     if user:
-        optimizer = user.get("optimizer") or precision.make_optimizer(config.optimizer, config.learning_rate,
+        optimizer = user.get("optimizer") or policies.make_optimizer(config.optimizer, config.learning_rate,
                                                                       config.precision)
         if config.precision == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -173,7 +173,7 @@ def compile(model, config) -> str:
     except (ValueError, TypeError) as e:
         raise ModelError(f"RunConfig.loss/metrics: {one_line(e)}. Received: loss={config.loss!r}, "
                          f"metrics={config.metrics!r}.") from None
-    model.compile(optimizer=precision.make_optimizer(config.optimizer, config.learning_rate, config.precision),
+    model.compile(optimizer=policies.make_optimizer(config.optimizer, config.learning_rate, config.precision),
                   loss=config.loss, metrics=list(config.metrics), steps_per_execution=config.steps_per_execution,
                   jit_compile=config.jit_compile)
     return f"compiled by tpukit: {config.optimizer} at learning rate {config.learning_rate}, loss {config.loss}"

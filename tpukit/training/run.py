@@ -20,7 +20,7 @@ from tpukit.data import pipeline, sources
 from tpukit.hardware import runtime as rt
 from tpukit.models import modeling
 from tpukit.registry import check_names, with_labels
-from tpukit.runs import checkpoint, records
+from tpukit.runs import checkpoint, records, state
 from tpukit.runs.records import RunResult
 from tpukit.training import compiles, determinism, precision
 from tpukit.training.plan import (check_profile_window, estimated_step_seconds, resolve_steps_per_execution,
@@ -412,10 +412,8 @@ class _Run:
             self._save(status, message)
 
     def _finish(self, status: str, message: str) -> RunResult:
-        from tpukit.training import callbacks as cb
-
         backups = self.run_dir / records.BACKUP_DIR
-        checkpoint.room_for(self.run_dir, checkpoint.size_needed(cb.state_bytes(self.model), backups),
+        checkpoint.room_for(self.run_dir, checkpoint.size_needed(state.nbytes(self.model), backups),
                             "write the final weights")
         with records.atomic(self.run_dir / records.WEIGHTS_FILE) as tmp:
             self.model.save_weights(str(tmp))
