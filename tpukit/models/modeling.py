@@ -43,7 +43,7 @@ class TrainedInPlace(ModelNote):
     """A built model was handed over and is trained in place: after train() the user's object holds the weights."""
 
 
-def build(model_arg, config, spec, in_place: bool = False) -> Tuple["keras.Model", str]:
+def build(model_arg, config, spec, in_place: bool = False, policy=None) -> Tuple["keras.Model", str]:
     """Build the run's model (call inside the precision policy and strategy scope); returns (model, note).
 
     Args:
@@ -52,6 +52,7 @@ def build(model_arg, config, spec, in_place: bool = False) -> Tuple["keras.Model
         spec: the data's `DataSpec`, for factories that take one argument.
         in_place: train a built model itself where its variables can serve the run (train() does; the batch-size
             tuner, which trains throwaway trials, does not).
+        policy: the dtype policy the run resolved (default: `config.precision`), for the note on a built model.
     """
     import keras
 
@@ -61,9 +62,10 @@ def build(model_arg, config, spec, in_place: bool = False) -> Tuple["keras.Model
             name = type(model_arg).__name__
             note = f"tpukit trains your {name} object in place: after train() it holds the trained weights " \
                    f"(result.model is the same object)"
-            if model_arg.dtype_policy.name != config.precision:
+            policy = policy or config.precision
+            if model_arg.dtype_policy.name != policy:
                 note += (f"; its layers keep the dtype policy they were built with ({model_arg.dtype_policy.name}, "
-                         f"not {config.precision}): pass a factory to build it under the run's policy")
+                         f"not {policy}): pass a factory to build it under the run's policy")
             warnings.warn(note, TrainedInPlace, stacklevel=4)
             return model_arg, f"your {name} object, trained in place"
         return _clone(model_arg, why), "a clone of the model handed over (weights copied)"
