@@ -34,7 +34,7 @@ warnings.filterwarnings("ignore")
 import keras  # noqa: E402
 
 import tpukit  # noqa: E402
-from tpukit import context
+from tpukit.ui import context
 from tpukit.data import builtin as data# noqa: E402
 from tpukit.ui import Panel, progress  # noqa: E402
 

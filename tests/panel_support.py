@@ -50,7 +50,7 @@ def headless_widgets():
 def headless_panel(config_fields: dict, **options):
     """A panel on `config_fields`, not displayed, in a Jupyter context, with its own runs list."""
     import tpukit
-    from tpukit import context
+    from tpukit.ui import context
 
     headless_widgets()
     return tpukit.panel(tpukit.RunConfig(**config_fields), display=False, context=context.JUPYTER,

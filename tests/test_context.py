@@ -1,11 +1,11 @@
-"""tpukit.context: the one place that tells Colab, Jupyter, VS Code and no notebook apart."""
+"""tpukit.ui.context: the one place that tells Colab, Jupyter, VS Code and no notebook apart."""
 
 import subprocess
 import sys
 
 import pytest
 
-from tpukit import context
+from tpukit.ui import context
 
 
 class Shell:
@@ -54,7 +54,7 @@ def test_no_notebook(inputs, shell):
 
 
 def test_the_real_answer_here_is_none_and_costs_no_import():
-    code = ("import sys; from tpukit import context; print(context.detect()); "
+    code = ("import sys; from tpukit.ui import context; print(context.detect()); "
             "print('IPython' in sys.modules, 'ipywidgets' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["none", "False", "False"]

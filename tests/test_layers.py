@@ -1,17 +1,22 @@
-"""tpukit's modules import one way: no import cycle, and the engine never imports the widgets.
+"""tpukit's modules import one way, as README's Layout draws them: import-linter's contracts in pyproject.toml.
 
-The graph counts every `import` of a tpukit module, function-local ones included, so a local import cannot hide a
-cycle: one is left only where it defers a heavy framework import (a tpukit module that pulls in TensorFlow, Keras
-or JAX is never imported at module level by a cheap one; see test_every_module_imports_without_a_framework).
+The contracts: the layers (each imports only those below it), the engine without ipywidgets or tpukit.ui, and no
+import cycle between siblings. import-linter counts every import, function-local ones included, so a local import
+cannot hide an upward one. Each contract is shown to fail on a deliberate violation in a copy of the package.
+A local import is left only where it defers a heavy framework import (see
+test_every_module_imports_without_a_framework).
 """
 
-import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "tpukit"
+CONTRACTS = ("layers", "engine-without-widgets", "no-cycles")
 
 
 def _modules():
@@ -24,92 +29,41 @@ def _modules():
     return found
 
 
-def _imported(module, path, modules):
-    """The tpukit modules `module` imports anywhere in its source, as dotted names."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    targets = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parent + ([node.module] if node.module else []))
-            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
-        else:
-            continue
-        for name in names:
-            while name and name not in modules:  # tpukit.a.b.attr -> tpukit.a.b
-                name = name.rpartition(".")[0]
-            if name.startswith("tpukit") and name != module:
-                targets.add(name)
-    return targets
+def _lint(root: Path, *contracts: str):
+    """import-linter on the package under `root` (its pyproject.toml); (exit code, output)."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    args = [str(lint), "--no-cache"] + [a for c in contracts for a in ("--contract", c)]
+    done = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)})
+    return done.returncode, done.stdout + done.stderr
 
 
-def _graph():
-    modules = _modules()
-    return {name: _imported(name, path, modules) for name, path in modules.items()}
+def test_the_import_contracts_hold():
+    code, output = _lint(REPO)
+    assert code == 0, output[-3000:]
+    assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in output, output[-3000:]
 
 
-def _cycles(graph):
-    """The strongly connected components with more than one module (Tarjan), each sorted."""
-    index, low, stack, on_stack, found = {}, {}, [], set(), []
-
-    def visit(node):
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for target in sorted(graph[node]):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
+# Each contract against a copy of the package with one deliberate violation: (module, code appended to it).
+VIOLATIONS = {
+    # a model module reaching up to training, from inside a function (import-linter sees local imports too)
+    "layers": ("tpukit/models/zoo.py", "\n\ndef _upward():\n    from tpukit.training import run\n    return run\n"),
+    "engine-without-widgets": ("tpukit/training/api.py", "\n\ndef _widget():\n    import ipywidgets\n    return ipywidgets\n"),
+    # two siblings importing each other (files is below records in runs/)
+    "no-cycles": ("tpukit/runs/files.py", "\n\ndef _cycle():\n    from tpukit.runs import records\n    return records\n"),
+}
 
 
-def test_no_import_cycle():
-    graph = _graph()
-    cycles = _cycles(graph)
-    detail = "; ".join(" <-> ".join(sorted(c)) + " (" + ", ".join(
-        f"{a}->{b}" for a in c for b in sorted(graph[a]) if b in c) + ")" for c in cycles)
-    assert not cycles, f"import cycles: {detail}"
-
-
-def test_the_engine_never_imports_the_widgets():
-    offenders = {name: sorted(t for t in targets if t == "tpukit.ui" or t.startswith("tpukit.ui."))
-                 for name, targets in _graph().items() if not name.startswith("tpukit.ui") and name != "tpukit"}
-    offenders = {name: targets for name, targets in offenders.items() if targets}
-    assert not offenders, f"engine modules that import tpukit.ui: {offenders}"
-
-
-def test_the_cycle_check_sees_a_cycle_through_a_local_import():
-    """The check itself: a cycle closed by a function-local import is found."""
-    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert _cycles(graph) == [["a", "b", "c"]]
-    modules = {"tpukit.x": None, "tpukit.y": None}
-    source = "import os\n\ndef f():\n    from tpukit import y\n    return y\n"
-    path = REPO / "tests" / "_layers_probe_x.py"
-    try:
-        path.write_text(source)
-        assert _imported("tpukit.x", path, modules) == {"tpukit.y"}
-    finally:
-        path.unlink()
+@pytest.mark.parametrize("contract", CONTRACTS)
+def test_each_contract_fails_on_a_deliberate_violation(contract, tmp_path):
+    shutil.copytree(PACKAGE, tmp_path / "tpukit", ignore=shutil.ignore_patterns("__pycache__", "datasets"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    module, code = VIOLATIONS[contract]
+    with open(tmp_path / module, "a") as f:
+        f.write(code)
+    status, output = _lint(tmp_path, contract)
+    assert status != 0 and "BROKEN" in output, output[-3000:]
+    assert Path(module).stem in output, output[-3000:]
 
 
 # Modules that subclass keras.callbacks.Callback at import: they are the framework layer, imported where a run

@@ -23,7 +23,7 @@ import pytest
 
 import panel_support
 import tpukit
-from tpukit import context
+from tpukit.ui import context
 from tpukit.runs import records
 from tpukit.observe import tensorboard as tb
 from tpukit.config import ConfigError, RunConfig
@@ -734,7 +734,7 @@ def test_a_tensorboard_the_panel_started_stops_when_its_kernel_exits(tmp_path):
     """Seen in JupyterLab: after the server shut its kernel down, the panel's TensorBoard went on serving."""
     code = (
         "import json, tpukit\n"
-        "from tpukit import context\n"
+        "from tpukit.ui import context\n"
         f"p = tpukit.panel(tpukit.RunConfig(logdir={str(tmp_path)!r}), display=False, context=context.JUPYTER, "
         "display_fn=lambda *a: None, runs=[])\n"
         "print(json.dumps(p.show_tensorboard()))\n"
@@ -769,7 +769,7 @@ def test_a_jax_run_from_the_panel_in_a_fresh_kernel(tmp_path):
     """What Colab's TPU runtime does (there JAX is the only backend): the panel connects JAX and trains on it."""
     code = (
         "import json, tpukit\n"
-        "from tpukit import context\n"
+        "from tpukit.ui import context\n"
         f"p = tpukit.panel(tpukit.RunConfig(backend='jax', model='mlp', dataset='digits', epochs=1, "
         f"steps_per_epoch=5, logdir={str(tmp_path)!r}), display=False, context=context.JUPYTER, "
         "display_fn=lambda *a: None, runs=[])\n"

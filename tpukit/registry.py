@@ -21,9 +21,7 @@ import re
 from typing import Callable, Dict, Optional, Tuple
 
 from tpukit.config import RunConfig
-from tpukit.data import builtin as datasets
 from tpukit.errors import one_line
-from tpukit.models import zoo
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -181,16 +179,20 @@ def _doc_line(target) -> str:
 _builtins_loaded = False
 
 
+# Where the built-in names come from: modules above this one (the registry is the bottom layer, beside config), so
+# they are imported by name when a name is first looked up. Each offers `entries()`: (name, target, description).
+BUILTIN_PROVIDERS = {"model": "tpukit.models.zoo", "dataset": "tpukit.data.builtin"}
+
+
 def _load_builtins() -> None:
-    """Register the zoo's models and the bundled datasets (lazily: they import nothing heavy)."""
+    """Register the zoo's models and the bundled datasets, on the first lookup (they import nothing heavy)."""
     global _builtins_loaded
     if _builtins_loaded:
         return
     _builtins_loaded = True
-    for name in zoo.MODELS:
-        _register("model", name, zoo.factory(name), zoo.describe(name), builtin=True)
-    for name in datasets.DATASETS:
-        _register("dataset", name, datasets.loader(name), datasets.info(name).description, builtin=True)
+    for kind, module in BUILTIN_PROVIDERS.items():
+        for name, target, description in importlib.import_module(module).entries():
+            _register(kind, name, target, description, builtin=True)
 
 
 def lookup(kind: str, name: str) -> Optional[Entry]:

@@ -324,3 +324,8 @@ def _check_batch(data: ImageData, global_batch) -> None:
     _check_global_batch(global_batch)
     check_one_batch(data.num_train, global_batch, 1, has=f"{data.info.name!r} has {data.num_train} training examples",
                     where="global_batch", name="global_batch")
+
+
+def entries():
+    """The bundled and downloadable datasets for `tpukit.registry`: (name, loader, description) of each."""
+    return [(name, loader(name), info(name).description) for name in DATASETS]

@@ -43,7 +43,7 @@ class TrainedInPlace(ModelNote):
     """A built model was handed over and is trained in place: after train() the user's object holds the weights."""
 
 
-def build(model_arg, config, spec, in_place: bool = False) -> Tuple["keras.Model", str]:
+def build(model_arg, config, spec, in_place: bool = False, policy=None) -> Tuple["keras.Model", str]:
     """Build the run's model (call inside the precision policy and strategy scope); returns (model, note).
 
     Args:
@@ -52,6 +52,7 @@ def build(model_arg, config, spec, in_place: bool = False) -> Tuple["keras.Model
         spec: the data's `DataSpec`, for factories that take one argument.
         in_place: train a built model itself where its variables can serve the run (train() does; the batch-size
             tuner, which trains throwaway trials, does not).
+        policy: the dtype policy the run resolved (default: `config.precision`), for the note on a built model.
     """
     import keras
 
@@ -61,9 +62,10 @@ def build(model_arg, config, spec, in_place: bool = False) -> Tuple["keras.Model
             name = type(model_arg).__name__
             note = f"tpukit trains your {name} object in place: after train() it holds the trained weights " \
                    f"(result.model is the same object)"
-            if model_arg.dtype_policy.name != config.precision:
+            policy = policy or config.precision
+            if model_arg.dtype_policy.name != policy:
                 note += (f"; its layers keep the dtype policy they were built with ({model_arg.dtype_policy.name}, "
-                         f"not {config.precision}): pass a factory to build it under the run's policy")
+                         f"not {policy}): pass a factory to build it under the run's policy")
             warnings.warn(note, TrainedInPlace, stacklevel=4)
             return model_arg, f"your {name} object, trained in place"
         return _clone(model_arg, why), "a clone of the model handed over (weights copied)"
@@ -151,11 +153,11 @@ def compile(model, config) -> str:
     """Compile for the run; returns a sentence on where the optimizer, loss and metrics came from."""
     import keras
 
-    from tpukit.training import precision
+    from tpukit.models import policies
 
     user = getattr(model, "_tpukit_compile_args", None) or (_compile_args(model) if model.compiled else None)
     if user:
-        optimizer = user.get("optimizer") or precision.make_optimizer(config.optimizer, config.learning_rate,
+        optimizer = user.get("optimizer") or policies.make_optimizer(config.optimizer, config.learning_rate,
                                                                       config.precision)
         if config.precision == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -173,7 +175,7 @@ def compile(model, config) -> str:
     except (ValueError, TypeError) as e:
         raise ModelError(f"RunConfig.loss/metrics: {one_line(e)}. Received: loss={config.loss!r}, "
                          f"metrics={config.metrics!r}.") from None
-    model.compile(optimizer=precision.make_optimizer(config.optimizer, config.learning_rate, config.precision),
+    model.compile(optimizer=policies.make_optimizer(config.optimizer, config.learning_rate, config.precision),
                   loss=config.loss, metrics=list(config.metrics), steps_per_execution=config.steps_per_execution,
                   jit_compile=config.jit_compile)
     return f"compiled by tpukit: {config.optimizer} at learning rate {config.learning_rate}, loss {config.loss}"

@@ -177,3 +177,8 @@ def _check_shape(input_shape):
             f"Received: input_shape={input_shape!r}."
         )
     return shape
+
+
+def entries():
+    """The zoo for `tpukit.registry`: (name, factory, description) of each model."""
+    return [(name, factory(name), describe(name)) for name in MODELS]

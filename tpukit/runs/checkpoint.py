@@ -26,10 +26,11 @@ import json
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
-from tpukit.runs import files
+from tpukit.runs import files, state
 
 MARKER = "latest.json"
 _LEGACY_WEIGHTS, _LEGACY_MARKER = "latest.weights.h5", "training_metadata.json"  # Keras' BackupAndRestore
@@ -188,3 +189,27 @@ def _digest(path: Path):
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return os.path.getsize(path), h.hexdigest()
+
+
+def restore_exactly(model, path: str) -> None:
+    """Load weights and optimizer state, or raise RestoreError: Keras only warns when some do not fit."""
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and not optimizer.built:  # as BackupAndRestore does: its state must load too
+        optimizer.build(model.trainable_variables)
+    if state.is_state_file(path):
+        try:
+            return state.restore(model, path)
+        except state.StateMismatch as e:
+            raise RestoreError(f"{path} does not fit this model ({str(e)[:200]}); resume needs the model "
+                                          "the run was trained with.") from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model.load_weights(path)
+            problem = next((str(w.message) for w in caught if "saving" in w.filename), None)
+        except Exception as e:
+            problem = f"{type(e).__name__}: {str(e).strip()}"
+    if problem:
+        raise RestoreError(
+            f"{path} does not fit this model ({problem.splitlines()[0][:200].strip()}); resume needs the model the "
+            "run was trained with.")

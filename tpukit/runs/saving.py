@@ -29,7 +29,7 @@ from tpukit.errors import one_line
 from tpukit.models import modeling
 from tpukit.models.modeling import ModelError
 from tpukit.runs import checkpoint, files, state
-from tpukit.training import precision
+from tpukit.models import policies
 
 
 class ExportError(ValueError):
@@ -130,7 +130,7 @@ def rebuild(run_dir, model=None, config=None):
     result = files.recorded(run_dir)
     path, what = weights_file(run_dir)
     policy = result.get("model_policy") or config.precision
-    policy = policy if policy in precision.POLICIES else "float32"
+    policy = policy if policy in policies.POLICIES else "float32"
     if isinstance(model, keras.Model):
         target = model
     else:
@@ -145,7 +145,7 @@ def rebuild(run_dir, model=None, config=None):
                     "a built model>).") from None
         spec = _spec(result)
         try:
-            with precision.policy(policy):
+            with policies.policy(policy):
                 target = factory(spec) if registry.takes_argument(factory) else factory()
         except Exception as e:
             raise ModelError(f"cannot rebuild the model of {run_dir}: its factory {config.model!r} raised "
@@ -293,7 +293,7 @@ def float32_copy(model):
     config = _float32(keras.saving.serialize_keras_object(model))
     config.pop("compile_config", None)
     try:
-        with precision.policy("float32"):
+        with policies.policy("float32"):
             copy = keras.saving.deserialize_keras_object(config)
             if not copy.built or not copy.weights:
                 inputs = [np.zeros((1, *t.shape[1:]), t.dtype) for t in model.inputs] if _has_inputs(model) else None
@@ -308,7 +308,7 @@ def float32_copy(model):
         optimizer = args.get("optimizer") or getattr(model, "optimizer", None)
         inner = getattr(optimizer, "inner_optimizer", optimizer)
         fresh = inner.__class__.from_config(inner.get_config()) if hasattr(inner, "get_config") else "adam"
-        with precision.policy("float32"):
+        with policies.policy("float32"):
             copy.compile(optimizer=fresh, loss=args.get("loss"), metrics=args.get("metrics"),
                          loss_weights=args.get("loss_weights"), weighted_metrics=args.get("weighted_metrics"))
             copy.optimizer.build(copy.trainable_variables)  # saved whole, so load_model finds every slot it builds

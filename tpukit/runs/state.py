@@ -130,3 +130,18 @@ def _numpy_dtype(name: str):
         import ml_dtypes  # bfloat16, float8_*: installed with both TensorFlow and JAX
 
         return np.dtype(getattr(ml_dtypes, name))
+
+
+def nbytes(model) -> int:
+    """About how many bytes `model.save_weights` writes: every weight and optimizer variable."""
+    variables = list(model.weights)
+    optimizer = getattr(model, "optimizer", None)
+    variables += list(getattr(optimizer, "variables", None) or [])
+    total = 0
+    for v in variables:
+        count = 1
+        for dim in v.shape:
+            count *= int(dim or 1)
+        digits = "".join(c for c in str(v.dtype) if c.isdigit())
+        total += count * (int(digits) // 8 if digits else 4)
+    return total

@@ -98,7 +98,8 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
         raise records.RunDirError(
             f"{run_dir} is a {previous.status} run of {config.epochs} epochs; resume finishes it as it was set up, "
             f"and epochs= extends only completed runs. Received: epochs={epochs}.")
-    return _Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir), inputs=inputs).execute()
+    return _Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir), inputs=inputs,
+                previous=previous).execute()
 
 
 def _check_agree(run_dir, config: RunConfig, previous: RunResult) -> None:

@@ -22,6 +22,7 @@ from typing import Callable, Dict, List, Optional
 import keras
 
 from tpukit.observe.progress import Meter
+from tpukit.runs import checkpoint, state
 
 
 class StepCount:
@@ -146,7 +147,7 @@ class EpochBackup(StepSafe):
 
     def on_train_begin(self, logs=None):
         if self.restore:
-            _load_exactly(self.model, self.restore)
+            checkpoint.restore_exactly(self.model, self.restore)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._count.reset()
@@ -156,53 +157,8 @@ class EpochBackup(StepSafe):
 
     def on_epoch_end(self, epoch, logs=None):
         if whole_epoch(self._count.seen, self.steps_per_epoch, self.model):
-            from tpukit.runs import checkpoint, state
-
             taken = state.take(self.model)  # on fit's thread, before the next step changes a variable
             checkpoint.write(self.backup_dir, epoch + 1, taken.save, needed=taken.nbytes)
-
-
-def state_bytes(model) -> int:
-    """About how many bytes `model.save_weights` writes: every weight and optimizer variable."""
-    variables = list(model.weights)
-    optimizer = getattr(model, "optimizer", None)
-    variables += list(getattr(optimizer, "variables", None) or [])
-    total = 0
-    for v in variables:
-        count = 1
-        for dim in v.shape:
-            count *= int(dim or 1)
-        digits = "".join(c for c in str(v.dtype) if c.isdigit())
-        total += count * (int(digits) // 8 if digits else 4)
-    return total
-
-
-def _load_exactly(model, path: str) -> None:
-    """Load weights and optimizer state, or raise RestoreError: Keras only warns when some do not fit."""
-    import warnings
-
-    from tpukit.runs import checkpoint, state
-
-    optimizer = getattr(model, "optimizer", None)
-    if optimizer is not None and not optimizer.built:  # as BackupAndRestore does: its state must load too
-        optimizer.build(model.trainable_variables)
-    if state.is_state_file(path):
-        try:
-            return state.restore(model, path)
-        except state.StateMismatch as e:
-            raise checkpoint.RestoreError(f"{path} does not fit this model ({str(e)[:200]}); resume needs the model "
-                                          "the run was trained with.") from None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            model.load_weights(path)
-            problem = next((str(w.message) for w in caught if "saving" in w.filename), None)
-        except Exception as e:
-            problem = f"{type(e).__name__}: {str(e).strip()}"
-    if problem:
-        raise checkpoint.RestoreError(
-            f"{path} does not fit this model ({problem.splitlines()[0][:200].strip()}); resume needs the model the "
-            "run was trained with.")
 
 
 class RunRecorder(StepSafe):

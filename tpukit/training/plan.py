@@ -7,7 +7,7 @@ ask here, never compute them again. The global batch itself is `RunConfig.global
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 from tpukit.config import ConfigError, RunConfig, window_fits
 from tpukit.data import pipeline, sources
@@ -20,6 +20,29 @@ class Plan:
 
     global_batch: int
     steps_per_epoch: Optional[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """What a run decided before its first step, made once: everything after it reads this, never the choices again.
+
+    `config` is the user's RunConfig with each "auto" and each unset value resolved for the hardware (backend,
+    replicas, precision, steps_per_execution, jit_compile; a non-chief process's logdir): what the model compiles
+    with and what config.json records, so a resume runs the same. The user's own config is left as written.
+    """
+
+    config: RunConfig
+    steps_per_epoch: Optional[int]
+    precision_reason: str
+    notes: Tuple[str, ...]  # why each choice, for the run's record
+
+
+def resolve(config: RunConfig, runtime, *, policy: str, precision_reason: str, steps: Optional[int],
+            steps_per_execution, jit_compile, logdir: str, notes=()) -> RunPlan:
+    """The run's plan: `config` with what was decided for `runtime`, in one validated copy."""
+    resolved = config.replace(backend=runtime.backend, replicas=runtime.replicas, precision=policy,
+                              steps_per_execution=steps_per_execution, jit_compile=jit_compile, logdir=logdir)
+    return RunPlan(resolved, steps, precision_reason, tuple(notes))
 
 
 def steps_per_epoch(config: RunConfig, num_train: int, replicas: int) -> int:

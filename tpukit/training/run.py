@@ -20,37 +20,43 @@ from tpukit.data import pipeline, sources
 from tpukit.hardware import runtime as rt
 from tpukit.models import modeling
 from tpukit.registry import check_names, with_labels
-from tpukit.runs import checkpoint, records
+from tpukit.runs import checkpoint, records, state
 from tpukit.runs.records import RunResult
 from tpukit.training import compiles, determinism, precision
-from tpukit.training.plan import (check_profile_window, estimated_step_seconds, resolve_steps_per_execution,
-                                  steps_per_epoch)
+from tpukit.training.plan import (RunPlan, check_profile_window, estimated_step_seconds,
+                                  resolve_steps_per_execution, steps_per_epoch)
+from tpukit.training.plan import resolve as resolve_plan
 from tpukit.training.signals import Terminated, sigterm_stops
 
 
 class _Run:
-    """One execution of a run: the steps of `train`, each a small method."""
+    """One execution of a run: the steps of `train`, each a small method.
+
+    `self.config` is the run's RunConfig as the user wrote it (named models and data labelled); once the hardware,
+    the data and the model are known, `_plan` resolves it, once, into `self.plan` (`plan.RunPlan`), which everything
+    after reads.
+    """
 
     def __init__(self, config, runtime, callbacks, stop, progress, run_dir=None, inputs=(None, None, None, None),
-                 parent: Optional[RunResult] = None):
+                 parent: Optional[RunResult] = None, previous: Optional[RunResult] = None):
         model, data, self.validation_data, self.test_data = inputs
         self.config, self.model_arg, self.data_arg = with_labels(config, model, data)
         self.runtime = runtime
+        self.plan = None
         self.cause = ""  # why a stopped run stopped, without the resume hint (RunResult.cause)
         self.extra_callbacks = list(callbacks)
         self.stop = stop or threading.Event()
         self.progress = progress
         self.run_dir = run_dir
         self.resuming = run_dir is not None
-        self.previous = records.load(run_dir) if self.resuming else parent
+        # The run a resume continues, as api.resume read it (result.json is read once), or the run an extension grows
+        self.previous = previous if previous is not None else (records.load(run_dir) if self.resuming else parent)
         self.parent = parent.run_dir if parent is not None else (self.previous.parent if self.resuming else None)
         self.started = time.time()
         self.compiles = None
         self.flops = None
-        self.notes = [f"strategy: {runtime.strategy_reason}"] if getattr(runtime, "strategy_reason", "") else []
+        self.notes = []  # why each choice (RunPlan.notes), then what the run did with the model
         self.fitting = self.terminated = False
-        if parent is not None:
-            self.notes.append(f"extends {parent.run_dir} ({parent.epochs_done} epochs) to {config.epochs} epochs")
 
     # ---- the steps -----------------------------------------------------------
     def execute(self) -> RunResult:
@@ -72,23 +78,26 @@ class _Run:
             raise ConfigError(f"RunConfig.backend: the runtime runs {runtime.backend}, not {config.backend}. "
                               f"Received: backend={config.backend!r}.", field="backend", value=config.backend,
                               expected=f"{runtime.backend!r} or 'auto'", choices=("auto", runtime.backend))
-        if runtime.workers > 1:
-            self._worker_writes_aside(runtime, held)
-            config = self.config
+        logdir = self._worker_writes_aside(runtime, held) if runtime.workers > 1 else config.logdir
         config.check_for(runtime.kind, runtime.replicas)
-        policy, self.precision_reason = precision.resolve(config.precision, runtime)
+        policy, precision_reason = precision.resolve(config.precision, runtime)
         advice = config.padding_advice(runtime.kind) if config.accelerator == "auto" else None  # else said at build
         if advice:
             warnings.warn(advice, PaddingWarning, stacklevel=3)
-        self.config = config = config.replace(replicas=runtime.replicas, precision=policy, backend=runtime.backend)
         self.runtime = runtime
+        if getattr(runtime, "strategy_reason", ""):
+            self.notes.append(f"strategy: {runtime.strategy_reason}")
+        if self.previous is not None and not self.resuming:
+            self.notes.append(f"extends {self.parent} ({self.previous.epochs_done} epochs) to {config.epochs} epochs")
         self.compiles = compiles.Watch(runtime.backend)
         determinism.setup(config.seed, config.deterministic, runtime.backend)
-        self.source = self._load_data()
-        self._check_profile_window()
+        self.source, steps = self._load_data()
+        check_profile_window(config.profile, steps, config.epochs)
         self.initial_epoch, self.history, self.restore_from = self._restore_point()
         with precision.policy(policy), runtime.strategy.scope():
-            self.model = self._build_model()
+            self.model = self._build_model(policy)
+            self.plan = self._plan(self.model, policy, precision_reason, steps, logdir)
+            self._compile(self.model)
             self._open_run_dir(held)
             try:
                 return self._fit()
@@ -100,23 +109,23 @@ class _Run:
                 self._end_badly(*self._ending(e))
                 raise
 
-    def _worker_writes_aside(self, runtime, held) -> None:
-        """Across processes only the chief (process 0) writes the run; the others write theirs (the same
-        checkpoints and events, which every process must save in step) to a temporary directory, removed at
-        the end, so nothing they leave looks like a run."""
+    def _worker_writes_aside(self, runtime, held) -> str:
+        """The run's logdir in this process. Across processes only the chief (process 0) writes the run; the
+        others write theirs (the same checkpoints and events, which every process must save in step) to a
+        temporary directory, removed at the end, so nothing they leave looks like a run."""
         if self.resuming:
             raise ConfigError("resume continues a run in one process; a run trained across processes cannot be "
                               "resumed yet (train it again, or resume it with python -m tpukit train --resume in "
                               "one process with the same global batch).")
         if runtime.process_index == 0:
-            return
+            return self.config.logdir
         aside = tempfile.mkdtemp(prefix=f"tpukit-worker{runtime.process_index}-")
         held.callback(shutil.rmtree, aside, ignore_errors=True)
-        self.config = self.config.replace(logdir=aside)
+        return aside
 
     def _load_data(self):
-
-        config = self.config
+        """(the prepared data, the steps per epoch: None where only the run can count them)."""
+        config, replicas = self.config, self.runtime.replicas
         source = sources.prepare(self.data_arg if self.data_arg is not None else config.dataset, name=config.dataset,
                                  seed=config.seed, size=config.dataset_size,
                                  validation_split=config.validation_split, validation_data=self.validation_data,
@@ -129,58 +138,55 @@ class _Run:
                     f"recorded {recorded}); resume needs the same data. Received: dataset={config.dataset!r}.")
         self.feeder = pipeline.choose(self.runtime.backend, self.runtime.workers)
         if source.ordered:
-            config.check_examples(len(source.train), config.replicas, source.validation_from == "split")
-            self.steps = steps_per_epoch(config, len(source.train), config.replicas)
+            config.check_examples(len(source.train), replicas, source.validation_from == "split")
+            steps = steps_per_epoch(config, len(source.train), replicas)
         else:
-            self.steps = config.steps_per_epoch or source.train.steps
+            steps = config.steps_per_epoch or source.train.steps
         if source.validation_from == "split":
             self.notes.append(f"validation: {config.validation_split:.0%} of the training data "
                               f"({source.spec.num_validation} examples, split with seed {config.seed})")
-        return source
+        return source, steps
 
-    def _cpu_step_seconds(self, model):
-        """A training step's time at the CPU's measured peak (a lower bound), or None where unknown."""
-        config = self.config
-        return estimated_step_seconds(self._flops(model)[0], config.global_batch_size,
-                                      self.runtime.peak_flops(config.precision))
+    def _build_model(self, policy: str):
+        """The model, built under the run's policy and checked against the data (not compiled yet)."""
+        model, self.built_note = modeling.build(self.model_arg, self.config, self.source.spec, in_place=True,
+                                                policy=policy)
+        modeling.check_fits(model, self.source, modeling.loss_name(model, self.config))  # builds it, symbolically
+        return model
 
-    def _resolve_steps_per_execution(self, model):
+    def _plan(self, model, policy: str, precision_reason: str, steps, logdir: str) -> RunPlan:
+        """Decide, once, what "auto" means here: steps per execution and XLA, from the model's size on this hardware."""
         config, runtime = self.config, self.runtime
-        step_s = None
-        if config.steps_per_execution == "auto" and runtime.kind == "cpu":
-            step_s = self._cpu_step_seconds(model)
-        steps, why = resolve_steps_per_execution(config.steps_per_execution, runtime, self.steps, config.profile,
-                                                 step_seconds=step_s)
+        global_batch = config.global_batch(runtime.replicas)
+
+        def step_seconds():  # a training step's time at the CPU's measured peak (a lower bound), or None
+            return estimated_step_seconds(self._flops(model)[0], global_batch, runtime.peak_flops(policy))
+
+        spe, why = resolve_steps_per_execution(config.steps_per_execution, runtime, steps, config.profile,
+                                               step_seconds=step_seconds() if (
+                                                   config.steps_per_execution == "auto" and runtime.kind == "cpu")
+                                               else None)
         if config.steps_per_execution == "auto":
             self.notes.append(f"steps_per_execution: {why}")
-            self.config = config.replace(steps_per_execution=steps)
-
-    def _resolve_jit_compile(self, model):
-        config = self.config
-        jit, why = precision.jit_compile(config.jit_compile, self.runtime, config.precision, model,
-                                         determinism.op_determinism_enabled(), lambda: self._cpu_step_seconds(model))
+        jit, why = precision.jit_compile(config.jit_compile, runtime, policy, model,
+                                         determinism.op_determinism_enabled(), step_seconds)
         if why:
             self.notes.append(f"jit_compile: {why}")
-        if jit != config.jit_compile:
-            self.config = config.replace(jit_compile=jit)
+        return resolve_plan(config, runtime, policy=policy, precision_reason=precision_reason, steps=steps,
+                            steps_per_execution=spe, jit_compile=jit, logdir=logdir, notes=self.notes)
 
-    def _build_model(self):
-
-        model, built = modeling.build(self.model_arg, self.config, self.source.spec, in_place=True)
-        modeling.check_fits(model, self.source, modeling.loss_name(model, self.config))  # builds it, symbolically
-        self._resolve_steps_per_execution(model)
-        self._resolve_jit_compile(model)
-        compiled = modeling.compile(model, self.config)
-        self.notes.append(f"model: {built}; {compiled}")
+    def _compile(self, model) -> None:
+        config = self.plan.config
+        compiled = modeling.compile(model, config)
+        self.notes.append(f"model: {self.built_note}; {compiled}")
         if self.runtime.kind == "tpu":
             from tpukit.models import tiling
 
             self.notes.extend(filter(None, [tiling.note(model)]))
-        if self.config.init_from and self.restore_from is None:  # a resume or extension restores its own weights
+        if config.init_from and self.restore_from is None:  # a resume or extension restores its own weights
             from tpukit.runs import saving
 
-            self.notes.append(saving.init_from(model, self.config.init_from))
-        return model
+            self.notes.append(saving.init_from(model, config.init_from))
 
     def _flops(self, model):
         """(training FLOPs per example or None, how counted), counted once a run (the step-time estimate for
@@ -191,26 +197,24 @@ class _Run:
             self.flops = flops_lib.training_flops_per_example(model, self.source.sample(8))
         return self.flops
 
-    def _check_profile_window(self):
-        check_profile_window(self.config.profile, self.steps, self.config.epochs)
-
     def _open_run_dir(self, held):
         if self.run_dir is None:
-            self.run_dir = records.new_run_dir(self.config.logdir, self.config.run_name)
+            config = self.plan.config
+            self.run_dir = records.new_run_dir(config.logdir, config.run_name)
             held.enter_context(records.locked(self.run_dir))
-            records.write_json(self.run_dir / records.CONFIG_FILE, self.config.to_dict())
+            records.write_json(self.run_dir / records.CONFIG_FILE, config.to_dict())
 
     def _fit(self) -> RunResult:
 
-        config, source, model = self.config, self.source, self.model
+        config, source, model = self.plan.config, self.source, self.model
         global_batch = config.global_batch_size
         shard = self._shard()
         train_feed = pipeline.train_feed(source.train, feeder=self.feeder, global_batch=global_batch,
                                          seed=config.seed, epochs=config.epochs, initial_epoch=self.initial_epoch,
-                                         steps=self.steps, shard=shard)
+                                         steps=self.plan.steps_per_epoch, shard=shard)
         validation_feed = pipeline.eval_feed(source.validation, feeder=self.feeder, global_batch=global_batch,
                                              replicas=self.runtime.replicas, shard=shard)
-        callbacks = self._callbacks(self.steps, global_batch, self.restore_from)
+        callbacks = self._callbacks(self.plan.steps_per_epoch, global_batch, self.restore_from)
         self.test_metrics = {}
         status, message = "completed", ""
         self.fitting = True
@@ -220,11 +224,11 @@ class _Run:
                 from tpukit.training import multiworker
 
                 multiworker.fit(model, self.runtime.strategy, train_feed, validation=validation_feed,
-                                epochs=config.epochs, initial_epoch=self.initial_epoch, steps=self.steps,
+                                epochs=config.epochs, initial_epoch=self.initial_epoch, steps=self.plan.steps_per_epoch,
                                 callbacks=callbacks)
             else:
                 model.fit(train_feed, validation_data=validation_feed, epochs=config.epochs,
-                          initial_epoch=self.initial_epoch, steps_per_epoch=self.steps if source.ordered else
+                          initial_epoch=self.initial_epoch, steps_per_epoch=self.plan.steps_per_epoch if source.ordered else
                           config.steps_per_epoch, callbacks=callbacks, shuffle=False, verbose=0)
         except KeyboardInterrupt as e:
             status, message = self._ending(e)
@@ -253,7 +257,7 @@ class _Run:
     def _evaluate_test(self):
         """The test split, evaluated once, after training: held out from training and validation alike."""
 
-        feed = pipeline.eval_feed(self.source.test, feeder=self.feeder, global_batch=self.config.global_batch_size,
+        feed = pipeline.eval_feed(self.source.test, feeder=self.feeder, global_batch=self.plan.config.global_batch_size,
                                   replicas=self.runtime.replicas, shard=self._shard())
         if self._multi_worker_tf():
             from tpukit.training import multiworker
@@ -276,23 +280,22 @@ class _Run:
         if self.resuming:
             backup = checkpoint.latest(self.run_dir / records.BACKUP_DIR)
             if backup is not None:
-                rows = _rows(self.previous.history)
-                return backup.epochs_done, [r for r in rows if r["epoch"] < backup.epochs_done], str(backup.path)
+                return backup.epochs_done, _first_epochs(self.previous.history, backup.epochs_done), str(backup.path)
         if self.parent is None:
-            return 0, [], None
-        parent = records.load(self.parent)
+            return 0, {}, None
+        parent = self.previous if not self.resuming else records.load(self.parent)  # an extension was read already
         weights = Path(self.parent) / records.WEIGHTS_FILE
         if parent.status != "completed" or not weights.is_file():
             raise checkpoint.RestoreError(f"{self.parent}, the run this one extends, has no final weights "
                                           f"({parent.status}); it cannot be continued exactly.")
-        return parent.epochs_done, _rows(parent.history), str(weights)
+        return parent.epochs_done, _first_epochs(parent.history, parent.epochs_done), str(weights)
 
     def _callbacks(self, steps, global_batch, weights):
         import keras
 
         from tpukit.training import callbacks as cb
 
-        config = self.config
+        config = self.plan.config
         self.stopper = cb.StopOnRequest(self.stop)
         self.recorder = cb.RunRecorder(global_batch, on_epoch=self._on_epoch, steps_per_epoch=steps,
                                        epochs=config.epochs)
@@ -323,7 +326,7 @@ class _Run:
         return out + self.extra_callbacks
 
     def _on_epoch(self, epoch, row):
-        self.history.append(row)
+        _append_epoch(self.history, row)
         self._save(status="running")
 
     def _close_profiler(self):
@@ -331,7 +334,7 @@ class _Run:
             self.profiler.close()
 
     def _nan_message(self) -> str:
-        config = self.config
+        config = self.plan.config
         cause = f"the learning rate {config.learning_rate} may be too high (try it 10x lower)"
         if config.precision == "mixed_float16":
             cause += (", or float16 overflowed above 65504 (if float32 trains at this learning rate, use "
@@ -346,17 +349,17 @@ class _Run:
     def _result(self, status: str, message: str = "", final: bool = False) -> RunResult:
 
         rec = getattr(self, "recorder", None)
-        fields = dict(run_dir=str(self.run_dir), status=status, config=self.config.to_dict(),
-                      history=_columns(self.history), epochs_done=len(self.history),
+        fields = dict(run_dir=str(self.run_dir), status=status, config=self.plan.config.to_dict(),
+                      history=_first_epochs(self.history, _epochs(self.history)), epochs_done=_epochs(self.history),
                       steps_per_epoch=getattr(self, "steps", None),
-                      precision_reason=self.precision_reason, runtime=self.runtime.to_dict(),
+                      precision_reason=self.plan.precision_reason, runtime=self.runtime.to_dict(),
                       message=message, cause=self.cause, started=self.started, data=self.source.describe(),
                       test_metrics=dict(getattr(self, "test_metrics", {})), notes=tuple(self.notes),
                       parent=self.parent)
         if getattr(self, "model", None) is not None:
             fields["model_policy"] = self.model.dtype_policy.name
-        if self.history:
-            fields["final_metrics"] = {k: v for k, v in self.history[-1].items() if k != "epoch"}
+        if _epochs(self.history):
+            fields["final_metrics"] = {k: v[-1] for k, v in self.history.items()}
         if rec is not None:
             fields.update(examples_per_sec=rec.examples_per_sec(), step_time_ms=rec.step_time_ms(),
                           time_to_first_step_s=rec.time_to_first_step(), compiles=self.compiles.count,
@@ -364,7 +367,7 @@ class _Run:
         if final:
             flops, flops_source = self._flops(self.model)
             mfu, flops_source = _mfu(flops, fields.get("examples_per_sec"),
-                                     self.runtime.peak_flops(self.config.precision), flops_source)
+                                     self.runtime.peak_flops(self.plan.config.precision), flops_source)
             fields.update(
                 fingerprint=determinism.fingerprint(self.model), flops_per_example=flops, flops_source=flops_source,
                 mfu=mfu, ended=time.time(),
@@ -407,15 +410,13 @@ class _Run:
         """
         with contextlib.suppress(Exception):
             kept = checkpoint.latest(self.run_dir / records.BACKUP_DIR, verify=False)
-            self.history = [r for r in self.history if r["epoch"] < (kept.epochs_done if kept else self.initial_epoch)]
+            self.history = _first_epochs(self.history, kept.epochs_done if kept else self.initial_epoch)
         with contextlib.suppress(Exception):
             self._save(status, message)
 
     def _finish(self, status: str, message: str) -> RunResult:
-        from tpukit.training import callbacks as cb
-
         backups = self.run_dir / records.BACKUP_DIR
-        checkpoint.room_for(self.run_dir, checkpoint.size_needed(cb.state_bytes(self.model), backups),
+        checkpoint.room_for(self.run_dir, checkpoint.size_needed(state.nbytes(self.model), backups),
                             "write the final weights")
         with records.atomic(self.run_dir / records.WEIGHTS_FILE) as tmp:
             self.model.save_weights(str(tmp))
@@ -456,11 +457,23 @@ def _scalar_writer(logdir: str):
     return scalars.EpochScalars(logdir)
 
 
-def _columns(rows):
-    keys = [k for k in (rows[0] if rows else {}) if k != "epoch"]
-    return {k: [r.get(k) for r in rows] for k in keys}
+# The history has one shape everywhere, the record's: {metric: [value per epoch]}.
+
+def _epochs(history) -> int:
+    return len(next(iter(history.values()), []))
 
 
-def _rows(history):
-    n = len(next(iter(history.values()), []))
-    return [{"epoch": i, **{k: v[i] for k, v in history.items()}} for i in range(n)]
+def _first_epochs(history, n: int):
+    """A copy of `history` cut to its first `n` epochs."""
+    return {k: list(v[:n]) for k, v in history.items()}
+
+
+def _append_epoch(history, row) -> None:
+    """Add one epoch's row ({"epoch": i, metric: value}); a metric missing on one side is None there."""
+    done = _epochs(history)
+    for key, value in row.items():
+        if key != "epoch":
+            history.setdefault(key, [None] * done).append(value)
+    for values in history.values():
+        if len(values) == done:
+            values.append(None)

@@ -14,7 +14,7 @@ import math
 import os
 from typing import Any, Callable, Dict, List, Optional
 
-from tpukit import context as _context
+from tpukit.ui import context as _context
 from tpukit.config import ConfigError, RunConfig
 from tpukit.ui import resumable
 from tpukit.ui.state import NoRunError

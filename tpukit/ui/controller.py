@@ -20,7 +20,7 @@ are on. The actions are mixed in from one module per part of the panel:
 and `actions_profile` (Profile, TensorBoard). Where a job runs (a thread, or the
 foreground) and the log of its failures are `tpukit.ui.jobs`.
 
-Where training runs depends on the front end (`tpukit.context`): in Colab,
+Where training runs depends on the front end (`tpukit.ui.context`): in Colab,
 widget updates from a background thread do not reach the page, so a run goes
 in the foreground of the call and Stop is Colab's interrupt (the engine keeps
 the run as "stopped"). Elsewhere a run goes in a thread and `stop()` ends it
@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from tpukit import context as _context
+from tpukit.ui import context as _context
 from tpukit.config import RunConfig
 from tpukit.ui.actions_profile import ProfileActions
 from tpukit.ui.actions_runs import RunsActions
@@ -52,7 +52,7 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
         config: the starting RunConfig (or a dict of its fields); default `RunConfig()`.
         model, data, validation_data, test_data: the user's own, as `tpukit.train` takes them.
         view: what shows the state (default: a `View` that shows nothing).
-        context: "colab", "jupyter", "vscode" or "none"; default `tpukit.context.detect()`.
+        context: "colab", "jupyter", "vscode" or "none"; default `tpukit.ui.context.detect()`.
         clock: seconds, for progress rates and the redraw schedule (default `time.perf_counter`).
         runs: the list that collects RunResults (default: one list for the kernel, `KERNEL_RUNS`).
         auto_tensorboard: open TensorBoard on the profile tab after a profiled run.

@@ -31,7 +31,7 @@ import json
 import os
 import urllib.parse
 
-from tpukit import context as _context
+from tpukit.ui import context as _context
 
 HEIGHT = 800
 
@@ -50,7 +50,7 @@ def tensorboard(url: str, context: str, height: int = HEIGHT) -> Embed:
 
     Args:
         url: e.g. "http://127.0.0.1:6006/" or a `profile_url(...)`.
-        context: one of `tpukit.context.CONTEXTS`.
+        context: one of `tpukit.ui.context.CONTEXTS`.
         height: frame height in pixels.
     """
     parts = urllib.parse.urlsplit(url)

@@ -5,7 +5,7 @@ Only widgets and traits that ipywidgets 7 (Colab) and 8 both have.
 
 from __future__ import annotations
 
-from tpukit import context as _context
+from tpukit.ui import context as _context
 from tpukit.ui import tables
 
 BUTTONS = (

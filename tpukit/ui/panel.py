@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from tpukit import context as _context
+from tpukit.ui import context as _context
 from tpukit.config import RunConfig
 from tpukit.ui import layout
 from tpukit.ui.controller import Controller
@@ -68,7 +68,7 @@ class Panel(View):
 
     Args:
         config: the starting RunConfig (or a dict of its fields); default `RunConfig()`.
-        context: "colab", "jupyter", "vscode" or "none"; default `tpukit.context.detect()`.
+        context: "colab", "jupyter", "vscode" or "none"; default `tpukit.ui.context.detect()`.
         display_fn: shows a display object (default `IPython.display.display`).
         clock: seconds, for progress rates and the redraw schedule (default `time.perf_counter`).
         runs: the list that collects RunResults (default: one list for the kernel, `KERNEL_RUNS`).
