@@ -84,7 +84,7 @@ from IPython.display import HTML, Javascript, display
 
 import tpukit
 from tpukit import config as tk_config
-from tpukit import context
+from tpukit.ui import context
 from tpukit import data
 from tpukit import models
 from tpukit.observe import profiling
