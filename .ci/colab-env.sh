@@ -146,20 +146,22 @@ PY
 # 4. Test tools (Colab ships pytest, nbclient, nbformat, jupytext: the constraints keep what is installed as it is,
 #    and bring what is not at Colab's version);
 #    then the tests of this set, and notebooks at smoke size: in the TPU set (no TensorFlow) every notebook top to
-#    bottom and every exercise both ways, since the main suite runs them only with TensorFlow; in the CPU set
+#    bottom, every exercise (placeholder, wrong answers, solution) and the sharding lessons on 8 devices, since the
+#    main suite runs them only with TensorFlow and a newer Keras; in the CPU set
 #    (TensorFlow, as in the main suite) notebook 00.
 grep -v ' @ ' "$venv/after-freeze.txt" >"$venv/after-pins.txt"
 "$py" -m pip install -q -c "$venv/after-pins.txt" -c .ci/colab/$name.txt pytest nbclient nbformat jupytext 2>&1 | quiet
 export TPUKIT_COLAB_SET=$name
 if [ "$name" = tpu ]; then
-  notebooks="test_notebook_runs or test_exercises_fail_unanswered_and_wrong_and_pass_answered"
+  notebooks="test_notebook_runs or test_exercises_fail_unanswered_and_wrong_and_pass_answered or test_notebook_0"
 else
   notebooks="test_notebook_runs and 00_quick_start"
 fi
 status=0
 # The notebooks first, on the set as Colab ships it: test_colab_sets then runs colab.setup(), which adds
 # TensorBoard and xprof (notebook 05 has a path for a runtime without them).
-"$py" -m pytest -q -p no:cacheprovider --durations=10 tests/test_notebooks.py tests/test_colab_sets.py \
+"$py" -m pytest -q -p no:cacheprovider --durations=10 tests/test_notebooks.py tests/test_sharding_lessons.py \
+  tests/test_colab_sets.py \
   -k "test_colab_sets or ($notebooks)" || status=$?
 echo "colab-$name: $(( $(date +%s) - start )) s"
 exit $status

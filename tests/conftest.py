@@ -87,3 +87,21 @@ def pytest_report_header(config):
         return [f"ipywidgets {ipywidgets.__version__}", probe]
     except ImportError:
         return ["ipywidgets not installed", probe]
+
+
+@pytest.fixture(scope="session")
+def kernel_dir(tmp_path_factory):
+    """A kernelspec for this interpreter (the venv's python), private to the test session: the notebook tests run
+    their kernels from it."""
+    import json
+    import sys
+
+    import ipykernel  # noqa: F401  (the kernel below runs it; the test extra installs it)
+
+    root = tmp_path_factory.mktemp("kernels")
+    spec = root / "tpukit-test"
+    spec.mkdir()
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "tpukit tests", "language": "python"}))
+    return root

@@ -282,22 +282,6 @@ def test_exercises_fail_unanswered_and_wrong_and_pass_answered(script, tmp_path)
 # ---- execution -----------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def kernel_dir(tmp_path_factory):
-    """A kernelspec for this interpreter (the venv's python), private to the test session."""
-    import ipykernel  # noqa: F401  (the kernel below runs it; the test extra installs it)
-
-    root = tmp_path_factory.mktemp("kernels")
-    spec = root / "tpukit-test"
-    spec.mkdir()
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "tpukit tests",
-        "language": "python",
-    }))
-    return root
-
-
 def _kernel_env():
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "COLAB_TPU_ADDR", "TPU_NAME")}
     env.update(TPUKIT_SMOKE="1", TPUKIT_SOLUTIONS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",

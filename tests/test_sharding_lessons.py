@@ -13,7 +13,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -90,16 +89,6 @@ print("PROBE " + _json.dumps({
 '''
 
 
-@pytest.fixture(scope="module")
-def kernel_dir(tmp_path_factory):
-    """A kernelspec for this interpreter, private to the test."""
-    root = tmp_path_factory.mktemp("kernels")
-    spec = root / "tpukit-sharding"
-    spec.mkdir()
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "tpukit sharding tests", "language": "python"}))
-    return root
 
 
 def _env():
@@ -132,7 +121,7 @@ def _run(stem, last_marker, probe, kernel_dir, tmp_path):
     cells.insert(code[1] + 1, new_code_cell(RECORDER))
     cells.append(new_code_cell(probe))
     notebook.cells = cells
-    km = AsyncKernelManager(kernel_name="tpukit-sharding",
+    km = AsyncKernelManager(kernel_name="tpukit-test",
                             kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)]))
     client = NotebookClient(notebook, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False,
                             resources={"metadata": {"path": str(tmp_path)}})

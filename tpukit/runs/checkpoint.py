@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import sys
-import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -196,20 +195,7 @@ def restore_exactly(model, path: str) -> None:
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None and not optimizer.built:  # as BackupAndRestore does: its state must load too
         optimizer.build(model.trainable_variables)
-    if state.is_state_file(path):
-        try:
-            return state.restore(model, path)
-        except state.StateMismatch as e:
-            raise RestoreError(f"{path} does not fit this model ({str(e)[:200]}); resume needs the model "
-                                          "the run was trained with.") from None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            model.load_weights(path)
-            problem = next((str(w.message) for w in caught if "saving" in w.filename), None)
-        except Exception as e:
-            problem = f"{type(e).__name__}: {str(e).strip()}"
+    problem = state.load_into(model, path)
     if problem:
-        raise RestoreError(
-            f"{path} does not fit this model ({problem.splitlines()[0][:200].strip()}); resume needs the model the "
-            "run was trained with.")
+        raise RestoreError(f"{path} does not fit this model ({problem.splitlines()[0][:200].strip()}); resume needs "
+                           "the model the run was trained with.")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import warnings
 from pathlib import Path
 from typing import Any, Optional, Tuple
 
@@ -68,25 +67,12 @@ def weights_file(run_dir) -> Tuple[Path, str]:
 
 def load_weights(model, path, what: str) -> None:
     """Load a run's model weights into `model` (its optimizer's state is not loaded); ModelError if they do not fit."""
-    if state.is_state_file(path):  # an epoch backup
-        try:
-            return state.restore(model, path, optimizer=False)
-        except state.StateMismatch as e:
-            raise ModelError(f"the {what} do not fit this {type(model).__name__} ({str(e)[:160]}); use the model "
-                             "that run trained (same layers and shapes).") from None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            model.load_weights(str(path))
-            problem = next((str(w.message) for w in caught if "saving" in w.filename
-                            and "optimizer" not in str(w.message)), None)
-        except Exception as e:
-            problem = f"{type(e).__name__}: {str(e).strip()}"
+    problem = state.load_into(model, path, optimizer=False)
     if problem:
         detail = _shape_mismatch(model, problem)
         if detail is None:
             lines = [line.strip() for line in problem.splitlines() if line.strip()]
-            detail = next((line for line in lines if "shape" in line), lines[1] if len(lines) > 1 else problem)
+            detail = next((line for line in lines if "shape" in line), lines[1] if len(lines) > 1 else lines[0])
             detail = detail if len(detail) <= 160 else detail[:157] + "..."
         raise ModelError(f"the {what} do not fit this {type(model).__name__} ({detail}); use the model that run "
                          "trained (same layers and shapes).")

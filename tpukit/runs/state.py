@@ -145,3 +145,27 @@ def nbytes(model) -> int:
         digits = "".join(c for c in str(v.dtype) if c.isdigit())
         total += count * (int(digits) // 8 if digits else 4)
     return total
+
+
+def load_into(model, path, optimizer: bool = True) -> "str | None":
+    """Load an epoch backup or a `.weights.h5` into `model`; what did not fit, as text, or None when all did.
+
+    Keras' `load_weights` only warns when some variables do not fit, so its warnings count as failures here
+    (without `optimizer`, the ones about the optimizer's state, which is not loaded, do not).
+    """
+    import warnings
+
+    if is_state_file(path):
+        try:
+            restore(model, path, optimizer=optimizer)
+        except StateMismatch as e:
+            return str(e)
+        return None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model.load_weights(str(path))
+        except Exception as e:
+            return f"{type(e).__name__}: {str(e).strip()}"
+    return next((str(w.message) for w in caught if "saving" in w.filename
+                 and (optimizer or "optimizer" not in str(w.message))), None)
