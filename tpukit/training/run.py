@@ -351,7 +351,7 @@ class _Run:
         rec = getattr(self, "recorder", None)
         fields = dict(run_dir=str(self.run_dir), status=status, config=self.plan.config.to_dict(),
                       history=_first_epochs(self.history, _epochs(self.history)), epochs_done=_epochs(self.history),
-                      steps_per_epoch=getattr(self, "steps", None),
+                      steps_per_epoch=self.plan.steps_per_epoch,
                       precision_reason=self.plan.precision_reason, runtime=self.runtime.to_dict(),
                       message=message, cause=self.cause, started=self.started, data=self.source.describe(),
                       test_metrics=dict(getattr(self, "test_metrics", {})), notes=tuple(self.notes),
