@@ -8,6 +8,7 @@ the field, the value received and the valid choices.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import difflib
@@ -39,6 +40,16 @@ PAD_RULE = {
 # False while a config is rebuilt without a new batch size or accelerator (RunConfig.replace) or built for a view
 # that shows the advice itself (RunConfig.from_dict(advise=False)): the advice is said once, where the user chose.
 _ADVISE = contextvars.ContextVar("tpukit_padding_advice", default=True)
+
+
+@contextlib.contextmanager
+def _advising(on: bool):
+    """Configs built inside give the padding advice only if `on` (and it is not off around them already)."""
+    token = _ADVISE.set(on and _ADVISE.get())
+    try:
+        yield
+    finally:
+        _ADVISE.reset(token)
 
 _FROM_MESSAGE = object()  # ConfigError's default detail: the message after its "RunConfig.<field>: " prefix
 
@@ -281,11 +292,8 @@ class RunConfig:
         changed."""
         _check_fields(changes)
         again = any(k in changes and changes[k] != getattr(self, k) for k in ("batch_size", "accelerator"))
-        token = _ADVISE.set(again and _ADVISE.get())
-        try:
+        with _advising(again):
             return dataclasses.replace(self, **changes)
-        finally:
-            _ADVISE.reset(token)
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -298,11 +306,8 @@ class RunConfig:
     def from_dict(cls, values: dict, *, advise: bool = True) -> "RunConfig":
         """A config from a dict of fields; `advise=False` for a view that shows the padding advice itself."""
         _check_fields(values)
-        token = _ADVISE.set(advise and _ADVISE.get())
-        try:
+        with _advising(advise):
             return cls(**values)
-        finally:
-            _ADVISE.reset(token)
 
     def to_json(self, indent: Optional[int] = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)

@@ -3,8 +3,8 @@
 A TPU tiles an array's two minor dimensions, one to a multiple of 8 and another to 128 (Cloud TPU performance
 guide, "Consequences of tiling"). In a Dense layer's [batch, units] the units take the 128 side, so 100 units
 compute as 128. Convolutions are left out: XLA lays them out either way (the batch on 128 and the filters on 8, or
-the reverse), so their padding is the profiler's to show, not a rule's. `config.padding_advice` covers the batch (the 8 side); this covers the
-model, for any Keras model, the user's own included. A model's output layers are left out: their size is the
+the reverse), so their padding is the profiler's to show, not a rule's. `config.padding_advice` covers the batch
+(the 8 side); this covers the model, for any Keras model, the user's own included. A model's output layers are left out: their size is the
 task's (10 classes are 10), not a choice.
 """
 from __future__ import annotations
@@ -42,7 +42,8 @@ def padded_features(model) -> List[Tuple[str, int, int]]:
     for layer in layers:
         width = _width(layer)
         produced = getattr(layer, "_inbound_nodes", None) or []
-        if width % LANES == 0 or any(id(t) in outputs for node in produced for t in getattr(node, "output_tensors", ())):
+        is_output = any(id(t) in outputs for node in produced for t in getattr(node, "output_tensors", ()))
+        if width % LANES == 0 or is_output:
             continue
         found.append((layer.name, width, -(-width // LANES) * LANES))
     return found

@@ -7,7 +7,7 @@ ask here, never compute them again. The global batch itself is `RunConfig.global
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Optional
 
 from tpukit.config import ConfigError, RunConfig, window_fits
 from tpukit.data import pipeline, sources
@@ -34,15 +34,14 @@ class RunPlan:
     config: RunConfig
     steps_per_epoch: Optional[int]
     precision_reason: str
-    notes: Tuple[str, ...]  # why each choice, for the run's record
 
 
 def resolve(config: RunConfig, runtime, *, policy: str, precision_reason: str, steps: Optional[int],
-            steps_per_execution, jit_compile, logdir: str, notes=()) -> RunPlan:
+            steps_per_execution, jit_compile, logdir: str) -> RunPlan:
     """The run's plan: `config` with what was decided for `runtime`, in one validated copy."""
     resolved = config.replace(backend=runtime.backend, replicas=runtime.replicas, precision=policy,
                               steps_per_execution=steps_per_execution, jit_compile=jit_compile, logdir=logdir)
-    return RunPlan(resolved, steps, precision_reason, tuple(notes))
+    return RunPlan(resolved, steps, precision_reason)
 
 
 def steps_per_epoch(config: RunConfig, num_train: int, replicas: int) -> int:

@@ -55,7 +55,7 @@ class _Run:
         self.started = time.time()
         self.compiles = None
         self.flops = None
-        self.notes = []  # why each choice (RunPlan.notes), then what the run did with the model
+        self.notes = []  # why each choice the plan made, then what the run did with the model
         self.fitting = self.terminated = False
 
     # ---- the steps -----------------------------------------------------------
@@ -173,7 +173,7 @@ class _Run:
         if why:
             self.notes.append(f"jit_compile: {why}")
         return resolve_plan(config, runtime, policy=policy, precision_reason=precision_reason, steps=steps,
-                            steps_per_execution=spe, jit_compile=jit, logdir=logdir, notes=self.notes)
+                            steps_per_execution=spe, jit_compile=jit, logdir=logdir)
 
     def _compile(self, model) -> None:
         config = self.plan.config
@@ -224,12 +224,13 @@ class _Run:
                 from tpukit.training import multiworker
 
                 multiworker.fit(model, self.runtime.strategy, train_feed, validation=validation_feed,
-                                epochs=config.epochs, initial_epoch=self.initial_epoch, steps=self.plan.steps_per_epoch,
-                                callbacks=callbacks)
+                                epochs=config.epochs, initial_epoch=self.initial_epoch,
+                                steps=self.plan.steps_per_epoch, callbacks=callbacks)
             else:
                 model.fit(train_feed, validation_data=validation_feed, epochs=config.epochs,
-                          initial_epoch=self.initial_epoch, steps_per_epoch=self.plan.steps_per_epoch if source.ordered else
-                          config.steps_per_epoch, callbacks=callbacks, shuffle=False, verbose=0)
+                          initial_epoch=self.initial_epoch,
+                          steps_per_epoch=self.plan.steps_per_epoch if source.ordered else config.steps_per_epoch,
+                          callbacks=callbacks, shuffle=False, verbose=0)
         except KeyboardInterrupt as e:
             status, message = self._ending(e)
         finally:
@@ -257,8 +258,9 @@ class _Run:
     def _evaluate_test(self):
         """The test split, evaluated once, after training: held out from training and validation alike."""
 
-        feed = pipeline.eval_feed(self.source.test, feeder=self.feeder, global_batch=self.plan.config.global_batch_size,
-                                  replicas=self.runtime.replicas, shard=self._shard())
+        feed = pipeline.eval_feed(self.source.test, feeder=self.feeder,
+                                  global_batch=self.plan.config.global_batch_size, replicas=self.runtime.replicas,
+                                  shard=self._shard())
         if self._multi_worker_tf():
             from tpukit.training import multiworker
 
@@ -350,7 +352,7 @@ class _Run:
 
         rec = getattr(self, "recorder", None)
         fields = dict(run_dir=str(self.run_dir), status=status, config=self.plan.config.to_dict(),
-                      history=_first_epochs(self.history, _epochs(self.history)), epochs_done=_epochs(self.history),
+                      history={k: list(v) for k, v in self.history.items()}, epochs_done=_epochs(self.history),
                       steps_per_epoch=self.plan.steps_per_epoch,
                       precision_reason=self.plan.precision_reason, runtime=self.runtime.to_dict(),
                       message=message, cause=self.cause, started=self.started, data=self.source.describe(),
