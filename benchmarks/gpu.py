@@ -125,14 +125,14 @@ def _device(runtime, policy):
 
 def with_tpukit(args):
     import tpukit
-    from tpukit.hardware import runtime as rt
+    from tpukit.hardware.connect import connect_for
 
     with tempfile.TemporaryDirectory() as logdir:
         config = _config(args, logdir)
         clock = overhead._epoch_clock(args.batch_size)
         result = tpukit.train(config, callbacks=[clock])
         assert result.status == "completed", result.message
-        runtime = rt.connect_for(config)
+        runtime = connect_for(config)
     notes = [n for n in result.notes if n.startswith(("jit_compile", "steps_per_execution"))]
     return {"examples_per_sec": clock.examples_per_sec(), "compiles": result.compiles,
             "flops_per_example": result.flops_per_example, "notes": notes, **_device(runtime, args.precision)}
@@ -140,12 +140,12 @@ def with_tpukit(args):
 
 def tune(args):
     import tpukit
-    from tpukit.hardware import runtime as rt
+    from tpukit.hardware.connect import connect_for
     from tpukit.training import precision
 
     with tempfile.TemporaryDirectory() as logdir:
         config = _config(args, logdir, precision="auto")
-        runtime = rt.connect_for(config)
+        runtime = connect_for(config)
         policy, _ = precision.resolve("auto", runtime)
         try:
             tuning = tpukit.tune_batch_size(config, runtime, start=32, time_budget_s=args.tune_budget_s)

@@ -25,12 +25,13 @@ CPU_PROBES = REPO / "tests" / "cpu_probes"
 
 
 def pytest_configure(config):
-    from tpukit.hardware import backend, cpu, jax_devices
+    from tpukit import backend
+    from tpukit.hardware import cpu, jax_devices
 
     if backend.installed("tensorflow"):
         cpu.configure_cpu_replicas(REPLICAS)
     else:
-        jax_devices._xla_flag(f"--xla_force_host_platform_device_count={REPLICAS}")
+        jax_devices.xla_flag(f"--xla_force_host_platform_device_count={REPLICAS}")
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +56,7 @@ def cpu_probe_says(monkeypatch, tmp_path):
     the next `connect()` reads them. Both come back after the test. A decision that follows from
     measuring the host is tested with each outcome, never with what this machine happens to measure.
     """
-    from tpukit.hardware import cpu_probe, runtime
+    from tpukit.hardware import connect, cpu_probe
 
     def use(name: str, **figures) -> dict:
         entry = {**json.loads((CPU_PROBES / f"{name}.json").read_text()), **figures}
@@ -63,7 +64,7 @@ def cpu_probe_says(monkeypatch, tmp_path):
         path.write_text(json.dumps(entry))
         monkeypatch.setenv(cpu_probe.FORCE, str(path))
         monkeypatch.setattr(cpu_probe, "_probe", {})
-        monkeypatch.setattr(runtime, "_current", None)
+        monkeypatch.setattr(connect, "_current", None)
         return entry
 
     return use

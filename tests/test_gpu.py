@@ -4,7 +4,8 @@ TensorFlow's device lists (and say so in their names)."""
 
 import pytest
 
-from tpukit.hardware import gpu, specs
+from tpukit.hardware import gpu, mirrored, runtime as rt
+from tpukit.hardware.runtime import Request
 from tpukit.training import plan, precision
 
 tf = pytest.importorskip("tensorflow")
@@ -57,7 +58,7 @@ def test_one_gpu_trains_under_the_default_strategy_and_keras_decides_xla_fake_gp
     from tensorflow.python.framework.config import is_op_determinism_enabled
 
     _fake_gpus(monkeypatch, 1)
-    runtime = gpu._connect_gpu(None, ())
+    runtime = gpu.connect(Request("gpu"))
     assert runtime.kind == "gpu" and runtime.replicas == 1 and len(runtime.devices) == 1
     assert runtime.strategy is tf.distribute.get_strategy()
     assert not isinstance(runtime.strategy, tf.distribute.MirroredStrategy)
@@ -74,16 +75,16 @@ def test_one_gpu_trains_under_the_default_strategy_and_keras_decides_xla_fake_gp
 
 def test_replicas_one_of_two_gpus_is_the_default_strategy_fake_gpus(monkeypatch):
     _fake_gpus(monkeypatch, 2)
-    runtime = gpu._connect_gpu(1, ())
+    runtime = gpu.connect(Request("gpu", replicas=1))
     assert runtime.replicas == 1 and runtime.strategy is tf.distribute.get_strategy()
 
 
 def test_two_gpus_train_under_mirrored_strategy_fake_gpus(monkeypatch):
     _fake_gpus(monkeypatch, 2)
-    runtime = gpu._connect_gpu(None, ())
+    runtime = gpu.connect(Request("gpu"))
     assert isinstance(runtime.strategy, tf.distribute.MirroredStrategy)
     assert runtime.replicas == runtime.strategy.num_replicas_in_sync == 2
-    assert runtime.strategy is gpu.mirrored(runtime.devices)  # the one strategy of this device set
+    assert runtime.strategy is mirrored.strategy(runtime.devices)  # the one strategy of this device set
     assert "MirroredStrategy over 2 GPUs" in runtime.describe()
     assert "MirroredStrategy" in plan.multi_step_refusal(runtime)
     ours, _, resolved = _keras_auto_jit(runtime)
@@ -91,7 +92,7 @@ def test_two_gpus_train_under_mirrored_strategy_fake_gpus(monkeypatch):
 
 
 def test_a_runtime_without_a_strategy_choice_describes_no_strategy_line():
-    runtime = specs.Runtime(backend="tensorflow", kind="cpu", devices=("/device:CPU:0",), replicas=1, strategy=None)
+    runtime = rt.Runtime(backend="tensorflow", kind="cpu", devices=("/device:CPU:0",), replicas=1, strategy=None)
     assert "Strategy:" not in runtime.describe()
 
 
@@ -100,7 +101,7 @@ def test_a_one_gpu_run_says_its_strategy_in_its_notes_fake_gpus(monkeypatch, tmp
     import tpukit
 
     _fake_gpus(monkeypatch, 1)
-    runtime = gpu._connect_gpu(None, ())
+    runtime = gpu.connect(Request("gpu"))
     config = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, batch_size=32, precision="float32",
                               steps_per_epoch=2, logdir=str(tmp_path))
     result = tpukit.train(config, runtime)

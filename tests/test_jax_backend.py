@@ -79,10 +79,9 @@ def test_auto_picks_jax_for_a_tpu_tensorflow_cannot_drive_fake_tpu_vm():
     """Fake TPU VM (no TPU here): the installed tensorflow-cpu cannot drive it, so auto chooses JAX."""
     result = _python("""
 import json, sys
-from tpukit.hardware import backend
-from tpukit.hardware import tpu
+from tpukit.hardware import connect, tpu
 tpu.tpu_vm_present = lambda: True   # the fake: pretend /dev/accel* exists
-name, why = backend.choose("auto")
+name, why = connect.backend_for("auto")
 print(json.dumps({"name": name, "why": why, "keras_loaded": "keras" in sys.modules}))
 """)
     assert result["name"] == "jax"
@@ -91,14 +90,14 @@ print(json.dumps({"name": name, "why": why, "keras_loaded": "keras" in sys.modul
 
 
 def test_auto_picks_tensorflow_without_a_tpu_and_switching_later_is_refused():
-    from tpukit.hardware import backend
+    from tpukit import backend
 
     assert backend.choose("auto", tpu_needs_jax=lambda: None)[0] == "tensorflow"
     with pytest.raises(backend.BackendError, match="already loaded with the tensorflow backend.*Restart the runtime"):
         backend.select("jax")
     assert backend.select("tensorflow") == "tensorflow"
     with pytest.raises(ValueError, match="Unknown backend 'torch'"):
-        backend.choose("torch")
+        backend.choose("torch", tpu_needs_jax=lambda: None)
 
 
 def test_cli_refuses_to_switch_backends_in_one_process_message():

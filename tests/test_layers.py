@@ -1,7 +1,8 @@
 """tpukit's modules import one way, as README's Layout draws them: import-linter's contracts in pyproject.toml.
 
-The contracts: the layers (each imports only those below it), the engine without ipywidgets or tpukit.ui, and no
-import cycle between siblings. import-linter counts every import, function-local ones included, so a local import
+The contracts: the layers (each imports only those below it), hardware/'s discovery paths (connect walks them;
+tpu, gpu and cpu import none of each other), the engine without ipywidgets or tpukit.ui, and no import cycle
+between siblings. import-linter counts every import, function-local ones included, so a local import
 cannot hide an upward one. Each contract is shown to fail on a deliberate violation in a copy of the package.
 A local import is left only where it defers a heavy framework import (see
 test_every_module_imports_without_a_framework).
@@ -16,7 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "tpukit"
-CONTRACTS = ("layers", "engine-without-widgets", "no-cycles")
+CONTRACTS = ("layers", "hardware-paths", "engine-without-widgets", "no-cycles")
 
 
 def _modules():
@@ -48,6 +49,8 @@ def test_the_import_contracts_hold():
 VIOLATIONS = {
     # a model module reaching up to training, from inside a function (import-linter sees local imports too)
     "layers": ("tpukit/models/zoo.py", "\n\ndef _upward():\n    from tpukit.training import run\n    return run\n"),
+    # one discovery path reaching into another (each offers the same interface, and only connect walks them)
+    "hardware-paths": ("tpukit/hardware/gpu.py", "\n\ndef _other_path():\n    from tpukit.hardware import cpu\n    return cpu\n"),
     "engine-without-widgets": ("tpukit/training/api.py", "\n\ndef _widget():\n    import ipywidgets\n    return ipywidgets\n"),
     # two siblings importing each other (files is below records in runs/)
     "no-cycles": ("tpukit/runs/files.py", "\n\ndef _cycle():\n    from tpukit.runs import records\n    return records\n"),
@@ -84,3 +87,25 @@ def test_every_module_imports_without_a_framework():
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "", f"importing tpukit's engine modules loaded: {done.stdout.strip()}"
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A module's `_name` is its own: no tpukit module imports one from another or reads one through a module
+    (`from tpukit.x import _y`, `x._y`). What another module needs is public, so its owner sees the use."""
+    import ast
+
+    found = []
+    for name, path in sorted(_modules().items()):
+        tree = ast.parse(path.read_text())
+        modules = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tpukit"):
+                found += [f"{name}:{node.lineno} imports {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+                modules |= {a.asname or a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                modules |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("tpukit")}
+        found += [f"{name}:{node.lineno} reads {node.value.id}.{node.attr}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                  and node.value.id in modules and node.attr.startswith("_") and not node.attr.startswith("__")]
+    assert not found, "\n".join(found)

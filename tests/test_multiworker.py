@@ -182,9 +182,9 @@ def test_the_loop_calls_the_callbacks_as_fit_does_and_trains_the_same_weights(st
     import numpy as np
 
     from tpukit.training import multiworker
-    from tpukit.hardware import gpu
+    from tpukit.hardware import mirrored
 
-    strategy = gpu.mirrored([d.name for d in tf.config.list_logical_devices("CPU")][:2])
+    strategy = mirrored.strategy([d.name for d in tf.config.list_logical_devices("CPU")][:2])
     rng = np.random.default_rng(0)
     x, y = rng.random((96, 6), dtype="float32"), rng.integers(0, 3, 96)
     train = tf.data.Dataset.from_tensor_slices((x, y)).batch(16, drop_remainder=True).repeat(2)

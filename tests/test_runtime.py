@@ -11,7 +11,7 @@ import time
 import pytest
 
 import tpukit
-from tpukit.hardware import gpu, runtime as rt, specs, tf_multiworker, tpu
+from tpukit.hardware import connect as hw, gpu, mirrored, runtime as rt, specs, tf_multiworker, tpu
 from conftest import REPLICAS, REPO, run_cli
 
 
@@ -52,7 +52,7 @@ def _measuring(monkeypatch):
 
     monkeypatch.delenv(probe.FORCE, raising=False)
     monkeypatch.setattr(probe, "_probe", {})
-    monkeypatch.setattr(rt, "_current", None)
+    monkeypatch.setattr(hw, "_current", None)
     return probe
 
 
@@ -87,7 +87,7 @@ def test_a_bad_probe_file_is_one_line_naming_it_and_the_figures(tmp_path, monkey
     path.write_text(content)
     monkeypatch.setenv(probe.FORCE, str(path))
     monkeypatch.setattr(probe, "_probe", {})
-    with pytest.raises(specs.ConnectError) as e:
+    with pytest.raises(rt.ConnectError) as e:
         probe.cpu_probe()
     message = str(e.value)
     assert "\n" not in message and message.startswith(f"TPUKIT_CPU_PROBE={str(path)!r}") and said in message
@@ -95,13 +95,13 @@ def test_a_bad_probe_file_is_one_line_naming_it_and_the_figures(tmp_path, monkey
 
 
 def test_auto_precision_needs_both_bf16_matmuls_and_conv_gradients_to_gain():
-    from tpukit.hardware.cpu import _precision_from
+    from tpukit.hardware.cpu import precision_from
 
     fast = {"fp32_flops": 1e11, "bf16_flops": 2e11, "fp32_conv_flops": 7e10, "bf16_conv_flops": 1.5e11}
-    assert _precision_from(fast)[0] == "mixed_bfloat16"
+    assert precision_from(fast)[0] == "mixed_bfloat16"
     # This AMD EPYC under TensorFlow 2.21: bf16 matmuls 1.3x, bf16 conv gradients 0.1x; the CNN ran 10x slower.
     epyc = {**fast, "bf16_flops": 1.3e11, "bf16_conv_flops": 7e9}
-    precision, reason = _precision_from(epyc)
+    precision, reason = precision_from(epyc)
     assert precision == "float32" and "matmuls at 1.3x and conv gradients at 0.1x" in reason
 
 
@@ -192,11 +192,11 @@ def test_auto_skips_a_tpu_vm_tensorflow_cannot_drive_fake_tpu(monkeypatch):
     monkeypatch.setattr(tpu, "tpu_vm_present", lambda: True)
     monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
     monkeypatch.delenv("TPU_NAME", raising=False)
-    runtime = rt._connect("auto", None, None, fake_resolver)
+    runtime = hw.find(rt.Request("auto", tpu_resolver=fake_resolver))
     assert runtime.kind == "cpu"
     assert "no TPU support" in runtime.skipped_reasons["tpu"]
     with pytest.raises(rt.ConnectError, match="TPU 'local' could not be initialized"):
-        rt._connect("tpu", None, None, fake_resolver)
+        hw.find(rt.Request("tpu", tpu_resolver=fake_resolver))
 
 
 def test_a_refused_tpu_port_fails_at_once_in_one_line():
@@ -227,7 +227,7 @@ def test_a_tpu_port_that_never_accepts_fails_after_the_timeout():
                 pass
             started = time.monotonic()
             with pytest.raises(rt.ConnectError, match=rf"did not answer within 1\.5 s .*TPUKIT_TPU_TIMEOUT"):
-                rt._connect("tpu", f"grpc://127.0.0.1:{port}", None, None, 1.5)
+                hw.find(rt.Request("tpu", tpu=f"grpc://127.0.0.1:{port}", timeout=1.5))
             assert 1.4 < time.monotonic() - started < 5
         finally:
             for s in held:
@@ -245,7 +245,7 @@ def test_a_tpu_resolver_that_blocks_forever_times_out_fake_tpu():
     started = time.monotonic()
     try:
         with pytest.raises(rt.ConnectError) as caught:
-            rt._connect("tpu", "my-tpu", None, blocking_resolver, 2)
+            hw.find(rt.Request("tpu", tpu="my-tpu", tpu_resolver=blocking_resolver, timeout=2))
     finally:
         release.set()
     assert 1.9 < time.monotonic() - started < 5
@@ -292,10 +292,10 @@ def test_tpu_type_from_accelerator_type_fake_tpu(monkeypatch):
 
 
 def test_gpu_precision_rule():
-    assert gpu._gpu_precision([{"name": "Tesla T4", "compute_capability": [7, 5]}])[0] == "mixed_float16"
-    precision, reason = gpu._gpu_precision([{"name": "Tesla P100", "compute_capability": [6, 0]}])
+    assert gpu.precision([{"name": "Tesla T4", "compute_capability": [7, 5]}])[0] == "mixed_float16"
+    precision, reason = gpu.precision([{"name": "Tesla P100", "compute_capability": [6, 0]}])
     assert precision == "float32" and "below 7.0" in reason
-    assert "TF32" in gpu._gpu_precision([{"name": "NVIDIA A100", "compute_capability": [8, 0]}])[1]
+    assert "TF32" in gpu.precision([{"name": "NVIDIA A100", "compute_capability": [8, 0]}])[1]
 
 
 def test_tf32_switch_toggles_and_returns_previous():
@@ -306,12 +306,22 @@ def test_tf32_switch_toggles_and_returns_previous():
         gpu.set_tf32(previous)
 
 
-def test_runtime_still_exports_the_public_names_of_the_hardware_modules():
-    """`tpukit.hardware.runtime.X` keeps working for the names that moved to the modules it is split into."""
-    assert rt.tpu_address is tpu.tpu_address and rt.tpu_needs_jax is tpu.tpu_needs_jax
-    assert rt.Runtime is specs.Runtime is tpukit.Runtime and rt.ConnectError is tpukit.ConnectError
-    assert rt.set_tf32 is gpu.set_tf32 is tpukit.set_tf32 and rt.mirrored is gpu.mirrored
-    assert {"configure_cpu_replicas", "cpu_probe", "processes", "OneDevice", "PEAK_FLOPS"} <= set(rt.__all__)
+def test_every_path_offers_one_interface_and_connect_walks_them_in_order():
+    """tpu, gpu, cpu, jax_devices and tf_multiworker each offer KIND, available(request) and connect(request,
+    skipped); the three kinds their precision. connect walks them: JAX first, then a TF_CONFIG cluster, then
+    TPU, GPU, CPU."""
+    from tpukit.hardware import cpu, jax_devices
+
+    assert [p.__name__.rsplit(".", 1)[1] for p in hw.PATHS] == ["jax_devices", "tf_multiworker", "tpu", "gpu", "cpu"]
+    assert [p.KIND for p in hw.PATHS] == [None, None, "tpu", "gpu", "cpu"]
+    for path in hw.PATHS:
+        assert callable(path.available) and callable(path.connect)
+    assert tpu.precision()[0] == "mixed_bfloat16" and callable(gpu.precision) and callable(cpu.precision)
+    tf_request = rt.Request("auto", backend="tensorflow")
+    assert jax_devices.available(tf_request) == "the backend is tensorflow"
+    assert cpu.available(tf_request) is None and gpu.available(tf_request).startswith("no GPU visible")
+    assert tpukit.Runtime is rt.Runtime and tpukit.ConnectError is rt.ConnectError and tpukit.connect is hw.connect
+    assert tpukit.set_tf32 is gpu.set_tf32 and specs.PEAK_FLOPS["Tesla T4"]["fp16"] == 65e12
 
 
 def test_a_missing_private_tensorflow_api_is_refused_in_one_line(monkeypatch):
@@ -320,10 +330,10 @@ def test_a_missing_private_tensorflow_api_is_refused_in_one_line(monkeypatch):
     from tensorflow.python.distribute import collective_all_reduce_strategy as impl
 
     monkeypatch.delattr(tf.distribute.MirroredStrategy, "_collective_key_base")
-    with gpu._group_keys_from(0):  # the first device set needs no group-key offset
+    with mirrored._group_keys_from(0):  # the first device set needs no group-key offset
         pass
     with pytest.raises(rt.ConnectError) as caught:
-        with gpu._group_keys_from(10_000):
+        with mirrored._group_keys_from(10_000):
             pass
     message = str(caught.value)
     assert "\n" not in message and f"TensorFlow {tf.__version__} no longer has MirroredStrategy._collective_key_base" in message

@@ -205,7 +205,7 @@ def _interrupted() -> int:
 
 def _explain(error: Exception) -> int:
     """Print one line for `error` and return the exit status: 2 for bad input, 1 for the environment or state."""
-    from tpukit.hardware.backend import BackendError
+    from tpukit.backend import BackendError
     from tpukit.config import ConfigError
     from tpukit.data.builtin import DatasetUnavailable
     from tpukit.errors import one_line
@@ -267,13 +267,13 @@ def _train(args) -> int:
     except FileNotFoundError as e:
         return _bad(str(e))
     from tpukit import registry
-    from tpukit.hardware import runtime as rt
+    from tpukit.hardware.connect import connect_for
     from tpukit.training import api as training
 
     if not args.resume:
         registry.check_names(config)
         records.check_logdir(config.logdir)
-    runtime = rt.connect_for(config)
+    runtime = connect_for(config)
     print(runtime.describe(), file=sys.stderr)
     if args.resume:
         result = training.resume(args.resume, runtime, progress=sys.stderr, epochs=args.epochs)
@@ -318,14 +318,14 @@ def _print_summary(result, config) -> None:
 
 
 def _export(args) -> int:
-    from tpukit import registry
-    from tpukit.hardware import backend
+    from tpukit import backend, registry
+    from tpukit.hardware.connect import backend_for
     from tpukit.runs import saving, store
 
     if args.backend not in backend.BACKENDS:
         return _bad(f"--backend: expected one of {', '.join(backend.BACKENDS)}. Received: {args.backend!r}")
     saving.weights_file(args.run_dir)  # no run or no weights: one line before Keras loads
-    backend.select(backend.choose(args.backend)[0])
+    backend.select(backend_for(args.backend)[0])
     run = store.load(args.run_dir, model=registry.resolve("model", args.model).target if args.model else None)
     print(run.export(args.path).note)
     return 0
@@ -334,22 +334,24 @@ def _export(args) -> int:
 def _doctor(args) -> int:
     import platform
 
-    from tpukit.hardware import runtime as rt
+    from tpukit.hardware.connect import connect
+    from tpukit.hardware.runtime import ConnectError
+    from tpukit.hardware.tpu import installed_tensorflow
 
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {"python": platform.python_version(),
-                "tensorflow": next(iter(rt.installed_tensorflow().values()), None)}
+                "tensorflow": next(iter(installed_tensorflow().values()), None)}
     for name in ("keras", "jax", "tensorboard", "xprof", "ipywidgets", "matplotlib", "jupytext"):
         try:
             versions[name] = version(name)
         except PackageNotFoundError:
             versions[name] = None
     try:
-        runtime = rt.connect()
+        runtime = connect()
         info = runtime.to_dict()
         text = runtime.describe()
-    except rt.ConnectError as e:
+    except ConnectError as e:
         info, text = {"error": str(e)}, f"cannot connect: {e}"
     if args.json:
         print(json.dumps({"versions": versions, "runtime": info}))

@@ -17,7 +17,8 @@ from tpukit.config import check_one_batch
 from tpukit.data import pipeline
 from tpukit.data.shapes import SHAPE_CLASSES, make_shapes  # noqa: F401  (the labels' names, for callers)
 from tpukit.data.types import Arrays, Splits, frozen
-from tpukit.hardware import backend
+from tpukit import backend
+from tpukit.hardware.connect import backend_for
 
 OFFLINE_DATASETS = ("mnist5k", "digits", "shapes")
 ONLINE_DATASETS = ("mnist", "fashion_mnist", "cifar10")
@@ -307,10 +308,10 @@ def eval_dataset(data: ImageData, *, global_batch: int) -> "tf.data.Dataset":
 
 def _feeder() -> str:
     """tf.data where TensorFlow is installed, else the NumPy feeder (Colab's TPU runtime has no TensorFlow), whose
-    PyDataset needs Keras: on the backend `connect()` would pick (`backend.choose`), if nothing has loaded Keras yet."""
+    PyDataset needs Keras: on the backend `connect()` would pick (`backend_for`), if nothing has loaded Keras yet."""
     feeder = pipeline.dataset_feeder()
     if feeder == "numpy" and backend.loaded() is None:
-        backend.select(backend.choose("auto")[0])
+        backend.select(backend_for("auto")[0])
     return feeder
 
 

@@ -21,7 +21,7 @@ from typing import Optional, Tuple
 
 from tpukit.config import ConfigError
 from tpukit.data.types import Arrays, Batched, Stream
-from tpukit.hardware.backend import installed
+from tpukit.backend import installed
 
 FEEDERS = ("tf.data", "numpy")
 

@@ -1,6 +1,7 @@
-"""What accelerator is here and how to drive it: the Keras backend, TPU/GPU/CPU discovery, `connect`.
+"""What accelerator is here and how to drive it: TPU, GPU and CPU discovery behind one interface, and `connect`.
 
-Lowest engine layer after `tpukit.config`: it imports nothing else of tpukit. Inside, each module imports
-only those listed before it: specs (the `Runtime` value, errors, peaks), tpu, backend, cpu_probe, gpu,
-cpu, tf_multiworker, jax_devices, and runtime (`connect`), which nothing here imports.
+Above `tpukit.backend` (which Keras framework) and `tpukit.config`; nothing else of tpukit. Inside, from the
+bottom: specs (device kinds, peaks), runtime (`Request`, `Runtime`, errors), mirrored (the MirroredStrategy per
+device set), tpu, cpu_probe, gpu, cpu, then jax_devices and tf_multiworker, and connect, which nothing here
+imports. tpu, gpu and cpu each import none of the others; tests/test_layers.py holds the contract.
 """

@@ -7,11 +7,13 @@ recommended precision come from `cpu_probe`, measured here.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
+from tpukit.hardware import mirrored
 from tpukit.hardware.cpu_probe import cpu_probe
-from tpukit.hardware.gpu import mirrored
-from tpukit.hardware.specs import RestartRequired, Runtime
+from tpukit.hardware.runtime import Request, RestartRequired, Runtime
+
+KIND = "cpu"
 
 
 def configure_cpu_replicas(n: int) -> int:
@@ -39,43 +41,51 @@ def configure_cpu_replicas(n: int) -> int:
     return n
 
 
-def _connect_cpu(replicas, skipped) -> Runtime:
+def available(request: Request) -> Optional[str]:
+    """None: there is always a CPU."""
+    return None
+
+
+def connect(request: Request, skipped=()) -> Runtime:
+    """TensorFlow on the CPU: its one device, or `request.replicas` simulated replicas under a MirroredStrategy."""
     import tensorflow as tf
 
+    replicas = request.replicas
     if replicas and replicas > 1:
         configure_cpu_replicas(replicas)
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     if replicas and replicas > 1:
         devices = devices[:replicas]
-        strategy = mirrored(devices)
+        strategy = mirrored.strategy(devices)
     else:
         devices = devices[:1]
         strategy = tf.distribute.get_strategy()
-    facts = tuple(_cpu_facts() for _ in devices)
-    precision, reason = _cpu_precision()
+    device_facts = tuple(facts() for _ in devices)
+    policy, reason = precision()
     return Runtime(
         backend="tensorflow",
-        kind="cpu",
+        kind=KIND,
         devices=tuple(devices),
         replicas=len(devices),
         strategy=strategy,
         simulated=bool(replicas and replicas > 1),
-        device_facts=facts,
-        precision=precision,
+        device_facts=device_facts,
+        precision=policy,
         precision_reason=reason,
-        skipped=skipped,
+        skipped=tuple(skipped),
     )
 
 
-def _cpu_facts() -> Dict[str, Any]:
+def facts() -> Dict[str, Any]:
+    """This CPU's facts, from the probe: its name, measured peaks and, under TensorFlow, XLA's 16-bit gain."""
     probe = cpu_probe()
-    facts = {"name": probe["cpu"],
+    found = {"name": probe["cpu"],
              "peak_flops": {"fp32": probe["fp32_flops"], "bf16": probe["bf16_flops"], "fp16": None},
              "measured": measured_where(probe)}
     gain = xla_gain(probe)
     if gain:
-        facts["xla_gain"] = gain
-    return facts
+        found["xla_gain"] = gain
+    return found
 
 
 def measured_where(probe: Dict[str, Any]) -> str:
@@ -93,16 +103,16 @@ def xla_gain(probe: Dict[str, Any]) -> Dict[str, Dict[str, float]]:
             for short in ("bf16", "fp16")}
 
 
-def _cpu_precision() -> Tuple[str, str]:
+def precision() -> Tuple[str, str]:
     """bfloat16 when this CPU's measured bf16 matmuls and conv gradients both beat float32 by more than 20%.
 
     Matmuls alone are not enough: on an AMD EPYC under TensorFlow 2.21 bf16 matmuls ran 1.3x faster,
     and a CNN's bf16 conv gradients made its steps ten times slower.
     """
-    return _precision_from(cpu_probe())
+    return precision_from(cpu_probe())
 
 
-def _precision_from(probe: Dict[str, Any]) -> Tuple[str, str]:
+def precision_from(probe: Dict[str, Any]) -> Tuple[str, str]:
     matmul = probe["bf16_flops"] / probe["fp32_flops"]
     conv = probe["bf16_conv_flops"] / probe["fp32_conv_flops"]
     measured = f"bfloat16 runs matmuls at {matmul:.1f}x and conv gradients at {conv:.1f}x float32's speed on this CPU"

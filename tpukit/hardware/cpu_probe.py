@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
-from tpukit.hardware import backend
-from tpukit.hardware.specs import ConnectError
+from tpukit import backend
+from tpukit.hardware.runtime import ConnectError
 
 _probe: Dict[str, dict] = {}
 _FIELDS = ("fp32_flops", "bf16_flops", "fp32_conv_flops", "bf16_conv_flops")
@@ -121,9 +121,9 @@ def _forced(path: str, fields: tuple) -> dict:
 
 
 def _probe_framework() -> str:
-    """The framework the CPU's peak is measured with: the backend this process runs (`backend.choose` where none
-    is decided yet)."""
-    return backend.selected() or backend.choose("auto")[0]
+    """The framework the CPU's peak is measured with: the backend this process runs (`connect` has chosen it
+    before it asks for the CPU's facts), else TensorFlow where it is installed, else JAX."""
+    return backend.selected() or ("tensorflow" if backend.installed("tensorflow") else "jax")
 
 
 # Each builder returns (step, wait, FLOPs per step): `step()` launches one call, `wait(out)` blocks until it is done.

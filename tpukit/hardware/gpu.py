@@ -1,56 +1,71 @@
-"""GPUs under TensorFlow: the strategy over them, their facts, the precision for them, and TF32.
+"""GPUs under TensorFlow: whether any is there, the strategy over them, their facts, their precision, and TF32.
 
 One GPU trains under TensorFlow's default strategy, as plain `model.fit` does; two or more under a
-MirroredStrategy (`gpu_strategy` says which and why). `mirrored` is also the strategy of simulated CPU
-replicas: one per device set per process, and it holds tpukit's one use of MirroredStrategy's private
-`_collective_key_base` (`_group_keys_from`).
+MirroredStrategy (`gpu_strategy` says which and why). `precision` and `facts` also serve the JAX path.
 """
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import subprocess
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-from tpukit.hardware.specs import PEAK_FLOPS, ConnectError, Runtime
+from tpukit.hardware import mirrored
+from tpukit.hardware.runtime import ConnectError, Request, Runtime
+from tpukit.hardware.specs import gpu_peak
+
+KIND = "gpu"
 
 
-def _connect_gpu(replicas, skipped) -> Runtime:
+def available(request: Request) -> Optional[str]:
+    """None when TensorFlow sees a GPU here, else why not."""
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        return None
+    if not tf.test.is_built_with_cuda():
+        return "no GPU visible (this TensorFlow build has no CUDA support: tensorflow-cpu)"
+    return "no GPU visible to TensorFlow (CUDA_VISIBLE_DEVICES or drivers)"
+
+
+def connect(request: Request, skipped=()) -> Runtime:
+    """TensorFlow on the first `request.replicas` GPUs (every GPU by default)."""
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
-    if not gpus:
-        if not tf.test.is_built_with_cuda():
-            raise ConnectError("no GPU visible (this TensorFlow build has no CUDA support: tensorflow-cpu)")
-        raise ConnectError("no GPU visible to TensorFlow (CUDA_VISIBLE_DEVICES or drivers)")
+    replicas = request.replicas
     if replicas is not None and replicas > len(gpus):
         raise ConnectError(f"replicas={replicas} but only {len(gpus)} GPU(s) are visible")
     gpus = gpus[: replicas or len(gpus)]
-    facts = []
     memory = _nvidia_memory()
+    device_facts = []
     for i, gpu in enumerate(gpus):
         details = tf.config.experimental.get_device_details(gpu)
-        name = details.get("device_name", f"GPU {i}")
-        cc = details.get("compute_capability")
-        peak = next((v for k, v in PEAK_FLOPS.items() if k.lower() in name.lower()), {})
-        facts.append({"name": name, "compute_capability": list(cc) if cc else None,
-                      "memory_mib": memory.get(i), "peak_flops": peak})
+        device_facts.append(facts(details.get("device_name", f"GPU {i}"), details.get("compute_capability"),
+                                  memory.get(i)))
     logical = [d.name for d in tf.config.list_logical_devices("GPU")][: len(gpus)]
     strategy, strategy_reason = gpu_strategy(logical)
-    precision, reason = _gpu_precision(facts)
+    policy, reason = precision(device_facts)
     return Runtime(
         backend="tensorflow",
-        kind="gpu",
+        kind=KIND,
         devices=tuple(logical),
         replicas=len(logical),
         strategy=strategy,
         strategy_reason=strategy_reason,
-        device_facts=tuple(facts),
-        precision=precision,
+        device_facts=tuple(device_facts),
+        precision=policy,
         precision_reason=reason,
-        skipped=skipped,
+        skipped=tuple(skipped),
     )
+
+
+def facts(name: str, compute_capability=None, memory_mib: Optional[int] = None) -> Dict[str, Any]:
+    """A GPU's facts: its name, compute capability ((7, 5) from TensorFlow, "7.5" from JAX), memory, peaks."""
+    if isinstance(compute_capability, str):
+        compute_capability = compute_capability.split(".")
+    cc = [int(p) for p in compute_capability] if compute_capability else None
+    return {"name": name, "compute_capability": cc, "memory_mib": memory_mib, "peak_flops": gpu_peak(name)}
 
 
 def gpu_strategy(devices) -> Tuple[Any, str]:
@@ -66,14 +81,15 @@ def gpu_strategy(devices) -> Tuple[Any, str]:
         return tf.distribute.get_strategy(), (
             "TensorFlow's default strategy on one GPU, as plain model.fit: Keras' jit_compile='auto' compiles "
             "with XLA there (it turns XLA off under a tf.distribute strategy)")
-    return mirrored(devices), (
+    return mirrored.strategy(devices), (
         f"MirroredStrategy over {len(devices)} GPUs: each replica takes its share of the global batch and the "
         "gradients are all-reduced; Keras' jit_compile='auto' keeps XLA off under it")
 
 
-def _gpu_precision(facts) -> Tuple[str, str]:
-    caps = [tuple(f["compute_capability"] or (0, 0)) for f in facts]
-    low = [f["name"] for f, cc in zip(facts, caps) if cc < (7, 0)]
+def precision(device_facts) -> Tuple[str, str]:
+    """(policy, why) for these GPUs: mixed_float16 from compute capability 7.0 (Tensor Cores), else float32."""
+    caps = [tuple(f["compute_capability"] or (0, 0)) for f in device_facts]
+    low = [f["name"] for f, cc in zip(device_facts, caps) if cc < (7, 0)]
     if low:
         return "float32", (f"{', '.join(low)} has compute capability below 7.0 (no Tensor Cores): "
                            "mixed precision would run slower than float32.")
@@ -101,59 +117,3 @@ def set_tf32(enabled: bool) -> bool:
     previous = tf.config.experimental.tensor_float_32_execution_enabled()
     tf.config.experimental.enable_tensor_float_32_execution(bool(enabled))
     return previous
-
-
-_mirrored: Dict[Tuple[str, ...], Any] = {}
-
-
-def mirrored(devices) -> Any:
-    """The one MirroredStrategy of this process over `devices` (made on first use, then reused).
-
-    Reusing it is not only cheaper: a second MirroredStrategy over the same devices
-    starts its collective instance keys where the first did, and TensorFlow then
-    matches its all-reduces with ones the first left pending (seen with a sparse
-    Embedding gradient: "Shape mismatch in the collective instance 100"), which
-    cancels the next run. One strategy per device set never reuses a key.
-
-    Strategies over different device sets (replicas=8, then replicas=4) would
-    still both number their all-reduce groups from 1, and TensorFlow refuses the
-    second ("joining a group with size 4, but that group has size 8"). So each
-    set gets its own range of group keys (`_group_keys_from`).
-    """
-    import tensorflow as tf
-
-    key = tuple(devices)
-    if key not in _mirrored:
-        with _group_keys_from(_GROUP_KEYS_PER_STRATEGY * len(_mirrored)):
-            _mirrored[key] = tf.distribute.MirroredStrategy(devices=list(key))
-    return _mirrored[key]
-
-
-_GROUP_KEYS_PER_STRATEGY = 10_000  # a strategy uses a few group keys (one per device group); far fewer than this
-
-
-@contextlib.contextmanager
-def _group_keys_from(offset: int):
-    """While a MirroredStrategy is made, its all-reduce group keys start `offset` further on.
-
-    tpukit's one use of a private TensorFlow API: the class attribute
-    `MirroredStrategy._collective_key_base`, which a strategy reads once, when it is
-    made. The first strategy (offset 0) needs nothing; a later device set without
-    the attribute is refused in one line rather than left to fail in its first all-reduce.
-    """
-    if not offset:
-        yield
-        return
-    import tensorflow as tf
-
-    cls = tf.distribute.MirroredStrategy
-    base = getattr(cls, "_collective_key_base", None)
-    if base is None:
-        raise ConnectError(
-            f"TensorFlow {tf.__version__} no longer has MirroredStrategy._collective_key_base; tpukit needs it to give "
-            "a second device set its own all-reduce group keys: restart the runtime and connect with one device set.")
-    cls._collective_key_base = base + offset
-    try:
-        yield
-    finally:
-        cls._collective_key_base = base

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
-from tpukit.hardware.cpu import _cpu_facts, _cpu_precision
-from tpukit.hardware.gpu import _gpu_precision
-from tpukit.hardware.specs import KINDS, PEAK_FLOPS, ConnectError, RestartRequired, Runtime, tpu_type_from_kind
+from tpukit.hardware import cpu, gpu, tpu
+from tpukit.hardware.runtime import ConnectError, Request, RestartRequired, Runtime
+from tpukit.hardware.specs import KINDS, PEAK_FLOPS, tpu_type_from_kind
+
+KIND = None  # any kind: the one JAX finds
 
 
-def _xla_flag(flag: str) -> None:
+def available(request: Request) -> Optional[str]:
+    """None when Keras runs on JAX in this process (`tpukit.backend` chose it), else why not."""
+    return None if request.backend == "jax" else f"the backend is {request.backend}"
+
+
+def xla_flag(flag: str) -> None:
     """Add an XLA flag (read once, when JAX starts its backends)."""
     name = flag.split("=")[0]
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if f.split("=")[0] != name]
@@ -33,6 +40,8 @@ def processes() -> int:
 
 
 _initialized = False
+DETERMINISTIC_OPS = "--xla_gpu_deterministic_ops=true"
+_started_with: Optional[str] = None  # XLA_FLAGS when tpukit first asked JAX for its devices (JAX reads them then)
 
 
 def _join_processes(count: int) -> None:
@@ -76,19 +85,23 @@ class OneDevice:
         return f"OneDevice({self.device})"
 
 
-def _connect_jax(accelerator, replicas, deterministic, why) -> Runtime:
+def connect(request: Request, skipped=()) -> Runtime:
     """Devices from JAX: data parallelism with keras.distribution.DataParallel over every process's devices, or
     `OneDevice` (no distribution) where there is one."""
+    accelerator, replicas = request.accelerator, request.replicas
     if replicas and replicas > 1 and accelerator in ("auto", "cpu"):
-        _xla_flag(f"--xla_force_host_platform_device_count={replicas}")
-    if deterministic:
-        _xla_flag("--xla_gpu_deterministic_ops=true")
+        xla_flag(f"--xla_force_host_platform_device_count={replicas}")
+    if request.deterministic:
+        xla_flag(DETERMINISTIC_OPS)
     count = processes()
     if count > 1:
         _join_processes(count)
     import jax
     import keras
 
+    global _started_with
+    if _started_with is None:
+        _started_with = os.environ.get("XLA_FLAGS", "")
     try:
         devices = jax.devices() if accelerator == "auto" else jax.devices(accelerator)
     except RuntimeError as e:
@@ -111,11 +124,11 @@ def _connect_jax(accelerator, replicas, deterministic, why) -> Runtime:
     # Facts of this process's devices (peak_flops multiplies them by the workers).
     facts = tuple(_jax_facts(d, kind) for d in devices if count == 1 or d.process_index == jax.process_index())
     if kind == "tpu":
-        precision, reason = "mixed_bfloat16", "TPU matrix units compute in bfloat16; variables stay float32."
+        precision, reason = tpu.precision()
     elif kind == "gpu":
-        precision, reason = _gpu_precision(facts)
+        precision, reason = gpu.precision(facts)
     else:
-        precision, reason = _cpu_precision()
+        precision, reason = cpu.precision()
     others = [k for k in KINDS if k != kind]
     skipped = tuple((k, f"JAX sees no {k.upper()} device") for k in others[: KINDS.index(kind)])
     if count == 1 and len(devices) == 1:
@@ -135,7 +148,8 @@ def _connect_jax(accelerator, replicas, deterministic, why) -> Runtime:
         process_index=jax.process_index() if count > 1 else 0,
         device_facts=facts,
         precision=precision,
-        precision_reason=f"{reason} (Backend: JAX, {why}.)",
+        precision_reason=f"{reason} (Backend: JAX, {request.backend_reason}.)",
+        xla_deterministic_ops=DETERMINISTIC_OPS in _started_with.split(),
         skipped=skipped,
     )
 
@@ -147,7 +161,5 @@ def _jax_facts(device, kind) -> Dict[str, Any]:
                 "peak_flops": PEAK_FLOPS.get(tpu_type_from_kind(name), {})}
     if kind == "gpu":
         cc = getattr(device, "compute_capability", None)
-        cc = [int(p) for p in str(cc).split(".")] if cc else None
-        peak = next((v for k, v in PEAK_FLOPS.items() if k.lower() in name.lower()), {})
-        return {"name": name, "compute_capability": cc, "peak_flops": peak}
-    return _cpu_facts()
+        return gpu.facts(name, str(cc) if cc else None)
+    return cpu.facts()

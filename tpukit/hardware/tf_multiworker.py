@@ -10,16 +10,26 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from typing import Any
+from typing import Any, Optional
 
-from tpukit.hardware.cpu import _cpu_facts, configure_cpu_replicas
-from tpukit.hardware.specs import ConnectError, Runtime
+from tpukit.hardware import cpu
+from tpukit.hardware.runtime import ConnectError, Request, Runtime
+
+KIND = None  # any kind: the cluster's
 
 
-def _connect_multi_worker(accelerator, replicas) -> Runtime:
+def available(request: Request) -> Optional[str]:
+    """None when TF_CONFIG names a cluster for TensorFlow to join, else why not."""
+    if request.backend != "tensorflow":
+        return f"the {request.backend} backend joins processes its own way"
+    return None if os.environ.get("TF_CONFIG") else "TF_CONFIG is not set"
+
+
+def connect(request: Request, skipped=()) -> Runtime:
     """MultiWorkerMirroredStrategy from TF_CONFIG: synchronous data parallelism across processes."""
     import tensorflow as tf
 
+    accelerator, replicas = request.accelerator, request.replicas
     try:
         cluster = json.loads(os.environ["TF_CONFIG"])
         workers = len(cluster["cluster"]["worker"])
@@ -32,13 +42,13 @@ def _connect_multi_worker(accelerator, replicas) -> Runtime:
     kind = "gpu" if gpus and accelerator != "cpu" else "cpu"
     cpus = replicas if kind == "cpu" and replicas and replicas > 1 else 1
     if cpus > 1:
-        configure_cpu_replicas(cpus)
+        cpu.configure_cpu_replicas(cpus)
     strategy = _multi_worker_strategy(cpus)
     devices = tuple(strategy.extended.worker_devices)
     facts: tuple = ()
     precision, reason = "float32", "multi-worker CPU cluster: float32."
     if kind == "cpu":
-        facts = (_cpu_facts(),)
+        facts = (cpu.facts(),)
     return Runtime(
         backend="tensorflow",
         kind=kind,

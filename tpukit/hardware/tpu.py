@@ -3,7 +3,7 @@
 TensorFlow's TPU calls cannot be interrupted and fail in many ways: this module bounds each step
 in time, probes a TPU node's gRPC port before TensorFlow is asked, and turns every failure into
 one line. It also answers, without importing TensorFlow, whether only JAX can drive the TPU here
-(`tpu_needs_jax`), which `backend.choose` needs before Keras is imported.
+(`tpu_needs_jax`), which `tpukit.backend.choose` needs before Keras is imported.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from tpukit.hardware.specs import _TPU_TYPES, PEAK_FLOPS, ConnectError, RestartRequired, Runtime
+from tpukit.hardware.runtime import ConnectError, Request, RestartRequired, Runtime
+from tpukit.hardware.specs import PEAK_FLOPS, TPU_TYPES
 
+KIND = "tpu"
 TPU_TIMEOUT_S = 30.0  # default wait for a TPU to answer; connect(timeout=) or TPUKIT_TPU_TIMEOUT changes it
 
 
@@ -77,7 +79,7 @@ def installed_tensorflow() -> Dict[str, str]:
 def tpu_timeout(timeout: Optional[float] = None) -> float:
     """Seconds to wait for a TPU: `timeout` if given, else TPUKIT_TPU_TIMEOUT, else 30."""
     if timeout is not None:
-        return _check_timeout(timeout, "timeout")
+        return check_timeout(timeout, "timeout")
     text = os.environ.get("TPUKIT_TPU_TIMEOUT", "").strip()
     if not text:
         return TPU_TIMEOUT_S
@@ -85,10 +87,10 @@ def tpu_timeout(timeout: Optional[float] = None) -> float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    return _check_timeout(value, "TPUKIT_TPU_TIMEOUT", shown=text)
+    return check_timeout(value, "TPUKIT_TPU_TIMEOUT", shown=text)
 
 
-def _check_timeout(value, name: str, shown=None) -> float:
+def check_timeout(value, name: str, shown=None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         raise ValueError(f"{name}: expected a positive number of seconds. "
                          f"Received: {name}={shown if shown is not None else value!r}.")
@@ -168,18 +170,28 @@ def _wait_hint(seconds: float) -> str:
     return f"or wait longer with connect(timeout=...) or TPUKIT_TPU_TIMEOUT (now {seconds:g} s)."
 
 
-def _connect_tpu(tpu, tpu_resolver, skipped, timeout=None) -> Runtime:
-    address = tpu_address(tpu)
-    if address is None:
-        raise ConnectError(
-            "no TPU found (COLAB_TPU_ADDR and TPU_NAME are unset and this is not a TPU VM)"
-        )
-    seconds = tpu_timeout(timeout)
+def available(request: Request) -> Optional[str]:
+    """None when there is a TPU to try (an address, a name, or this TPU VM's chips), else why not."""
+    if tpu_address(request.tpu) is None:
+        return "no TPU found (COLAB_TPU_ADDR and TPU_NAME are unset and this is not a TPU VM)"
+    return None
+
+
+def precision() -> Tuple[str, str]:
+    """(policy, why) on a TPU: bfloat16 is what its matrix units compute in."""
+    return "mixed_bfloat16", "TPU matrix units compute in bfloat16; variables stay float32."
+
+
+def connect(request: Request, skipped=()) -> Runtime:
+    """TensorFlow's TPUStrategy on the TPU `request.tpu` names (or the one the environment names), within
+    `request.timeout` for each step; `request.tpu_resolver` builds the resolver (tests fake the TPU with it)."""
+    address = tpu_address(request.tpu)
+    seconds = tpu_timeout(request.timeout)
     deadline = time.monotonic() + seconds
     _probe_tpu(address, seconds)
     import tensorflow as tf
 
-    make = tpu_resolver or (lambda a: tf.distribute.cluster_resolver.TPUClusterResolver(tpu=a))
+    make = request.tpu_resolver or (lambda a: tf.distribute.cluster_resolver.TPUClusterResolver(tpu=a))
     step = "resolve"
     try:
         # Reaching the TPU: the resolver (a Cloud TPU name asks Google's API), then TensorFlow's remote context.
@@ -203,16 +215,17 @@ def _connect_tpu(tpu, tpu_resolver, skipped, timeout=None) -> Runtime:
     tpu_type = _tpu_type(resolver)
     peak = PEAK_FLOPS.get(tpu_type, {})
     facts = tuple({"name": tpu_type or "TPU", "peak_flops": peak} for _ in devices)
+    policy, reason = precision()
     return Runtime(
         backend="tensorflow",
-        kind="tpu",
+        kind=KIND,
         devices=devices,
         replicas=strategy.num_replicas_in_sync,
         strategy=strategy,
         device_facts=facts,
-        precision="mixed_bfloat16",
-        precision_reason="TPU matrix units compute in bfloat16; variables stay float32.",
-        skipped=skipped,
+        precision=policy,
+        precision_reason=reason,
+        skipped=tuple(skipped),
     )
 
 
@@ -243,4 +256,4 @@ def _explain_tpu_failure(address: str, error: Exception) -> str:
 def _tpu_type(resolver) -> str:
     """The TPU generation from TPU_ACCELERATOR_TYPE (e.g. 'v2-8', 'v5litepod-1'), for its datasheet peak."""
     accel = os.environ.get("TPU_ACCELERATOR_TYPE", "").lower()
-    return next((name for prefix, name in _TPU_TYPES if accel.startswith(prefix)), "TPU")
+    return next((name for prefix, name in TPU_TYPES if accel.startswith(prefix)), "TPU")

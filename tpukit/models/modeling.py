@@ -141,7 +141,7 @@ def _clone(model, why: str = ""):
             raise ModelError(f"could not copy the weights of {type(model).__name__} into its clone "
                              f"({one_line(e)}); pass a factory instead.") from e
     if getattr(model, "compiled", False):
-        config = _compile_args(model)
+        config = compile_args(model)
         optimizer = config.get("optimizer")
         if optimizer is not None and hasattr(optimizer, "get_config"):
             config["optimizer"] = optimizer.__class__.from_config(optimizer.get_config())
@@ -155,7 +155,7 @@ def compile(model, config) -> str:
 
     from tpukit.models import policies
 
-    user = getattr(model, "_tpukit_compile_args", None) or (_compile_args(model) if model.compiled else None)
+    user = getattr(model, "_tpukit_compile_args", None) or (compile_args(model) if model.compiled else None)
     if user:
         optimizer = user.get("optimizer") or policies.make_optimizer(config.optimizer, config.learning_rate,
                                                                       config.precision)
@@ -279,12 +279,12 @@ def _check_loss_takes(model, loss_name, y, outputs, prefix: str = "") -> None:
 
 def loss_name(model, config) -> str:
     """The loss the run trains with, as text (the user's compiled loss, or RunConfig.loss)."""
-    user = getattr(model, "_tpukit_compile_args", None) or (_compile_args(model) if model.compiled else None)
+    user = getattr(model, "_tpukit_compile_args", None) or (compile_args(model) if model.compiled else None)
     loss = (user or {}).get("loss") or config.loss
     return getattr(loss, "name", None) or getattr(loss, "__name__", None) or str(loss)
 
 
-def _compile_args(model) -> dict:
+def compile_args(model) -> dict:
     """The arguments the user passed to compile() (Keras keeps them raw in `_compile_config`)."""
     saved = getattr(model, "_compile_config", None)
     args = dict(getattr(saved, "config", {}) or {})

@@ -139,7 +139,7 @@ def start(
     """
     logdir = _absolute(logdir)
     _check_args(port, host, timeout)
-    from tpukit.hardware.backend import installed
+    from tpukit.backend import installed
 
     if not installed("tensorboard"):
         return Failed("TensorBoard is not installed here: run tpukit.colab.setup() on Colab, or "

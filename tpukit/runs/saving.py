@@ -290,7 +290,7 @@ def float32_copy(model):
                           "a subclassed model needs get_config() and @keras.saving.register_keras_serializable().") \
             from None
     if getattr(model, "compiled", False):
-        args = modeling._compile_args(model)
+        args = modeling.compile_args(model)
         optimizer = args.get("optimizer") or getattr(model, "optimizer", None)
         inner = getattr(optimizer, "inner_optimizer", optimizer)
         fresh = inner.__class__.from_config(inner.get_config()) if hasattr(inner, "get_config") else "adam"

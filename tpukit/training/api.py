@@ -20,7 +20,7 @@ from typing import Iterable, Optional
 from tpukit.config import RunConfig
 from tpukit.runs import checkpoint, records
 from tpukit.runs.records import RunResult
-from tpukit.training.run import _Run
+from tpukit.training.run import Run
 
 
 def train(
@@ -57,7 +57,7 @@ def train(
         ConfigError, tpukit.DataError, tpukit.ModelError, RegistryError: bad input, in one line,
             before a run directory is made.
     """
-    return _Run(config, runtime, callbacks, stop, progress, inputs=(model, data, validation_data, test_data)).execute()
+    return Run(config, runtime, callbacks, stop, progress, inputs=(model, data, validation_data, test_data)).execute()
 
 
 def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[int] = None, model=None, data=None,
@@ -89,7 +89,7 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
                 f"further, extend it into a new run: resume(run_dir, epochs=N) or --resume DIR --epochs N, with N > "
                 f"{previous.epochs_done}. Received: epochs={epochs}.")
         extended = config.replace(epochs=epochs)
-        return _Run(extended, runtime, callbacks, stop, progress, parent=previous, inputs=inputs).execute()
+        return Run(extended, runtime, callbacks, stop, progress, parent=previous, inputs=inputs).execute()
     checkpoint.latest(Path(run_dir, records.BACKUP_DIR))  # a damaged backup: BackupError, saying what is wrong
     found = records.resume_check(run_dir)
     if not found.ok and not records.in_use(run_dir):  # in use: taking the lock says by whom
@@ -98,7 +98,7 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
         raise records.RunDirError(
             f"{run_dir} is a {previous.status} run of {config.epochs} epochs; resume finishes it as it was set up, "
             f"and epochs= extends only completed runs. Received: epochs={epochs}.")
-    return _Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir), inputs=inputs,
+    return Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir), inputs=inputs,
                 previous=previous).execute()
 
 

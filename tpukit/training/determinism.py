@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 
+from tpukit.config import ConfigError
+
 _enabled = False
 
 
@@ -106,6 +108,18 @@ def setup(seed: int, deterministic: bool, backend: str = "tensorflow") -> str:
         return (f"seed {seed} set; op determinism stays on in this process (TensorFlow cannot turn it off): "
                 "restart the runtime for the faster nondeterministic kernels.")
     return f"seed {seed} set; ops may be nondeterministic, so weights can differ in the last bits between runs."
+
+
+def check_runtime(deterministic: bool, runtime) -> None:
+    """ConfigError when a deterministic run would train on JAX's GPU without XLA's deterministic ops: XLA reads
+    that flag once, when JAX starts, so a runtime connected without `deterministic=True` cannot give it."""
+    if deterministic and runtime.backend == "jax" and runtime.kind == "gpu" and not runtime.xla_deterministic_ops:
+        raise ConfigError(
+            "RunConfig.deterministic: this JAX runtime started its GPU without XLA's deterministic ops, and XLA reads "
+            "that flag only when JAX starts: restart the runtime and call tpukit.connect(deterministic=True) before "
+            "anything uses JAX (or train without a runtime, and train connects). Received: deterministic=True.",
+            field="deterministic", value=True, expected="a runtime connected with deterministic=True",
+            choices=(False,))
 
 
 def fingerprint(model_or_weights, length: int = 16) -> str:

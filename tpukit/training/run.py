@@ -1,6 +1,6 @@
 """One training run from start to end: connect, load, build, fit with tpukit's callbacks, record, keep the model.
 
-`train()` and `resume()` (`tpukit.training.api`) create a `_Run` and call it; everything a run does between
+`train()` and `resume()` (`tpukit.training.api`) create a `Run` and call it; everything a run does between
 "a config" and "a RunResult" is here.
 """
 
@@ -17,7 +17,7 @@ from typing import Optional
 
 from tpukit.config import ConfigError, PaddingWarning
 from tpukit.data import pipeline, sources
-from tpukit.hardware import runtime as rt
+from tpukit.hardware.connect import connect_for
 from tpukit.models import modeling
 from tpukit.registry import check_names, with_labels
 from tpukit.runs import checkpoint, records, state
@@ -29,7 +29,7 @@ from tpukit.training.plan import resolve as resolve_plan
 from tpukit.training.signals import Terminated, sigterm_stops
 
 
-class _Run:
+class Run:
     """One execution of a run: the steps of `train`, each a small method.
 
     `self.config` is the run's RunConfig as the user wrote it (named models and data labelled); once the hardware,
@@ -73,11 +73,12 @@ class _Run:
         check_names(config, self.model_arg, self.data_arg)  # fail fast, before connecting
         if not self.resuming:
             records.check_logdir(config.logdir)
-        runtime = self.runtime or rt.connect_for(config)
+        runtime = self.runtime or connect_for(config)
         if config.backend not in ("auto", runtime.backend):
             raise ConfigError(f"RunConfig.backend: the runtime runs {runtime.backend}, not {config.backend}. "
                               f"Received: backend={config.backend!r}.", field="backend", value=config.backend,
                               expected=f"{runtime.backend!r} or 'auto'", choices=("auto", runtime.backend))
+        determinism.check_runtime(config.deterministic, runtime)
         logdir = self._worker_writes_aside(runtime, held) if runtime.workers > 1 else config.logdir
         config.check_for(runtime.kind, runtime.replicas)
         policy, precision_reason = precision.resolve(config.precision, runtime)

@@ -103,7 +103,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     from tpukit.data import pipeline
     from tpukit.training import precision
     from tpukit.data import sources
-    from tpukit.hardware import runtime as rt
+    from tpukit.hardware.connect import connect_for
     from tpukit.registry import check_names, with_labels
 
     for name, value, low in (("warmup_steps", warmup_steps, 1), ("steps", steps, 2)):
@@ -114,7 +114,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
                           f"min_gain={min_gain!r}.")
     config, model, data = with_labels(config, model, data)
     check_names(config, model, data)
-    runtime = runtime or rt.connect_for(config)
+    runtime = runtime or connect_for(config)
     policy, _ = precision.resolve(config.precision, runtime)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sources.UnorderedDataWarning)  # batched data is refused just below

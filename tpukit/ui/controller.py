@@ -120,10 +120,10 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
         return runtime
 
     def _connect(self, config: RunConfig):
-        from tpukit.hardware import runtime as rt
+        from tpukit.hardware.connect import connect_for
 
         try:
-            runtime = rt.connect_for(config)
+            runtime = connect_for(config)
         except Exception as e:
             self.view.accelerator(self._runtime, text=short_error(e), kind="error")
             raise
@@ -137,7 +137,7 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
 
     def _connecting_line(self, config: RunConfig) -> str:
         """What an action that connects says at once: connecting, and loading the framework the first time."""
-        from tpukit.hardware import backend
+        from tpukit import backend
 
         line = ("Connecting: looking for a TPU, else GPUs, else the CPU…" if config.accelerator == "auto"
                 else f"Connecting to the {config.accelerator.upper()}…")

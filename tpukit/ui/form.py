@@ -188,7 +188,7 @@ class Form:
 
 def _backend_note(chosen: str) -> str:
     """Which Keras backend this kernel runs, once one is loaded (a kernel cannot switch)."""
-    from tpukit.hardware import backend
+    from tpukit import backend
 
     loaded = backend.loaded()
     if loaded is None:

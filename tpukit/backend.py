@@ -6,7 +6,9 @@ sets KERAS_BACKEND, or explains what to do when Keras already loaded another.
 
 "auto" picks TensorFlow, unless a TPU is there that TensorFlow cannot drive
 (Colab's TPU runtimes are TPU VMs with JAX and no TensorFlow TPU support);
-then it picks JAX, which drives those TPUs natively.
+then it picks JAX, which drives those TPUs natively. Whether such a TPU is there is
+the hardware's question: the caller passes the answer in (`tpukit.hardware.connect.
+backend_for` asks `hardware.tpu`), so this module knows nothing of the hardware.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import sys
 from typing import Callable, Optional, Tuple
 
 from tpukit.config import BACKENDS  # noqa: F401  (the one definition; callers read it here too)
-from tpukit.hardware import tpu
 
 
 class BackendError(RuntimeError):
@@ -44,13 +45,13 @@ def installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def choose(requested: str = "auto", tpu_needs_jax: Optional[Callable[[], Optional[str]]] = None) -> Tuple[str, str]:
+def choose(requested: str, tpu_needs_jax: Callable[[], Optional[str]]) -> Tuple[str, str]:
     """Resolve a requested backend to (backend, reason), without importing Keras.
 
     Args:
         requested: "auto", "tensorflow" or "jax".
         tpu_needs_jax: returns a reason when a TPU is present that TensorFlow
-            cannot drive, else None (default: `tpu.tpu_needs_jax`).
+            cannot drive, else None (`tpukit.hardware.tpu.tpu_needs_jax`).
     """
     if requested not in BACKENDS:
         raise ValueError(f"Unknown backend {requested!r}. Choices: {', '.join(BACKENDS)}.")
@@ -59,7 +60,7 @@ def choose(requested: str = "auto", tpu_needs_jax: Optional[Callable[[], Optiona
     current = loaded()
     if current in ("tensorflow", "jax"):
         return current, f"Keras is already loaded with the {current} backend in this process"
-    why = (tpu_needs_jax or tpu.tpu_needs_jax)()
+    why = tpu_needs_jax()
     if why:
         return "jax", why
     if not installed("tensorflow") and installed("jax"):
