@@ -103,13 +103,13 @@ loaded = run.model.predict(x, verbose=0)
 plain = keras.saving.load_model({exported.keras_path!r})
 print(json.dumps({{"loaded": loaded.tolist(), "plain": plain.predict(x, verbose=0).tolist(),
                   "policy": keras.config.dtype_policy().name, "history": sorted(run.history),
-                  "epochs": run.result.epochs_done, "model": run.config.model,
+                  "epochs": run.epochs_done, "model": run.config["model"], "type": type(run).__name__,
                   "layer_policies": sorted({{l.dtype_policy.name for l in plain.layers}})}}))
 """)
     assert np.array_equal(np.array(got["loaded"], "float32"), expected)  # same weights, same policy: equal
     assert got["policy"] == "float32" and got["layer_policies"] == ["float32"]  # float32-safe
     np.testing.assert_allclose(np.array(got["plain"]), expected, atol=2e-3)  # bf16 compute vs float32
-    assert got["epochs"] == 1 and got["model"] == "mlp" and "loss" in got["history"]
+    assert got["epochs"] == 1 and got["model"] == "mlp" and "loss" in got["history"] and got["type"] == "RunResult"
 
 
 @pytest.mark.parametrize("kind", ["functional", "subclassed"])
@@ -157,7 +157,7 @@ def test_a_stopped_run_loads_its_last_whole_epoch(tmp_path):
 def test_a_model_handed_over_as_an_object_says_what_to_pass_to_load(tmp_path):
     x, y = images(256)
     result = train(_config(tmp_path), model=user_cnn, data=(x, y))
-    assert tpukit.load(result.run_dir).config.model == "usermodels:user_cnn"  # an import path: rebuilds alone
+    assert tpukit.load(result.run_dir).config["model"] == "usermodels:user_cnn"  # an import path: rebuilds alone
     model = user_cnn(SPEC)
     with pytest.warns(modeling.TrainedInPlace):
         mine = train(_config(tmp_path), model=model, data=(x, y))

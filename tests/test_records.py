@@ -37,6 +37,21 @@ def test_result_round_trip_listing_and_compare(tmp_path):
     assert json.loads((run_dir / "result.json").read_text())["status"] == "completed"
 
 
+def test_a_result_keeps_its_model_in_its_slot_never_in_the_record(tmp_path):
+    """One result type: the model rides in `model_slot`, a field made for it, out of to_dict, equality and copies."""
+    import copy
+
+    model = object()  # any object: the slot does not look inside
+    result = records.RunResult(run_dir=str(tmp_path), status="completed", config={"model": "mlp"})
+    result.attach_model(model)
+    assert result.model is model and result.model_slot.model is model
+    assert "model_slot" not in result.to_dict() and "model" not in result.to_dict()
+    json.dumps(result.to_dict())
+    back = records.RunResult.from_dict(result.to_dict())
+    assert back == result and back.model_slot.model is None  # equal records; the model stays in this process
+    assert copy.deepcopy(result).model_slot.model is None and "a model" in repr(result.model_slot)
+
+
 def test_a_damaged_record_is_one_line_and_list_runs_keeps_the_others(tmp_path):
     from tpukit.config import ConfigError, RunConfig
 

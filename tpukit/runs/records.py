@@ -28,9 +28,30 @@ from tpukit.runs.files import (BACKUP_DIR, CONFIG_FILE, LOCK_NAME, RESULT_FILE, 
                                write_json)
 
 
+class ModelSlot:
+    """Where a RunResult keeps its keras.Model: the one trained in this process, or the one rebuilt from the run
+    directory on first use (with `rebuild_with`, the factory or model `tpukit.load(run_dir, model=)` was given).
+    In memory only: never in result.json, and a copy of the result starts with an empty slot."""
+
+    __slots__ = ("model", "rebuild_with")
+
+    def __init__(self, model: Any = None, rebuild_with: Any = None):
+        self.model, self.rebuild_with = model, rebuild_with
+
+    def __deepcopy__(self, memo) -> "ModelSlot":
+        return ModelSlot(rebuild_with=self.rebuild_with)
+
+    def __repr__(self) -> str:
+        return f"ModelSlot({'a model' if self.model is not None else 'empty'})"
+
+
 @dataclasses.dataclass(frozen=True)
 class RunResult:
-    """What a run did. `status` is running, completed, stopped or failed."""
+    """What a run did. `status` is running, completed, stopped or failed; `.model` is its trained keras.Model.
+
+    `train()`, `resume()` and `tpukit.load(run_dir)` all give one: a result read back from its directory is the
+    same type as the one a run returns, and its model is rebuilt from the directory when first asked for.
+    """
 
     run_dir: str
     status: str
@@ -60,6 +81,7 @@ class RunResult:
     data: Dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: Tuple[str, ...] = ()
     model_policy: str = ""  # the trained model's dtype policy (a built model keeps its own): load() rebuilds with it
+    model_slot: ModelSlot = dataclasses.field(default_factory=ModelSlot, init=False, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return (f"RunResult(status={self.status!r}, epochs_done={self.epochs_done}, run_dir={self.run_dir!r}, "
@@ -92,15 +114,13 @@ class RunResult:
     def model(self):
         """The trained keras.Model: the object trained in this process, else rebuilt from the run directory
         (`tpukit.load(run_dir).model`: its final weights, or a stopped run's last whole epoch)."""
-        model = self.__dict__.get("_model")
-        if model is None:
-            model = saving.rebuild(self.run_dir)
-            self.attach_model(model)
-        return model
+        if self.model_slot.model is None:
+            self.model_slot.model = saving.rebuild(self.run_dir, self.model_slot.rebuild_with)
+        return self.model_slot.model
 
     def attach_model(self, model) -> None:
         """Keep the trained model with this result (in memory only: it never goes into result.json)."""
-        object.__setattr__(self, "_model", model)
+        self.model_slot.model = model
 
     def export(self, path):
         """Write the trained model as a `.keras` file (float32) that plain `keras.saving.load_model` opens, and a
@@ -109,13 +129,14 @@ class RunResult:
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
+        del d["model_slot"]
         d["profile_files"] = list(self.profile_files)
         d["notes"] = list(self.notes)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunResult":
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
         d = {k: v for k, v in d.items() if k in names}
         d["profile_files"] = tuple(d.get("profile_files", ()))
         d["notes"] = tuple(d.get("notes", ()))
