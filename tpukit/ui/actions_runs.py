@@ -83,7 +83,7 @@ class RunsActions:
             ModelError, RunDirError: the model cannot be rebuilt, or the run kept no weights (one line each).
         """
         result = self._run_for_model(run)
-        model = result.__dict__.get("_model")
+        model = result.model_slot.model
         if model is None:
             from tpukit.runs import store
 
@@ -100,7 +100,7 @@ class RunsActions:
         """The model last loaded with `load_model`, else the latest run's trained model (None before any run)."""
         if getattr(self, "_model", None) is not None:
             return self._model
-        latest = next((r for r in reversed(self._runs) if r.__dict__.get("_model") is not None), None)
+        latest = next((r for r in reversed(self._runs) if r.model_slot.model is not None), None)
         return latest.model if latest is not None else None
 
     def export(self, run=None, path=None):
@@ -178,7 +178,7 @@ class RunsActions:
 
 def model_loads(run) -> bool:
     """Whether a run's trained model can come into the kernel: kept in memory, or weights in its directory."""
-    if run.__dict__.get("_model") is not None:
+    if run.model_slot.model is not None:
         return True
     from tpukit.runs import saving
 
