@@ -90,3 +90,26 @@ def test_a_summary_says_why_mfu_is_not_reported():
                                                                              "epochs": 1})
     line = next(l for l in result.summary().splitlines() if l.startswith("MFU not reported: "))
     assert "200.0 GFLOP/s" in line and "cpu_probe.json" in line
+
+
+def test_a_recording_writes_each_epoch_with_what_was_measured_and_keeps_whole_epochs(tmp_path):
+    """The record of a run while it trains: the recorder adds epochs, each write reads the measures."""
+    from tpukit.runs.recording import Recording
+
+    run_dir = records.new_run_dir(str(tmp_path), "rec")
+    records.write_json(run_dir / "config.json", RunConfig().to_dict())
+    notes, speed = ["jit_compile: auto"], {"examples_per_sec": None}
+    record = Recording(run_dir, {"loss": [2.0]}, notes, config=RunConfig().to_dict(), parent="elsewhere")
+    record.measure(lambda: dict(speed))
+    speed["examples_per_sec"] = 10.0
+    record.add_epoch({"epoch": 1, "loss": 1.0, "val_loss": 1.5})  # a metric the first epoch lacked
+    notes.append("early stopping")
+    on_disk = records.load(run_dir)
+    assert on_disk.status == "running" and on_disk.epochs_done == 2 and on_disk.examples_per_sec == 10.0
+    assert on_disk.history == {"loss": [2.0, 1.0], "val_loss": [None, 1.5]} and on_disk.parent == "elsewhere"
+    record.add_epoch({"epoch": 2, "val_loss": 1.2})
+    assert record.history == {"loss": [2.0, 1.0, None], "val_loss": [None, 1.5, 1.2]}
+    record.keep_epochs(1)
+    ended = record.save("stopped", "stopped on request", cause="stopped on request")
+    assert ended == records.load(run_dir) and ended.history == {"loss": [2.0], "val_loss": [None]}
+    assert ended.final_metrics == {"loss": 2.0, "val_loss": None} and ended.notes == tuple(notes)

@@ -17,7 +17,7 @@ import math
 import sys
 import threading
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Dict, Optional
 
 import keras
 
@@ -162,10 +162,12 @@ class EpochBackup(StepSafe):
 
 
 class RunRecorder(StepSafe):
-    """Records per-epoch history and the run's speed; ends the run on a NaN loss.
+    """Records each whole epoch in the run's `Recording` (which writes result.json) and the run's speed; ends the
+    run on a NaN loss.
 
     Only whole epochs enter the history: an epoch cut short by a stop request
-    is redone on resume, so it is not counted as done.
+    is redone on resume, so it is not counted as done. The record reads the
+    speed (`speed()`) at every write.
 
     The speed is `tpukit.observe.progress.Meter`'s, the one definition of examples/s:
     every step but the run's first (it compiles), each epoch from its start
@@ -177,15 +179,15 @@ class RunRecorder(StepSafe):
     step that saw it is the last of its call of `steps_per_execution` steps.
     """
 
-    def __init__(self, examples_per_step: int,
-                 on_epoch: Optional[Callable[[int, Dict[str, float]], None]] = None, clock=time.perf_counter,
+    def __init__(self, examples_per_step: int, record=None, clock=time.perf_counter,
                  steps_per_epoch: Optional[int] = None, epochs: int = 0):
         super().__init__()
         self.steps_per_epoch = steps_per_epoch
-        self.on_epoch = on_epoch
+        self.record = record
+        if record is not None:
+            record.measure(self.speed)
         self.clock = clock
         self.meter = Meter(examples_per_step, steps_per_epoch or 0, epochs)
-        self.epoch_rows: List[Dict[str, float]] = []
         self.train_begin: Optional[float] = None
         self.nan_step: Optional[int] = None
         self._lock = threading.Lock()
@@ -207,9 +209,8 @@ class RunRecorder(StepSafe):
         if not whole_epoch(self.meter.step_index, self.steps_per_epoch, self.model):
             return
         row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()}}
-        self.epoch_rows.append(row)
-        if self.on_epoch:
-            self.on_epoch(epoch, row)
+        if self.record is not None:
+            self.record.add_epoch(row)
 
     def _check_nan(self, batch, logs):
         loss = (logs or {}).get("loss")
@@ -219,6 +220,11 @@ class RunRecorder(StepSafe):
             self.stop_training()
 
     # ---- derived figures ---------------------------------------------------
+    def speed(self) -> Dict[str, Optional[float]]:
+        """The `RunResult` fields of the run's speed, as measured so far."""
+        return {"examples_per_sec": self.examples_per_sec(), "step_time_ms": self.step_time_ms(),
+                "time_to_first_step_s": self.time_to_first_step()}
+
     def step_time_ms(self) -> Optional[float]:
         seconds, steps = self.meter.timed()
         return 1000.0 * seconds / steps if steps and seconds > 0 else None

@@ -75,3 +75,8 @@ class Watch:
         if self._start is not None:
             count, seconds = totals(self.name)
             self.count, self.seconds = count - self._start[0], seconds - self._start[1]
+
+    def fields(self) -> dict:
+        """The `RunResult` fields this watch fills: `compiles` and `compile_s` (None until it stopped, and on
+        TensorFlow)."""
+        return {"compiles": self.count, "compile_s": self.seconds}

@@ -22,6 +22,7 @@ from tpukit.models import modeling
 from tpukit.registry import check_names, with_labels
 from tpukit.runs import checkpoint, records, state
 from tpukit.runs.records import RunResult
+from tpukit.runs.recording import Recording, first_epochs
 from tpukit.training import compiles, determinism, precision
 from tpukit.training.plan import (RunPlan, check_profile_window, estimated_step_seconds,
                                   resolve_steps_per_execution, steps_per_epoch)
@@ -56,6 +57,8 @@ class Run:
         self.compiles = None
         self.flops = None
         self.notes = []  # why each choice the plan made, then what the run did with the model
+        self.record = None  # the Recording, once the run's directory exists
+        self.test_metrics = {}
         self.fitting = self.terminated = False
 
     # ---- the steps -----------------------------------------------------------
@@ -94,7 +97,7 @@ class Run:
         determinism.setup(config.seed, config.deterministic, runtime.backend)
         self.source, steps = self._load_data()
         check_profile_window(config.profile, steps, config.epochs)
-        self.initial_epoch, self.history, self.restore_from = self._restore_point()
+        self.initial_epoch, self.kept_history, self.restore_from = self._restore_point()
         with precision.policy(policy), runtime.strategy.scope():
             self.model = self._build_model(policy)
             self.plan = self._plan(self.model, policy, precision_reason, steps, logdir)
@@ -199,11 +202,16 @@ class Run:
         return self.flops
 
     def _open_run_dir(self, held):
+        """The run's directory (a new one, or the one a resume continues) and its `Recording`."""
+        config = self.plan.config
         if self.run_dir is None:
-            config = self.plan.config
             self.run_dir = records.new_run_dir(config.logdir, config.run_name)
             held.enter_context(records.locked(self.run_dir))
             records.write_json(self.run_dir / records.CONFIG_FILE, config.to_dict())
+        self.record = Recording(self.run_dir, self.kept_history, self.notes, config=config.to_dict(),
+                                steps_per_epoch=self.plan.steps_per_epoch, precision_reason=self.plan.precision_reason,
+                                runtime=self.runtime.to_dict(), data=self.source.describe(), started=self.started,
+                                parent=self.parent, model_policy=self.model.dtype_policy.name)
 
     def _fit(self) -> RunResult:
 
@@ -216,7 +224,6 @@ class Run:
         validation_feed = pipeline.eval_feed(source.validation, feeder=self.feeder, global_batch=global_batch,
                                              replicas=self.runtime.replicas, shard=shard)
         callbacks = self._callbacks(self.plan.steps_per_epoch, global_batch, self.restore_from)
-        self.test_metrics = {}
         status, message = "completed", ""
         self.fitting = True
         self.compiles.start()
@@ -283,7 +290,7 @@ class Run:
         if self.resuming:
             backup = checkpoint.latest(self.run_dir / records.BACKUP_DIR)
             if backup is not None:
-                return backup.epochs_done, _first_epochs(self.previous.history, backup.epochs_done), str(backup.path)
+                return backup.epochs_done, first_epochs(self.previous.history, backup.epochs_done), str(backup.path)
         if self.parent is None:
             return 0, {}, None
         parent = self.previous if not self.resuming else records.load(self.parent)  # an extension was read already
@@ -291,7 +298,7 @@ class Run:
         if parent.status != "completed" or not weights.is_file():
             raise checkpoint.RestoreError(f"{self.parent}, the run this one extends, has no final weights "
                                           f"({parent.status}); it cannot be continued exactly.")
-        return parent.epochs_done, _first_epochs(parent.history, parent.epochs_done), str(weights)
+        return parent.epochs_done, first_epochs(parent.history, parent.epochs_done), str(weights)
 
     def _callbacks(self, steps, global_batch, weights):
         import keras
@@ -300,12 +307,12 @@ class Run:
 
         config = self.plan.config
         self.stopper = cb.StopOnRequest(self.stop)
-        self.recorder = cb.RunRecorder(global_batch, on_epoch=self._on_epoch, steps_per_epoch=steps,
-                                       epochs=config.epochs)
+        self.recorder = cb.RunRecorder(global_batch, record=self.record, steps_per_epoch=steps, epochs=config.epochs)
+        self.record.measure(self.compiles.fields)
         out = [
             self.recorder,  # records an epoch before its backup: a kill between them redoes the epoch, nothing lost
             cb.EpochBackup(str(self.run_dir / records.BACKUP_DIR), steps, restore=weights),  # restores before any write
-            keras.callbacks.LambdaCallback(on_train_begin=lambda logs: self._save(status="running")),
+            keras.callbacks.LambdaCallback(on_train_begin=lambda logs: self.record.save("running")),
             self.stopper,
             _scalar_writer(str(self.run_dir)),
         ]
@@ -328,10 +335,6 @@ class Run:
                                           global_batch=config.global_batch_size))
         return out + self.extra_callbacks
 
-    def _on_epoch(self, epoch, row):
-        _append_epoch(self.history, row)
-        self._save(status="running")
-
     def _close_profiler(self):
         if self.profiler is not None:
             self.profiler.close()
@@ -349,37 +352,9 @@ class Run:
         return f"loss became NaN at {where}: likely cause: {cause}."
 
     # ---- results ---------------------------------------------------------------
-    def _result(self, status: str, message: str = "", final: bool = False) -> RunResult:
-
-        rec = getattr(self, "recorder", None)
-        fields = dict(run_dir=str(self.run_dir), status=status, config=self.plan.config.to_dict(),
-                      history={k: list(v) for k, v in self.history.items()}, epochs_done=_epochs(self.history),
-                      steps_per_epoch=self.plan.steps_per_epoch,
-                      precision_reason=self.plan.precision_reason, runtime=self.runtime.to_dict(),
-                      message=message, cause=self.cause, started=self.started, data=self.source.describe(),
-                      test_metrics=dict(getattr(self, "test_metrics", {})), notes=tuple(self.notes),
-                      parent=self.parent)
-        if getattr(self, "model", None) is not None:
-            fields["model_policy"] = self.model.dtype_policy.name
-        if _epochs(self.history):
-            fields["final_metrics"] = {k: v[-1] for k, v in self.history.items()}
-        if rec is not None:
-            fields.update(examples_per_sec=rec.examples_per_sec(), step_time_ms=rec.step_time_ms(),
-                          time_to_first_step_s=rec.time_to_first_step(), compiles=self.compiles.count,
-                          compile_s=self.compiles.seconds)
-        if final:
-            flops, flops_source = self._flops(self.model)
-            mfu, flops_source = _mfu(flops, fields.get("examples_per_sec"),
-                                     self.runtime.peak_flops(self.plan.config.precision), flops_source)
-            fields.update(
-                fingerprint=determinism.fingerprint(self.model), flops_per_example=flops, flops_source=flops_source,
-                mfu=mfu, ended=time.time(),
-                profile_files=tuple(self.profiler.files) if self.profiler is not None else (),
-            )
-        return RunResult(**fields)
-
-    def _save(self, status: str, message: str = "") -> None:
-        records.save_result(self._result(status, message))
+    def _ended(self) -> dict:
+        """What the record learns when training ends: why a stopped run stopped, and the test split's metrics."""
+        return dict(cause=self.cause, test_metrics=dict(self.test_metrics))
 
     def _ending(self, error: BaseException):
         """(status, one-line message) for a run ended by `error`: an interrupt or SIGTERM stops it, anything else
@@ -413,9 +388,9 @@ class Run:
         """
         with contextlib.suppress(Exception):
             kept = checkpoint.latest(self.run_dir / records.BACKUP_DIR, verify=False)
-            self.history = _first_epochs(self.history, kept.epochs_done if kept else self.initial_epoch)
+            self.record.keep_epochs(kept.epochs_done if kept else self.initial_epoch)
         with contextlib.suppress(Exception):
-            self._save(status, message)
+            self.record.save(status, message, **self._ended())
 
     def _finish(self, status: str, message: str) -> RunResult:
         backups = self.run_dir / records.BACKUP_DIR
@@ -423,8 +398,13 @@ class Run:
                             "write the final weights")
         with records.atomic(self.run_dir / records.WEIGHTS_FILE) as tmp:
             self.model.save_weights(str(tmp))
-        result = self._result(status, message, final=True)
-        records.save_result(result)
+        flops, flops_source = self._flops(self.model)
+        examples_per_sec = self.recorder.examples_per_sec()
+        mfu, flops_source = _mfu(flops, examples_per_sec, self.runtime.peak_flops(self.plan.config.precision),
+                                 flops_source)
+        result = self.record.save(status, message, **self._ended(), fingerprint=determinism.fingerprint(self.model),
+                                  flops_per_example=flops, flops_source=flops_source, mfu=mfu, ended=time.time(),
+                                  profile_files=tuple(self.profiler.files) if self.profiler is not None else ())
         result.attach_model(self.model)  # result.model: in this process, not in result.json
         if status == "completed":
             shutil.rmtree(self.run_dir / records.BACKUP_DIR, ignore_errors=True)
@@ -458,25 +438,3 @@ def _scalar_writer(logdir: str):
     from tpukit.observe import scalars
 
     return scalars.EpochScalars(logdir)
-
-
-# The history has one shape everywhere, the record's: {metric: [value per epoch]}.
-
-def _epochs(history) -> int:
-    return len(next(iter(history.values()), []))
-
-
-def _first_epochs(history, n: int):
-    """A copy of `history` cut to its first `n` epochs."""
-    return {k: list(v[:n]) for k, v in history.items()}
-
-
-def _append_epoch(history, row) -> None:
-    """Add one epoch's row ({"epoch": i, metric: value}); a metric missing on one side is None there."""
-    done = _epochs(history)
-    for key, value in row.items():
-        if key != "epoch":
-            history.setdefault(key, [None] * done).append(value)
-    for values in history.values():
-        if len(values) == done:
-            values.append(None)
