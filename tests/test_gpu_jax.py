@@ -49,7 +49,8 @@ def fake_gpu(name, cc):
 def facts(r):
     return {"kind": r.kind, "backend": r.backend, "precision": r.precision, "reason": r.precision_reason,
             "strategy": type(r.strategy).__name__, "replicas": r.replicas, "facts": list(r.device_facts),
-            "skipped": dict(r.skipped), "peak16": r.peak_flops("mixed_float16"), "peak32": r.peak_flops("float32")}
+            "skipped": dict(r.skipped), "peak16": r.peak_flops("mixed_float16"), "peak32": r.peak_flops("float32"),
+            "strategy_reason": r.strategy_reason, "describe": r.describe()}
 
 import tpukit
 """
@@ -78,6 +79,8 @@ print(json.dumps(facts(tpukit.connect(accelerator="gpu", backend="jax"))))
     [t4] = out["facts"]
     assert (t4["name"], t4["compute_capability"], t4["peak_flops"]) == ("Tesla T4", [7, 5], PEAK_FLOPS["Tesla T4"])
     assert out["peak16"] == 65e12
+    assert out["strategy_reason"].startswith("one GPU device, no keras.distribution, as plain Keras on JAX runs it")
+    assert f"Strategy: {out['strategy_reason']}" in out["describe"].splitlines()
 
 
 def test_auto_finds_a_p100_and_keeps_float32_below_compute_capability_7_fake_gpu():

@@ -73,6 +73,7 @@ print(json.dumps({"backend": keras.backend.backend(), "replicas": runtime.replic
     assert (result["compute"], result["variable"], result["output"]) == ("bfloat16", "float32", "float32")
     assert result["policy_after"] == "float32"
     assert "8 simulated replicas" in result["describe"] and "(jax;" in result["describe"]
+    assert "Strategy: keras.distribution.DataParallel over 8 CPU devices: each takes its share" in result["describe"]
 
 
 def test_auto_picks_jax_for_a_tpu_tensorflow_cannot_drive_fake_tpu_vm():

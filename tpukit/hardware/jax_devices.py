@@ -133,8 +133,13 @@ def connect(request: Request, skipped=()) -> Runtime:
     skipped = tuple((k, f"JAX sees no {k.upper()} device") for k in others[: KINDS.index(kind)])
     if count == 1 and len(devices) == 1:
         distribution = OneDevice(devices[0])
+        strategy_reason = (f"one {kind.upper()} device, no keras.distribution, as plain Keras on JAX runs it "
+                           "(DataParallel over one device would compile train_step three times)")
     else:
         distribution = keras.distribution.DataParallel(devices=devices)
+        strategy_reason = (f"keras.distribution.DataParallel over {len(devices)} {kind.upper()} devices"
+                           + (f" in {count} processes" if count > 1 else "")
+                           + ": each takes its share of the global batch, and XLA all-reduces the gradients")
     if count > 1:
         distribution.auto_shard_dataset = False  # tpukit's feeders give each process its share of every batch
     return Runtime(
@@ -143,6 +148,7 @@ def connect(request: Request, skipped=()) -> Runtime:
         devices=tuple(str(d) for d in devices),
         replicas=len(devices),
         strategy=distribution,
+        strategy_reason=strategy_reason,
         simulated=kind == "cpu" and len(devices) > 1,
         workers=count,
         process_index=jax.process_index() if count > 1 else 0,

@@ -55,7 +55,7 @@ class Runtime:
     precision: str = "float32"
     precision_reason: str = ""
     skipped: Tuple[Tuple[str, str], ...] = ()
-    strategy_reason: str = ""  # which strategy, and why, where there was a choice (one GPU or several)
+    strategy_reason: str = ""  # which strategy and why, where there was a choice (TF: one GPU or more; JAX: any)
     # JAX: XLA's deterministic GPU ops were on when JAX started (connect(deterministic=True) before it did)
     xla_deterministic_ops: bool = False
 
