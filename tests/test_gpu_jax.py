@@ -144,3 +144,23 @@ print(json.dumps({{"said": said, "flag": runtime.xla_deterministic_ops, "again":
 """)
     assert out["said"] and "\n" not in out["said"] and "tpukit.connect(deterministic=True)" in out["said"]
     assert out["flag"] is False and out["again"] is False and out["runs"] == []  # refused before a run dir
+
+
+def test_jax_started_by_the_users_code_before_connect_keeps_the_flag_off_fake_gpu(tmp_path):
+    """The user's own JAX code ran first (its backends started): connect(deterministic=True) sets the flag too late,
+    and the runtime says so, so a deterministic run is refused rather than run nondeterministically."""
+    out = _python(f"""
+import jax.numpy as jnp
+jnp.zeros(1).block_until_ready()   # the user's code starts JAX's backends
+fake_gpu("Tesla T4", "7.5")
+runtime = tpukit.connect(accelerator="gpu", backend="jax", deterministic=True)
+config = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, batch_size=32, deterministic=True,
+                          logdir={str(tmp_path)!r})
+try:
+    tpukit.train(config, runtime)
+    said = None
+except tpukit.ConfigError as e:
+    said = str(e)
+print(json.dumps({{"flag": runtime.xla_deterministic_ops, "said": said}}))
+""")
+    assert out["flag"] is False and "restart the runtime" in out["said"]

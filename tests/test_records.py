@@ -50,6 +50,7 @@ def test_a_result_keeps_its_model_in_its_slot_never_in_the_record(tmp_path):
     back = records.RunResult.from_dict(result.to_dict())
     assert back == result and back.model_slot.model is None  # equal records; the model stays in this process
     assert copy.deepcopy(result).model_slot.model is None and "a model" in repr(result.model_slot)
+    assert copy.copy(result).model_slot is not result.model_slot
 
 
 def test_a_damaged_record_is_one_line_and_list_runs_keeps_the_others(tmp_path):

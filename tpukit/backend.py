@@ -7,8 +7,8 @@ sets KERAS_BACKEND, or explains what to do when Keras already loaded another.
 "auto" picks TensorFlow, unless a TPU is there that TensorFlow cannot drive
 (Colab's TPU runtimes are TPU VMs with JAX and no TensorFlow TPU support);
 then it picks JAX, which drives those TPUs natively. Whether such a TPU is there is
-the hardware's question: the caller passes the answer in (`tpukit.hardware.connect.
-backend_for` asks `hardware.tpu`), so this module knows nothing of the hardware.
+the hardware's question: the caller passes the answer in (`connect.backend_for` in
+`tpukit.hardware` asks `hardware.tpu`), so this module knows nothing of the hardware.
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ from tpukit.data import pipeline
 from tpukit.data.shapes import SHAPE_CLASSES, make_shapes  # noqa: F401  (the labels' names, for callers)
 from tpukit.data.types import Arrays, Splits, frozen
 from tpukit import backend
-from tpukit.hardware.connect import backend_for
 
 OFFLINE_DATASETS = ("mnist5k", "digits", "shapes")
 ONLINE_DATASETS = ("mnist", "fashion_mnist", "cifar10")
@@ -311,6 +310,8 @@ def _feeder() -> str:
     PyDataset needs Keras: on the backend `connect()` would pick (`backend_for`), if nothing has loaded Keras yet."""
     feeder = pipeline.dataset_feeder()
     if feeder == "numpy" and backend.loaded() is None:
+        from tpukit.hardware.connect import backend_for
+
         backend.select(backend_for("auto")[0])
     return feeder
 

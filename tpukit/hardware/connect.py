@@ -6,7 +6,8 @@ modules that each offer `available(request)` (None, or why not) and `connect(req
 - `jax_devices`: Keras on JAX, whatever JAX finds (one process or several);
 - `tf_multiworker`: TensorFlow's MultiWorkerMirroredStrategy, where TF_CONFIG names a cluster;
 - `tpu`, `gpu`, `cpu`: TensorFlow on one kind. Under accelerator "auto" a kind that is not there, or fails
-  to connect, is skipped, and the `Runtime` says why; a kind asked for by name fails in one line.
+  to connect, is skipped, and the `Runtime` says why (but `RestartRequired` is raised: TensorFlow is stuck, or
+  needs a restart); a kind asked for by name fails in one line.
 
 The first available path connects, and the last runtime is kept (connecting again with the same
 arguments is free). The value and errors are in `runtime`, the device facts in `specs`.

@@ -122,7 +122,7 @@ def _forced(path: str, fields: tuple) -> dict:
 
 def _probe_framework() -> str:
     """The framework the CPU's peak is measured with: the backend this process runs (`connect` has chosen it
-    before it asks for the CPU's facts), else TensorFlow where it is installed, else JAX."""
+    before it asks for the CPU's facts, the only way tpukit asks), else TensorFlow where installed, else JAX."""
     return backend.selected() or ("tensorflow" if backend.installed("tensorflow") else "jax")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from typing import Any, Dict, Optional
 
 from tpukit.hardware import cpu, gpu, tpu
@@ -87,8 +88,10 @@ class OneDevice:
 
 def connect(request: Request, skipped=()) -> Runtime:
     """Devices from JAX: data parallelism with keras.distribution.DataParallel over every process's devices, or
-    `OneDevice` (no distribution) where there is one."""
+    `OneDevice` (no distribution) where there is one. `skipped` is empty (this path comes first); the kinds JAX
+    does not see are added."""
     accelerator, replicas = request.accelerator, request.replicas
+    _note_start(starting=False)
     if replicas and replicas > 1 and accelerator in ("auto", "cpu"):
         xla_flag(f"--xla_force_host_platform_device_count={replicas}")
     if request.deterministic:
@@ -99,9 +102,7 @@ def connect(request: Request, skipped=()) -> Runtime:
     import jax
     import keras
 
-    global _started_with
-    if _started_with is None:
-        _started_with = os.environ.get("XLA_FLAGS", "")
+    _note_start(starting=True)
     try:
         devices = jax.devices() if accelerator == "auto" else jax.devices(accelerator)
     except RuntimeError as e:
@@ -130,7 +131,7 @@ def connect(request: Request, skipped=()) -> Runtime:
     else:
         precision, reason = cpu.precision()
     others = [k for k in KINDS if k != kind]
-    skipped = tuple((k, f"JAX sees no {k.upper()} device") for k in others[: KINDS.index(kind)])
+    skipped = tuple(skipped) + tuple((k, f"JAX sees no {k.upper()} device") for k in others[: KINDS.index(kind)])
     if count == 1 and len(devices) == 1:
         distribution = OneDevice(devices[0])
         strategy_reason = (f"one {kind.upper()} device, no keras.distribution, as plain Keras on JAX runs it "
@@ -158,6 +159,28 @@ def connect(request: Request, skipped=()) -> Runtime:
         xla_deterministic_ops=DETERMINISTIC_OPS in _started_with.split(),
         skipped=skipped,
     )
+
+
+def _note_start(starting: bool) -> None:
+    """Keep XLA_FLAGS as JAX's backends read them, once: as tpukit is `starting` them (its first `jax.devices`),
+    or earlier, where the user's own JAX code started them first (then tpukit's flags come too late).
+
+    tpukit's one use of a private JAX API: `jax._src.xla_bridge.backends_are_initialized` (JAX 0.7.2, 0.10).
+    Where it is gone, the flags are kept as tpukit starts JAX, which misses a start by the user's code."""
+    global _started_with
+    if _started_with is not None:
+        return
+    if starting or ("jax" in sys.modules and _backends_started()):
+        _started_with = os.environ.get("XLA_FLAGS", "")
+
+
+def _backends_started() -> bool:
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):
+        return False
 
 
 def _jax_facts(device, kind) -> Dict[str, Any]:

@@ -56,8 +56,9 @@ class Runtime:
     precision_reason: str = ""
     skipped: Tuple[Tuple[str, str], ...] = ()
     strategy_reason: str = ""  # which strategy and why, where there was a choice (TF: one GPU or more; JAX: any)
-    # JAX: XLA's deterministic GPU ops were on when JAX started (connect(deterministic=True) before it did)
-    xla_deterministic_ops: bool = False
+    # JAX: whether XLA's deterministic GPU ops were on when JAX started (connect(deterministic=True) before it
+    # did); None on TensorFlow, whose op determinism a run turns on itself
+    xla_deterministic_ops: Optional[bool] = None
 
     @property
     def skipped_reasons(self) -> Dict[str, str]:

@@ -61,7 +61,7 @@ def connect(request: Request, skipped=()) -> Runtime:
         device_facts=facts,
         precision=precision,
         precision_reason=reason + f" Worker {task.get('index')} of {workers}.",
-        skipped=(),
+        skipped=tuple(skipped),  # empty: this path comes before the kinds
     )
 
 

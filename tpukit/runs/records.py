@@ -38,8 +38,11 @@ class ModelSlot:
     def __init__(self, model: Any = None, rebuild_with: Any = None):
         self.model, self.rebuild_with = model, rebuild_with
 
-    def __deepcopy__(self, memo) -> "ModelSlot":
+    def __copy__(self) -> "ModelSlot":
         return ModelSlot(rebuild_with=self.rebuild_with)
+
+    def __deepcopy__(self, memo) -> "ModelSlot":
+        return self.__copy__()
 
     def __repr__(self) -> str:
         return f"ModelSlot({'a model' if self.model is not None else 'empty'})"
@@ -82,6 +85,12 @@ class RunResult:
     notes: Tuple[str, ...] = ()
     model_policy: str = ""  # the trained model's dtype policy (a built model keeps its own): load() rebuilds with it
     model_slot: ModelSlot = dataclasses.field(default_factory=ModelSlot, init=False, repr=False, compare=False)
+
+    def __copy__(self) -> "RunResult":
+        """A copy with its own slot: a model attached to one is not attached to the other."""
+        twin = dataclasses.replace(self)
+        twin.model_slot.rebuild_with = self.model_slot.rebuild_with
+        return twin
 
     def __repr__(self) -> str:
         return (f"RunResult(status={self.status!r}, epochs_done={self.epochs_done}, run_dir={self.run_dir!r}, "

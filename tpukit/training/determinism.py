@@ -116,8 +116,8 @@ def check_runtime(deterministic: bool, runtime) -> None:
     if deterministic and runtime.backend == "jax" and runtime.kind == "gpu" and not runtime.xla_deterministic_ops:
         raise ConfigError(
             "RunConfig.deterministic: this JAX runtime started its GPU without XLA's deterministic ops, and XLA reads "
-            "that flag only when JAX starts: restart the runtime and call tpukit.connect(deterministic=True) before "
-            "anything uses JAX (or train without a runtime, and train connects). Received: deterministic=True.",
+            "that flag only when JAX starts: restart the runtime, then call tpukit.connect(deterministic=True) (in "
+            "the panel: tick deterministic before connecting) before anything uses JAX. Received: deterministic=True.",
             field="deterministic", value=True, expected="a runtime connected with deterministic=True",
             choices=(False,))
 
