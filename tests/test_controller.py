@@ -194,6 +194,21 @@ def test_several_steps_per_call_count_every_step():
     assert p.global_step == 12 and p.examples_per_sec == pytest.approx(8.0)
 
 
+def test_calls_reported_out_of_order_still_time_the_run():
+    """Keras runs async-safe step hooks in a thread pool on JAX: two calls' reports can reach the meter out of order.
+    One that read the clock first but lost the race is the run's first step after all; one that ran late is not."""
+    raced = progress_model.Meter(global_batch=10, steps=40, epochs=1)
+    raced.epoch(0, 0.0)
+    raced.step(40, 2.0)
+    raced.step(20, 1.0)  # read its clock at 1.0, reached the meter second
+    assert raced.run_rate() == pytest.approx(20 * 10 / 1.0) and raced.first_step_end() == 1.0
+    late = progress_model.Meter(global_batch=10, steps=40, epochs=1)
+    late.epoch(0, 0.0)
+    late.step(40, 2.0)
+    late.step(20, 3.0)  # its hook ran after the later one's: its time says nothing of when step 20 ended
+    assert late.run_rate() is None and late.first_step_end() == 2.0 and late.global_step == 40
+
+
 def test_the_curves_show_each_steps_loss_not_the_epochs_running_mean():
     """Keras logs running means that restart every epoch; the curve shows each step's own loss, so a steadily
     falling loss draws no jump where an epoch begins."""

@@ -22,7 +22,8 @@ or an ETA.
   on from the epochs it kept.
 - Steps may be reported late and out of order (Keras 3 runs `async_safe`
   callbacks in a thread pool on JAX): a report of an earlier step than the
-  latest only moves the latest end time.
+  latest only moves the latest end time, unless its clock reading is no later
+  than the run's first report's (the threads raced): then it is the first step.
 
 No Keras or TensorFlow here: the callbacks that feed a Meter live in their
 own modules.
@@ -133,13 +134,25 @@ class Meter:
         """`step` steps of this epoch are done (1-based, as Keras' batch index + 1)."""
         self._last = max(self._last, now)
         if step <= self.step_index:
-            return  # a late report of an earlier step
+            self._late(step, now)
+            return
         self.global_step += step - self.step_index
         self.step_index = step
         if self._first is None:
             self._first = (now, self.global_step)
         if self._mark is None:
             self._mark = (now, self.global_step)
+
+    def _late(self, step: int, now: float) -> None:
+        """A report of an earlier step than the latest. Where it read the clock no later than the run's first
+        report did (two pool threads raced for the meter), it is the run's first step after all: the timing and
+        the time to the first step start from it. Otherwise (its hook ran late) it only moved the latest end."""
+        earlier = self.global_step - (self.step_index - step)
+        if self._first is None or earlier >= self._first[1] or now > self._first[0]:
+            return
+        if self._mark == self._first:
+            self._mark = (now, earlier)
+        self._first = (now, earlier)
 
     def timed(self) -> Tuple[float, int]:
         """(seconds, steps) of the run's timed steps so far: see the module docstring."""
