@@ -52,6 +52,14 @@ def facts(r):
             "skipped": dict(r.skipped), "peak16": r.peak_flops("mixed_float16"), "peak32": r.peak_flops("float32"),
             "strategy_reason": r.strategy_reason, "describe": r.describe()}
 
+def refusal(runtime, logdir):  # what train() says of a deterministic run on `runtime` (None: it trained)
+    config = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, batch_size=32, deterministic=True,
+                              logdir=logdir)
+    try:
+        tpukit.train(config, runtime)
+    except tpukit.ConfigError as e:
+        return str(e)
+
 import tpukit
 """
 
@@ -134,13 +142,7 @@ def test_a_deterministic_run_on_a_gpu_started_without_the_flag_is_refused_in_one
     out = _python(f"""
 fake_gpu("Tesla T4", "7.5")
 runtime = tpukit.connect(accelerator="gpu", backend="jax")
-config = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, batch_size=32, deterministic=True,
-                          logdir={str(tmp_path)!r})
-try:
-    tpukit.train(config, runtime)
-    said = None
-except tpukit.ConfigError as e:
-    said = str(e)
+said = refusal(runtime, {str(tmp_path)!r})
 again = tpukit.connect(accelerator="gpu", backend="jax", deterministic=True)
 print(json.dumps({{"said": said, "flag": runtime.xla_deterministic_ops, "again": again.xla_deterministic_ops,
                   "runs": os.listdir({str(tmp_path)!r})}}))
@@ -157,13 +159,6 @@ import jax.numpy as jnp
 jnp.zeros(1).block_until_ready()   # the user's code starts JAX's backends
 fake_gpu("Tesla T4", "7.5")
 runtime = tpukit.connect(accelerator="gpu", backend="jax", deterministic=True)
-config = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, batch_size=32, deterministic=True,
-                          logdir={str(tmp_path)!r})
-try:
-    tpukit.train(config, runtime)
-    said = None
-except tpukit.ConfigError as e:
-    said = str(e)
-print(json.dumps({{"flag": runtime.xla_deterministic_ops, "said": said}}))
+print(json.dumps({{"flag": runtime.xla_deterministic_ops, "said": refusal(runtime, {str(tmp_path)!r})}}))
 """)
     assert out["flag"] is False and "restart the runtime" in out["said"]
