@@ -32,10 +32,9 @@ def connect(request: Request, skipped=()) -> Runtime:
     """TensorFlow on the first `request.replicas` GPUs (every GPU by default)."""
     import tensorflow as tf
 
-    why_not = available(request)
-    if why_not:
-        raise ConnectError(why_not)
     gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:  # called without `available` (connect's walk asks it first)
+        raise ConnectError(available(request))
     replicas = request.replicas
     if replicas is not None and replicas > len(gpus):
         raise ConnectError(f"replicas={replicas} but only {len(gpus)} GPU(s) are visible")

@@ -42,7 +42,7 @@ def processes() -> int:
 
 _initialized = False
 DETERMINISTIC_OPS = "--xla_gpu_deterministic_ops=true"
-_started_with: Optional[str] = None  # XLA_FLAGS when tpukit first asked JAX for its devices (JAX reads them then)
+_started_with: Optional[str] = None  # XLA_FLAGS as JAX's backends read them when they started (`_note_start`)
 
 
 def _join_processes(count: int) -> None:

@@ -185,10 +185,9 @@ def precision() -> Tuple[str, str]:
 def connect(request: Request, skipped=()) -> Runtime:
     """TensorFlow's TPUStrategy on the TPU `request.tpu` names (or the one the environment names), within
     `request.timeout` for each step; `request.tpu_resolver` builds the resolver (tests fake the TPU with it)."""
-    why_not = available(request)
-    if why_not:
-        raise ConnectError(why_not)
     address = tpu_address(request.tpu)
+    if address is None:  # called without `available` (connect's walk asks it first)
+        raise ConnectError(available(request))
     seconds = tpu_timeout(request.timeout)
     deadline = time.monotonic() + seconds
     _probe_tpu(address, seconds)

@@ -179,13 +179,12 @@ class RunRecorder(StepSafe):
     step that saw it is the last of its call of `steps_per_execution` steps.
     """
 
-    def __init__(self, examples_per_step: int, record=None, clock=time.perf_counter,
+    def __init__(self, examples_per_step: int, record, clock=time.perf_counter,
                  steps_per_epoch: Optional[int] = None, epochs: int = 0):
         super().__init__()
         self.steps_per_epoch = steps_per_epoch
         self.record = record
-        if record is not None:
-            record.measure(self.speed)
+        record.measure(self.speed)
         self.clock = clock
         self.meter = Meter(examples_per_step, steps_per_epoch or 0, epochs)
         self.train_begin: Optional[float] = None
@@ -209,8 +208,7 @@ class RunRecorder(StepSafe):
         if not whole_epoch(self.meter.step_index, self.steps_per_epoch, self.model):
             return
         row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()}}
-        if self.record is not None:
-            self.record.add_epoch(row)
+        self.record.add_epoch(row)
 
     def _check_nan(self, batch, logs):
         loss = (logs or {}).get("loss")
