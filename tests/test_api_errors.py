@@ -177,6 +177,55 @@ def test_every_error_the_engine_raises_is_importable_from_tpukit():
     assert all(getattr(tpukit, name) is cls for name, cls in found.items())
 
 
+def _classes_defined_in_tpukit():
+    """Every class each tpukit module defines (its own, not the ones it imports)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    for info in pkgutil.walk_packages(tpukit.__path__, "tpukit."):
+        if info.name == "tpukit.__main__":
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if inspect.isclass(value) and value.__module__ == info.name:
+                yield value
+
+
+def test_every_error_and_warning_tpukit_defines_derives_from_its_one_base():
+    """One base to catch and to sort by: every exception class derives from TpukitError (Terminated is SIGTERM's
+    stop, a KeyboardInterrupt), every warning from TpukitWarning; each keeps its builtin base for old excepts."""
+    from tpukit.errors import TpukitError, TpukitWarning
+
+    errors = warnings_ = 0
+    for cls in _classes_defined_in_tpukit():
+        if issubclass(cls, Warning):
+            assert issubclass(cls, TpukitWarning), cls
+            warnings_ += 1
+        elif issubclass(cls, Exception):
+            assert issubclass(cls, TpukitError), cls
+            errors += 1
+        elif issubclass(cls, BaseException):
+            assert issubclass(cls, KeyboardInterrupt), cls
+    assert errors >= 20 and warnings_ >= 4
+    assert issubclass(tpukit.ConfigError, ValueError) and issubclass(tpukit.ConnectError, RuntimeError)
+
+
+def test_the_cli_and_the_panel_sort_errors_by_the_one_base_class():
+    """The CLI's one-line report imports one error class, and bad input (exit 2) is the error's own attribute."""
+    import inspect
+
+    from tpukit.cli import main
+    from tpukit.errors import TpukitError
+    from tpukit.ui import jobs
+
+    explain = inspect.getsource(main._explain)
+    assert "from tpukit.errors import TpukitError, one_line" in explain and explain.count("import") == 1
+    assert "__module__" not in inspect.getsource(jobs)
+    bad = [c for c in _classes_defined_in_tpukit() if issubclass(c, TpukitError) and c.bad_input]
+    assert {c.__name__ for c in bad} == {"ConfigError", "RegistryError", "DataError", "ModelError", "ExportError"}
+
+
 def test_config_errors_carry_their_facts_as_attributes():
     """The panel and the CLI render an error's field, value and choices from attributes, never from its sentence."""
     from tpukit.config import PRECISIONS, ConfigError, RunConfig

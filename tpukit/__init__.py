@@ -13,6 +13,8 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "TpukitError": "tpukit.errors",
+    "TpukitWarning": "tpukit.errors",
     "RunConfig": "tpukit.config",
     "ConfigError": "tpukit.config",
     "PaddingWarning": "tpukit.config",

@@ -19,10 +19,13 @@ import sys
 from typing import Callable, Optional, Tuple
 
 from tpukit.config import BACKENDS  # noqa: F401  (the one definition; callers read it here too)
+from tpukit.errors import TpukitError
 
 
-class BackendError(RuntimeError):
+class BackendError(TpukitError, RuntimeError):
     """Keras is already loaded with another backend, or the asked-for one is not installed."""
+
+    topic = "cannot connect"
 
 
 def loaded() -> Optional[str]:

@@ -19,6 +19,8 @@ import re
 import warnings
 from typing import Any, Optional, Tuple
 
+from tpukit.errors import TpukitError, TpukitWarning
+
 BACKENDS = ("auto", "tensorflow", "jax")
 ACCELERATORS = ("auto", "tpu", "gpu", "cpu")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
@@ -54,7 +56,7 @@ def _advising(on: bool):
 _FROM_MESSAGE = object()  # ConfigError's default detail: the message after its "RunConfig.<field>: " prefix
 
 
-class ConfigError(ValueError):
+class ConfigError(TpukitError, ValueError):
     """A RunConfig field got a value it cannot take. The message is one line.
 
     The facts come as attributes too, so the panel and the CLI render them without reading the sentence:
@@ -62,6 +64,8 @@ class ConfigError(ValueError):
     `choices` (the valid values, where they are a list) and `detail` (the sentence after "RunConfig.<field>: ",
     or None where the error is fully said by `expected` and `value`).
     """
+
+    bad_input = True
 
     def __init__(self, message: str, *, field: Optional[str] = None, value: Any = None,
                  expected: Optional[str] = None, choices: Optional[Tuple[Any, ...]] = None,
@@ -80,7 +84,7 @@ class ConfigError(ValueError):
                 "detail": self.detail}
 
 
-class PaddingWarning(UserWarning):
+class PaddingWarning(TpukitWarning):
     """The batch does not fill the accelerator's tiles: part of each step is padding."""
 
 

@@ -1,8 +1,29 @@
-"""Error text in one line: what went wrong, without the traceback a user cannot act on."""
+"""The base of every error and warning tpukit raises, and error text in one line.
+
+Each error class lives beside the concept it guards (`ConfigError` with `RunConfig`, `ConnectError` with
+`Runtime`), and every one derives from `TpukitError`: a caller (the CLI, the panel, a user's `except`) sorts them
+by class, never by module. Each keeps the builtin base it had (`ValueError` for bad input, `RuntimeError` for the
+environment), so an `except ValueError` written against it still catches it.
+"""
 
 from __future__ import annotations
 
 import re
+
+
+class TpukitError(Exception):
+    """An error tpukit raises on purpose: its message is one line that says what went wrong and what to do.
+
+    `bad_input`: the user's input is wrong (a setting, a name, the data, the model), so the CLI exits 2;
+    otherwise the environment or a run's state is (exit 1). `topic`: what the CLI says before the message.
+    """
+
+    bad_input = False
+    topic = ""
+
+
+class TpukitWarning(UserWarning):
+    """A warning tpukit gives on purpose: advice a run goes on without."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras bolds the message of an error raised in a layer
 _KERAS_WRAPPER = re.compile(r"Exception encountered when calling (.+?)\.?")

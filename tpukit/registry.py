@@ -21,13 +21,15 @@ import re
 from typing import Callable, Dict, Optional, Tuple
 
 from tpukit.config import RunConfig
-from tpukit.errors import one_line
+from tpukit.errors import TpukitError, one_line
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
-class RegistryError(ValueError):
+class RegistryError(TpukitError, ValueError):
     """A name that is neither registered nor importable. The message is one line."""
+
+    bad_input = True
 
 
 @dataclasses.dataclass(frozen=True)

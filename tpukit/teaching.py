@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import os
 
+from tpukit.errors import TpukitError
+
 SOLUTIONS = os.environ.get("TPUKIT_SOLUTIONS") == "1"
 
 
-class ExerciseError(AssertionError):
+class ExerciseError(TpukitError, AssertionError):
     """A self-check that did not pass. Drawn as one line in IPython; a plain AssertionError elsewhere."""
 
     def _render_traceback_(self):  # IPython's hook: these lines replace the traceback

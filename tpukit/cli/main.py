@@ -205,25 +205,12 @@ def _interrupted() -> int:
 
 def _explain(error: Exception) -> int:
     """Print one line for `error` and return the exit status: 2 for bad input, 1 for the environment or state."""
-    from tpukit.backend import BackendError
-    from tpukit.config import ConfigError
-    from tpukit.data.builtin import DatasetUnavailable
-    from tpukit.errors import one_line
-    from tpukit.models.modeling import ModelError
-    from tpukit.training.multiworker import WorkerLost
-    from tpukit.observe.profiling import ProfileError
-    from tpukit.runs.records import RunDirError
-    from tpukit.registry import RegistryError
-    from tpukit.hardware.runtime import ConnectError
-    from tpukit.runs.saving import ExportError
-    from tpukit.data.sources import DataError
+    from tpukit.errors import TpukitError, one_line
 
-    if isinstance(error, (ConfigError, RegistryError, DataError, ModelError, ExportError)):
+    if isinstance(error, TpukitError) and error.bad_input:
         return _bad(str(error))
-    if isinstance(error, (ConnectError, BackendError)):
-        text = f"cannot connect: {error}"
-    elif isinstance(error, (RunDirError, DatasetUnavailable, WorkerLost, ProfileError)):
-        text = str(error)
+    if isinstance(error, TpukitError):
+        text = f"{error.topic}: {error}" if error.topic else str(error)
     elif isinstance(error, OSError):
         text = f"{error.strerror or type(error).__name__}: {error.filename or error}"
     else:

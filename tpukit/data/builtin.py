@@ -18,6 +18,7 @@ from tpukit.data import pipeline
 from tpukit.data.shapes import SHAPE_CLASSES, make_shapes  # noqa: F401  (the labels' names, for callers)
 from tpukit.data.types import Arrays, Splits, frozen
 from tpukit import backend
+from tpukit.errors import TpukitError
 
 OFFLINE_DATASETS = ("mnist5k", "digits", "shapes")
 ONLINE_DATASETS = ("mnist", "fashion_mnist", "cifar10")
@@ -73,7 +74,7 @@ def train_size(name: str, size: Optional[int] = None) -> int:
     return size if i.generated else min(size, i.num_train)
 
 
-class DatasetUnavailable(RuntimeError):
+class DatasetUnavailable(TpukitError, RuntimeError):
     """An online dataset was asked for, but it is not cached and the network is out of reach."""
 
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional, Tuple, Union
 
+from tpukit.errors import TpukitError, TpukitWarning
 
-class DataError(ValueError):
+
+class DataError(TpukitError, ValueError):
     """The data cannot be trained on as given. The message is one line: what was received, what was expected."""
 
+    bad_input = True
 
-class UnorderedDataWarning(UserWarning):
+
+class UnorderedDataWarning(TpukitWarning):
     """An already batched dataset: tpukit cannot control its order, so resume is not bitwise exact."""
 
 

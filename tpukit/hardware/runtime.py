@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from tpukit.hardware.specs import compute_key
+from tpukit.errors import TpukitError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,8 +28,10 @@ class Request:
     timeout: Optional[float] = None
 
 
-class ConnectError(RuntimeError):
+class ConnectError(TpukitError, RuntimeError):
     """The asked-for accelerator cannot be used; the message says why and what to do."""
+
+    topic = "cannot connect"
 
 
 class RestartRequired(ConnectError):

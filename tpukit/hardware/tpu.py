@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from tpukit.hardware.runtime import ConnectError, Request, RestartRequired, Runtime
 from tpukit.hardware.specs import PEAK_FLOPS, TPU_TYPES
+from tpukit.errors import TpukitError
 
 KIND = "tpu"
 TPU_TIMEOUT_S = 30.0  # default wait for a TPU to answer; connect(timeout=) or TPUKIT_TPU_TIMEOUT changes it
@@ -97,7 +98,7 @@ def check_timeout(value, name: str, shown=None) -> float:
     return float(value)
 
 
-class _TookTooLong(Exception):
+class _TookTooLong(TpukitError):
     """A step run by `_within` did not end in time (it goes on in its daemon thread)."""
 
 

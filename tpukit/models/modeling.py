@@ -24,14 +24,16 @@ import warnings
 from typing import Tuple
 
 from tpukit import registry
-from tpukit.errors import one_line
+from tpukit.errors import TpukitError, TpukitWarning, one_line
 
 
-class ModelError(ValueError):
+class ModelError(TpukitError, ValueError):
     """The model cannot be built or does not fit the data. The message is one line."""
 
+    bad_input = True
 
-class ModelNote(UserWarning):
+
+class ModelNote(TpukitWarning):
     """One line, once per run, on what tpukit did with a built model handed to train()."""
 
 

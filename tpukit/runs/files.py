@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from tpukit.config import ConfigError, RunConfig
+from tpukit.errors import TpukitError
 
 try:  # Linux and macOS; on Windows runs are not locked
     import fcntl
@@ -114,7 +115,7 @@ def new_run_dir(logdir: str, name: str, now: Optional[float] = None) -> Path:
     raise RuntimeError(f"could not create a new run directory under {root}")
 
 
-class RunDirError(ValueError):
+class RunDirError(TpukitError, ValueError):
     """A run directory whose files are missing or cannot be read. The message is one line and names the file."""
 
 

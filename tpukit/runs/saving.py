@@ -24,15 +24,17 @@ from typing import Any, Optional, Tuple
 
 from tpukit import registry
 from tpukit.data.types import DataSpec
-from tpukit.errors import one_line
+from tpukit.errors import TpukitError, one_line
 from tpukit.models import modeling
 from tpukit.models.modeling import ModelError
 from tpukit.runs import checkpoint, files, state
 from tpukit.models import policies
 
 
-class ExportError(ValueError):
+class ExportError(TpukitError, ValueError):
     """The model cannot be written where it was asked to go. The message is one line."""
+
+    bad_input = True
 
 
 def weights_file(run_dir) -> Tuple[Path, str]:

@@ -20,12 +20,13 @@ from typing import List, Tuple
 import numpy as np
 
 from tpukit.runs.files import STATE_SUFFIX
+from tpukit.errors import TpukitError
 
 _META = "__meta__"  # each variable's (key, path, dtype, shape, stored as bits), as JSON
 _BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-class StateMismatch(ValueError):
+class StateMismatch(TpukitError, ValueError):
     """A state file that does not fit the model it is loaded into. The message is one clause, no period."""
 
 

@@ -24,6 +24,8 @@ import signal
 import threading
 from typing import Dict, Iterable, Optional
 
+from tpukit.errors import TpukitError
+
 
 def fit(model, strategy, train, *, epochs: int, initial_epoch: int, steps: int, callbacks: Iterable,
         validation=None):
@@ -88,7 +90,7 @@ def evaluate(model, strategy, data) -> Dict[str, float]:
         return _Loop(model, strategy).evaluate(data)
 
 
-class WorkerLost(RuntimeError):
+class WorkerLost(TpukitError, RuntimeError):
     """Another worker of the cluster stopped answering in an all-reduce: the job cannot go on."""
 
 

@@ -14,6 +14,7 @@ import time
 import traceback
 from typing import Any, Callable, Optional, Tuple
 
+from tpukit.errors import TpukitError
 from tpukit.ui.state import PanelBusy
 
 ERROR_LOG = "tpukit-panel.log"  # in the logdir (else the temp dir): tracebacks of unexpected errors
@@ -119,7 +120,7 @@ class ErrorLog:
     def explain(self, error: BaseException, action: str, logdir: str) -> str:
         """The one line to show for `error`. Unless it is tpukit's own (and says all), its traceback goes to
         the log file, which the line names."""
-        if _is_tpukit_error(error) and error.__cause__ is None:
+        if isinstance(error, TpukitError) and error.__cause__ is None:
             return short_error(error)
         line = short_error(error, limit=200)
         path, problem = self.write(error, action, logdir)
@@ -144,11 +145,6 @@ class ErrorLog:
             self.path = path
             return path, ""
         return None, problem
-
-
-def _is_tpukit_error(error: BaseException) -> bool:
-    """Raised as one of tpukit's own error types (ConfigError, ConnectError, ...), whose message says all."""
-    return type(error).__module__.split(".")[0] == "tpukit"
 
 
 def short_error(error: BaseException, limit: int = 300) -> str:

@@ -10,16 +10,17 @@ import dataclasses
 from typing import Any, Dict, List, Tuple
 
 from tpukit.config import RunConfig
+from tpukit.errors import TpukitError
 
 # Runs made by panels in this kernel: a panel built again (a re-run cell) still lists them.
 KERNEL_RUNS: List[Any] = []
 
 
-class PanelBusy(RuntimeError):
+class PanelBusy(TpukitError, RuntimeError):
     """An action needs the panel idle, but a run is going on."""
 
 
-class NoRunError(ValueError):
+class NoRunError(TpukitError, ValueError):
     """An action needs a run (to resume, to rerun) and the panel has none that fits."""
 
 

@@ -9,6 +9,8 @@ class is built on first use of `ProfileCallback`.
 
 from __future__ import annotations
 
+from tpukit.errors import TpukitWarning
+
 import os
 import warnings
 from typing import Any, Dict, List, Sequence
@@ -19,7 +21,7 @@ from tpukit.observe.profiling.xprof import find_captures
 __all__ = ["ProfileCallback", "ProfilerBusyWarning", "check_window"]
 
 
-class ProfilerBusyWarning(RuntimeWarning):
+class ProfilerBusyWarning(TpukitWarning, RuntimeWarning):
     """Another profiler session was running, so ProfileCallback did not profile."""
 
 

@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from tpukit.errors import one_line
+from tpukit.errors import TpukitError, one_line
 from tpukit.observe.profiling.summary import OpStat, ProfileSummary, from_measurements
 
 __all__ = ["ProfileError", "find_captures", "summarize"]
@@ -29,7 +29,7 @@ _TOP_OPS = 10
 _TIP_STATEMENTS = ("kernel_launch_statement", "device_collectives_statement", "precision_statement")
 
 
-class ProfileError(ValueError):
+class ProfileError(TpukitError, ValueError):
     """`summarize` found no profile capture it can read where it was pointed. The message is one line."""
 
 
