@@ -141,12 +141,11 @@ def with_tpukit(args):
 def tune(args):
     import tpukit
     from tpukit.hardware.connect import connect_for
-    from tpukit.training import precision
 
     with tempfile.TemporaryDirectory() as logdir:
         config = _config(args, logdir, precision="auto")
         runtime = connect_for(config)
-        policy, _ = precision.resolve("auto", runtime)
+        policy, _ = runtime.resolve_precision("auto")
         try:
             tuning = tpukit.tune_batch_size(config, runtime, start=32, time_budget_s=args.tune_budget_s)
         except Exception as e:  # anything, out of memory included: a line in the table, never a crash

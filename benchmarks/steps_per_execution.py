@@ -54,7 +54,7 @@ import keras  # noqa: E402
 import tpukit  # noqa: E402
 from tpukit.data import pipeline
 from tpukit.data import sources# noqa: E402
-from tpukit.training.plan import AUTO_STEPS_PER_EXECUTION  # noqa: E402
+from tpukit.hardware.runtime import AUTO_STEPS_PER_EXECUTION  # noqa: E402
 
 from overhead import _epoch_clock  # noqa: E402  (the same stopwatch: epoch-level hooks, every step counted)
 

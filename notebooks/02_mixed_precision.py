@@ -86,7 +86,7 @@ from keras import ops
 import tpukit
 from tpukit import models
 from tpukit.teaching import SOLUTIONS, answered, check
-from tpukit.training import precision
+from tpukit import precision
 
 TF = keras.backend.backend() == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
 if TF:
@@ -133,7 +133,7 @@ keras.config.set_dtype_policy("float32")  # put it back: the policy is global an
 # previous one back, so one experiment never leaks into the next:
 
 # %%
-for name in precision.POLICIES:
+for name in precision.NAMES:
     with precision.policy(name):
         policy = keras.config.dtype_policy()
         print(f"{name:>15}: compute {policy.compute_dtype:>8}, variables {policy.variable_dtype}")
@@ -173,7 +173,7 @@ print("softmax inside Dense:", wrong.output.dtype, "| float32 Activation:", righ
 # Every model in tpukit's zoo ends this way, so the outputs and the loss stay float32 under every policy:
 
 # %%
-for name in precision.POLICIES:
+for name in precision.NAMES:
     with precision.policy(name):
         model = models.build("mlp", input_shape=(8, 8, 1), num_classes=10)
     print(f"{name:>15}: logits computed in {model.get_layer('logits').compute_dtype}, outputs {model.output.dtype}")
@@ -307,7 +307,7 @@ with precision.policy("mixed_float16"):
     compiled = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
 compiled.compile(optimizer="sgd", loss="mse")  # a model built under mixed_float16: Keras wraps its optimizer
 print("compile wrapped it:", type(compiled.optimizer).__name__)
-for name in precision.POLICIES:
+for name in precision.NAMES:
     opt = precision.make_optimizer("sgd", 0.01, name)
     print(f"{name:>15}: {type(opt).__name__:>18}, loss scale {precision.loss_scale(opt)}, "
           f"scaled loss of 1.0: {float(precision.scale_loss(opt, 1.0))}")
@@ -390,7 +390,7 @@ def time_policy(name):
     return 1000 * (time.perf_counter() - start) / (4 * EPOCHS), history.history["loss"][-1]
 
 
-policies = [p for p in precision.POLICIES if not (p == "mixed_float16" and runtime.kind == "tpu")]
+policies = [p.name for p in precision.PRECISIONS if not p.refusal(runtime.kind)]  # mixed_float16: not on a TPU
 timings = {name: time_policy(name) for name in policies}
 for name, (ms, loss) in timings.items():
     print(f"{name:>15}: {ms:8.2f} ms/step ({timings['float32'][0] / ms:5.2f}x float32), loss {loss:.4f}")
@@ -411,7 +411,7 @@ plt.show()
 # wraps the optimizer, and puts the global policy back after the run. What it picked here, and why:
 
 # %%
-chosen, why = precision.resolve("auto", runtime)
+chosen, why = runtime.resolve_precision("auto")
 print(f'precision="auto" here: {chosen}, because {why}')
 try:
     tpukit.RunConfig(accelerator="tpu", precision="mixed_float16")

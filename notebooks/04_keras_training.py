@@ -88,7 +88,7 @@ import pandas as pd
 import tpukit
 from tpukit import data
 from tpukit import models
-from tpukit.training import precision
+from tpukit import precision
 from tpukit.runs import records
 from tpukit.teaching import SOLUTIONS, answered, check  # the exercises' answers and self-checks
 

@@ -290,7 +290,7 @@ print("Exercise 1: correct. Dividing by the global batch makes the sum of the re
 # ### The same with tpukit: `python -m tpukit launch`
 #
 # `tpukit.train` trains under MultiWorkerMirroredStrategy with a loop of its own in place of `fit`
-# (`tpukit.training.multiworker`): the model's own `train_step` runs in `strategy.run` over a distributed
+# (`tpukit.hardware.tf_multiworker_loop`): the model's own `train_step` runs in `strategy.run` over a distributed
 # dataset, each step's metrics are averaged over every replica, Keras' callbacks are called as `fit` calls them,
 # and every worker agrees after each step whether to stop. `python -m tpukit launch --workers 2 -- train --backend
 # tensorflow ...` starts the workers on 127.0.0.1, each with its own `TF_CONFIG`, and prints the chief's result;

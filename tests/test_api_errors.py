@@ -151,7 +151,8 @@ def test_the_errors_the_readme_lists_are_exported():
     assert {"ConfigError", "DataError", "ModelError", "RegistryError", "RunDirError", "ConnectError",
             "ProfileError"} <= set(names)
     for name in names:
-        assert issubclass(getattr(tpukit, name), ValueError if name != "ConnectError" else Exception), name
+        base = Exception if name in ("ConnectError", "TpukitError") else ValueError
+        assert issubclass(getattr(tpukit, name), base), name
 
 
 def test_every_error_the_engine_raises_is_importable_from_tpukit():
@@ -228,7 +229,8 @@ def test_the_cli_and_the_panel_sort_errors_by_the_one_base_class():
 
 def test_config_errors_carry_their_facts_as_attributes():
     """The panel and the CLI render an error's field, value and choices from attributes, never from its sentence."""
-    from tpukit.config import PRECISIONS, ConfigError, RunConfig
+    from tpukit.config import ConfigError, RunConfig
+    from tpukit.precision import CHOICES as PRECISIONS
     from tpukit.training.plan import resolve_steps_per_execution
 
     with pytest.raises(ConfigError) as bad_batch:
@@ -241,7 +243,9 @@ def test_config_errors_carry_their_facts_as_attributes():
         RunConfig(epoch=3)
     assert unknown.value.field is None and unknown.value.value == "epoch" and "epochs" in unknown.value.choices
     assert unknown.value.expected == "'epochs'"
-    cpu = type("Runtime", (), {"backend": "tensorflow", "kind": "cpu", "replicas": 1, "strategy": None})()
+    from tpukit.hardware.runtime import TensorFlowRuntime
+
+    cpu = TensorFlowRuntime(backend="tensorflow", kind="cpu", devices=("/device:CPU:0",), replicas=1, strategy=None)
     with pytest.raises(ConfigError) as not_a_divisor:
         resolve_steps_per_execution(7, cpu, steps_per_epoch=12)
     assert not_a_divisor.value.field == "steps_per_execution" and not_a_divisor.value.value == 7

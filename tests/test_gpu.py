@@ -6,7 +6,6 @@ import pytest
 
 from tpukit.hardware import gpu, mirrored, runtime as rt
 from tpukit.hardware.runtime import Request
-from tpukit.training import plan, precision
 
 tf = pytest.importorskip("tensorflow")
 
@@ -46,7 +45,7 @@ def _keras_auto_jit(runtime):
     config = RunConfig(model="mlp", dataset="digits", precision="float32")
     with runtime.strategy.scope():
         model = zoo.build("mlp", input_shape=(8, 8, 1), num_classes=10)
-        jit, why = precision.jit_compile(config.jit_compile, runtime, "float32", model)
+        jit, why = runtime.jit_compile(config.jit_compile, "float32", model)
         assert (jit, why) == ("auto", None)  # tpukit leaves the decision to Keras on a GPU
         modeling.compile(model, config.replace(jit_compile=jit))
     plain = zoo.build("mlp", input_shape=(8, 8, 1), num_classes=10)
@@ -65,7 +64,7 @@ def test_one_gpu_trains_under_the_default_strategy_and_keras_decides_xla_fake_gp
     assert "default strategy on one GPU" in runtime.strategy_reason
     assert "Strategy: TensorFlow's default strategy on one GPU" in runtime.describe()
     assert runtime.to_dict()["strategy_reason"] == runtime.strategy_reason
-    assert plan.multi_step_refusal(runtime) is None  # several steps per execution, as on one CPU
+    assert runtime.multi_step_refusal() is None  # several steps per execution, as on one CPU
     ours, plain, resolved = _keras_auto_jit(runtime)
     assert ours == plain == resolved  # Keras' own "auto", as plain fit has it
     # XLA on, as plain fit on a GPU; Keras keeps it off only under TensorFlow's op determinism (a deterministic
@@ -86,7 +85,7 @@ def test_two_gpus_train_under_mirrored_strategy_fake_gpus(monkeypatch):
     assert runtime.replicas == runtime.strategy.num_replicas_in_sync == 2
     assert runtime.strategy is mirrored.strategy(runtime.devices)  # the one strategy of this device set
     assert "MirroredStrategy over 2 GPUs" in runtime.describe()
-    assert "MirroredStrategy" in plan.multi_step_refusal(runtime)
+    assert "MirroredStrategy" in runtime.multi_step_refusal()
     ours, _, resolved = _keras_auto_jit(runtime)
     assert ours is resolved is False  # Keras' "auto" under a tf.distribute strategy: no XLA
 

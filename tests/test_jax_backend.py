@@ -57,7 +57,7 @@ def test_jax_runtime_data_parallel_and_layer_dtypes_under_mixed_bfloat16():
     result = _python("""
 import json, tpukit
 from tpukit.models import zoo as models
-from tpukit.training import precision
+from tpukit import precision
 runtime = tpukit.connect(backend="jax", replicas=8)
 import keras
 with precision.policy("mixed_bfloat16"), runtime.strategy.scope():

@@ -1,5 +1,5 @@
 """train() across TensorFlow workers: MultiWorkerMirroredStrategy from TF_CONFIG and tpukit's own loop
-(`tpukit.training.multiworker`; Keras 3's fit cannot run there, keras-team/keras#20585).
+(`tpukit.hardware.tf_multiworker_loop`; Keras 3's fit cannot run there, keras-team/keras#20585).
 
 Real processes, real TensorFlow on the CPU: `python -m tpukit launch --workers 2 -- train --backend tensorflow`
 on 127.0.0.1, at smoke size.
@@ -181,7 +181,7 @@ def test_the_loop_calls_the_callbacks_as_fit_does_and_trains_the_same_weights(st
     """In one process, under a MirroredStrategy of 2 devices: tpukit's loop against Keras' fit, hook by hook."""
     import numpy as np
 
-    from tpukit.training import multiworker
+    from tpukit.hardware import tf_multiworker_loop as multiworker
     from tpukit.hardware import mirrored
 
     strategy = mirrored.strategy([d.name for d in tf.config.list_logical_devices("CPU")][:2])
@@ -226,12 +226,12 @@ def test_each_tensorflow_worker_gets_the_cluster_and_its_index_and_nothing_of_ja
 
 
 def test_tensorflow_workers_run_one_step_per_call():
-    from types import SimpleNamespace
-
     from tpukit.config import ConfigError
+    from tpukit.hardware.tf_multiworker import MultiWorkerRuntime
     from tpukit.training.plan import resolve_steps_per_execution
 
-    workers = SimpleNamespace(backend="tensorflow", kind="gpu", replicas=4, workers=2, strategy=None)
+    workers = MultiWorkerRuntime(backend="tensorflow", kind="gpu", devices=("gpu:0", "gpu:1"), replicas=4, workers=2,
+                                 strategy=None)
     steps, why = resolve_steps_per_execution("auto", workers, 40)
     assert steps == 1 and "keras-team/keras#20585" in why
     with pytest.raises(ConfigError, match="runs one step per call; use 1"):

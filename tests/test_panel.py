@@ -669,7 +669,7 @@ def test_the_runs_table_is_narrow_names_never_wrap_and_numbers_line_up():
 
 
 def test_the_steps_per_execution_note_says_what_auto_becomes_here_fake_tpu(make_panel):
-    from types import SimpleNamespace
+    from tpukit.hardware.jax_devices import JaxRuntime
 
     panel = make_panel(accelerator="cpu", precision="float32")
     note = panel.form.notes["steps_per_execution"]
@@ -677,8 +677,8 @@ def test_the_steps_per_execution_note_says_what_auto_becomes_here_fake_tpu(make_
     panel.connect()
     assert words(note) == "auto on the CPU: from the model's step time, when the run starts"
     assert 'title="auto on the CPU: up to 32 steps per call while a call stays under 50 ms' in note.value
-    # a TPU cannot be here: a stand-in runtime with the fields the rule reads
-    fake_tpu = SimpleNamespace(backend="jax", kind="tpu", replicas=1, strategy=None)
+    # a TPU cannot be here: its hardware path built by hand
+    fake_tpu = JaxRuntime(backend="jax", kind="tpu", devices=("TPU_0",), replicas=1, strategy=None)
     panel.form.explain(panel.config.replace(steps_per_epoch=100), runtime=fake_tpu)
     assert words(note) == "auto → 25 on TPU"
     panel.form.explain(panel.config.replace(steps_per_execution=4), runtime=fake_tpu)

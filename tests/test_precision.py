@@ -1,31 +1,33 @@
-"""Dtype policies: resolve 'auto', apply and restore, loss scaling for custom loops."""
+"""Precisions: 'auto' resolved by the runtime, refusals, apply and restore the policy, loss scaling for custom
+loops."""
 
 import numpy as np
 import pytest
 
 import tpukit
-from tpukit.training import precision
+from tpukit import precision
 from tpukit.config import ConfigError
 
 
 def test_resolve_auto_uses_the_runtime_recommendation():
     runtime = tpukit.connect("cpu")
-    assert precision.resolve("auto", runtime) == (runtime.precision, runtime.precision_reason)
-    assert precision.resolve("float32", runtime)[0] == "float32"
-    assert precision.resolve("auto", None)[0] == "float32"
-    with pytest.raises(ConfigError, match="precision='fp8'"):
-        precision.resolve("fp8", runtime)
+    assert runtime.resolve_precision("auto") == (runtime.precision, runtime.precision_reason)
+    assert runtime.resolve_precision("float32")[0] == "float32"
+    with pytest.raises(ValueError, match="'fp8'"):
+        runtime.resolve_precision("fp8")
 
 
 def test_mixed_float16_on_tpu_is_refused_fake_tpu():
-    """Fake TPU runtime object: only its kind matters to the check."""
+    """A TPU runtime built by hand (no TPU here): only its kind matters to the check, which the precision owns."""
+    from tpukit.hardware.runtime import Runtime
 
-    class FakeTpuRuntime:
-        kind = "tpu"
-        precision, precision_reason = "mixed_bfloat16", "TPU"
-
-    with pytest.raises(ConfigError, match="use 'mixed_bfloat16'"):
-        precision.resolve("mixed_float16", FakeTpuRuntime())
+    tpu = Runtime(backend="jax", kind="tpu", devices=("TPU_0",), replicas=1, strategy=None,
+                  precision="mixed_bfloat16", precision_reason="TPU")
+    with pytest.raises(ConfigError, match="use 'mixed_bfloat16'") as refused:
+        tpu.resolve_precision("mixed_float16")
+    assert refused.value.expected == "'float32' or 'mixed_bfloat16' on a TPU"
+    assert precision.get("mixed_float16").refusal("tpu") and precision.get("mixed_float16").refusal("gpu") is None
+    assert [p.name for p in precision.PRECISIONS if p.loss_scaled] == ["mixed_float16"]
 
 
 def test_policy_is_restored_after_the_block_even_on_error():

@@ -6,7 +6,6 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from types import SimpleNamespace
 
 import keras
 import pytest
@@ -222,8 +221,13 @@ def test_profile_window_writes_a_capture_with_step_times(tmp_path):
 
 
 def _fake_runtime(kind, backend="jax", replicas=8, strategy=None):
-    """Just what resolve_steps_per_execution reads (fake: no TPU or GPU here)."""
-    return SimpleNamespace(kind=kind, backend=backend, replicas=replicas, strategy=strategy)
+    """A hardware path built by hand, as its connect() would build it (fake: no TPU or GPU here)."""
+    from tpukit.hardware.jax_devices import JaxRuntime
+    from tpukit.hardware.runtime import TensorFlowRuntime
+
+    path = JaxRuntime if backend == "jax" else TensorFlowRuntime
+    return path(backend=backend, kind=kind, devices=tuple(f"{kind}:{i}" for i in range(replicas)),
+                replicas=replicas, strategy=strategy)
 
 
 @pytest.mark.parametrize("runtime, steps, profile, expected, why", [
@@ -344,12 +348,10 @@ def test_a_completed_run_is_not_trained_again_by_resume(tmp_path):
 
 
 def test_more_than_one_step_per_call_with_a_profile_window_is_refused():
-    from types import SimpleNamespace
-
     from tpukit.config import ConfigError
     from tpukit.training.plan import resolve_steps_per_execution
 
-    gpu = SimpleNamespace(backend="jax", kind="gpu", replicas=1, strategy=None)
+    gpu = _fake_runtime("gpu", replicas=1)
     with pytest.raises(ConfigError, match=r"profile window 2-4 counts steps one call at a time"):
         resolve_steps_per_execution(4, gpu, 40, (2, 4))
     assert resolve_steps_per_execution(1, gpu, 40, (2, 4))[0] == 1

@@ -48,7 +48,7 @@ _EXPORTS = {
     "StateMismatch": "tpukit.runs.state",
     "ExportError": "tpukit.runs.saving",
     "DatasetUnavailable": "tpukit.data.builtin",
-    "WorkerLost": "tpukit.training.multiworker",
+    "WorkerLost": "tpukit.hardware.tf_multiworker_loop",
     "panel": "tpukit.ui",
 }
 

@@ -19,11 +19,11 @@ import re
 import warnings
 from typing import Any, Optional, Tuple
 
+from tpukit import precision as precisions
 from tpukit.errors import TpukitError, TpukitWarning
 
 BACKENDS = ("auto", "tensorflow", "jax")
 ACCELERATORS = ("auto", "tpu", "gpu", "cpu")
-PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 JIT_CHOICES = ("auto", True, False)
 
@@ -219,7 +219,7 @@ class RunConfig:
         _check_int("epochs", self.epochs, 1, maximum=MAX_EPOCHS)
         _check_int("steps_per_epoch", self.steps_per_epoch, 1, optional=True)
         _check_int("batch_size", self.batch_size, 1)
-        _check_choice("precision", self.precision, PRECISIONS)
+        _check_choice("precision", self.precision, precisions.CHOICES)
         if not isinstance(self.deterministic, bool):
             _fail("deterministic", self.deterministic, "True or False")
         _check_int("seed", self.seed, 0, maximum=MAX_SEED)
@@ -278,11 +278,7 @@ class RunConfig:
         What the data must satisfy (one global batch at least) is checked by
         `train()`, which loads it.
         """
-        if kind == "tpu" and self.precision == "mixed_float16":
-            raise ConfigError(
-                "RunConfig.precision: mixed_float16 is not supported on TPU; use 'mixed_bfloat16' "
-                "(TPUs compute in bfloat16 natively). Received: precision='mixed_float16'.",
-                field="precision", value="mixed_float16", expected="'mixed_bfloat16' or 'float32' on a TPU")
+        check_precision(self.precision, kind)
 
     def check_examples(self, available: int, replicas: int, after_split: bool = False) -> None:
         """At least one global batch must fit in the `available` training examples (known once the data is)."""
@@ -366,6 +362,17 @@ def short_name(name: str) -> str:
 def global_batch(batch_size: int, replicas: int) -> int:
     """Examples per step over all replicas: the per-replica batch times the replicas. The one place that says it."""
     return batch_size * replicas
+
+
+def check_precision(name: str, kind: Optional[str]) -> None:
+    """ConfigError where precision `name` cannot run on accelerator `kind`: the `Precision` says why and what to use
+    instead ("auto" is resolved for the hardware, so it always can)."""
+    refusal = precisions.get(name).refusal(kind) if name != "auto" else None
+    if refusal:
+        fits = " or ".join(repr(p.name) for p in precisions.PRECISIONS if not p.refusal(kind))
+        raise ConfigError(f"RunConfig.precision: {name} is not supported on {kind.upper()}; {refusal}. "
+                          f"Received: precision={name!r}.", field="precision", value=name,
+                          expected=f"{fits} on a {kind.upper()}")
 
 
 def check_one_batch(available: int, batch_size: int, replicas: int, *, has: str,

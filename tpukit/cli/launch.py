@@ -9,7 +9,7 @@
   calls `jax.distributed.initialize`; on the CPU the collectives are gloo's).
 - TensorFlow (`--backend tensorflow`): TF_CONFIG, a cluster of N workers on free
   ports and each worker's index, for MultiWorkerMirroredStrategy (tpukit trains
-  there with its own loop, `tpukit.training.multiworker`).
+  there with its own loop, `tpukit.hardware.tf_multiworker_loop`).
 
 Each worker's `--replicas R` is its own simulated devices, so the run trains on
 N x R replicas; the global batch follows. The chief (worker 0) prints to this

@@ -63,7 +63,8 @@ def _steps_per_execution(text: str):
 def _parser() -> argparse.ArgumentParser:
     import dataclasses
 
-    from tpukit.config import ACCELERATORS, BACKENDS, OPTIMIZERS, PRECISIONS, RunConfig
+    from tpukit.config import ACCELERATORS, BACKENDS, OPTIMIZERS, RunConfig
+    from tpukit.precision import CHOICES as PRECISIONS
 
     default = {f.name: f.default for f in dataclasses.fields(RunConfig)}
 

@@ -43,8 +43,9 @@ def eval_batch_size(num_examples: int, global_batch: int, replicas: int = 1) -> 
     return max(min(global_batch, num_examples - num_examples % replicas), min(num_examples, 1))
 
 
-def choose(backend: str, workers: int = 1) -> str:
-    """The feeder for a run: tf.data on TensorFlow, NumPy on JAX.
+def choose(preferred: str, fixed: bool = False) -> str:
+    """The feeder for a run: the runtime's `preferred` one (`Runtime.feeder`: tf.data on TensorFlow, NumPy on
+    JAX), unless TPUKIT_FEEDER forces another and the runtime's is not `fixed`.
 
     A JAX run fed by NumPy never loads TensorFlow, as on Colab's TPU runtime, which has
     none: the process skips TensorFlow's import (4-5 s on a 2-core CPU) and runs no
@@ -53,9 +54,7 @@ def choose(backend: str, workers: int = 1) -> str:
     `TPUKIT_FEEDER=numpy` (or `tf.data`) forces one, for tests and comparisons; several
     JAX processes always take NumPy: each cuts its own share out of every batch.
     """
-    if backend == "jax" and workers > 1:
-        return "numpy"
-    return _forced() or ("tf.data" if backend == "tensorflow" else "numpy")
+    return preferred if fixed else (_forced() or preferred)
 
 
 def dataset_feeder() -> str:

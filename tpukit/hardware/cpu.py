@@ -11,7 +11,8 @@ from typing import Any, Dict, Optional, Tuple
 
 from tpukit.hardware import mirrored
 from tpukit.hardware.cpu_probe import cpu_probe
-from tpukit.hardware.runtime import Request, RestartRequired, Runtime
+from tpukit.hardware.runtime import Request, RestartRequired, Runtime, TensorFlowRuntime
+from tpukit.precision import FLOAT32, MIXED_BFLOAT16
 
 KIND = "cpu"
 
@@ -62,7 +63,7 @@ def connect(request: Request, skipped=()) -> Runtime:
         strategy = tf.distribute.get_strategy()
     device_facts = tuple(facts() for _ in devices)
     policy, reason = precision()
-    return Runtime(
+    return TensorFlowRuntime(
         backend="tensorflow",
         kind=KIND,
         devices=tuple(devices),
@@ -118,5 +119,5 @@ def precision_from(probe: Dict[str, Any]) -> Tuple[str, str]:
     measured = f"bfloat16 runs matmuls at {matmul:.1f}x and conv gradients at {conv:.1f}x float32's speed on this CPU"
     where = measured_where(probe)
     if min(matmul, conv) > 1.2:
-        return "mixed_bfloat16", f"{where}: {measured}."
-    return "float32", f"{where}: {measured}, not enough to gain."
+        return MIXED_BFLOAT16.name, f"{where}: {measured}."
+    return FLOAT32.name, f"{where}: {measured}, not enough to gain."

@@ -11,8 +11,9 @@ import subprocess
 from typing import Any, Dict, Optional, Tuple
 
 from tpukit.hardware import mirrored
-from tpukit.hardware.runtime import ConnectError, Request, Runtime
+from tpukit.hardware.runtime import ConnectError, Request, Runtime, TensorFlowRuntime
 from tpukit.hardware.specs import gpu_peak
+from tpukit.precision import FLOAT32, MIXED_FLOAT16
 
 KIND = "gpu"
 
@@ -48,7 +49,7 @@ def connect(request: Request, skipped=()) -> Runtime:
     logical = [d.name for d in tf.config.list_logical_devices("GPU")][: len(gpus)]
     strategy, strategy_reason = gpu_strategy(logical)
     policy, reason = precision(device_facts)
-    return Runtime(
+    return TensorFlowRuntime(
         backend="tensorflow",
         kind=KIND,
         devices=tuple(logical),
@@ -89,16 +90,17 @@ def gpu_strategy(devices) -> Tuple[Any, str]:
 
 
 def precision(device_facts) -> Tuple[str, str]:
-    """(policy, why) for these GPUs: mixed_float16 from compute capability 7.0 (Tensor Cores), else float32."""
+    """(policy, why) for these GPUs: float16 mixed precision from compute capability 7.0 (Tensor Cores), else
+    float32."""
     caps = [tuple(f["compute_capability"] or (0, 0)) for f in device_facts]
     low = [f["name"] for f, cc in zip(device_facts, caps) if cc < (7, 0)]
     if low:
-        return "float32", (f"{', '.join(low)} has compute capability below 7.0 (no Tensor Cores): "
+        return FLOAT32.name, (f"{', '.join(low)} has compute capability below 7.0 (no Tensor Cores): "
                            "mixed precision would run slower than float32.")
     reason = f"compute capability {'.'.join(map(str, min(caps)))} >= 7.0: Tensor Cores run float16."
     if min(caps) >= (8, 0):
         reason += " Ampere or newer also uses TF32 for float32 matmuls (see set_tf32), so gains shrink."
-    return "mixed_float16", reason
+    return MIXED_FLOAT16.name, reason
 
 
 def _nvidia_memory() -> Dict[int, int]:

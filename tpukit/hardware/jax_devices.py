@@ -8,6 +8,7 @@ place of a tf.distribute strategy.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 from typing import Any, Dict, Optional
@@ -17,6 +18,49 @@ from tpukit.hardware.runtime import ConnectError, Request, RestartRequired, Runt
 from tpukit.hardware.specs import KINDS, PEAK_FLOPS, tpu_type_from_kind
 
 KIND = None  # any kind: the one JAX finds
+
+
+@dataclasses.dataclass(frozen=True)
+class JaxRuntime(Runtime):
+    """Keras on JAX over whatever JAX finds: `keras.distribution` in the place of a tf.distribute strategy, fed by
+    NumPy (no TensorFlow needed, as on Colab's TPU runtime), each compile of the train step reported by JAX."""
+
+    feeder = "numpy"
+    counts_compiles = True
+
+    @property
+    def feeder_fixed(self) -> bool:
+        """Several JAX processes take NumPy whatever TPUKIT_FEEDER says: each cuts its own share of every batch."""
+        return self.multi_process
+
+    def determinism_refusal(self) -> Optional[str]:
+        """XLA reads its deterministic-ops flag once, when JAX starts: a GPU started without it cannot have it."""
+        if self.kind != "gpu" or self.xla_deterministic_ops:
+            return None
+        return ("this JAX runtime started its GPU without XLA's deterministic ops, and XLA reads that flag only when "
+                "JAX starts: restart the runtime, then call tpukit.connect(deterministic=True) (in the panel: tick "
+                "deterministic before connecting) before anything uses JAX")
+
+    def callbacks(self) -> list:
+        """Over several simulated CPU devices, a callback that keeps Keras' step hooks synchronous (`SyncSteps`)."""
+        return [_sync_steps()] if self.kind == "cpu" and self.replicas > 1 else []
+
+
+def _sync_steps():
+    """Keeps Keras' step hooks synchronous: for JAX over several simulated CPU devices only.
+
+    There, with async step hooks, a second run in one process at 20 steps per call stopped in XLA's CPU
+    collectives ("Expected 8 threads to join the rendezvous, but only 6 of them arrived", a fatal 40 s timeout):
+    Keras' worker threads read multi-device results while the main thread dispatches the next all-reduce, and
+    the simulated devices share one host's threads. A step hook that is not `async_safe` turns the async path off.
+    """
+    import keras
+
+    class SyncSteps(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            pass
+
+    return SyncSteps()
 
 
 def available(request: Request) -> Optional[str]:
@@ -86,7 +130,7 @@ class OneDevice:
         return f"OneDevice({self.device})"
 
 
-def connect(request: Request, skipped=()) -> Runtime:
+def connect(request: Request, skipped=()) -> JaxRuntime:
     """Devices from JAX: data parallelism with keras.distribution.DataParallel over every process's devices, or
     `OneDevice` (no distribution) where there is one. `skipped` is empty (this path comes first); the kinds JAX
     does not see are added."""
@@ -143,7 +187,7 @@ def connect(request: Request, skipped=()) -> Runtime:
                            + ": each takes its share of the global batch, and XLA all-reduces the gradients")
     if count > 1:
         distribution.auto_shard_dataset = False  # tpukit's feeders give each process its share of every batch
-    return Runtime(
+    return JaxRuntime(
         backend="jax",
         kind=kind,
         devices=tuple(str(d) for d in devices),

@@ -28,11 +28,6 @@ PEAK_FLOPS = {
 }
 
 
-def compute_key(precision: str) -> str:
-    """The key device facts use for a policy's compute type (peaks, the CPU probe's XLA gain): fp32, bf16, fp16."""
-    return {"mixed_bfloat16": "bf16", "mixed_float16": "fp16"}.get(precision, "fp32")
-
-
 TPU_TYPES = (("v2", "TPU v2"), ("v3", "TPU v3"), ("v4", "TPU v4"), ("v5litepod", "TPU v5e"),
               ("v5e", "TPU v5e"), ("v5p", "TPU v5p"), ("v6e", "TPU v6e"))
 

@@ -8,14 +8,43 @@ used in one place here (`_local_cpu_devices`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from typing import Any, Optional
 
 from tpukit.hardware import cpu
-from tpukit.hardware.runtime import ConnectError, Request, Runtime
+from tpukit.hardware.runtime import ConnectError, Request, TensorFlowRuntime
 
 KIND = None  # any kind: the cluster's
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiWorkerRuntime(TensorFlowRuntime):
+    """TensorFlow's MultiWorkerMirroredStrategy across processes. Keras 3's fit cannot run under it
+    (keras-team/keras#20585), so fit and evaluate run tpukit's loop (`tf_multiworker_loop`) with the same callbacks;
+    the distributed dataset shards the input (its DATA auto-shard policy), and one worker's stop stops them all."""
+
+    def shard(self):
+        return 0, 1
+
+    def fit(self, model, train, *, validation, epochs, initial_epoch, steps, callbacks, whole_feed=False):
+        from tpukit.hardware import tf_multiworker_loop
+
+        return tf_multiworker_loop.fit(model, self.strategy, train, validation=validation, epochs=epochs,
+                                       initial_epoch=initial_epoch, steps=steps, callbacks=callbacks)
+
+    def evaluate(self, model, data):
+        from tpukit.hardware import tf_multiworker_loop
+
+        return tf_multiworker_loop.evaluate(model, self.strategy, data)
+
+    def stopped_elsewhere(self, model) -> bool:
+        return bool(model.stop_training)
+
+    def multi_step_refusal(self):
+        return ("tpukit's loop for TensorFlow's MultiWorkerMirroredStrategy (Keras 3's fit cannot run under it, "
+                "keras-team/keras#20585) runs one step per call")
 
 
 def available(request: Request) -> Optional[str]:
@@ -25,7 +54,7 @@ def available(request: Request) -> Optional[str]:
     return None if os.environ.get("TF_CONFIG") else "TF_CONFIG is not set"
 
 
-def connect(request: Request, skipped=()) -> Runtime:
+def connect(request: Request, skipped=()) -> "MultiWorkerRuntime":
     """MultiWorkerMirroredStrategy from TF_CONFIG: synchronous data parallelism across processes."""
     import tensorflow as tf
 
@@ -49,7 +78,7 @@ def connect(request: Request, skipped=()) -> Runtime:
     precision, reason = "float32", "multi-worker CPU cluster: float32."
     if kind == "cpu":
         facts = (cpu.facts(),)
-    return Runtime(
+    return MultiWorkerRuntime(
         backend="tensorflow",
         kind=kind,
         devices=devices,

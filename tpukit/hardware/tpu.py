@@ -17,9 +17,10 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from tpukit.hardware.runtime import ConnectError, Request, RestartRequired, Runtime
-from tpukit.hardware.specs import PEAK_FLOPS, TPU_TYPES
 from tpukit.errors import TpukitError
+from tpukit.hardware.runtime import ConnectError, Request, RestartRequired, Runtime, TensorFlowRuntime
+from tpukit.hardware.specs import PEAK_FLOPS, TPU_TYPES
+from tpukit.precision import MIXED_BFLOAT16
 
 KIND = "tpu"
 TPU_TIMEOUT_S = 30.0  # default wait for a TPU to answer; connect(timeout=) or TPUKIT_TPU_TIMEOUT changes it
@@ -180,7 +181,7 @@ def available(request: Request) -> Optional[str]:
 
 def precision() -> Tuple[str, str]:
     """(policy, why) on a TPU: bfloat16 is what its matrix units compute in."""
-    return "mixed_bfloat16", "TPU matrix units compute in bfloat16; variables stay float32."
+    return MIXED_BFLOAT16.name, "TPU matrix units compute in bfloat16; variables stay float32."
 
 
 def connect(request: Request, skipped=()) -> Runtime:
@@ -219,7 +220,7 @@ def connect(request: Request, skipped=()) -> Runtime:
     peak = PEAK_FLOPS.get(tpu_type, {})
     facts = tuple({"name": tpu_type or "TPU", "peak_flops": peak} for _ in devices)
     policy, reason = precision()
-    return Runtime(
+    return TensorFlowRuntime(
         backend="tensorflow",
         kind=KIND,
         devices=devices,

@@ -13,7 +13,7 @@ tpukit trains a clone and says so once; `result.model` is the trained one.
 Compiling: a model that comes back compiled keeps its own optimizer, loss and
 metrics (the user's compile() wins over RunConfig.optimizer, learning_rate,
 loss and metrics); tpukit recompiles it only to set steps_per_execution and
-jit_compile, and, under mixed_float16, to wrap its optimizer for loss scaling.
+jit_compile, and, under a loss-scaled precision, to wrap its optimizer for loss scaling.
 An uncompiled model is compiled with the RunConfig's optimizer, learning rate,
 loss and metrics.
 """
@@ -155,14 +155,13 @@ def compile(model, config) -> str:
     """Compile for the run; returns a sentence on where the optimizer, loss and metrics came from."""
     import keras
 
-    from tpukit.models import policies
+    from tpukit import precision as precisions
 
     user = getattr(model, "_tpukit_compile_args", None) or (compile_args(model) if model.compiled else None)
     if user:
-        optimizer = user.get("optimizer") or policies.make_optimizer(config.optimizer, config.learning_rate,
-                                                                      config.precision)
-        if config.precision == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer = precisions.get(config.precision).wrap(
+            user.get("optimizer") or precisions.make_optimizer(config.optimizer, config.learning_rate,
+                                                               config.precision))
         args = {k: user.get(k) for k in ("loss", "loss_weights", "metrics", "weighted_metrics")}
         model.compile(optimizer=optimizer, **args, steps_per_execution=config.steps_per_execution,
                       jit_compile=config.jit_compile)
@@ -177,7 +176,7 @@ def compile(model, config) -> str:
     except (ValueError, TypeError) as e:
         raise ModelError(f"RunConfig.loss/metrics: {one_line(e)}. Received: loss={config.loss!r}, "
                          f"metrics={config.metrics!r}.") from None
-    model.compile(optimizer=policies.make_optimizer(config.optimizer, config.learning_rate, config.precision),
+    model.compile(optimizer=precisions.make_optimizer(config.optimizer, config.learning_rate, config.precision),
                   loss=config.loss, metrics=list(config.metrics), steps_per_execution=config.steps_per_execution,
                   jit_compile=config.jit_compile)
     return f"compiled by tpukit: {config.optimizer} at learning rate {config.learning_rate}, loss {config.loss}"

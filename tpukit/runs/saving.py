@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any, Optional, Tuple
 
 from tpukit import registry
+from tpukit import precision as precisions
 from tpukit.data.types import DataSpec
 from tpukit.errors import TpukitError, one_line
 from tpukit.models import modeling
 from tpukit.models.modeling import ModelError
 from tpukit.runs import checkpoint, files, state
-from tpukit.models import policies
 
 
 class ExportError(TpukitError, ValueError):
@@ -118,7 +118,7 @@ def rebuild(run_dir, model=None, config=None):
     result = files.recorded(run_dir)
     path, what = weights_file(run_dir)
     policy = result.get("model_policy") or config.precision
-    policy = policy if policy in policies.POLICIES else "float32"
+    policy = policy if precisions.find(policy) else precisions.FLOAT32.name
     if isinstance(model, keras.Model):
         target = model
     else:
@@ -133,7 +133,7 @@ def rebuild(run_dir, model=None, config=None):
                     "a built model>).") from None
         spec = _spec(result)
         try:
-            with policies.policy(policy):
+            with precisions.policy(policy):
                 target = factory(spec) if registry.takes_argument(factory) else factory()
         except Exception as e:
             raise ModelError(f"cannot rebuild the model of {run_dir}: its factory {config.model!r} raised "
@@ -281,7 +281,7 @@ def float32_copy(model):
     config = _float32(keras.saving.serialize_keras_object(model))
     config.pop("compile_config", None)
     try:
-        with policies.policy("float32"):
+        with precisions.FLOAT32.scope():
             copy = keras.saving.deserialize_keras_object(config)
             if not copy.built or not copy.weights:
                 inputs = [np.zeros((1, *t.shape[1:]), t.dtype) for t in model.inputs] if _has_inputs(model) else None
@@ -296,7 +296,7 @@ def float32_copy(model):
         optimizer = args.get("optimizer") or getattr(model, "optimizer", None)
         inner = getattr(optimizer, "inner_optimizer", optimizer)
         fresh = inner.__class__.from_config(inner.get_config()) if hasattr(inner, "get_config") else "adam"
-        with policies.policy("float32"):
+        with precisions.FLOAT32.scope():
             copy.compile(optimizer=fresh, loss=args.get("loss"), metrics=args.get("metrics"),
                          loss_weights=args.get("loss_weights"), weighted_metrics=args.get("weighted_metrics"))
             copy.optimizer.build(copy.trainable_variables)  # saved whole, so load_model finds every slot it builds

@@ -103,19 +103,6 @@ class StopOnRequest(StepSafe):
             self.stop_training()
 
 
-class SyncSteps(keras.callbacks.Callback):
-    """Keeps Keras' step hooks synchronous: for JAX over several simulated CPU devices only.
-
-    There, with async step hooks, a second run in one process at 20 steps per call stopped in XLA's CPU
-    collectives ("Expected 8 threads to join the rendezvous, but only 6 of them arrived", a fatal 40 s timeout):
-    Keras' worker threads read multi-device results while the main thread dispatches the next all-reduce, and
-    the simulated devices share one host's threads. A step hook that is not `async_safe` turns the async path off.
-    """
-
-    def on_train_batch_end(self, batch, logs=None):
-        pass
-
-
 def whole_epoch(seen: int, steps_per_epoch: Optional[int], model) -> bool:
     """Whether the epoch that just ended ran all its steps (Keras ends an epoch early on stop_training)."""
     return seen >= steps_per_epoch if steps_per_epoch else not model.stop_training

@@ -59,9 +59,10 @@ def totals(name: str = TRAIN_STEP) -> Tuple[int, float]:
 class Watch:
     """The compilations of `name` between `start()` and `stop()`: a run's own, on JAX; None elsewhere."""
 
-    def __init__(self, backend: str, name: str = TRAIN_STEP):
+    def __init__(self, on: bool, name: str = TRAIN_STEP):
+        """`on`: the backend reports its compiles (`Runtime.counts_compiles`: JAX's monitoring events)."""
         self.name = name
-        self.on = backend == "jax"
+        self.on = on
         self._start: Optional[Tuple[int, float]] = None
         self.count: Optional[int] = None
         self.seconds: Optional[float] = None

@@ -111,15 +111,13 @@ def setup(seed: int, deterministic: bool, backend: str = "tensorflow") -> str:
 
 
 def check_runtime(deterministic: bool, runtime) -> None:
-    """ConfigError when a deterministic run would train on JAX's GPU without XLA's deterministic ops: XLA reads
-    that flag once, when JAX starts, so a runtime connected without `deterministic=True` cannot give it."""
-    if deterministic and runtime.backend == "jax" and runtime.kind == "gpu" and not runtime.xla_deterministic_ops:
-        raise ConfigError(
-            "RunConfig.deterministic: this JAX runtime started its GPU without XLA's deterministic ops, and XLA reads "
-            "that flag only when JAX starts: restart the runtime, then call tpukit.connect(deterministic=True) (in "
-            "the panel: tick deterministic before connecting) before anything uses JAX. Received: deterministic=True.",
-            field="deterministic", value=True, expected="a runtime connected with deterministic=True",
-            choices=(False,))
+    """ConfigError when a deterministic run cannot be deterministic on `runtime` (`Runtime.determinism_refusal`: JAX's
+    GPU without XLA's deterministic ops, a flag XLA reads once, when JAX starts)."""
+    refusal = runtime.determinism_refusal() if deterministic else None
+    if refusal:
+        raise ConfigError(f"RunConfig.deterministic: {refusal}. Received: deterministic=True.",
+                          field="deterministic", value=True, expected="a runtime connected with deterministic=True",
+                          choices=(False,))
 
 
 def fingerprint(model_or_weights, length: int = 16) -> str:

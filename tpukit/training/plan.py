@@ -82,37 +82,6 @@ def default_window(steps_per_epoch: Optional[int], epochs: int):
     return start, max(start, min(start + 4, total - 1))
 
 
-# "auto" runs at most this many steps per execution: enough to amortize the host's dispatch of each call
-# (measured: benchmarks/steps_per_execution.py), while callbacks, stop requests and NaN checks still come often.
-AUTO_STEPS_PER_EXECUTION = 32
-
-
-def multi_step_refusal(runtime) -> Optional[str]:
-    """Why `runtime` cannot run more than one step per execution, or None where it can.
-
-    Checked on TF 2.21 + Keras 3.15 with 8 logical CPU devices: MirroredStrategy
-    over 2 or more devices fails in Keras' multi-step loop; over one device, on
-    the default strategy, and on JAX (DataParallel over 8 devices) it trains.
-    """
-    if runtime.backend != "tensorflow" or runtime.replicas < 2:
-        return None
-    if getattr(runtime, "workers", 1) > 1:
-        return ("tpukit's loop for TensorFlow's MultiWorkerMirroredStrategy (Keras 3's fit cannot run under it, "
-                "keras-team/keras#20585) runs one step per call")
-    import tensorflow as tf
-
-    if isinstance(runtime.strategy, tf.distribute.MirroredStrategy):
-        return (f"Keras 3.15 cannot run more than one step per execution under MirroredStrategy with more than one "
-                f"replica ({runtime.replicas} here): its multi-step loop fails with \"You must feed a value for "
-                f"placeholder tensor\"")
-    return None
-
-
-# On the CPU, "auto" runs several steps per call only while a call stays this short (seconds, estimated): Stop,
-# progress and callbacks wait for a whole call, and only millisecond steps gain (benchmarks/steps_per_execution.py).
-CPU_CALL_SECONDS = 0.05
-
-
 def estimated_step_seconds(flops_per_example, global_batch: int, peak_flops) -> Optional[float]:
     """A training step's time at the device's peak: a lower bound (None when the FLOPs or the peak are unknown)."""
     if not flops_per_example or not peak_flops:
@@ -121,26 +90,25 @@ def estimated_step_seconds(flops_per_example, global_batch: int, peak_flops) -> 
 
 
 def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[int], profile=None,
-                                step_seconds: Optional[float] = None):
+                                step_seconds=None):
     """(steps per execution, why) for a run: "auto" resolved, or an explicit value checked against the backend.
 
-    "auto" is the largest divisor of the epoch's steps up to `AUTO_STEPS_PER_EXECUTION`,
-    so every epoch ends where an execution does (epoch backups and resume need whole
-    epochs). On the CPU it is also held to calls of at most `CPU_CALL_SECONDS`, from
-    `step_seconds` (the step's time estimated from the model's FLOPs and the CPU's
-    measured peak: a lower bound), so only millisecond steps run several per call (the
-    CNN measured no faster with more, while a stop request waits for the whole call);
-    without an estimate it is 1 there. It is 1 where `multi_step_refusal` says the
-    backend cannot run more; when the epoch's length is unknown; and with a profile
+    "auto" is the largest divisor of the epoch's steps up to the runtime's cap
+    (`Runtime.steps_per_call_cap`: 32, and on the CPU only as many as keep a call under
+    50 ms, from `step_seconds`, the step's time estimated from the model's FLOPs and the
+    CPU's measured peak, a number or a function asked only there), so every epoch ends
+    where an execution does (epoch backups and resume need whole epochs). It is 1 where
+    `Runtime.multi_step_refusal` says the path cannot run more; when the epoch's length
+    is unknown; and with a profile
     window (its step markers are one per call of the train function). An explicit value
     must divide the steps per epoch: Keras runs whole calls, and would take the next
     epoch's batches.
 
-    >>> from types import SimpleNamespace
-    >>> tpu = SimpleNamespace(backend="jax", kind="tpu", replicas=8, strategy=None)
+    >>> from tpukit.hardware.runtime import Runtime
+    >>> tpu = Runtime(backend="jax", kind="tpu", devices=("TPU_0",), replicas=8, strategy=None)
     >>> resolve_steps_per_execution("auto", tpu, steps_per_epoch=100)[0]
     25
-    >>> cpu = SimpleNamespace(backend="jax", kind="cpu", replicas=1, strategy=None)
+    >>> cpu = Runtime(backend="jax", kind="cpu", devices=("cpu:0",), replicas=1, strategy=None)
     >>> resolve_steps_per_execution("auto", cpu, steps_per_epoch=100, step_seconds=0.002)[0]
     25
     >>> resolve_steps_per_execution("auto", cpu, steps_per_epoch=100, step_seconds=0.2)[0]
@@ -149,7 +117,7 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
     Raises:
         ConfigError: an explicit value above 1 where the backend cannot run it, or with a profile window.
     """
-    refusal = multi_step_refusal(runtime)
+    refusal = runtime.multi_step_refusal()
     if requested != "auto":
         if requested > 1 and refusal:
             raise ConfigError(f"RunConfig.steps_per_execution: {refusal}; use 1 there (or 'auto'). "
@@ -177,17 +145,9 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
     if profile is not None:
         return 1, (f"auto → 1: the profile window {profile[0]}-{profile[1]} marks one step per call of the train "
                    f"function")
-    cap, where = AUTO_STEPS_PER_EXECUTION, f"on {runtime.kind.upper()}"
-    if runtime.kind == "cpu":
-        if step_seconds is None:
-            return 1, ("auto → 1 on the CPU: the step's time could not be estimated (the model's FLOPs or the CPU's "
-                       "peak are unknown), and a stop request, progress and callbacks wait for a whole call")
-        cap = min(cap, int(CPU_CALL_SECONDS / step_seconds) if step_seconds > 0 else cap)
-        where = (f"on the CPU, where a step takes at least {1000 * step_seconds:.2g} ms (the model's FLOPs at the "
-                 f"CPU's measured peak) and a call is held under {1000 * CPU_CALL_SECONDS:.0f} ms, since a stop "
-                 "request, progress and callbacks wait for it")
-        if cap < 2:
-            return 1, f"auto → 1 {where}"
+    cap, where = runtime.steps_per_call_cap(step_seconds)
+    if cap < 2:
+        return 1, f"auto → 1 {where}"
     n = max(d for d in range(1, min(steps_per_epoch, cap) + 1) if steps_per_epoch % d == 0)
     if n == 1:
         return 1, (f"auto → 1: the {steps_per_epoch} steps per epoch have no divisor from 2 to {cap}, and epochs must "

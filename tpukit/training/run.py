@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
+from tpukit import precision as precisions
 from tpukit.config import ConfigError, PaddingWarning
 from tpukit.data import pipeline, sources
 from tpukit.hardware.connect import connect_for
@@ -23,7 +24,7 @@ from tpukit.registry import check_names, with_labels
 from tpukit.runs import checkpoint, records, state
 from tpukit.runs.records import RunResult
 from tpukit.runs.recording import Recording, first_epochs
-from tpukit.training import compiles, determinism, precision
+from tpukit.training import compiles, determinism
 from tpukit.training.plan import (RunPlan, check_profile_window, estimated_step_seconds,
                                   resolve_steps_per_execution, steps_per_epoch)
 from tpukit.training.plan import resolve as resolve_plan
@@ -77,15 +78,11 @@ class Run:
         if not self.resuming:
             records.check_logdir(config.logdir)
         runtime = self.runtime or connect_for(config)
-        if config.backend not in ("auto", runtime.backend):
-            raise ConfigError(f"RunConfig.backend: the runtime runs {runtime.backend}, not {config.backend}. "
-                              f"Received: backend={config.backend!r}.", field="backend", value=config.backend,
-                              expected=f"{runtime.backend!r} or 'auto'", choices=("auto", runtime.backend))
+        runtime.check(config)
         determinism.check_runtime(config.deterministic, runtime)
-        logdir = self._worker_writes_aside(runtime, held) if runtime.workers > 1 else config.logdir
-        config.check_for(runtime.kind, runtime.replicas)
-        policy, precision_reason = precision.resolve(config.precision, runtime)
-        advice = config.padding_advice(runtime.kind) if config.accelerator == "auto" else None  # else said at build
+        logdir = self._worker_writes_aside(runtime, held) if runtime.multi_process else config.logdir
+        policy, precision_reason = runtime.resolve_precision(config.precision)
+        advice = runtime.padding_advice(config) if config.accelerator == "auto" else None  # else said at build
         if advice:
             warnings.warn(advice, PaddingWarning, stacklevel=3)
         self.runtime = runtime
@@ -93,12 +90,12 @@ class Run:
             self.notes.append(f"strategy: {runtime.strategy_reason}")
         if self.previous is not None and not self.resuming:
             self.notes.append(f"extends {self.parent} ({self.previous.epochs_done} epochs) to {config.epochs} epochs")
-        self.compiles = compiles.Watch(runtime.backend)
+        self.compiles = compiles.Watch(runtime.counts_compiles)
         determinism.setup(config.seed, config.deterministic, runtime.backend)
         self.source, steps = self._load_data()
         check_profile_window(config.profile, steps, config.epochs)
         self.initial_epoch, self.kept_history, self.restore_from = self._restore_point()
-        with precision.policy(policy), runtime.strategy.scope():
+        with precisions.policy(policy), runtime.strategy.scope():
             self.model = self._build_model(policy)
             self.plan = self._plan(self.model, policy, precision_reason, steps, logdir)
             self._compile(self.model)
@@ -140,7 +137,7 @@ class Run:
                 raise sources.DataError(
                     f"the data differs from the data this run trained on (fingerprint {source.fingerprint}, "
                     f"recorded {recorded}); resume needs the same data. Received: dataset={config.dataset!r}.")
-        self.feeder = pipeline.choose(self.runtime.backend, self.runtime.workers)
+        self.feeder = pipeline.choose(self.runtime.feeder, fixed=self.runtime.feeder_fixed)
         if source.ordered:
             config.check_examples(len(source.train), replicas, source.validation_from == "split")
             steps = steps_per_epoch(config, len(source.train), replicas)
@@ -167,13 +164,11 @@ class Run:
             return estimated_step_seconds(self._flops(model)[0], global_batch, runtime.peak_flops(policy))
 
         spe, why = resolve_steps_per_execution(config.steps_per_execution, runtime, steps, config.profile,
-                                               step_seconds=step_seconds() if (
-                                                   config.steps_per_execution == "auto" and runtime.kind == "cpu")
-                                               else None)
+                                               step_seconds=step_seconds)
         if config.steps_per_execution == "auto":
             self.notes.append(f"steps_per_execution: {why}")
-        jit, why = precision.jit_compile(config.jit_compile, runtime, policy, model,
-                                         determinism.op_determinism_enabled(), step_seconds)
+        jit, why = runtime.jit_compile(config.jit_compile, policy, model, determinism.op_determinism_enabled(),
+                                       step_seconds)
         if why:
             self.notes.append(f"jit_compile: {why}")
         return resolve_plan(config, runtime, policy=policy, precision_reason=precision_reason, steps=steps,
@@ -183,7 +178,7 @@ class Run:
         config = self.plan.config
         compiled = modeling.compile(model, config)
         self.notes.append(f"model: {self.built_note}; {compiled}")
-        if self.runtime.kind == "tpu":
+        if self.runtime.lane_width:
             from tpukit.models import tiling
 
             self.notes.extend(filter(None, [tiling.note(model)]))
@@ -217,7 +212,7 @@ class Run:
 
         config, source, model = self.plan.config, self.source, self.model
         global_batch = config.global_batch_size
-        shard = self._shard()
+        shard = self.runtime.shard()
         train_feed = pipeline.train_feed(source.train, feeder=self.feeder, global_batch=global_batch,
                                          seed=config.seed, epochs=config.epochs, initial_epoch=self.initial_epoch,
                                          steps=self.plan.steps_per_epoch, shard=shard)
@@ -228,17 +223,9 @@ class Run:
         self.fitting = True
         self.compiles.start()
         try:
-            if self._multi_worker_tf():  # Keras 3's fit cannot run under MWMS: tpukit's loop, the same callbacks
-                from tpukit.training import multiworker
-
-                multiworker.fit(model, self.runtime.strategy, train_feed, validation=validation_feed,
-                                epochs=config.epochs, initial_epoch=self.initial_epoch,
-                                steps=self.plan.steps_per_epoch, callbacks=callbacks)
-            else:
-                model.fit(train_feed, validation_data=validation_feed, epochs=config.epochs,
-                          initial_epoch=self.initial_epoch,
-                          steps_per_epoch=self.plan.steps_per_epoch if source.ordered else config.steps_per_epoch,
-                          callbacks=callbacks, shuffle=False, verbose=0)
+            self.runtime.fit(model, train_feed, validation=validation_feed, epochs=config.epochs,
+                             initial_epoch=self.initial_epoch, steps=self.plan.steps_per_epoch, callbacks=callbacks,
+                             whole_feed=not source.ordered and not config.steps_per_epoch)
         except KeyboardInterrupt as e:
             status, message = self._ending(e)
         finally:
@@ -256,7 +243,7 @@ class Run:
             message = (f"early stopping after epoch {self.early_stopper.stopped_epoch + 1} (no "
                        f"{self.early_stopper.monitor} gain)" + (f"; restored the weights of epoch {best + 1}"
                                                                  if best is not None else ""))
-        elif self._multi_worker_tf() and model.stop_training and status == "completed":
+        elif self.runtime.stopped_elsewhere(model) and status == "completed":
             status = "stopped"
             message = self._stopped_message("another worker stopped (on request, SIGTERM or Ctrl-C)")
         if status == "completed" and source.test is not None:
@@ -268,21 +255,8 @@ class Run:
 
         feed = pipeline.eval_feed(self.source.test, feeder=self.feeder,
                                   global_batch=self.plan.config.global_batch_size, replicas=self.runtime.replicas,
-                                  shard=self._shard())
-        if self._multi_worker_tf():
-            from tpukit.training import multiworker
-
-            return multiworker.evaluate(self.model, self.runtime.strategy, feed)
-        scores = self.model.evaluate(feed, verbose=0, return_dict=True)
-        return {k: float(v) for k, v in scores.items()}
-
-    def _multi_worker_tf(self) -> bool:
-        return self.runtime.workers > 1 and self.runtime.backend == "tensorflow"
-
-    def _shard(self):
-        """(this process, processes) for the feeds: on JAX each process cuts its share of every batch; under
-        TensorFlow's MultiWorkerMirroredStrategy the distributed dataset does (its DATA auto-shard policy)."""
-        return (0, 1) if self._multi_worker_tf() else (self.runtime.process_index, self.runtime.workers)
+                                  shard=self.runtime.shard())
+        return self.runtime.evaluate(self.model, feed)
 
     def _restore_point(self):
         """(first epoch, history before it, weights to load): from the run's last whole backup, else from the
@@ -316,8 +290,7 @@ class Run:
             self.stopper,
             _scalar_writer(str(self.run_dir)),
         ]
-        if self.runtime.backend == "jax" and self.runtime.kind == "cpu" and self.runtime.replicas > 1:
-            out.append(cb.SyncSteps())
+        out.extend(self.runtime.callbacks())
         self.profiler = None
         if config.profile is not None:
             from tpukit.observe.profiling import ProfileCallback
@@ -342,11 +315,8 @@ class Run:
     def _nan_message(self) -> str:
         config = self.plan.config
         cause = f"the learning rate {config.learning_rate} may be too high (try it 10x lower)"
-        if config.precision == "mixed_float16":
-            cause += (", or float16 overflowed above 65504 (if float32 trains at this learning rate, use "
-                      "mixed_bfloat16)")
-        elif config.precision == "mixed_bfloat16":
-            cause += ", or bfloat16's 8-bit mantissa lost the update (if float32 trains at this learning rate)"
+        if precisions.get(config.precision).nan_cause:
+            cause += f", or {precisions.get(config.precision).nan_cause}"
         step, calls = self.recorder.nan_step, config.steps_per_execution
         where = f"step {step}" if calls == 1 else f"step {step} (a call of steps {max(1, step - calls + 1)}-{step})"
         return f"loss became NaN at {where}: likely cause: {cause}."

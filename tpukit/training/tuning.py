@@ -101,7 +101,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     """
     from tpukit.models import modeling
     from tpukit.data import pipeline
-    from tpukit.training import precision
+    from tpukit import precision as precisions
     from tpukit.data import sources
     from tpukit.hardware.connect import connect_for
     from tpukit.registry import check_names, with_labels
@@ -115,7 +115,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     config, model, data = with_labels(config, model, data)
     check_names(config, model, data)
     runtime = runtime or connect_for(config)
-    policy, _ = precision.resolve(config.precision, runtime)
+    policy, _ = runtime.resolve_precision(config.precision)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sources.UnorderedDataWarning)  # batched data is refused just below
         source = sources.prepare(data if data is not None else config.dataset, name=config.dataset,
@@ -124,7 +124,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     if not source.ordered:
         raise ConfigError("tune_batch_size: the data is already batched, so its batch size is its own; pass arrays "
                           "or an unbatched dataset.")
-    multiple = 128 if runtime.kind == "tpu" else 8
+    multiple = runtime.lane_width or 8  # a TPU's matrix unit is as wide as its lanes
     limit, why = _limit(len(source.train), runtime.replicas, multiple, max_batch_size)
     sizes = candidates(multiple, start or multiple, limit)
     if not sizes:
@@ -136,7 +136,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
         if on_trial is not None:
             on_trial(tuple(trials), size)
         trial = _trial(size, config, runtime, policy, source, model, warmup_steps, steps,
-                       modeling=modeling, pipeline=pipeline, precision=precision)
+                       modeling=modeling, pipeline=pipeline, precisions=precisions)
         trials.append(trial)
         best = max((t.examples_per_sec for t in trials[:-1] if t.examples_per_sec), default=None)
         if trial.outcome != "measured":
@@ -148,7 +148,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     return _recommend(tuple(trials), min_gain, runtime.replicas, limit, why, flat == PATIENCE)
 
 
-def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, modeling, pipeline, precision):
+def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, modeling, pipeline, precisions):
     """Build, compile and time one batch size; an out-of-memory error is a result, not a crash."""
     from tpukit.training import determinism
 
@@ -162,13 +162,12 @@ def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, m
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a built model is cloned for every trial: said once by train(), not here
-            with precision.policy(policy), runtime.strategy.scope():
+            with precisions.policy(policy), runtime.strategy.scope():
                 model, _ = modeling.build(model_arg, trial_config, source.spec)
-                jit, _ = precision.jit_compile(config.jit_compile, runtime, policy, model,
-                                               determinism.op_determinism_enabled(),
-                                               lambda: _step_seconds(model, source, global_batch, runtime, policy))
+                jit, _ = runtime.jit_compile(config.jit_compile, policy, model, determinism.op_determinism_enabled(),
+                                             lambda: _step_seconds(model, source, global_batch, runtime, policy))
                 modeling.compile(model, trial_config.replace(jit_compile=jit))
-                feed = pipeline.train_feed(source.train, feeder=pipeline.choose(runtime.backend),
+                feed = pipeline.train_feed(source.train, feeder=pipeline.choose(runtime.feeder, fixed=runtime.feeder_fixed),
                                            global_batch=global_batch, seed=config.seed, epochs=epochs,
                                            steps=per_epoch)
                 model.fit(feed, epochs=epochs, steps_per_epoch=per_epoch, callbacks=[timer.callback()], verbose=0)

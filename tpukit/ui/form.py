@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import ipywidgets as widgets
 
 from tpukit import config as _config
+from tpukit import precision as precisions
 from tpukit import registry
 from tpukit.ui.messages import field_of, plain  # noqa: F401  (the form's sentences; widget-free)
 
@@ -33,7 +34,7 @@ FIELDS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("tpu", "TPU address", "optional_str", "from the environment"),
     ("dataset", "dataset", "name", "dataset"),
     ("model", "model", "name", "model"),
-    ("precision", "precision", "choice", _config.PRECISIONS),
+    ("precision", "precision", "choice", precisions.CHOICES),
     ("batch_size", "batch / replica", "int", None),
     ("epochs", "epochs", "int", None),
     ("steps_per_epoch", "steps / epoch", "optional_int", "whole dataset"),
@@ -126,20 +127,18 @@ class Form:
         advice, what determinism promises, the dataset. `runtime`: the connected one, if it fits `config`;
         `stale`: connected, but to other hardware than the settings now ask for."""
         from tpukit.training import determinism
-        from tpukit.training import precision
 
         if config.precision != "auto":
             self.note("precision", "")
         elif runtime is not None:
-            policy, why = precision.resolve("auto", runtime)
+            policy, why = runtime.resolve_precision("auto")
             self.note("precision", f"auto → {policy}: {why}")
         else:
             self.note("precision", "auto: decided at connect (TPU bfloat16, Tensor Core GPU float16, "
                                    "CPU bfloat16 only where it measures faster)")
         replicas = runtime.replicas if runtime is not None else (config.replicas or 1)
-        kind = runtime.kind if runtime is not None else config.accelerator
         batch = f"global batch {config.global_batch(replicas)} = {config.batch_size} × {replicas} replica"
-        advice = config.padding_advice(kind) if kind in _config.PAD_MULTIPLE else None
+        advice = runtime.padding_advice(config) if runtime is not None else config.padding_advice()
         self.note("batch_size", batch + ("s" if replicas != 1 else "") + (f". {advice}" if advice else ""))
         if config.deterministic:
             self.note("deterministic", "seeded, deterministic ops: same config, same weights")
@@ -157,20 +156,21 @@ class Form:
 
     def _explain_steps_per_execution(self, config, runtime) -> None:
         """What "auto" steps per call becomes here, the whole reason on hover (the run records it too)."""
+        from tpukit.hardware.runtime import AUTO_STEPS_PER_EXECUTION, CPU_CALL_SECONDS
         from tpukit.training import plan
 
         if config.steps_per_execution != "auto":
             self.note("steps_per_execution", "")
             return
-        if runtime is not None and runtime.kind == "cpu" and not plan.multi_step_refusal(runtime):
+        if runtime is not None and runtime.step_time_caps_calls and not runtime.multi_step_refusal():
             self.note("steps_per_execution", "auto on the CPU: from the model's step time, when the run starts",
-                      detail=f"auto on the CPU: up to {plan.AUTO_STEPS_PER_EXECUTION} steps per call while a call "
-                             f"stays under {1000 * plan.CPU_CALL_SECONDS:.0f} ms, from the model's FLOPs at the "
+                      detail=f"auto on the CPU: up to {AUTO_STEPS_PER_EXECUTION} steps per call while a call "
+                             f"stays under {1000 * CPU_CALL_SECONDS:.0f} ms, from the model's FLOPs at the "
                              "CPU's measured peak (only millisecond steps gain; a stop request waits for a call); the "
                              "run's notes say what it chose")
             return
-        if runtime is None or (not config.steps_per_epoch and not plan.multi_step_refusal(runtime)):
-            self.note("steps_per_execution", f"auto: up to {plan.AUTO_STEPS_PER_EXECUTION} steps per call on "
+        if runtime is None or (not config.steps_per_epoch and not runtime.multi_step_refusal()):
+            self.note("steps_per_execution", f"auto: up to {AUTO_STEPS_PER_EXECUTION} steps per call on "
                                              "TPU and GPU, and on the CPU for millisecond steps; decided when the run "
                                              "starts")
             return

@@ -10,6 +10,8 @@ import html
 import re
 from typing import Iterable, List, Optional, Sequence
 
+from tpukit import precision as precisions
+
 # line-height: an HTML widget sets 28 px lines (a widget's height), which would make every row 33 px tall.
 _TABLE = '<table style="border-collapse:collapse;font-size:12px;line-height:1.4">'
 _CELL = 'style="padding:2px 6px;border-bottom:1px solid #ddd;text-align:{align}"'
@@ -65,7 +67,7 @@ def runtime(rt) -> str:
     rows = [("kind", kind), ("backend", rt.backend), ("replicas", rt.replicas),
             ("devices", ", ".join(rt.devices)), ("hardware", ", ".join(names) or "–"),
             ("precision", f"{rt.precision}: {rt.precision_reason}")]
-    if rt.workers > 1:
+    if rt.multi_process:
         rows.append(("workers", rt.workers))
     rows += [(f"skipped {kind_.upper()}", why) for kind_, why in rt.skipped]
     return table(("", ""), rows)
@@ -76,17 +78,13 @@ def chip(rt, state: str = "") -> str:
     if rt is None:
         text, colour = state or "not connected", "#666"
     else:
-        names = sorted({f.get("name", "") for f in rt.device_facts if f.get("name")})
-        text = " · ".join([rt.kind.upper() + (f" {names[0]}" if names and rt.kind != "cpu" else ""), rt.backend,
+        text = " · ".join([rt.kind.upper() + (f" {rt.chip_name}" if rt.chip_name else ""), rt.backend,
                            f"{rt.replicas} replica" + ("s" if rt.replicas != 1 else "")
                            + (" (simulated)" if rt.simulated else "")]
-                          + ([f"{rt.workers} workers"] if rt.workers > 1 else []))
+                          + ([f"{rt.workers} workers"] if rt.multi_process else []))
         colour = "#1b5e20"
     return (f'<span style="margin:0 10px;padding:2px 8px;border-radius:10px;border:1px solid {colour};'
             f'color:{colour};font-size:12px;white-space:nowrap">{html.escape(text)}</span>')
-
-
-_SHORT_PRECISION = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
 
 
 def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
@@ -104,7 +102,7 @@ def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
         precision = row.get("precision")
         body.append((
             i + 1, row.get("run"), row.get("status"), f"{row.get('model')} / {row.get('dataset')}",
-            _SHORT_PRECISION.get(precision, precision),
+            precisions.find(precision).key if precisions.find(precision) else precision,
             f"{row.get('batch_size')} × {row.get('replicas') or 1}" if (row.get("replicas") or 1) > 1
             else row.get("batch_size"),
             row.get("examples_per_sec"), _validation(row),
