@@ -64,6 +64,7 @@ def connect(request: Request, skipped=()) -> Runtime:
     policy, reason = precision()
     return Runtime(
         backend="tensorflow",
+        backend_reason=request.backend_reason,
         kind=KIND,
         devices=tuple(devices),
         replicas=len(devices),

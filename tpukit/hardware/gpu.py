@@ -50,6 +50,7 @@ def connect(request: Request, skipped=()) -> Runtime:
     policy, reason = precision(device_facts)
     return Runtime(
         backend="tensorflow",
+        backend_reason=request.backend_reason,
         kind=KIND,
         devices=tuple(logical),
         replicas=len(logical),

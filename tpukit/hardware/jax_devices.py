@@ -145,6 +145,7 @@ def connect(request: Request, skipped=()) -> Runtime:
         distribution.auto_shard_dataset = False  # tpukit's feeders give each process its share of every batch
     return Runtime(
         backend="jax",
+        backend_reason=request.backend_reason,
         kind=kind,
         devices=tuple(str(d) for d in devices),
         replicas=len(devices),
@@ -155,7 +156,7 @@ def connect(request: Request, skipped=()) -> Runtime:
         process_index=jax.process_index() if count > 1 else 0,
         device_facts=facts,
         precision=precision,
-        precision_reason=f"{reason} (Backend: JAX, {request.backend_reason}.)",
+        precision_reason=reason,
         xla_deterministic_ops=DETERMINISTIC_OPS in _started_with.split(),
         skipped=skipped,
     )

@@ -51,6 +51,7 @@ def connect(request: Request, skipped=()) -> Runtime:
         facts = (cpu.facts(),)
     return Runtime(
         backend="tensorflow",
+        backend_reason=request.backend_reason,
         kind=kind,
         devices=devices,
         replicas=strategy.num_replicas_in_sync,
