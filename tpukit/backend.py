@@ -4,11 +4,17 @@ Keras reads its backend once, when it is first imported. So the choice must be
 made before that, and this module is the one place that makes it: `select()`
 sets KERAS_BACKEND, or explains what to do when Keras already loaded another.
 
-"auto" picks TensorFlow, unless a TPU is there that TensorFlow cannot drive
-(Colab's TPU runtimes are TPU VMs with JAX and no TensorFlow TPU support);
-then it picks JAX, which drives those TPUs natively. Whether such a TPU is there is
-the hardware's question: the caller passes the answer in (`connect.backend_for` in
-`tpukit.hardware` asks `hardware.tpu`), so this module knows nothing of the hardware.
+"auto" takes a KERAS_BACKEND the user set (before Python started, or in the notebook
+before connecting), as every Keras 3 guide switches backends that way; a backend asked
+for by name that differs from it fails in one line. Without one, "auto" picks the
+backend of a Keras already loaded, else TensorFlow, unless a TPU is there that
+TensorFlow cannot drive (Colab's TPU runtimes are TPU VMs with JAX and no TensorFlow
+TPU support); then it picks JAX, which drives those TPUs natively. Whether such a TPU
+is there is the hardware's question: the caller passes the answer in (`connect.backend_for`
+in `tpukit.hardware` asks `hardware.tpu`), so this module knows nothing of the hardware.
+
+tpukit's own writes to KERAS_BACKEND are marked (`WROTE`), in this process and the ones
+it starts, so they are never taken for the user's.
 """
 
 from __future__ import annotations
@@ -22,8 +28,17 @@ from tpukit.config import BACKENDS  # noqa: F401  (the one definition; callers r
 from tpukit.errors import TpukitError
 
 
+ENV = "KERAS_BACKEND"
+# The value tpukit's `select` last wrote to KERAS_BACKEND. Kept in the environment, not in this module, so a process
+# started from one where tpukit chose (`!python -m tpukit ...` in a notebook, a test's subprocess) inherits the mark
+# with the value and does not take tpukit's choice for the user's.
+WROTE = "TPUKIT_WROTE_KERAS_BACKEND"
+KERAS_BACKENDS = ("tensorflow", "jax")  # the backends tpukit runs Keras on
+
+
 class BackendError(TpukitError, RuntimeError):
-    """Keras is already loaded with another backend, or the asked-for one is not installed."""
+    """Keras is already loaded with another backend, the asked-for one is not installed, or it is not the one
+    KERAS_BACKEND in the environment names."""
 
     topic = "cannot connect"
 
@@ -44,6 +59,14 @@ def selected() -> Optional[str]:
     return loaded() or (env if env in ("tensorflow", "jax") else None)
 
 
+def from_environment() -> Optional[str]:
+    """KERAS_BACKEND as the user set it, or None: unset, empty (Keras ignores an empty one), or tpukit's own write."""
+    value = os.environ.get(ENV, "")
+    if not value or value == os.environ.get(WROTE):
+        return None
+    return value
+
+
 def installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
@@ -51,17 +74,43 @@ def installed(name: str) -> bool:
 def choose(requested: str, tpu_needs_jax: Callable[[], Optional[str]]) -> Tuple[str, str]:
     """Resolve a requested backend to (backend, reason), without importing Keras.
 
+    A KERAS_BACKEND the user set wins over "auto"; a backend asked for by name must agree with it.
+
     Args:
         requested: "auto", "tensorflow" or "jax".
         tpu_needs_jax: returns a reason when a TPU is present that TensorFlow
             cannot drive, else None (`tpukit.hardware.tpu.tpu_needs_jax`).
+
+    Raises:
+        ValueError: `requested` is not one of BACKENDS.
+        BackendError: KERAS_BACKEND in the environment names a backend tpukit does not run, or another one
+            than `requested` or than the Keras already loaded here.
     """
     if requested not in BACKENDS:
         raise ValueError(f"Unknown backend {requested!r}. Choices: {', '.join(BACKENDS)}.")
+    current = loaded()
+    env = from_environment()
+    if env is not None:
+        if env not in KERAS_BACKENDS:
+            raise BackendError(
+                f"KERAS_BACKEND={env} in the environment is not a backend tpukit runs Keras on. Choices: "
+                f"{', '.join(KERAS_BACKENDS)}: set KERAS_BACKEND to one of them, or unset it to let tpukit choose."
+            )
+        if requested not in ("auto", env):
+            raise BackendError(
+                f"backend {requested!r} was asked for, but KERAS_BACKEND={env} in the environment: ask for "
+                f"{env!r} or 'auto', or set KERAS_BACKEND={requested} (or unset it) and restart."
+            )
+        if current is not None and current != env:
+            raise BackendError(
+                f"Keras is already loaded with the {current} backend in this process, but KERAS_BACKEND={env} in "
+                f"the environment: Keras reads it only on its first import. Restart the runtime with "
+                f"KERAS_BACKEND={env} set before anything imports keras, or set KERAS_BACKEND={current}."
+            )
+        return env, f"KERAS_BACKEND={env} in the environment"
     if requested != "auto":
         return requested, "set by the config"
-    current = loaded()
-    if current in ("tensorflow", "jax"):
+    if current in KERAS_BACKENDS:
         return current, f"Keras is already loaded with the {current} backend in this process"
     why = tpu_needs_jax()
     if why:
@@ -77,8 +126,8 @@ def select(name: str) -> str:
     Raises:
         BackendError: Keras already runs another backend here, or `name` is not installed.
     """
-    if name not in ("tensorflow", "jax"):
-        raise ValueError(f"Unknown backend {name!r}. Choices: tensorflow, jax.")
+    if name not in KERAS_BACKENDS:
+        raise ValueError(f"Unknown backend {name!r}. Choices: {', '.join(KERAS_BACKENDS)}.")
     current = loaded()
     if current is not None and current != name:
         raise BackendError(
@@ -88,8 +137,12 @@ def select(name: str) -> str:
         )
     if not installed(name):
         hint = "pip install 'tpukit[cpu]'" if name == "tensorflow" else "pip install jax"
+        if from_environment() == name:
+            hint += f", or unset KERAS_BACKEND={name} (set in the environment) to let tpukit choose"
         raise BackendError(f"the {name} backend is not installed here: {hint}")
-    os.environ["KERAS_BACKEND"] = name
+    if os.environ.get(ENV) != name:  # a user's KERAS_BACKEND that agrees stays theirs, unmarked
+        os.environ[ENV] = name
+        os.environ[WROTE] = name
     # TensorFlow's C++ INFO lines (CPU feature and oneDNN banners) land in a notebook as red stderr on every
     # first import; warnings and errors still show, and the user's own setting wins (the CLI goes further).
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")

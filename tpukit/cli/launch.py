@@ -3,7 +3,8 @@
 `python -m tpukit launch --workers N -- train ARGS` starts N workers on
 127.0.0.1, each with the environment of its engine:
 
-- JAX (the default: `--backend jax` is added when the command names none):
+- JAX (the default: `--backend jax` is added when the command names none, or
+  `--backend tensorflow` where the user set KERAS_BACKEND=tensorflow):
   Keras' own variables for a multi-process job (KERAS_DISTRIBUTION_JOB_ADDRESSES,
   _NUM_PROCESSES, _PROCESS_ID), which `keras.distribution.initialize` reads (it
   calls `jax.distributed.initialize`; on the CPU the collectives are gloo's).
@@ -46,7 +47,7 @@ BACKENDS = tuple(b for b in CONFIG_BACKENDS if b != "auto")  # each has its own 
 
 
 def command_for(argv: Sequence[str]) -> List[str]:
-    """The worker command: `train` with `--backend jax` unless it names the backend (jax or tensorflow)."""
+    """The worker command: `train` with `--backend jax` (or the user's KERAS_BACKEND) unless it names the backend."""
     argv = list(argv)
     if argv[:1] == ["--"]:
         argv = argv[1:]
@@ -60,13 +61,27 @@ def command_for(argv: Sequence[str]) -> List[str]:
         elif arg.startswith("--backend="):
             backend = arg.split("=", 1)[1]
     if backend is None or backend == "auto":
-        argv += ["--backend", "jax"] if backend is None else []
+        chosen = _default_backend()
+        argv += ["--backend", chosen] if backend is None else []
         if backend == "auto":
-            argv[argv.index("auto", argv.index("--backend"))] = "jax"
+            argv[argv.index("auto", argv.index("--backend"))] = chosen
     elif backend not in BACKENDS:
         raise ConfigError(f"launch trains on JAX's or TensorFlow's multi-process engine: --backend jax or "
                           f"tensorflow. Received: --backend {backend}.")
     return argv
+
+
+def _default_backend() -> str:
+    """JAX, unless the user's KERAS_BACKEND names another engine launch runs (each worker's is set by launch)."""
+    from tpukit import backend as backends
+
+    env = backends.from_environment()
+    if env is None:
+        return "jax"
+    if env not in BACKENDS:
+        raise ConfigError(f"KERAS_BACKEND={env} in the environment is not an engine launch runs. Choices: "
+                          f"{', '.join(BACKENDS)}: set KERAS_BACKEND to one, unset it, or pass --backend.")
+    return env
 
 
 def backend_of(command: Sequence[str]) -> str:
@@ -78,7 +93,10 @@ def backend_of(command: Sequence[str]) -> str:
 
 def worker_env(backend: str, index: int, workers: int, ports: Sequence[int]) -> dict:
     """The variables that make process `index` one of `workers` on 127.0.0.1, for the backend's engine."""
-    env = {"KERAS_BACKEND": backend, "TPUKIT_LAUNCH_WORKER": str(index)}
+    from tpukit.backend import WROTE
+
+    # Marked as tpukit's: the worker's backend comes from its --backend, not from a user's KERAS_BACKEND.
+    env = {"KERAS_BACKEND": backend, WROTE: backend, "TPUKIT_LAUNCH_WORKER": str(index)}
     if backend == "jax":
         env.update(KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{ports[0]}",
                    KERAS_DISTRIBUTION_NUM_PROCESSES=str(workers), KERAS_DISTRIBUTION_PROCESS_ID=str(index))

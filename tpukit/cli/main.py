@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     # Every default and choice is RunConfig's own (one place); --epochs stays None so that --resume can tell
     # "extend to N epochs" from "continue".
     t.add_argument("--backend", default=default["backend"],
-                   help=f"one of {', '.join(BACKENDS)} (auto: JAX only for a TPU TensorFlow cannot drive)")
+                   help=f"one of {', '.join(BACKENDS)} (auto: KERAS_BACKEND if set, else JAX only for a TPU "
+                        "TensorFlow cannot drive)")
     t.add_argument("--accelerator", default=default["accelerator"], help=f"one of {', '.join(ACCELERATORS)}")
     t.add_argument("--tpu", default=default["tpu"], metavar="ADDRESS", help="'local', grpc://host:port or a Cloud TPU name")
     t.add_argument("--replicas", type=int, default=default["replicas"],
@@ -126,7 +127,8 @@ def _parser() -> argparse.ArgumentParser:
     x.add_argument("path", metavar="PATH", help="a file ending in .keras, or a folder for model.keras and saved_model/")
     x.add_argument("--model", default=None, metavar="IMPORT_PATH",
                    help="package.module:function that builds the model, for a run of a model handed to train()")
-    x.add_argument("--backend", default="auto", help="auto, tensorflow or jax (a SavedModel needs tensorflow)")
+    x.add_argument("--backend", default="auto",
+                   help="auto (KERAS_BACKEND if set), tensorflow or jax (a SavedModel needs tensorflow)")
 
     la = sub.add_parser("launch", parents=[common],
                         help="run a train command as N local processes (JAX's or TensorFlow's multi-process engine)")
@@ -322,6 +324,7 @@ def _export(args) -> int:
 def _doctor(args) -> int:
     import platform
 
+    from tpukit.backend import BackendError
     from tpukit.hardware.connect import connect
     from tpukit.hardware.runtime import ConnectError
     from tpukit.hardware.tpu import installed_tensorflow
@@ -339,7 +342,7 @@ def _doctor(args) -> int:
         runtime = connect()
         info = runtime.to_dict()
         text = runtime.describe()
-    except ConnectError as e:
+    except (ConnectError, BackendError) as e:  # e.g. KERAS_BACKEND names a backend tpukit does not run
         info, text = {"error": str(e)}, f"cannot connect: {e}"
     if args.json:
         print(json.dumps({"versions": versions, "runtime": info}))

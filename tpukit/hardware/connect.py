@@ -47,8 +47,9 @@ def connect(
     Args:
         accelerator: "auto" (TPU, else GPUs, else CPU), "tpu", "gpu" or "cpu".
         backend: "auto", "tensorflow" or "jax" (see `tpukit.backend`). Must be
-            decided before Keras is imported; "auto" picks JAX only for a TPU
-            that TensorFlow cannot drive.
+            decided before Keras is imported; "auto" takes a KERAS_BACKEND the
+            user set, else picks JAX only for a TPU that TensorFlow cannot drive
+            (or where TensorFlow is not installed).
         deterministic: on the JAX backend, also ask XLA for deterministic GPU
             ops (a flag XLA reads when it starts).
         tpu: TPU to use: "local" on a TPU VM, a "grpc://host:port" address on an
@@ -64,6 +65,8 @@ def connect(
             A refused port fails at once.
 
     Raises:
+        BackendError: the backend asked for is not the one Keras runs here (already loaded, or named by
+            KERAS_BACKEND), is not installed, or KERAS_BACKEND names one tpukit does not run.
         ConnectError: the accelerator asked for is not usable; says why.
         RestartRequired: simulated replicas need a fresh runtime, or TensorFlow is
             left waiting for a TPU that did not answer in time.
@@ -98,8 +101,8 @@ def _check(accelerator, replicas, timeout) -> None:
 
 
 def backend_for(requested: str = "auto", tpu_name: Optional[str] = None) -> Tuple[str, str]:
-    """(Keras backend, why) for a requested one: "auto" asks `tpu.tpu_needs_jax` whether only JAX can drive
-    the TPU here. Imports neither Keras nor TensorFlow."""
+    """(Keras backend, why) for a requested one: "auto" takes the user's KERAS_BACKEND, else asks
+    `tpu.tpu_needs_jax` whether only JAX can drive the TPU here. Imports neither Keras nor TensorFlow."""
     return backends.choose(requested, lambda: tpu.tpu_needs_jax(tpu_name))
 
 

@@ -65,6 +65,7 @@ def connect(request: Request, skipped=()) -> Runtime:
     policy, reason = precision()
     return TensorFlowRuntime(
         backend="tensorflow",
+        backend_reason=request.backend_reason,
         kind=KIND,
         devices=tuple(devices),
         replicas=len(devices),

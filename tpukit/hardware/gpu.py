@@ -51,6 +51,7 @@ def connect(request: Request, skipped=()) -> Runtime:
     policy, reason = precision(device_facts)
     return TensorFlowRuntime(
         backend="tensorflow",
+        backend_reason=request.backend_reason,
         kind=KIND,
         devices=tuple(logical),
         replicas=len(logical),

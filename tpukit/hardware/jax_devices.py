@@ -189,6 +189,7 @@ def connect(request: Request, skipped=()) -> JaxRuntime:
         distribution.auto_shard_dataset = False  # tpukit's feeders give each process its share of every batch
     return JaxRuntime(
         backend="jax",
+        backend_reason=request.backend_reason,
         kind=kind,
         devices=tuple(str(d) for d in devices),
         replicas=len(devices),
@@ -199,7 +200,7 @@ def connect(request: Request, skipped=()) -> JaxRuntime:
         process_index=jax.process_index() if count > 1 else 0,
         device_facts=facts,
         precision=precision,
-        precision_reason=f"{reason} (Backend: JAX, {request.backend_reason}.)",
+        precision_reason=reason,
         xla_deterministic_ops=DETERMINISTIC_OPS in _started_with.split(),
         skipped=skipped,
     )

@@ -77,6 +77,7 @@ class Runtime:
     precision: str = "float32"
     precision_reason: str = ""
     skipped: Tuple[Tuple[str, str], ...] = ()
+    backend_reason: str = ""  # why this Keras backend (`tpukit.backend.choose`): KERAS_BACKEND, the config, ...
     strategy_reason: str = ""  # which strategy and why, where there was a choice (TF: one GPU or more; JAX: any)
     # JAX: whether XLA's deterministic GPU ops were on when JAX started (connect(deterministic=True) before it
     # did); None on TensorFlow, whose op determinism a run turns on itself
@@ -228,6 +229,8 @@ class Runtime:
             what += f" on {self.workers} workers"
         names = sorted({f.get("name", "") for f in self.device_facts if f.get("name")})
         lines = [f"Connected: {what} ({self.backend}; {', '.join(names) or 'devices: ' + ', '.join(self.devices)})"]
+        if self.backend_reason:
+            lines.append(f"Backend: {self.backend} ({self.backend_reason})")
         if self.strategy_reason:
             lines.append(f"Strategy: {self.strategy_reason}")
         lines.append(f"Precision: {self.precision} recommended; {self.precision_reason}")

@@ -80,6 +80,7 @@ def connect(request: Request, skipped=()) -> "MultiWorkerRuntime":
         facts = (cpu.facts(),)
     return MultiWorkerRuntime(
         backend="tensorflow",
+        backend_reason=request.backend_reason,
         kind=kind,
         devices=devices,
         replicas=strategy.num_replicas_in_sync,

@@ -222,6 +222,7 @@ def connect(request: Request, skipped=()) -> Runtime:
     policy, reason = precision()
     return TensorFlowRuntime(
         backend="tensorflow",
+        backend_reason=request.backend_reason,
         kind=KIND,
         devices=devices,
         replicas=strategy.num_replicas_in_sync,

@@ -142,7 +142,8 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
         line = ("Connecting: looking for a TPU, else GPUs, else the CPU…" if config.accelerator == "auto"
                 else f"Connecting to the {config.accelerator.upper()}…")
         if backend.loaded() is None:
-            framework = {"tensorflow": "TensorFlow", "jax": "JAX"}.get(config.backend, "TensorFlow or JAX")
+            name = config.backend if config.backend != "auto" else backend.from_environment()
+            framework = {"tensorflow": "TensorFlow", "jax": "JAX"}.get(name, "TensorFlow or JAX")
             line += f" Loading {framework} (the first time in a kernel takes a while)…"
         return line
 

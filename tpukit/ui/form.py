@@ -187,11 +187,18 @@ class Form:
 
 
 def _backend_note(chosen: str) -> str:
-    """Which Keras backend this kernel runs, once one is loaded (a kernel cannot switch)."""
+    """Which Keras backend this kernel runs, once one is loaded (a kernel cannot switch), or KERAS_BACKEND names."""
     from tpukit import backend
 
     loaded = backend.loaded()
+    env = backend.from_environment()
+    if env is not None and env not in backend.KERAS_BACKENDS:
+        return f"KERAS_BACKEND={env} in the environment: tpukit runs tensorflow or jax; change it and restart"
+    if env is not None and chosen not in ("auto", env):
+        return f"KERAS_BACKEND={env} in the environment: choose {env} or auto, or change it and restart"
     if loaded is None:
+        if env is not None:
+            return f"Keras will run on {env}: KERAS_BACKEND={env} in the environment"
         return "auto: TensorFlow if installed, else JAX (and JAX on Colab's TPU)" if chosen == "auto" else ""
     if chosen not in ("auto", loaded):
         return f"this kernel runs Keras on {loaded}; restart it to use {chosen}"
