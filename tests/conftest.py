@@ -7,6 +7,7 @@ TensorFlow is not installed (Colab's TPU package set), JAX gets the 8 devices
 instead, through XLA's flag, before it starts.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -52,22 +53,23 @@ def cpu_probe_says(monkeypatch, tmp_path):
     """Make the CPU probe give a test the figures its decision needs, in this process and in those it starts.
 
     `cpu_probe_says("bf16_slower", bf16_flops=5e10)` writes the figures to a file and points
-    TPUKIT_CPU_PROBE at it (the way a user pins them), then forgets this process's probe and runtime, so
-    the next `connect()` reads them. Both come back after the test. A decision that follows from
-    measuring the host is tested with each outcome, never with what this machine happens to measure.
+    TPUKIT_CPU_PROBE at it (the way a user pins them), then starts this process's probe and connection fresh
+    (`tpukit.global_state`), so the next `connect()` reads them. Both come back after the test. A decision that
+    follows from measuring the host is tested with each outcome, never with what this machine happens to measure.
     """
-    from tpukit.hardware import connect, cpu_probe
+    from tpukit import global_state
+    from tpukit.hardware import connect, cpu_probe  # noqa: F401  (their state is registered once imported)
 
-    def use(name: str, **figures) -> dict:
-        entry = {**json.loads((CPU_PROBES / f"{name}.json").read_text()), **figures}
-        path = tmp_path / f"cpu_probe-{name}.json"
-        path.write_text(json.dumps(entry))
-        monkeypatch.setenv(cpu_probe.FORCE, str(path))
-        monkeypatch.setattr(cpu_probe, "_probe", {})
-        monkeypatch.setattr(connect, "_current", None)
-        return entry
+    with contextlib.ExitStack() as held:
+        def use(name: str, **figures) -> dict:
+            entry = {**json.loads((CPU_PROBES / f"{name}.json").read_text()), **figures}
+            path = tmp_path / f"cpu_probe-{name}.json"
+            path.write_text(json.dumps(entry))
+            monkeypatch.setenv(cpu_probe.FORCE, str(path))
+            held.enter_context(global_state.fresh("cpu_probe", "connection"))
+            return entry
 
-    return use
+        yield use
 
 
 def run_cli(*args, timeout=300, env=None, cwd=None):

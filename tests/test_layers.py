@@ -109,3 +109,41 @@ def test_no_module_imports_a_private_name_of_another():
                   if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                   and node.value.id in modules and node.attr.startswith("_") and not node.attr.startswith("__")]
     assert not found, "\n".join(found)
+
+
+def _tpukit_imports(path: Path):
+    """The tpukit modules `path` imports (function-local imports too), as dotted names."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tpukit"):
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("tpukit")}
+    return found
+
+
+def test_tune_batch_size_runs_the_recipe_of_a_run_not_a_copy():
+    """tune_batch_size builds, plans, compiles and feeds each trial through `Run.trial`, the steps train() takes:
+    tuning.py reaches neither the data pipeline nor the model seam itself."""
+    imports = _tpukit_imports(PACKAGE / "training" / "tuning.py")
+    assert "tpukit.training.run.Run" in imports
+    assert not {m for m in imports if m.endswith((".pipeline", ".modeling"))}
+
+
+def test_nothing_above_hardware_compares_a_kind_backend_or_worker_count_with_a_literal():
+    """What differs between hardware paths is the path object's to answer (`Runtime`'s methods): above hardware/,
+    no runtime's `.kind`, `.backend` or `.workers` is compared with a string or a count, and "mixed_float16" is written only in
+    the module of the precision objects."""
+    import re
+
+    asks = re.compile(r"\b(runtime|rt)\.(kind|backend|workers)\s*(==|!=|>|<|>=|<=|in)\s*[\"'(\d]")
+    found = []
+    for name, path in sorted(_modules().items()):
+        text = path.read_text()
+        if not name.startswith("tpukit.hardware"):
+            found += [f"{name}:{i}: {line.strip()}" for i, line in enumerate(text.splitlines(), 1) if asks.search(line)]
+        if name != "tpukit.precision" and '"mixed_float16"' in text:
+            found.append(f"{name}: writes \"mixed_float16\"")
+    assert not found, "\n".join(found)

@@ -11,6 +11,7 @@ import time
 import pytest
 
 import tpukit
+from tpukit import global_state
 from tpukit.hardware import connect as hw, gpu, mirrored, runtime as rt, specs, tf_multiworker, tpu
 from conftest import REPLICAS, REPO, run_cli
 
@@ -46,18 +47,19 @@ def test_a_tensorflow_cpu_process_pools_its_memory_unless_the_user_says_not(user
     assert done.stdout.strip().splitlines()[-1] == expected
 
 
-def _measuring(monkeypatch):
-    """Measure this CPU for real in this test, whatever probe the suite was told to use."""
+@pytest.fixture
+def measuring(monkeypatch):
+    """Measure this CPU for real in this test, whatever probe the suite was told to use: the probe's figures and the
+    connection start fresh, and come back after."""
+    from tpukit import global_state
     from tpukit.hardware import cpu_probe as probe
 
     monkeypatch.delenv(probe.FORCE, raising=False)
-    monkeypatch.setattr(probe, "_probe", {})
-    monkeypatch.setattr(hw, "_current", None)
-    return probe
+    with global_state.fresh("cpu_probe", "connection"):
+        yield probe
 
 
-def test_cpu_precision_recommendation_is_measured(monkeypatch):
-    _measuring(monkeypatch)
+def test_cpu_precision_recommendation_is_measured(measuring):
     runtime = tpukit.connect("cpu")
     assert runtime.precision in ("float32", "mixed_bfloat16")
     assert "measured here" in runtime.precision_reason
@@ -86,8 +88,7 @@ def test_a_bad_probe_file_is_one_line_naming_it_and_the_figures(tmp_path, monkey
     path = tmp_path / "figures.json"
     path.write_text(content)
     monkeypatch.setenv(probe.FORCE, str(path))
-    monkeypatch.setattr(probe, "_probe", {})
-    with pytest.raises(rt.ConnectError) as e:
+    with global_state.fresh("cpu_probe"), pytest.raises(rt.ConnectError) as e:
         probe.cpu_probe()
     message = str(e.value)
     assert "\n" not in message and message.startswith(f"TPUKIT_CPU_PROBE={str(path)!r}") and said in message
@@ -105,15 +106,15 @@ def test_auto_precision_needs_both_bf16_matmuls_and_conv_gradients_to_gain():
     assert precision == "float32" and "matmuls at 1.3x and conv gradients at 0.1x" in reason
 
 
-def test_a_probe_cached_without_the_conv_is_measured_again(tmp_path, monkeypatch):
-    probe = _measuring(monkeypatch)
+def test_a_probe_cached_without_the_conv_is_measured_again(tmp_path, measuring):
+    probe = measuring
     first = probe.cpu_probe(str(tmp_path))
     fields = probe._FIELDS + probe.XLA_FIELDS
     assert set(fields) <= set(first) and min(first[f] for f in fields) > 1e8
     path = tmp_path / "cpu_probe.json"
     old = {first["key"]: {"key": first["key"], "cpu": first["cpu"], "fp32_flops": 1.0, "bf16_flops": 2.0}}
     path.write_text(json.dumps(old))  # what the matmul-only probe wrote
-    monkeypatch.setattr(probe, "_probe", {})
+    global_state.reset("cpu_probe")
     again = probe.cpu_probe(str(tmp_path))
     assert again["fp32_flops"] > 1e8 and set(fields) <= set(json.loads(path.read_text())[first["key"]])
 

@@ -7,7 +7,7 @@ comparing names. A new mode (bfloat16 weights with float32 trainable adapters, s
 `PRECISIONS`. This module also owns Keras' global dtype policy: `Precision.scope()` is the one place tpukit sets
 it, and it always puts the previous one back.
 
-Below `config` (which validates `RunConfig.precision` against `CHOICES`): it imports nothing of tpukit but errors,
+Below `config` (which validates `RunConfig.precision` against `CHOICES`): it imports nothing of tpukit but global_state,
 and Keras only inside the methods that apply a policy.
 """
 
@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 from typing import Iterator, Optional, Tuple
+
+from tpukit import global_state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +95,18 @@ def get(name: str) -> Precision:
 def find(name) -> Optional[Precision]:
     """The precision named `name`, or None (a record written by another version, a user's own policy)."""
     return _BY_NAME.get(name) if isinstance(name, str) else None
+
+
+def _set_policy(name: Optional[str]) -> None:
+    if name is not None and "keras" in sys.modules:
+        import keras
+
+        keras.config.set_dtype_policy(name)
+
+
+# Keras' global dtype policy, as tpukit's state: read only where Keras is loaded (resetting loads no Keras).
+global_state.register("dtype_policy", lambda: current_policy() if "keras" in sys.modules else None, _set_policy,
+                      lambda: FLOAT32.name)
 
 
 def current_policy() -> str:

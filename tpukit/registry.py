@@ -20,6 +20,7 @@ import inspect
 import re
 from typing import Callable, Dict, Optional, Tuple
 
+from tpukit import global_state
 from tpukit.config import RunConfig
 from tpukit.errors import TpukitError, one_line
 
@@ -179,6 +180,18 @@ def _doc_line(target) -> str:
 
 
 _builtins_loaded = False
+
+
+def _set_tables(value) -> None:
+    global _builtins_loaded
+    for table, saved in zip((_MODELS, _DATASETS), value[:2]):
+        table.clear()
+        table.update(saved)
+    _builtins_loaded = value[2]
+
+
+global_state.register("registry", lambda: (dict(_MODELS), dict(_DATASETS), _builtins_loaded), _set_tables,
+                      lambda: ({}, {}, False))
 
 
 # Where the built-in names come from: modules above this one (the registry is the bottom layer, beside config), so

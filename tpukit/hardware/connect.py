@@ -20,6 +20,7 @@ import threading
 from typing import Any, Callable, Optional, Tuple
 
 from tpukit import backend as backends
+from tpukit import global_state
 from tpukit.config import ACCELERATORS
 from tpukit.hardware import cpu, gpu, jax_devices, tf_multiworker, tpu
 from tpukit.hardware.runtime import ConnectError, Request, RestartRequired, Runtime
@@ -30,6 +31,14 @@ PATHS = (jax_devices, tf_multiworker, tpu, gpu, cpu)
 _lock = threading.Lock()
 _current: Optional[Runtime] = None
 _current_key: Optional[tuple] = None
+
+
+def _set_current(value) -> None:
+    global _current, _current_key
+    _current, _current_key = value
+
+
+global_state.register("connection", lambda: (_current, _current_key), _set_current, lambda: (None, None))
 
 
 def connect(

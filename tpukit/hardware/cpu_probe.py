@@ -23,9 +23,18 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from tpukit import backend
+from tpukit import global_state
 from tpukit.hardware.runtime import ConnectError
 
 _probe: Dict[str, dict] = {}
+
+
+def _set_probe(figures: Dict[str, dict]) -> None:
+    _probe.clear()
+    _probe.update(figures)
+
+
+global_state.register("cpu_probe", lambda: dict(_probe), _set_probe, dict)
 _FIELDS = ("fp32_flops", "bf16_flops", "fp32_conv_flops", "bf16_conv_flops")
 # TensorFlow only: the 16-bit figures on TensorFlow's own CPU kernels and under XLA (`jit_compile=True`).
 XLA_FIELDS = ("fp16_flops", "fp16_conv_flops", "bf16_xla_flops", "bf16_conv_xla_flops", "fp16_xla_flops",

@@ -189,7 +189,8 @@ def save_result(result: RunResult) -> None:
 class ResumeCheck:
     """What Resume would do with one run: `ok`, and `reason`, a sentence for the person either way.
 
-    `from_epoch` is the first epoch (counted from 1) a resume trains, when `ok`.
+    `from_epoch` is the first epoch (counted from 1) a resume trains, when `ok`; `backup` the backup it restores
+    (None where it starts from the final weights of the run it extends).
     """
 
     run_dir: str
@@ -197,13 +198,19 @@ class ResumeCheck:
     reason: str
     status: str = ""
     from_epoch: Optional[int] = None
+    backup: Optional[str] = None
 
 
-def resume_check(run_dir) -> ResumeCheck:
-    """Whether `tpukit.resume(run_dir)` would continue the run, and why (not)."""
+def resume_check(run_dir, result: Optional[RunResult] = None, verify: bool = False) -> ResumeCheck:
+    """Whether `tpukit.resume(run_dir)` would continue the run, from where, and why (not).
+
+    The one place that asks: the panel, the CLI and `resume` itself. `result`: the run's record where the caller
+    has read it already (result.json is read once). `verify`: check the backup's files too, and let a damaged one
+    raise its BackupError, as `resume` does before it changes anything.
+    """
     run_dir = str(run_dir)
     try:
-        result = load(run_dir)
+        result = result if result is not None else load(run_dir)
     except FileNotFoundError:
         return ResumeCheck(run_dir, False, "Nothing to resume: the run's directory is gone.")
     except (OSError, RunDirError) as e:
@@ -220,11 +227,13 @@ def resume_check(run_dir) -> ResumeCheck:
     if in_use(run_dir):
         return no("Cannot resume yet: a process is training this run now.")
     try:
-        backup = checkpoint.latest(Path(run_dir, BACKUP_DIR), verify=False)
+        backup = checkpoint.latest(Path(run_dir, BACKUP_DIR), verify=verify)
     except RunDirError as e:  # checkpoint.BackupError: a marker or file that cannot be read
+        if verify:
+            raise
         return no(f"Cannot resume: {e}")
     if backup is not None:
-        return _yes(run_dir, status, backup.epochs_done, total)
+        return _yes(run_dir, status, backup.epochs_done, total, str(backup.path))
     if result.parent:
         try:
             parent = load(result.parent)
@@ -237,10 +246,10 @@ def resume_check(run_dir) -> ResumeCheck:
               "start a new run (Train, in the panel).")
 
 
-def _yes(run_dir: str, status: str, epochs_done: int, total) -> ResumeCheck:
+def _yes(run_dir: str, status: str, epochs_done: int, total, backup: Optional[str] = None) -> ResumeCheck:
     of = f" of {total}" if total else ""
     return ResumeCheck(run_dir, True, f"Resume continues it from epoch {epochs_done + 1}{of}.", status,
-                       epochs_done + 1)
+                       epochs_done + 1, backup)
 
 
 def load(run_dir) -> RunResult:

@@ -90,8 +90,7 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
                 f"{previous.epochs_done}. Received: epochs={epochs}.")
         extended = config.replace(epochs=epochs)
         return Run(extended, runtime, callbacks, stop, progress, parent=previous, inputs=inputs).execute()
-    checkpoint.latest(Path(run_dir, records.BACKUP_DIR))  # a damaged backup: BackupError, saying what is wrong
-    found = records.resume_check(run_dir)
+    found = records.resume_check(run_dir, previous, verify=True)  # a damaged backup: BackupError, saying what
     if not found.ok and not records.in_use(run_dir):  # in use: taking the lock says by whom
         raise records.RunDirError(f"{run_dir}: {found.reason}")
     if epochs is not None and epochs != config.epochs:
@@ -99,7 +98,7 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
             f"{run_dir} is a {previous.status} run of {config.epochs} epochs; resume finishes it as it was set up, "
             f"and epochs= extends only completed runs. Received: epochs={epochs}.")
     return Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir), inputs=inputs,
-                previous=previous).execute()
+                previous=previous, resume_from=found).execute()
 
 
 def _check_agree(run_dir, config: RunConfig, previous: RunResult) -> None:

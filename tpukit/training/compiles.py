@@ -19,6 +19,8 @@ import collections
 import threading
 from typing import Dict, Optional, Tuple
 
+from tpukit import global_state
+
 # jax._src.dispatch.BACKEND_COMPILE_EVENT (the same string in jax 0.7.2 and 0.10).
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 TRAIN_STEP = "train_step"
@@ -27,6 +29,16 @@ _lock = threading.Lock()
 _counts: Dict[str, int] = collections.Counter()
 _seconds: Dict[str, float] = collections.Counter()
 _listening = False
+
+
+def _set_counts(value) -> None:
+    with _lock:
+        for table, saved in zip((_counts, _seconds), value):
+            table.clear()
+            table.update(saved)
+
+
+global_state.register("compiles", lambda: (dict(_counts), dict(_seconds)), _set_counts, lambda: ({}, {}))
 
 
 def _heard(event: str, duration: float, **kwargs) -> None:

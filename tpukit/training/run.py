@@ -13,7 +13,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from tpukit import precision as precisions
 from tpukit.config import ConfigError, PaddingWarning
@@ -40,7 +40,7 @@ class Run:
     """
 
     def __init__(self, config, runtime, callbacks, stop, progress, run_dir=None, inputs=(None, None, None, None),
-                 parent: Optional[RunResult] = None, previous: Optional[RunResult] = None):
+                 parent: Optional[RunResult] = None, previous: Optional[RunResult] = None, resume_from=None):
         model, data, self.validation_data, self.test_data = inputs
         self.config, self.model_arg, self.data_arg = with_labels(config, model, data)
         self.runtime = runtime
@@ -54,7 +54,10 @@ class Run:
         # The run a resume continues, as api.resume read it (result.json is read once), or the run an extension grows
         self.previous = previous if previous is not None else (records.load(run_dir) if self.resuming else parent)
         self.parent = parent.run_dir if parent is not None else (self.previous.parent if self.resuming else None)
+        self.resume_from = resume_from  # a resume: where `records.resume_check` found it continues (checked once)
         self.started = time.time()
+        self.policy = self.precision_reason = self.logdir = None  # resolved by `prepare`
+        self.initial_epoch, self.kept_history, self.restore_from = 0, {}, None  # where a resume or extension starts
         self.compiles = None
         self.flops = None
         self.notes = []  # why each choice the plan made, then what the run did with the model
@@ -72,33 +75,15 @@ class Run:
             return self._execute(held)
 
     def _execute(self, held) -> RunResult:
-
         config = self.config
-        check_names(config, self.model_arg, self.data_arg)  # fail fast, before connecting
-        if not self.resuming:
-            records.check_logdir(config.logdir)
-        runtime = self.runtime or connect_for(config)
-        runtime.check(config)
-        determinism.check_runtime(config.deterministic, runtime)
-        logdir = self._worker_writes_aside(runtime, held) if runtime.multi_process else config.logdir
-        policy, precision_reason = runtime.resolve_precision(config.precision)
-        advice = runtime.padding_advice(config) if config.accelerator == "auto" else None  # else said at build
-        if advice:
-            warnings.warn(advice, PaddingWarning, stacklevel=3)
-        self.runtime = runtime
-        if getattr(runtime, "strategy_reason", ""):
-            self.notes.append(f"strategy: {runtime.strategy_reason}")
-        if self.previous is not None and not self.resuming:
-            self.notes.append(f"extends {self.parent} ({self.previous.epochs_done} epochs) to {config.epochs} epochs")
-        self.compiles = compiles.Watch(runtime.counts_compiles)
-        determinism.setup(config.seed, config.deterministic, runtime.backend)
-        self.source, steps = self._load_data()
+        self.prepare(held)
+        steps = self._steps_per_epoch(config)
         check_profile_window(config.profile, steps, config.epochs)
         self.initial_epoch, self.kept_history, self.restore_from = self._restore_point()
-        with precisions.policy(policy), runtime.strategy.scope():
-            self.model = self._build_model(policy)
-            self.plan = self._plan(self.model, policy, precision_reason, steps, logdir)
-            self._compile(self.model)
+        with precisions.policy(self.policy), self.runtime.strategy.scope():
+            self.model = self._build_model(config, in_place=True)
+            self.plan = self._plan(self.model, config, steps)
+            self._compile(self.model, self.plan)
             self._open_run_dir(held)
             try:
                 return self._fit()
@@ -109,6 +94,50 @@ class Run:
             except BaseException as e:
                 self._end_badly(*self._ending(e))
                 raise
+
+    def prepare(self, held, writes: bool = True) -> None:
+        """What the recipe does once, before any model: check the names, connect, check the config against the
+        hardware, resolve the precision, seed, load the data (`self.runtime`, `.policy`, `.source`, `.feeder`).
+
+        `writes`: a run that will write its directory (`tune_batch_size` writes none)."""
+        config = self.config
+        check_names(config, self.model_arg, self.data_arg)  # fail fast, before connecting
+        if writes and not self.resuming:
+            records.check_logdir(config.logdir)
+        runtime = self.runtime or connect_for(config)
+        runtime.check(config)
+        determinism.check_runtime(config.deterministic, runtime)
+        self.logdir = self._worker_writes_aside(runtime, held) if writes and runtime.multi_process else config.logdir
+        self.policy, self.precision_reason = runtime.resolve_precision(config.precision)
+        advice = runtime.padding_advice(config) if config.accelerator == "auto" else None  # else said at build
+        if advice:
+            warnings.warn(advice, PaddingWarning, stacklevel=4)
+        self.runtime = runtime
+        if runtime.strategy_reason:
+            self.notes.append(f"strategy: {runtime.strategy_reason}")
+        if self.previous is not None and not self.resuming:
+            self.notes.append(f"extends {self.parent} ({self.previous.epochs_done} epochs) to {config.epochs} epochs")
+        self.compiles = compiles.Watch(runtime.counts_compiles)
+        determinism.setup(config.seed, config.deterministic, runtime.backend)
+        self.source = self._load_data()
+
+    def trial(self, batch_size: int, timer: Callable[[int, int], object], steps: int) -> None:
+        """One trial of `tune_batch_size`: this run's recipe at `batch_size` per replica and one step per call (the
+        model built under its policy and strategy, planned, compiled and fed as a run does), fit for at least
+        `steps` steps with one callback, `timer(global_batch, steps_per_epoch)`, which stops it. No run directory,
+        nothing recorded; call `prepare` first."""
+        config = self.config.replace(batch_size=batch_size, steps_per_execution=1)
+        per_epoch = self._steps_per_epoch(config)
+        epochs = -(-steps // per_epoch)
+        with precisions.policy(self.policy), self.runtime.strategy.scope():
+            model = self._build_model(config, in_place=False)
+            plan = self._plan(model, config, per_epoch)
+            self._compile(model, plan)
+            global_batch = plan.config.global_batch_size
+            feed = pipeline.train_feed(self.source.train, feeder=self.feeder, global_batch=global_batch,
+                                       seed=config.seed, epochs=epochs, steps=per_epoch, shard=self.runtime.shard())
+            self.runtime.fit(model, feed, validation=None, epochs=epochs, initial_epoch=0, steps=per_epoch,
+                             callbacks=[timer(global_batch, per_epoch)])
 
     def _worker_writes_aside(self, runtime, held) -> str:
         """The run's logdir in this process. Across processes only the chief (process 0) writes the run; the
@@ -125,8 +154,8 @@ class Run:
         return aside
 
     def _load_data(self):
-        """(the prepared data, the steps per epoch: None where only the run can count them)."""
-        config, replicas = self.config, self.runtime.replicas
+        """The prepared data (`sources.Source`), checked against the run it continues."""
+        config = self.config
         source = sources.prepare(self.data_arg if self.data_arg is not None else config.dataset, name=config.dataset,
                                  seed=config.seed, size=config.dataset_size,
                                  validation_split=config.validation_split, validation_data=self.validation_data,
@@ -138,26 +167,31 @@ class Run:
                     f"the data differs from the data this run trained on (fingerprint {source.fingerprint}, "
                     f"recorded {recorded}); resume needs the same data. Received: dataset={config.dataset!r}.")
         self.feeder = pipeline.choose(self.runtime.feeder, fixed=self.runtime.feeder_fixed)
-        if source.ordered:
-            config.check_examples(len(source.train), replicas, source.validation_from == "split")
-            steps = steps_per_epoch(config, len(source.train), replicas)
-        else:
-            steps = config.steps_per_epoch or source.train.steps
         if source.validation_from == "split":
             self.notes.append(f"validation: {config.validation_split:.0%} of the training data "
                               f"({source.spec.num_validation} examples, split with seed {config.seed})")
-        return source, steps
+        return source
 
-    def _build_model(self, policy: str):
-        """The model, built under the run's policy and checked against the data (not compiled yet)."""
-        model, self.built_note = modeling.build(self.model_arg, self.config, self.source.spec, in_place=True,
-                                                policy=policy)
-        modeling.check_fits(model, self.source, modeling.loss_name(model, self.config))  # builds it, symbolically
+    def _steps_per_epoch(self, config) -> Optional[int]:
+        """The steps in an epoch of `config`'s batch on the loaded data (None where only the run can count them);
+        at least one global batch must fit."""
+        source, replicas = self.source, self.runtime.replicas
+        if not source.ordered:
+            return config.steps_per_epoch or source.train.steps
+        config.check_examples(len(source.train), replicas, source.validation_from == "split")
+        return steps_per_epoch(config, len(source.train), replicas)
+
+    def _build_model(self, config, in_place: bool):
+        """The model, built under the run's policy and checked against the data (not compiled yet); `in_place`:
+        a built model given to train() is trained itself where it can be (a trial builds its own)."""
+        model, self.built_note = modeling.build(self.model_arg, config, self.source.spec, in_place=in_place,
+                                                policy=self.policy)
+        modeling.check_fits(model, self.source, modeling.loss_name(model, config))  # builds it, symbolically
         return model
 
-    def _plan(self, model, policy: str, precision_reason: str, steps, logdir: str) -> RunPlan:
+    def _plan(self, model, config, steps) -> RunPlan:
         """Decide, once, what "auto" means here: steps per execution and XLA, from the model's size on this hardware."""
-        config, runtime = self.config, self.runtime
+        runtime, policy = self.runtime, self.policy
         global_batch = config.global_batch(runtime.replicas)
 
         def step_seconds():  # a training step's time at the CPU's measured peak (a lower bound), or None
@@ -171,11 +205,11 @@ class Run:
                                        step_seconds)
         if why:
             self.notes.append(f"jit_compile: {why}")
-        return resolve_plan(config, runtime, policy=policy, precision_reason=precision_reason, steps=steps,
-                            steps_per_execution=spe, jit_compile=jit, logdir=logdir)
+        return resolve_plan(config, runtime, policy=policy, precision_reason=self.precision_reason, steps=steps,
+                            steps_per_execution=spe, jit_compile=jit, logdir=self.logdir)
 
-    def _compile(self, model) -> None:
-        config = self.plan.config
+    def _compile(self, model, plan: RunPlan) -> None:
+        config = plan.config
         compiled = modeling.compile(model, config)
         self.notes.append(f"model: {self.built_note}; {compiled}")
         if self.runtime.lane_width:
@@ -259,12 +293,13 @@ class Run:
         return self.runtime.evaluate(self.model, feed)
 
     def _restore_point(self):
-        """(first epoch, history before it, weights to load): from the run's last whole backup, else from the
-        final weights of the run it extends, else from scratch. Reads only; a damaged backup raises BackupError."""
-        if self.resuming:
-            backup = checkpoint.latest(self.run_dir / records.BACKUP_DIR)
-            if backup is not None:
-                return backup.epochs_done, first_epochs(self.previous.history, backup.epochs_done), str(backup.path)
+        """(first epoch, history before it, weights to load): from the run's last whole backup (as resume found
+        it), else from the final weights of the run it extends, else from scratch. Reads only."""
+        if self.resuming and not self.resume_from.ok:  # in use when resume asked, free when this run locked it
+            raise records.RunDirError(f"{self.run_dir}: {self.resume_from.reason} Resume it again.")
+        if self.resuming and self.resume_from.backup:
+            done = self.resume_from.from_epoch - 1
+            return done, first_epochs(self.previous.history, done), self.resume_from.backup
         if self.parent is None:
             return 0, {}, None
         parent = self.previous if not self.resuming else records.load(self.parent)  # an extension was read already

@@ -12,6 +12,7 @@ written: no run directory, no TensorBoard events.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import math
@@ -99,12 +100,9 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     Raises:
         ConfigError: batched data (its batch is its own) or arguments out of range.
     """
-    from tpukit.models import modeling
-    from tpukit.data import pipeline
-    from tpukit import precision as precisions
-    from tpukit.data import sources
-    from tpukit.hardware.connect import connect_for
-    from tpukit.registry import check_names, with_labels
+    from tpukit.config import PaddingWarning
+    from tpukit.data.types import UnorderedDataWarning
+    from tpukit.training.run import Run
 
     for name, value, low in (("warmup_steps", warmup_steps, 1), ("steps", steps, 2)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -112,15 +110,12 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     if min_gain is not None and (isinstance(min_gain, bool) or not 0 <= min_gain < 1):
         raise ConfigError(f"tune_batch_size: min_gain must be a fraction in [0, 1) or None. Received: "
                           f"min_gain={min_gain!r}.")
-    config, model, data = with_labels(config, model, data)
-    check_names(config, model, data)
-    runtime = runtime or connect_for(config)
-    policy, _ = runtime.resolve_precision(config.precision)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sources.UnorderedDataWarning)  # batched data is refused just below
-        source = sources.prepare(data if data is not None else config.dataset, name=config.dataset,
-                                 seed=config.seed, size=config.dataset_size,
-                                 validation_split=config.validation_split)  # the examples a run trains on
+    run = Run(config, runtime, (), None, None, inputs=(model, data, None, None))  # the recipe train() runs
+    with contextlib.ExitStack() as held, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnorderedDataWarning)  # batched data is refused just below
+        warnings.simplefilter("ignore", PaddingWarning)  # about the config's batch, which is not tried
+        run.prepare(held, writes=False)
+    runtime, source = run.runtime, run.source
     if not source.ordered:
         raise ConfigError("tune_batch_size: the data is already batched, so its batch size is its own; pass arrays "
                           "or an unbatched dataset.")
@@ -135,8 +130,7 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     for size in sizes:
         if on_trial is not None:
             on_trial(tuple(trials), size)
-        trial = _trial(size, config, runtime, policy, source, model, warmup_steps, steps,
-                       modeling=modeling, pipeline=pipeline, precisions=precisions)
+        trial = _trial(run, size, warmup_steps, steps)
         trials.append(trial)
         best = max((t.examples_per_sec for t in trials[:-1] if t.examples_per_sec), default=None)
         if trial.outcome != "measured":
@@ -148,48 +142,29 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     return _recommend(tuple(trials), min_gain, runtime.replicas, limit, why, flat == PATIENCE)
 
 
-def _trial(size, config, runtime, policy, source, model_arg, warmup, steps, *, modeling, pipeline, precisions):
-    """Build, compile and time one batch size; an out-of-memory error is a result, not a crash."""
-    from tpukit.training import determinism
+def _trial(run, size: int, warmup: int, steps: int) -> BatchTrial:
+    """Time one batch size with the run's own recipe (`Run.trial`); an out-of-memory error is a result, not a
+    crash."""
+    timers = []
 
-    global_batch = global_batch_of(size, runtime.replicas)
-    trial_config = config.replace(batch_size=size, steps_per_execution=1, replicas=runtime.replicas,
-                                  precision=policy)  # sizes are multiples of 8: no padding advice
-    per_epoch = pipeline.steps_per_epoch(len(source.train), global_batch)
-    epochs = math.ceil((warmup + steps) / per_epoch)
-    timer = _StepTimer(warmup, warmup + steps, global_batch, per_epoch)
-    model = None
+    def timer(global_batch: int, per_epoch: int):
+        timers.append(_StepTimer(warmup, warmup + steps, global_batch, per_epoch))
+        return timers[-1].callback()
+
+    global_batch = global_batch_of(size, run.runtime.replicas)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a built model is cloned for every trial: said once by train(), not here
-            with precisions.policy(policy), runtime.strategy.scope():
-                model, _ = modeling.build(model_arg, trial_config, source.spec)
-                jit, _ = runtime.jit_compile(config.jit_compile, policy, model, determinism.op_determinism_enabled(),
-                                             lambda: _step_seconds(model, source, global_batch, runtime, policy))
-                modeling.compile(model, trial_config.replace(jit_compile=jit))
-                feed = pipeline.train_feed(source.train, feeder=pipeline.choose(runtime.feeder, fixed=runtime.feeder_fixed),
-                                           global_batch=global_batch, seed=config.seed, epochs=epochs,
-                                           steps=per_epoch)
-                model.fit(feed, epochs=epochs, steps_per_epoch=per_epoch, callbacks=[timer.callback()], verbose=0)
-    except Exception as e:
+            run.trial(size, timer, warmup + steps)
+    except Exception as e:  # noqa: BLE001 - out of memory is an outcome; anything else is raised again
         if not _out_of_memory(e):
             raise
         return BatchTrial(size, global_batch, outcome="out of memory")
     finally:
-        del model
         gc.collect()
-    seconds, timed = timer.meter.timed()
-    return BatchTrial(size, global_batch, examples_per_sec=timer.meter.run_rate(),
+    seconds, timed = timers[-1].meter.timed()
+    return BatchTrial(size, global_batch, examples_per_sec=timers[-1].meter.run_rate(),
                       step_time_ms=1000 * seconds / timed if timed else None)
-
-
-def _step_seconds(model, source, global_batch, runtime, policy):
-    """The trial's step time at the CPU's measured peak, as `train()` estimates it (None where unknown)."""
-    from tpukit.models import flops as flops_lib
-    from tpukit.training.plan import estimated_step_seconds
-
-    flops, _ = flops_lib.training_flops_per_example(model, source.sample(8))
-    return estimated_step_seconds(flops, global_batch, runtime.peak_flops(policy))
 
 
 class _StepTimer:

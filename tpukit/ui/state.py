@@ -9,11 +9,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Tuple
 
+from tpukit import global_state
 from tpukit.config import RunConfig
 from tpukit.errors import TpukitError
 
 # Runs made by panels in this kernel: a panel built again (a re-run cell) still lists them.
 KERNEL_RUNS: List[Any] = []
+global_state.register("kernel_runs", lambda: list(KERNEL_RUNS), lambda runs: KERNEL_RUNS.__setitem__(slice(None), runs),
+                      list)
 
 
 class PanelBusy(TpukitError, RuntimeError):
