@@ -35,7 +35,7 @@ class DataSpec:
     """What the data says, for a model factory that takes one argument.
 
     `input_shape` and `input_dtype` are per example (dicts for named inputs);
-    `num_classes` is set for integer labels (largest label + 1), else None.
+    `num_classes` is set for integer labels (largest label + 1) and one-hot labels (their width), else None.
     """
 
     input_shape: Any
