@@ -191,6 +191,46 @@ print(json.dumps({{"backend": keras.backend.backend(), "lines": lines}}))
     _no_run_dir(tmp_path / "runs")
 
 
+def test_in_jupyter_a_one_line_error_shows_the_users_lines_not_tpukits_frames(tmp_path):
+    """IPython draws an exception that has `_render_traceback_` as the lines it returns (ipykernel sends them as the
+    cell's error): the cell's line and the message, with a model factory's own error above, and none of tpukit's
+    frames; `%xmode Verbose` still shows them all."""
+    said = _python(f"""
+import contextlib, io, json
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance(colors="nocolor")
+shell.run_cell("import tpukit, usermodels\\n"
+               "model, data = usermodels.data_mistakes()['images (n, 28, 28) into Input((784,))']\\n"
+               "config = tpukit.RunConfig(epochs=1, batch_size=8, logdir={str(tmp_path / "runs")!r})")
+shown = {{}}
+for name, cell in [
+        ("data", "result = tpukit.train(config, model=model, data=data)"),
+        ("factory", "def build():\\n    raise RuntimeError('no GPU in my notebook')\\n\\n"
+                    "result = tpukit.train(config, model=build, data=data)"),
+        ("verbose", "%xmode Verbose\\nresult = tpukit.train(config, model=model, data=data)")]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        shell.run_cell(cell)
+    shown[name] = out.getvalue()
+print(json.dumps(shown))
+""")
+    data, factory, verbose = said["data"], said["factory"], said["verbose"]
+    assert "----> 1 result = tpukit.train(config, model=model, data=data)" in data, data
+    assert data.rstrip().endswith("DataError: the model cannot take this data: it takes examples of shape (784,), "
+                                  "and the data's have shape (28, 28): reshape the data (x.reshape(len(x), 784)), or "
+                                  "build the model for (28, 28): keras.Input((28, 28)) followed by "
+                                  "keras.layers.Flatten()."), data
+    assert len(data.strip().splitlines()) <= 8, data
+    assert "----> 2     raise RuntimeError('no GPU in my notebook')" in factory, factory
+    assert "RuntimeError: no GPU in my notebook" in factory and "The above exception was the direct cause" in factory
+    assert factory.rstrip().endswith(
+        "ModelError: the model factory '__main__:build' raised RuntimeError: no GPU in my notebook"), factory
+    for shown in (data, factory):
+        assert "tpukit/" not in shown and "IPython/" not in shown and "interactiveshell" not in shown, shown
+    assert "tpukit/models/modeling.py" in verbose and "tpukit/training/run.py" in verbose, verbose
+    _no_run_dir(tmp_path / "runs")
+
+
 def test_a_model_that_is_not_keras_is_named_as_such(tmp_path):
     """tpukit called anything callable as a factory, and said it 'returned DataSpec'."""
     import keras

@@ -1,7 +1,7 @@
 """What data is, as plain values: the parts a run trains on, and the errors and warnings about them.
 
 The lowest module of `tpukit.data`: the pipelines, the bundled datasets and the dispatcher (`sources`) all build on
-these values, and it imports nothing of tpukit.
+these values, and it imports nothing of tpukit but its error text (`tpukit.errors`).
 """
 
 from __future__ import annotations
@@ -9,9 +9,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional, Tuple, Union
 
+from tpukit.errors import short_traceback
+
 
 class DataError(ValueError):
     """The data cannot be trained on as given. The message is one line: what was received, what was expected."""
+
+    _render_traceback_ = short_traceback  # Jupyter shows the caller's lines and the message, not tpukit's frames
 
 
 class UnorderedDataWarning(UserWarning):

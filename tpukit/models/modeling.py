@@ -24,11 +24,13 @@ import warnings
 from typing import Tuple
 
 from tpukit import registry
-from tpukit.errors import one_line
+from tpukit.errors import one_line, short_traceback
 
 
 class ModelError(ValueError):
     """The model cannot be built or does not fit the data. The message is one line."""
+
+    _render_traceback_ = short_traceback  # Jupyter shows the caller's lines and the message, not tpukit's frames
 
 
 class ModelNote(UserWarning):
