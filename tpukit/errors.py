@@ -42,7 +42,7 @@ def short_traceback(error: BaseException) -> list:
     try:
         if formatter is None:
             return _plain_lines(error)
-        if getattr(formatter, "mode", "") == "Verbose":
+        if getattr(formatter, "mode", "") in ("Verbose", "Minimal"):  # the user asked for all, or only the message
             return formatter.structured_traceback(type(error), error, error.__traceback__)
         lines = []
         cause = error.__cause__
