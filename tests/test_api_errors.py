@@ -5,13 +5,18 @@ FileNotFoundError, xprof's ValueError, a raw Keras ValueError from inside fit, o
 returned DataSpec".
 """
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import tpukit
+from conftest import REPO
 from tpukit.config import ConfigError, RunConfig
-from usermodels import images, user_cnn
+from usermodels import DATA_MISTAKE_LINES, data_mistakes, images, user_cnn
 
 
 def _one_line(error) -> str:
@@ -84,8 +89,8 @@ def test_validation_and_test_data_are_checked_against_the_model_as_the_training_
     with pytest.raises(tpukit.DataError) as caught:
         tpukit.train(_config(tmp_path), model=user_cnn, data=(x, y), **{which: narrow})
     text = _one_line(caught.value)
-    assert text.startswith(f"{which}: the model cannot take this data: "), text
-    assert "Received: inputs of shape (2, 16, 16, 3); the model expects" in text and "(None, 32, 32, 3)" in text
+    assert text == (f"{which}: the model cannot take this data: it takes examples of shape (32, 32, 3), and these "
+                    f"have shape (16, 16, 3): give {which} examples of the shape the training data has."), text
     _no_run_dir(tmp_path / "runs")
 
 
@@ -101,8 +106,128 @@ def test_test_labels_beyond_the_models_classes_are_one_line(tmp_path):
 
     with pytest.raises(tpukit.DataError) as caught:
         tpukit.train(_config(tmp_path), model=fixed_classes, data=(x, y), test_data=(x[:64], y[:64] + 10))
-    # The same check the training data gets: the loss on a few examples, before any label range check.
-    assert _one_line(caught.value).startswith(f"test_data: the model's output ({classes},) does not fit the labels")
+    # The same check the training data gets: the label range, before the loss runs (TensorFlow's own error for a
+    # label beyond the outputs, cut inside its function name, was the message).
+    assert _one_line(caught.value) == (
+        f"test_data: the labels run from 10 to {int(y[:64].max()) + 10}, but the model's output has {classes} "
+        f"unit(s) for the loss sparse_categorical_crossentropy: give the last layer {int(y[:64].max()) + 11} units "
+        "(one per class), or check the labels.")
+    _no_run_dir(tmp_path / "runs")
+
+
+# ---- the data mistakes of a user test (issue 42) -------------------------------------------------------------
+
+@pytest.mark.parametrize("mistake", list(DATA_MISTAKE_LINES))
+def test_a_data_mistake_is_one_line_that_names_it_and_the_fix(tmp_path, mistake):
+    """Each was half a message under a 30-40 line traceback: the label value cut inside TensorFlow's function name
+    and advice about Flatten; "the model's output (3,) does not fit the labels (3,)"; the user's factory blamed for
+    units=None (one-hot labels gave no num_classes); the probe's 2 examples and an internal keras_tensor name."""
+    model, data = data_mistakes()[mistake]
+    with pytest.raises(tpukit.DataError) as caught:
+        tpukit.train(_config(tmp_path), model=model, data=data)
+    text = _one_line(caught.value)
+    for said in DATA_MISTAKE_LINES[mistake]:
+        assert said in text, text
+    for internal in ("keras_tensor", "function_node", "(2, 28, 28)", "Flatten or pooling", "units=None"):
+        assert internal not in text, text
+    _no_run_dir(tmp_path / "runs")
+
+
+def test_one_hot_labels_give_the_spec_their_classes_so_a_factory_can_read_them():
+    import numpy as np
+
+    from tpukit.data import sources
+
+    x, y = np.zeros((30, 4), "float32"), np.arange(30) % 3
+    for one_hot in (np.eye(3, dtype="float32")[y], np.eye(3, dtype="int64")[y]):  # an int one-hot was 2 classes
+        assert sources.prepare((x, one_hot), name="x").spec.num_classes == 3
+    several = np.eye(3)[y] + np.eye(3)[(y + 1) % 3]  # multi-label rows are no one-hot: no class count
+    assert sources.prepare((x, several), name="x").spec.num_classes is None
+
+
+def test_a_factory_that_fails_on_num_classes_none_is_told_why(tmp_path):
+    import numpy as np
+
+    from usermodels import readme_build
+
+    x, y = np.zeros((200, 20), "float32"), (np.arange(200) % 3).astype("float32")
+    with pytest.raises(tpukit.ModelError) as caught:
+        tpukit.train(_config(tmp_path), model=readme_build, data=(x, y))
+    assert _one_line(caught.value).endswith(
+        "units=None (spec.num_classes is None: tpukit counts classes from integer or one-hot labels, and y holds "
+        "float32 values; for class labels pass y.astype(int))"), caught.value
+    _no_run_dir(tmp_path / "runs")
+
+
+def _python(code: str, **env) -> dict:
+    """Run `code` in a fresh process (tests/ importable, TensorFlow's INFO lines off); its last stdout line is JSON."""
+    full = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    full.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests")]), **env)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=full)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_data_mistakes_are_the_same_one_line_on_jax(tmp_path):
+    """JAX runs the same checks (its loss takes a label beyond the outputs without a word: the range check catches
+    it); Keras fixes its backend at import, so this runs in a fresh process."""
+    pytest.importorskip("jax")
+    said = _python(f"""
+import json, keras, tpukit, usermodels
+lines = {{}}
+for mistake, (model, data) in usermodels.data_mistakes().items():
+    config = tpukit.RunConfig(backend="jax", epochs=1, batch_size=8, logdir={str(tmp_path / "runs")!r})
+    try:
+        tpukit.train(config, model=model, data=data)
+    except tpukit.DataError as e:
+        lines[mistake] = str(e)
+print(json.dumps({{"backend": keras.backend.backend(), "lines": lines}}))
+""", KERAS_BACKEND="jax")
+    assert said["backend"] == "jax" and set(said["lines"]) == set(DATA_MISTAKE_LINES)
+    for mistake, text in said["lines"].items():
+        assert "\n" not in text
+        for part in DATA_MISTAKE_LINES[mistake]:
+            assert part in text, text
+    _no_run_dir(tmp_path / "runs")
+
+
+def test_in_jupyter_a_one_line_error_shows_the_users_lines_not_tpukits_frames(tmp_path):
+    """IPython draws an exception that has `_render_traceback_` as the lines it returns (ipykernel sends them as the
+    cell's error): the cell's line and the message, with a model factory's own error above, and none of tpukit's
+    frames; `%xmode Verbose` still shows them all."""
+    said = _python(f"""
+import contextlib, io, json
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance(colors="nocolor")
+shell.run_cell("import tpukit, usermodels\\n"
+               "model, data = usermodels.data_mistakes()['images (n, 28, 28) into Input((784,))']\\n"
+               "config = tpukit.RunConfig(epochs=1, batch_size=8, logdir={str(tmp_path / "runs")!r})")
+shown = {{}}
+for name, cell in [
+        ("data", "result = tpukit.train(config, model=model, data=data)"),
+        ("factory", "def build():\\n    raise RuntimeError('no GPU in my notebook')\\n\\n"
+                    "result = tpukit.train(config, model=build, data=data)"),
+        ("verbose", "%xmode Verbose\\nresult = tpukit.train(config, model=model, data=data)")]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        shell.run_cell(cell)
+    shown[name] = out.getvalue()
+print(json.dumps(shown))
+""")
+    data, factory, verbose = said["data"], said["factory"], said["verbose"]
+    assert "----> 1 result = tpukit.train(config, model=model, data=data)" in data, data
+    assert data.rstrip().endswith("DataError: the model cannot take this data: it takes examples of shape (784,), "
+                                  "and the data's have shape (28, 28): reshape the data (x.reshape(len(x), 784)), or "
+                                  "build the model for (28, 28): keras.Input((28, 28)) followed by "
+                                  "keras.layers.Flatten()."), data
+    assert len(data.strip().splitlines()) <= 8, data
+    assert "----> 2     raise RuntimeError('no GPU in my notebook')" in factory, factory
+    assert "RuntimeError: no GPU in my notebook" in factory and "The above exception was the direct cause" in factory
+    assert factory.rstrip().endswith(
+        "ModelError: the model factory '__main__:build' raised RuntimeError: no GPU in my notebook"), factory
+    for shown in (data, factory):
+        assert "tpukit/" not in shown and "IPython/" not in shown and "interactiveshell" not in shown, shown
+    assert "tpukit/models/modeling.py" in verbose and "tpukit/training/run.py" in verbose, verbose
     _no_run_dir(tmp_path / "runs")
 
 

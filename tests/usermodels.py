@@ -104,3 +104,58 @@ def tokens(n=2048, length=20, seed=0):
 def load_tokens():
     """A dataset loader for the CLI: `--dataset usermodels:load_tokens`."""
     return tokens(4096, seed=3)
+
+
+# ---- the data mistakes of a user test (issue 42): each fails in one line that names it and its fix ----------------
+
+def readme_build(spec):
+    """README's own-model example: a factory that reads the input shape and the number of classes from the spec."""
+    inputs = keras.Input(spec.input_shape)
+    x = keras.layers.Dense(64, activation="relu")(inputs)
+    return keras.Model(inputs, keras.layers.Dense(spec.num_classes, activation="softmax")(x))
+
+
+def dense_classifier(units):
+    """A model with its classes fixed by the user: 20 features in, `units` softmax outputs."""
+    def build():
+        inputs = keras.Input((20,))
+        return keras.Model(inputs, keras.layers.Dense(units, activation="softmax")(inputs))
+    return build
+
+
+def flat_mnist_model():
+    """A model for flattened 28x28 images: Input((784,))."""
+    inputs = keras.Input((784,))
+    return keras.Model(inputs, keras.layers.Dense(10, activation="softmax")(inputs))
+
+
+def data_mistakes():
+    """{mistake: (model, (x, y))}: a user's own model and arrays, with one mistake each."""
+    rng = np.random.default_rng(0)
+    x = rng.random((200, 20)).astype("float32")
+    y = rng.integers(0, 3, 200)
+    y[0] = 2  # TensorFlow's loss, given this label first, failed in its own words before tpukit's check ran
+    one_hot = keras.utils.to_categorical(y, 3)
+    images = rng.random((200, 28, 28)).astype("float32")
+    return {
+        "2 outputs for labels 0..2": (dense_classifier(2), (x, y)),
+        "one-hot labels, a fixed Dense(3)": (dense_classifier(3), (x, one_hot)),
+        "one-hot labels, README's build(spec)": (readme_build, (x, one_hot)),
+        "images (n, 28, 28) into Input((784,))": (flat_mnist_model, (images, rng.integers(0, 10, 200))),
+    }
+
+
+# What each mistake's line must say: the mistake with the user's numbers, and the fix.
+DATA_MISTAKE_LINES = {
+    "2 outputs for labels 0..2": ["the labels run from 0 to 2, but the model's output has 2 unit(s)",
+                                  "give the last layer 3 units"],
+    "one-hot labels, a fixed Dense(3)": ["the labels are one-hot (3 columns, one 1 per example), but the loss "
+                                         "sparse_categorical_crossentropy takes class numbers (0 to 2)",
+                                         "use RunConfig(loss='categorical_crossentropy')", "y.argmax(axis=1)"],
+    "one-hot labels, README's build(spec)": ["the labels are one-hot (3 columns, one 1 per example), but the loss "
+                                             "sparse_categorical_crossentropy takes class numbers (0 to 2)",
+                                             "use RunConfig(loss='categorical_crossentropy')", "y.argmax(axis=1)"],
+    "images (n, 28, 28) into Input((784,))": ["it takes examples of shape (784,), and the data's have shape (28, 28)",
+                                              "reshape the data (x.reshape(len(x), 784))",
+                                              "keras.Input((28, 28)) followed by keras.layers.Flatten()"],
+}

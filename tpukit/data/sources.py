@@ -375,13 +375,38 @@ def _spec(train: Part, validation: Optional[Part], test: Optional[Part]) -> Data
                       tuple(y_spec.shape[skip:]) if y_spec is not None else ())
             dtypes = (_map_x(lambda s: s.dtype.name, x_spec), y_spec.dtype.name if y_spec is not None else "")
         (input_shape, target_shape), (input_dtype, target_dtype) = shapes, dtypes
-    labelled = [p.y for p in (train, validation, test) if isinstance(p, Arrays) and np.issubdtype(p.y.dtype, np.integer)]
-    num_classes = int(max(int(y.max()) for y in labelled)) + 1 if labelled else None
+    counts = [classes_in(p.y) for p in (train, validation, test) if isinstance(p, Arrays)]
+    num_classes = max((n for n in counts if n is not None), default=None)
     return DataSpec(input_shape=input_shape, input_dtype=input_dtype, target_shape=target_shape,
                     target_dtype=target_dtype, num_classes=num_classes,
                     num_train=len(train) if not isinstance(train, Batched) else None,
                     num_validation=len(validation) if isinstance(validation, (Arrays, Stream)) else 0,
                     num_test=len(test) if isinstance(test, (Arrays, Stream)) else 0)
+
+
+def one_hot_width(y) -> Optional[int]:
+    """The number of classes of one-hot labels (shape (n, k), k >= 2, each row one 1 and 0s elsewhere), else None."""
+    import numpy as np
+
+    y = np.asarray(y)
+    if y.ndim != 2 or y.shape[1] < 2 or not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)
+                                              or y.dtype == bool):
+        return None
+    if not np.all((y == 0) | (y == 1)) or not np.all(y.sum(axis=1) == 1):
+        return None
+    return int(y.shape[1])
+
+
+def classes_in(y) -> Optional[int]:
+    """How many classes labels name: the width of one-hot labels, largest + 1 for integer labels, else None."""
+    import numpy as np
+
+    width = one_hot_width(y)
+    if width is not None:
+        return width
+    if np.issubdtype(y.dtype, np.integer) and y.size:
+        return int(y.max()) + 1
+    return None
 
 
 def _fingerprint(train: Part, validation: Optional[Part]) -> Optional[str]:

@@ -1,7 +1,7 @@
 """What data is, as plain values: the parts a run trains on, and the errors and warnings about them.
 
 The lowest module of `tpukit.data`: the pipelines, the bundled datasets and the dispatcher (`sources`) all build on
-these values, and it imports nothing of tpukit.
+these values, and it imports nothing of tpukit but its error bases (`tpukit.errors`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class DataSpec:
     """What the data says, for a model factory that takes one argument.
 
     `input_shape` and `input_dtype` are per example (dicts for named inputs);
-    `num_classes` is set for integer labels (largest label + 1), else None.
+    `num_classes` is set for integer labels (largest label + 1) and one-hot labels (their width), else None.
     """
 
     input_shape: Any

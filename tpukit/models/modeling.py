@@ -79,7 +79,13 @@ def build(model_arg, config, spec, in_place: bool = False, policy=None) -> Tuple
     except (ModelError, KeyboardInterrupt):
         raise
     except Exception as e:
-        raise ModelError(f"the model factory {name!r} raised {one_line(e)}") from e
+        said = one_line(e)
+        if spec is not None and spec.num_classes is None and "None" in said and registry.takes_argument(factory):
+            shape = f" of shape {tuple(spec.target_shape)} per example" if spec.target_shape else ""
+            hint = "; for class labels pass y.astype(int)" if "float" in str(spec.target_dtype) and not shape else ""
+            said += (" (spec.num_classes is None: tpukit counts classes from integer or one-hot labels, and y holds "
+                     f"{spec.target_dtype} values{shape}{hint})")
+        raise ModelError(f"the model factory {name!r} raised {said}") from e
     if model is spec and spec is not None:
         raise ModelError(f"model=: tpukit called {name} as a factory (a function that builds the model) and it "
                          f"returned its argument, the DataSpec: a {_kind(model_arg)} object is not a Keras model. "
@@ -203,37 +209,109 @@ def check_fits(model, source, loss_name: str) -> None:
 
 
 def _check_part(model, part, loss_name: str, prefix: str) -> None:
-    import numpy as np
-
     from tpukit.data import sources
 
     sample = sources.inputs_of(part, 2)
     try:
         outputs = _symbolic_call(model, sample)
     except Exception as e:
+        raise sources.DataError(_cannot_take(model, part, sample, prefix, e)) from None
+    if not isinstance(part, sources.Arrays) or isinstance(part.y, dict):
+        return
+    _check_labels(model, loss_name, part.y, outputs, prefix)  # before the loss runs: TF's own error is cryptic
+    _check_loss_takes(model, loss_name, part.y, outputs, prefix)
+
+
+def _cannot_take(model, part, sample, prefix: str, error: BaseException) -> str:
+    """One line on inputs the model cannot take: the model's example shape, the data's, and the fix."""
+    import math
+
+    import numpy as np
+
+    single = not isinstance(sample, dict) and len(_model_inputs(model)) == 1
+    want = tuple(_model_inputs(model)[0].shape[1:]) if single else None
+    have = tuple(int(d) for d in np.shape(sample)[1:]) if single else None
+    if not single or _fits(have, want):  # shapes that agree: the failure is inside the model, as Keras says
+        return (f"{prefix}the model cannot take this data: {one_line(error)}. Received: examples of shape "
+                f"{_example_shapes(sample)}; the model takes {_expected_inputs(model)}.")
+    if prefix:  # the training data fits (it is checked first): these examples differ from it
+        return (f"{prefix}the model cannot take this data: it takes examples of shape {want}, and these have shape "
+                f"{have}: give {prefix.rstrip(': ')} examples of the shape the training data has.")
+    said = f"the model cannot take this data: it takes examples of shape {want}, and the data's have shape {have}"
+    if None not in want and math.prod(want) == math.prod(have):
+        last = "keras.layers.Flatten()" if len(want) == 1 else f"keras.layers.Reshape({want})"
+        return (f"{said}: reshape the data (x.reshape(len(x), {', '.join(str(d) for d in want)})), or build the "
+                f"model for {have}: keras.Input({have}) followed by {last}.")
+    return (f"{said}: build the model for the data's shape, keras.Input({have}) (a factory that takes the DataSpec "
+            f"reads it as spec.input_shape), or give the data examples of shape {want}.")
+
+
+def _fits(have, want) -> bool:
+    return len(have) == len(want) and all(w is None or w == h for h, w in zip(have, want))
+
+
+def _check_labels(model, loss_name, y, outputs, prefix: str) -> None:
+    """One line for labels the loss cannot take: one-hot labels for a sparse loss (or the other way round),
+    class numbers beyond the model's output units, fractional labels for a classification loss."""
+    import numpy as np
+
+    from tpukit.data import sources
+
+    sparse = "sparse_categorical" in str(loss_name)
+    categorical = "categorical" in str(loss_name) and not sparse
+    if not (sparse or categorical):
+        return
+    y = np.asarray(y)
+    units = int(outputs.shape[-1]) if hasattr(outputs, "shape") and len(outputs.shape) == 2 else None
+    width = sources.one_hot_width(y)
+    if sparse and width and units:
+        fix = ("pass the class numbers, as the training data has them: y.argmax(axis=1)" if prefix else
+               f"{_use_loss(model, 'categorical')}, or pass the class numbers: y.argmax(axis=1)")
+        more = f"; and give the last layer {width} units, one per class (it has {units})" if units != width else ""
         raise sources.DataError(
-            f"{prefix}the model cannot take this data: {one_line(e)}. Received: inputs {_shapes(sample)}; "
-            f"the model expects {_expected_inputs(model)}.") from None
-    if not isinstance(part, sources.Arrays):
+            f"{prefix}the labels are one-hot ({width} columns, one 1 per example), but the loss {loss_name} takes "
+            f"class numbers (0 to {width - 1}): {fix}{more}.")
+    if categorical and width and units and units != width:
+        raise sources.DataError(
+            f"{prefix}the labels are one-hot with {width} classes ({width} columns, one 1 per example), but the "
+            f"model's output has {units} unit(s) for the loss {loss_name}: give the last layer {width} units (one per "
+            "class).")
+    whole = np.issubdtype(y.dtype, np.integer) or (np.issubdtype(y.dtype, np.floating) and np.all(y == np.round(y)))
+    if categorical and units and units > 1 and whole and (y.ndim == 1 or y.shape[1:] == (1,)):
+        top = int(y.max())
+        fix = (f"encode them one-hot, as the training data is: keras.utils.to_categorical(y, {units})" if prefix else
+               f"{_use_loss(model, 'sparse_categorical')}, or pass one-hot labels: "
+               f"keras.utils.to_categorical(y, {max(units, top + 1)})")
+        raise sources.DataError(
+            f"{prefix}the labels are class numbers ({int(y.min())} to {top}, one per example), but the loss "
+            f"{loss_name} takes one-hot labels ({units} columns, one per output unit): {fix}.")
+    if not sparse:
         return
-    y = part.y
-    _check_loss_takes(model, loss_name, y, outputs, prefix)
-    if "sparse_categorical" not in str(loss_name):
-        return
-    if not np.issubdtype(y.dtype, np.integer):
-        if np.any(np.asarray(y) != np.round(y)):
-            raise sources.DataError(
-                f"{prefix}the loss {loss_name} expects integer class labels, but y holds fractional {y.dtype} "
-                "values; for regression use RunConfig(loss='mse', metrics=('mae',)).")
-        return
-    if not hasattr(outputs, "shape"):
-        return  # several outputs
+    if np.issubdtype(y.dtype, np.floating) and not whole:
+        raise sources.DataError(
+            f"{prefix}the loss {loss_name} expects integer class labels, but y holds fractional {y.dtype} "
+            "values; for regression use RunConfig(loss='mse', metrics=('mae',)).")
+    if not whole or not hasattr(outputs, "shape"):
+        return  # labels of another kind, or several outputs
     units = int(outputs.shape[-1]) if len(outputs.shape) else 1
     top, low = int(y.max()), int(y.min())
     if low < 0 or top >= units:
         raise sources.DataError(
             f"{prefix}the labels run from {low} to {top}, but the model's output has {units} unit(s) for the loss "
             f"{loss_name}: give the last layer {top + 1} units (one per class), or check the labels.")
+
+
+def _use_loss(model, kind: str) -> str:
+    """Where and how to name the loss `kind` ('categorical' or 'sparse_categorical') crossentropy: in the user's
+    compile() if the model came compiled (keeping its from_logits), else in RunConfig."""
+    args = getattr(model, "_tpukit_compile_args", None) or (compile_args(model) if getattr(model, "compiled", False)
+                                                            else None)
+    if not args:
+        return f"use RunConfig(loss='{kind}_crossentropy')"
+    if getattr(args.get("loss"), "from_logits", False):
+        cls = "CategoricalCrossentropy" if kind == "categorical" else "SparseCategoricalCrossentropy"
+        return f"compile the model with loss=keras.losses.{cls}(from_logits=True)"
+    return f"compile the model with loss='{kind}_crossentropy'"
 
 
 def _symbolic_call(model, sample):
@@ -299,22 +377,31 @@ def _input_shape(model):
     return shapes[0] if len(shapes) == 1 else shapes
 
 
-def _expected_inputs(model) -> str:
+def _model_inputs(model) -> list:
+    """The model's symbolic inputs (functional and Sequential models), or [] where call() defines them."""
     try:
-        inputs = model.inputs
+        return list(model.inputs or [])
     except (AttributeError, ValueError):
-        inputs = None
+        return []
+
+
+def _expected_inputs(model) -> str:
+    """What the model takes per example: `(784,)`, or `'image' (32, 32, 3), 'extra' (4,)` for named inputs."""
+    inputs = _model_inputs(model)
     if not inputs:
-        return "inputs it defines in call()"
-    return ", ".join(f"{getattr(t, 'name', 'input')} {tuple(t.shape)}" for t in inputs)
+        return "the inputs its call() defines"
+    if len(inputs) == 1:
+        return str(tuple(inputs[0].shape[1:]))
+    return ", ".join(f"{getattr(t, 'name', 'input')!r} {tuple(t.shape[1:])}" for t in inputs)
 
 
-def _shapes(sample) -> str:
+def _example_shapes(sample) -> str:
+    """The data's shape per example (without the few examples the check took)."""
     import numpy as np
 
     if isinstance(sample, dict):
-        return "{" + ", ".join(f"{k!r}: {np.shape(v)}" for k, v in sample.items()) + "}"
-    return f"of shape {np.shape(sample)}"
+        return "{" + ", ".join(f"{k!r}: {tuple(np.shape(v)[1:])}" for k, v in sample.items()) + "}"
+    return str(tuple(np.shape(sample)[1:]))
 
 
 def _short_repr(value) -> str:
