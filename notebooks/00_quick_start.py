@@ -145,7 +145,8 @@ print(result.model.predict(np.zeros((1, *result.data["spec"]["input_shape"]), "u
 # 8 and the features the 128. So on a TPU: a **per-replica batch that is a multiple of 8**, and layer widths
 # (units, filters) that are multiples of 128. A larger batch also keeps the matrix units busier (a v5e has four
 # 128x128 MXUs per TensorCore, a v6e two of 256x256: cloud.google.com/tpu/docs/v5e and /v6e), but that is
-# throughput, not padding. On a GPU, Tensor Cores take float16 in multiples of 8. A batch of 100 is padded to 104:
+# throughput, not padding. A GPU pads nothing: cuBLAS and cuDNN run any size, and their Tensor Core kernels for
+# 16-bit math run fastest on multiples of 8. On a TPU a batch of 100 is padded to 104; on a GPU it runs as it is:
 
 # %%
 panel.config = {"batch_size": 100}

@@ -477,8 +477,8 @@ print("Exercise 3: correct.")
 #
 # So on a TPU: a per-replica batch that is a multiple of **8**, and feature sizes (units, filters) that are
 # multiples of **128**. A larger batch, in multiples of 128, fills the MXU better, but that is throughput, not
-# padding. On a GPU, Tensor Cores take float16 in multiples of **8**. With 16-bit types each activation takes half
-# the memory, so the batch can usually double as well. `RunConfig` checks the per-replica batch and warns:
+# padding. A GPU pads nothing, but its Tensor Core kernels for 16-bit math run fastest on multiples of **8**. With
+# 16-bit types each activation takes half the memory, so the batch can usually double as well. `RunConfig` checks the per-replica batch and warns:
 
 # %%
 with warnings.catch_warnings(record=True) as caught:

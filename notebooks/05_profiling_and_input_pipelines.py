@@ -668,8 +668,9 @@ print(f"{'tf.function' if TF else 'op by op'}: {plain_ms:.2f} ms, with XLA: {xla
 # `[batch, features]` the batch usually goes on the 8 side and the features on the 128 side. So: a per-replica
 # batch in multiples of 8, and feature sizes (units, filters) in multiples of 128. Padding is computed and thrown
 # away. A larger batch, in multiples of 128, fills the matrix units better, but that is throughput, not padding.
-# GPU Tensor Cores want float16 sizes in multiples of **8**. Notebook 02 measures what padding costs on the device
-# at hand. `RunConfig` warns when the per-replica batch is padded, with the advice `padding_advice` gives:
+# A GPU pads nothing (cuBLAS and cuDNN run any size), but its Tensor Core kernels for 16-bit math run fastest on
+# multiples of **8**. Notebook 02 measures what padding costs on the device at hand. `RunConfig` warns when the
+# per-replica batch does not suit the accelerator, with the advice `padding_advice` gives:
 
 # %%
 with warnings.catch_warnings(record=True) as caught:

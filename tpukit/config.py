@@ -27,16 +27,19 @@ ACCELERATORS = ("auto", "tpu", "gpu", "cpu")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 JIT_CHOICES = ("auto", True, False)
 
-# The multiple a per-replica batch is padded to. A TPU tiles each array's two minor dimensions, one to a multiple
-# of 8 and another to 128 (Cloud TPU performance guide, "Consequences of tiling"); in a layer's [batch, features]
-# the batch usually takes the 8 and the features the 128. GPU Tensor Cores take float16 in multiples of 8
-# (NVIDIA's "Matrix multiplication background" guide). A CPU has no such tile.
+# The multiple a per-replica batch should be. A TPU tiles each array's two minor dimensions, one to a multiple of 8
+# and another to 128 (Cloud TPU performance guide, "Consequences of tiling"); in a layer's [batch, features] the
+# batch usually takes the 8 and the features the 128, so another batch is padded. A GPU pads nothing: cuBLAS and
+# cuDNN run any size, and their Tensor Core kernels for 16-bit math run fastest on multiples of 8 (NVIDIA's "Matrix
+# multiplication background" guide). A CPU has no such tile.
 PAD_MULTIPLE = {"tpu": 8, "gpu": 8}
 # Where each rule comes from, for the advice's text and the notebooks.
 PAD_RULE = {
     "tpu": "a TPU tiles the batch to 8 rows (and the features to 128 lanes)",
-    "gpu": "Tensor Cores take float16 in multiples of 8",
+    "gpu": "cuBLAS and cuDNN run any size and pad nothing, but their Tensor Core kernels for float16 and bfloat16 "
+           "run fastest on multiples of 8",
 }
+PADS = ("tpu",)  # the kinds whose XLA layout pads the batch up to the multiple (a GPU runs it as it is)
 
 
 # False while a config is rebuilt without a new batch size or accelerator (RunConfig.replace) or built for a view
@@ -85,7 +88,8 @@ class ConfigError(TpukitError, ValueError):
 
 
 class PaddingWarning(TpukitWarning):
-    """The batch does not fill the accelerator's tiles: part of each step is padding."""
+    """The per-replica batch does not suit the accelerator: a TPU pads it (part of each step is padding); a GPU pads
+    nothing, but its Tensor Core kernels run fastest on multiples of 8."""
 
 
 def padding_waste(size: int, multiple: int) -> float:
@@ -102,11 +106,10 @@ def padding_advice(batch_size: int, kind: str) -> Optional[str]:
     lower = (batch_size // multiple) * multiple
     upper = lower + multiple
     choices = f"{lower} or {upper}" if lower else f"{upper}"
-    return (
-        f"batch_size={batch_size} per replica is not a multiple of {multiple} on {kind.upper()} "
-        f"({PAD_RULE[kind]}): padded to {upper}, {padding_waste(batch_size, multiple):.1f}% of each step is "
-        f"padding; try {choices}."
-    )
+    cost = (f": padded to {upper}, {padding_waste(batch_size, multiple):.1f}% of each step is padding"
+            if kind in PADS else "")
+    return (f"batch_size={batch_size} per replica is not a multiple of {multiple} on {kind.upper()} "
+            f"({PAD_RULE[kind]}){cost}; try {choices}.")
 
 
 def _fail(field: str, value: Any, expected: str, choices=None) -> None:
