@@ -96,7 +96,7 @@ import tpukit
 from tpukit import data
 from tpukit import models
 from tpukit.observe import profiling
-from tpukit.runs import checkpoint
+from tpukit.runs import backups
 from tpukit.runs import records
 from tpukit.teaching import SOLUTIONS, answered, check  # the exercises' answers and self-checks
 
@@ -397,7 +397,7 @@ if HAS_TF:
     def backed_up_epochs():
         """Whole epochs the job has backed up so far (0 before the first), as `backup/latest.json` says."""
         run = job_run()
-        backup = checkpoint.latest(Path(run.run_dir, "backup"), verify=False) if run else None
+        backup = backups.latest(Path(run.run_dir, "backup"), verify=False) if run else None
         return backup.epochs_done if backup else 0
 
     deadline = time.monotonic() + 300

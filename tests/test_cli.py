@@ -376,7 +376,7 @@ def _state(pid) -> bytes:
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_one_examples_per_sec_the_epoch_lines_and_the_summary_agree(tmp_path, backend):
-    """One definition (progress.Meter): the summary's figure is the epoch lines' figures taken together (their
+    """One definition (meter.Meter): the summary's figure is the epoch lines' figures taken together (their
     examples over their time), within 5%, on both backends; the JAX run compiles its train step once."""
     proc = _finish(_train_json("--backend", backend, "--dataset", "digits", "--model", "mlp", "--epochs", "4",
                                "--batch-size", "16", "--precision", "float32", logdir=tmp_path))

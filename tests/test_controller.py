@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tpukit.observe import progress as progress_model
+from tpukit.observe import meter as progress_model
 from tpukit.training import api as training
 from tpukit.training import plan
 from tpukit.config import RunConfig
@@ -295,7 +295,7 @@ def test_two_tensorboard_opens_at_once_start_one_server(tmp_path):
 
 def test_a_runs_row_says_whether_its_model_loads_and_load_model_says_why_not(tmp_path):
     """A run kept in memory loads; one read from a directory without weights says so in its row and in one line."""
-    from tpukit.runs import records
+    from tpukit.runs import directory, records
     from tpukit.ui.controller import Controller, NoRunError, View
 
     class Recorder(View):
@@ -304,8 +304,8 @@ def test_a_runs_row_says_whether_its_model_loads_and_load_model_says_why_not(tmp
         def show_runs(self, rows, notes, chart):
             self.shown = (rows, notes)
 
-    empty = records.new_run_dir(str(tmp_path), "empty")
-    records.write_json(empty / "config.json", RunConfig().to_dict())
+    empty = directory.new_run_dir(str(tmp_path), "empty")
+    directory.write_json(empty / "config.json", RunConfig().to_dict())
     records.save_result(records.RunResult(run_dir=str(empty), status="stopped", config=RunConfig().to_dict()))
     kept = records.RunResult(run_dir=str(tmp_path / "kept"), status="completed", config=RunConfig().to_dict())
     kept.attach_model(object())  # a model trained in this kernel
@@ -316,7 +316,7 @@ def test_a_runs_row_says_whether_its_model_loads_and_load_model_says_why_not(tmp
     assert [row["model_loads"] for row in rows] == [False, True]
     assert "no model to load" in notes[0] and "no model" not in notes[1]
     assert c.controls().disabled["load_model"] is False
-    with pytest.raises(records.RunDirError, match="holds no weights"):
+    with pytest.raises(directory.RunDirError, match="holds no weights"):
         c.load_model(0)
     assert c.load_model() is kept.model and c.model is kept.model  # the latest that loads
     c.start_from(1)

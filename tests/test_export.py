@@ -18,7 +18,7 @@ import pytest
 
 import tpukit
 from tpukit.models import modeling
-from tpukit.runs import records
+from tpukit.runs import directory, records
 from tpukit.runs import saving
 from tpukit.data import sources
 from tpukit.config import ConfigError, RunConfig
@@ -211,15 +211,15 @@ def test_weights_of_another_width_name_the_layer_and_both_shapes_in_one_short_li
 def test_bad_input_gets_one_line(tmp_path):
     not_a_run = tmp_path / "nothing"
     not_a_run.mkdir()
-    with pytest.raises(records.RunDirError, match="not a tpukit run directory") as e:
+    with pytest.raises(directory.RunDirError, match="not a tpukit run directory") as e:
         tpukit.load(not_a_run)
     assert "\n" not in str(e.value)
-    empty = records.new_run_dir(str(tmp_path / "runs"), "empty")
-    records.write_json(empty / "config.json", RunConfig().to_dict())
+    empty = directory.new_run_dir(str(tmp_path / "runs"), "empty")
+    directory.write_json(empty / "config.json", RunConfig().to_dict())
     records.save_result(records.RunResult(run_dir=str(empty), status="stopped", config=RunConfig().to_dict()))
-    with pytest.raises(records.RunDirError, match="holds no weights: the run stopped before its first whole epoch"):
+    with pytest.raises(directory.RunDirError, match="holds no weights: the run stopped before its first whole epoch"):
         tpukit.load(empty)
-    with pytest.raises(records.RunDirError, match="holds no weights"):
+    with pytest.raises(directory.RunDirError, match="holds no weights"):
         train(_config(tmp_path, init_from=str(empty)), model=user_cnn, data=images(256))
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     (tmp_path / "a-file").write_text("")

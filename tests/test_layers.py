@@ -53,7 +53,7 @@ VIOLATIONS = {
     "hardware-paths": ("tpukit/hardware/gpu.py", "\n\ndef _other_path():\n    from tpukit.hardware import cpu\n    return cpu\n"),
     "engine-without-widgets": ("tpukit/training/api.py", "\n\ndef _widget():\n    import ipywidgets\n    return ipywidgets\n"),
     # two siblings importing each other (files is below records in runs/)
-    "no-cycles": ("tpukit/runs/files.py", "\n\ndef _cycle():\n    from tpukit.runs import records\n    return records\n"),
+    "no-cycles": ("tpukit/runs/directory.py", "\n\ndef _cycle():\n    from tpukit.runs import records\n    return records\n"),
 }
 
 

@@ -22,7 +22,7 @@ import keras  # noqa: E402  (after TensorFlow: the backend this file tests)
 
 from conftest import REPO, run_cli  # noqa: E402
 from tpukit.cli import launch
-from tpukit.runs import records# noqa: E402
+from tpukit.runs import directory, records# noqa: E402
 
 TRAIN = ["train", "--backend", "tensorflow", "--model", "mlp", "--dataset", "digits", "--deterministic",
          "--precision", "float32"]
@@ -59,7 +59,7 @@ def test_two_workers_of_two_devices_train_one_run_and_only_the_chief_records_it(
     assert glob.glob(str(run_dir / "train" / "events.out.tfevents.*"))  # TensorBoard scalars
     result = records.load(run_dir)
     assert result.status == "completed" and result.runtime["workers"] == 2 and result.runtime["process_index"] == 0
-    assert records.load_config(run_dir).replicas == 4
+    assert directory.load_config(run_dir).replicas == 4
     assert "epoch 1/2" in (logs / "worker-1.log").read_text()
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import tpukit
 from tpukit import registry
-from tpukit.runs import records
+from tpukit.runs import directory, records
 from tpukit.data import sources
 from tpukit.config import ConfigError, RunConfig
 from tpukit.training.api import resume, train
@@ -151,7 +151,7 @@ def test_registered_model_and_dataset_by_name(tmp_path):
         assert registry.describe("model", "my-text") == "a tiny text classifier"
         result = train(_config(tmp_path, epochs=1, model="my-text", dataset="my-tokens"))
         assert result.status == "completed" and Path(result.run_dir).name.endswith("my-text-my-tokens")
-        with pytest.raises(records.RunDirError, match="is a completed run"):
+        with pytest.raises(directory.RunDirError, match="is a completed run"):
             resume(result.run_dir)  # a finished run is never trained again
     finally:
         registry.unregister("model", "my-text")

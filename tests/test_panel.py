@@ -24,7 +24,7 @@ import pytest
 import panel_support
 import tpukit
 from tpukit.ui import context
-from tpukit.runs import records
+from tpukit.runs import directory, records
 from tpukit.observe import tensorboard as tb
 from tpukit.config import ConfigError, RunConfig
 from tpukit.runs.records import RunDirError
@@ -324,7 +324,7 @@ def test_a_second_train_is_rejected_and_stop_keeps_the_run(make_panel):
     assert panel.buttons["resume"].tooltip.endswith("Resume continues it from epoch 2 of 3.")
     assert not panel.stop() and panel.message.startswith("Nothing to stop")
 
-    with records.locked(stopped.run_dir):  # another process trains it (the engine's own lock)
+    with directory.locked(stopped.run_dir):  # another process trains it (the engine's own lock)
         panel.buttons["resume"].click()
         assert panel.message.startswith("NoRunError: No resumable run. Cannot resume yet: a process is training")
         assert panel.buttons["resume"].disabled and not panel.running

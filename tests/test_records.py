@@ -5,28 +5,28 @@ from pathlib import Path
 
 import pytest
 
-from tpukit.runs import records
+from tpukit.runs import directory, records
 from tpukit.config import RunConfig
 
 
 def test_run_dirs_never_overwrite_each_other(tmp_path):
     now = 1_700_000_000.0
-    dirs = [records.new_run_dir(str(tmp_path), "cnn-digits", now=now) for _ in range(3)]
+    dirs = [directory.new_run_dir(str(tmp_path), "cnn-digits", now=now) for _ in range(3)]
     assert len({d.name for d in dirs}) == 3
     assert dirs[1].name.endswith("-2") and dirs[2].name.endswith("-3")
 
 
 def test_result_round_trip_listing_and_compare(tmp_path):
-    run_dir = records.new_run_dir(str(tmp_path), "a")
+    run_dir = directory.new_run_dir(str(tmp_path), "a")
     config = RunConfig(dataset="digits", replicas=2, batch_size=16)
-    records.write_json(run_dir / "config.json", config.to_dict())
+    directory.write_json(run_dir / "config.json", config.to_dict())
     assert records.load(run_dir).status == "running"  # config but no result yet: killed early or running
     result = records.RunResult(run_dir=str(run_dir), status="completed", config=config.to_dict(),
                                history={"loss": [1.0, 0.5]}, final_metrics={"loss": 0.5}, epochs_done=2,
                                examples_per_sec=100.0, step_time_ms=3.0, fingerprint="abc", profile_files=("p",))
     records.save_result(result)
     assert records.load(run_dir) == result
-    assert records.load_config(run_dir) == config
+    assert directory.load_config(run_dir) == config
     assert [r.run_dir for r in records.list_runs(str(tmp_path))] == [str(run_dir)]
     row = records.compare([result])[0]
     assert row["global_batch_size"] == 32 and row["loss"] == 0.5
@@ -56,12 +56,12 @@ def test_a_result_keeps_its_model_in_its_slot_never_in_the_record(tmp_path):
 def test_a_damaged_record_is_one_line_and_list_runs_keeps_the_others(tmp_path):
     from tpukit.config import ConfigError, RunConfig
 
-    good = records.new_run_dir(tmp_path, "good")
-    records.write_json(good / "config.json", RunConfig().to_dict())
-    bad = records.new_run_dir(tmp_path, "bad")
-    records.write_json(bad / "config.json", RunConfig().to_dict())
+    good = directory.new_run_dir(tmp_path, "good")
+    directory.write_json(good / "config.json", RunConfig().to_dict())
+    bad = directory.new_run_dir(tmp_path, "bad")
+    directory.write_json(bad / "config.json", RunConfig().to_dict())
     (bad / "result.json").write_text('{"status": "comp')  # torn
-    with pytest.raises(records.RunDirError, match="result.json cannot be read") as info:
+    with pytest.raises(directory.RunDirError, match="result.json cannot be read") as info:
         records.load(bad)
     assert "\n" not in str(info.value)
     listed = {Path(r.run_dir).name.split("-", 2)[-1]: r for r in records.list_runs(tmp_path)}
@@ -69,7 +69,7 @@ def test_a_damaged_record_is_one_line_and_list_runs_keeps_the_others(tmp_path):
     assert listed["bad"].status == "failed" and "damaged" in listed["bad"].message
     (good / "config.json").write_text("[]")
     with pytest.raises(ConfigError, match="config.json: RunConfig.from_json: expected a JSON object"):
-        records.load_config(good)
+        directory.load_config(good)
 
 
 def test_a_result_shows_its_summary_in_a_notebook_and_a_short_repr_elsewhere():
@@ -95,10 +95,10 @@ def test_a_summary_says_why_mfu_is_not_reported():
 
 def test_a_recording_writes_each_epoch_with_what_was_measured_and_keeps_whole_epochs(tmp_path):
     """The record of a run while it trains: the recorder adds epochs, each write reads the measures."""
-    from tpukit.runs.recording import Recording
+    from tpukit.runs.records import Recording
 
-    run_dir = records.new_run_dir(str(tmp_path), "rec")
-    records.write_json(run_dir / "config.json", RunConfig().to_dict())
+    run_dir = directory.new_run_dir(str(tmp_path), "rec")
+    directory.write_json(run_dir / "config.json", RunConfig().to_dict())
     notes, speed = ["jit_compile: auto"], {"examples_per_sec": None}
     record = Recording(run_dir, {"loss": [2.0]}, notes, config=RunConfig().to_dict(), parent="elsewhere")
     record.measure(lambda: dict(speed))

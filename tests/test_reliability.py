@@ -15,8 +15,8 @@ from pathlib import Path
 import keras
 import pytest
 
-from tpukit.runs import checkpoint
-from tpukit.runs import records
+from tpukit.runs import backups
+from tpukit.runs import directory, records
 from tpukit.config import ConfigError, RunConfig
 from tpukit.training.api import resume, train
 from conftest import REPO, run_cli
@@ -52,8 +52,8 @@ def _resumes_to(run_dir, reference):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, nth, how", [
-    (checkpoint.weights_name(2), 1, "torn"),   # inside the backup's weights write
-    (checkpoint.weights_name(2), 1, "after"),  # between the weights and the marker that names them
+    (backups.weights_name(2), 1, "torn"),   # inside the backup's weights write
+    (backups.weights_name(2), 1, "after"),  # between the weights and the marker that names them
     ("latest.json", 2, "torn"),               # inside the marker's write
     ("latest.json", 2, "after"),              # before the older backup is removed
     ("result.json", 3, "torn"),               # inside a record update
@@ -100,7 +100,7 @@ def _stopped_run(tmp_path, at_step=70, **changes):
 def _files(run_dir):
     """Every file's time and size, but the lock's (taking the lock writes the taker's pid there)."""
     return {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in Path(run_dir).rglob("*")
-            if p.is_file() and p.name != records.LOCK_NAME}
+            if p.is_file() and p.name != directory.LOCK_NAME}
 
 
 def _one_line(error):
@@ -111,7 +111,7 @@ def _one_line(error):
                                     "remove the weights"])
 def test_a_damaged_backup_is_refused_in_one_line_and_nothing_changes(tmp_path, damage):
     run_dir = _stopped_run(tmp_path)
-    weights, marker = run_dir / "backup" / checkpoint.weights_name(1), run_dir / "backup" / "latest.json"
+    weights, marker = run_dir / "backup" / backups.weights_name(1), run_dir / "backup" / "latest.json"
     if damage == "flip a byte of the weights":
         data = bytearray(weights.read_bytes())
         data[len(data) // 2] ^= 0xFF
@@ -123,7 +123,7 @@ def test_a_damaged_backup_is_refused_in_one_line_and_nothing_changes(tmp_path, d
     else:
         weights.unlink()
     before = _files(run_dir)
-    with pytest.raises(checkpoint.BackupError, match="cannot resume exactly") as info:
+    with pytest.raises(backups.BackupError, match="cannot resume exactly") as info:
         resume(run_dir)
     _one_line(info.value)
     assert _files(run_dir) == before
@@ -132,9 +132,9 @@ def test_a_damaged_backup_is_refused_in_one_line_and_nothing_changes(tmp_path, d
 def test_a_run_whose_config_and_result_disagree_is_refused(tmp_path):
     run_dir = _stopped_run(tmp_path)
     config = json.loads((run_dir / "config.json").read_text())
-    records.write_json(run_dir / "config.json", {**config, "learning_rate": 0.5})
+    directory.write_json(run_dir / "config.json", {**config, "learning_rate": 0.5})
     before = _files(run_dir)
-    with pytest.raises(records.RunDirError, match=r"disagree on learning_rate \(learning_rate=0.5 vs 0.001\)") as info:
+    with pytest.raises(directory.RunDirError, match=r"disagree on learning_rate \(learning_rate=0.5 vs 0.001\)") as info:
         resume(run_dir)
     _one_line(info.value)
     assert _files(run_dir) == before
@@ -149,7 +149,7 @@ def test_resume_with_a_model_that_does_not_fit_the_weights_is_refused(tmp_path):
                                  keras.layers.Dense(spec.num_classes, activation="softmax")])
 
     before = _files(run_dir)
-    with pytest.raises(checkpoint.RestoreError, match="does not fit this model") as info:
+    with pytest.raises(backups.RestoreError, match="does not fit this model") as info:
         resume(run_dir, model=wider)
     _one_line(info.value)
     assert _files(run_dir) == before
@@ -160,13 +160,13 @@ def test_symlinks_in_or_to_a_run_directory_are_refused(tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_text("keep me")
     (run_dir / "backup" / "planted").symlink_to(outside)
-    with pytest.raises(records.RunDirError, match="is a symlink") as info:
+    with pytest.raises(directory.RunDirError, match="is a symlink") as info:
         resume(run_dir)
     _one_line(info.value)
     (run_dir / "backup" / "planted").unlink()
     link = tmp_path / "link"
     link.symlink_to(run_dir)
-    with pytest.raises(records.RunDirError, match="is a symlink"):
+    with pytest.raises(directory.RunDirError, match="is a symlink"):
         resume(link)
     assert outside.read_text() == "keep me"
 
@@ -174,16 +174,16 @@ def test_symlinks_in_or_to_a_run_directory_are_refused(tmp_path):
 def test_a_second_resume_of_a_run_in_use_is_refused_and_the_lock_dies_with_its_process(tmp_path):
     run_dir = _stopped_run(tmp_path)
     assert records.load(run_dir).resumable
-    with records.locked(run_dir):
-        assert records.in_use(run_dir) and not records.load(run_dir).resumable
-        with pytest.raises(records.RunInUse, match=f"in use by process {os.getpid()}") as info:
+    with directory.locked(run_dir):
+        assert directory.in_use(run_dir) and not records.load(run_dir).resumable
+        with pytest.raises(directory.RunInUse, match=f"in use by process {os.getpid()}") as info:
             resume(run_dir)
         _one_line(info.value)
-    code = ("import os, signal, sys; from tpukit.runs import records; "
-            "lock = records.locked(sys.argv[1]); lock.__enter__(); os.kill(os.getpid(), signal.SIGKILL)")
+    code = ("import os, signal, sys; from tpukit.runs import directory, records; "
+            "lock = directory.locked(sys.argv[1]); lock.__enter__(); os.kill(os.getpid(), signal.SIGKILL)")
     proc = subprocess.run([sys.executable, "-c", code, str(run_dir)], env=ENV, timeout=60)
     assert proc.returncode == -signal.SIGKILL
-    assert not records.in_use(run_dir)
+    assert not directory.in_use(run_dir)
     assert resume(run_dir).status == "completed"
 
 
@@ -191,7 +191,7 @@ def test_a_completed_run_extends_into_a_new_directory_that_records_its_parent(tm
     first = train(RunConfig(**{**SMALL, "epochs": 2, "logdir": str(tmp_path / "a")}))
     direct = train(RunConfig(**{**SMALL, "epochs": 3, "logdir": str(tmp_path / "b")}))
     for epochs in (None, 2):
-        with pytest.raises(records.RunDirError, match=r"completed run \(2 epochs\).*epochs=N") as info:
+        with pytest.raises(directory.RunDirError, match=r"completed run \(2 epochs\).*epochs=N") as info:
             resume(first.run_dir, epochs=epochs)
         _one_line(info.value)
     extended = resume(first.run_dir, epochs=3)
@@ -205,7 +205,7 @@ def test_a_completed_run_extends_into_a_new_directory_that_records_its_parent(tm
 
 def test_a_stopped_run_keeps_its_epochs(tmp_path):
     run_dir = _stopped_run(tmp_path)
-    with pytest.raises(records.RunDirError, match="epochs= extends only completed runs"):
+    with pytest.raises(directory.RunDirError, match="epochs= extends only completed runs"):
         resume(run_dir, epochs=5)
 
 
@@ -219,7 +219,7 @@ def test_a_failure_after_the_run_directory_exists_ends_failed_with_one_line(tmp_
     (run_dir,) = tmp_path.iterdir()
     result = records.load(run_dir)
     assert result.status == "failed" and result.message == "RuntimeError: the user's callback broke"
-    assert not records.in_use(run_dir)
+    assert not directory.in_use(run_dir)
 
 
 def test_a_profile_window_beyond_the_run_is_refused_before_any_directory(tmp_path):
@@ -255,7 +255,7 @@ def _wide(spec):
 
 def test_a_full_disk_is_one_line_keeps_the_last_backup_and_resumes_once_freed(tmp_path, small_disk):
     config = RunConfig(**{**SMALL, "batch_size": 64, "logdir": str(small_disk / "runs")})
-    with pytest.raises(checkpoint.BackupError, match="the disk is full; the backup of epoch 1 is kept") as info:
+    with pytest.raises(backups.BackupError, match="the disk is full; the backup of epoch 1 is kept") as info:
         train(config, model=_wide)
     _one_line(info.value)
     (run_dir,) = (small_disk / "runs").iterdir()
@@ -276,7 +276,7 @@ def test_a_read_only_logdir_is_one_line_before_any_work(tmp_path):
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a read-only tmpfs here ({proc.stderr.strip() or 'mount failed'})")
     try:
-        with pytest.raises(records.RunDirError, match=r"is not a writable directory \(Read-only file system\)") as info:
+        with pytest.raises(directory.RunDirError, match=r"is not a writable directory \(Read-only file system\)") as info:
             train(RunConfig(**{**SMALL, "logdir": str(mount / "runs")}))
         _one_line(info.value)
     finally:

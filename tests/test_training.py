@@ -11,7 +11,7 @@ import keras
 import pytest
 
 import tpukit
-from tpukit.runs import records
+from tpukit.runs import directory, records
 from tpukit.config import RunConfig
 from tpukit.training.api import resume, train
 from conftest import REPLICAS, REPO
@@ -266,7 +266,7 @@ def test_auto_is_one_under_mirrored_strategy_where_keras_fails_and_explicit_valu
     result = train(_config(tmp_path, replicas=REPLICAS, batch_size=16, epochs=1))  # the default: auto
     assert result.status == "completed" and result.config["steps_per_execution"] == 1
     assert any(n.startswith("steps_per_execution: auto → 1: Keras 3.15") for n in result.notes)
-    assert records.load_config(result.run_dir).steps_per_execution == 1  # config.json holds the resolved value
+    assert directory.load_config(result.run_dir).steps_per_execution == 1  # config.json holds the resolved value
 
 
 def test_explicit_steps_per_execution_on_one_replica_trains_and_records_step_times(tmp_path):
@@ -341,7 +341,7 @@ def test_mfu_above_one_is_not_reported_as_a_number():
 def test_a_completed_run_is_not_trained_again_by_resume(tmp_path):
     result = train(_config(tmp_path, epochs=1))
     files = {p: p.stat().st_mtime_ns for p in Path(result.run_dir).rglob("*") if p.is_file()}
-    with pytest.raises(records.RunDirError, match=r"is a completed run \(1 epochs\).*epochs=N") as info:
+    with pytest.raises(directory.RunDirError, match=r"is a completed run \(1 epochs\).*epochs=N") as info:
         resume(result.run_dir)
     assert "\n" not in str(info.value)
     assert {p: p.stat().st_mtime_ns for p in Path(result.run_dir).rglob("*") if p.is_file()} == files

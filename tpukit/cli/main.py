@@ -250,10 +250,10 @@ def _config_from(args):
 
 
 def _train(args) -> int:
-    from tpukit.runs import records
+    from tpukit.runs import directory, records
 
     try:
-        config = records.load_config(args.resume) if args.resume else _config_from(args)
+        config = directory.load_config(args.resume) if args.resume else _config_from(args)
     except FileNotFoundError as e:
         return _bad(str(e))
     from tpukit import registry
@@ -262,7 +262,7 @@ def _train(args) -> int:
 
     if not args.resume:
         registry.check_names(config)
-        records.check_logdir(config.logdir)
+        directory.check_logdir(config.logdir)
     runtime = connect_for(config)
     print(runtime.describe(), file=sys.stderr)
     if args.resume:

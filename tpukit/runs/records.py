@@ -1,13 +1,12 @@
-"""Every run gets its own directory with config.json and result.json.
+"""The record of a run: `RunResult` (what a run did, read back from result.json), `Recording` (the record while a
+run trains, rewriting result.json at each change), listing and comparing runs, and whether a run can be resumed.
 
-A run directory is `<logdir>/<YYYYmmdd-HHMMSS>-<name>`; a second run in the
-same second gets a `-2` suffix, so no run ever overwrites another. Every file
-in it is written to a temporary name beside it, flushed to disk and renamed, so
-a kill at any instant leaves the old file or the new one, never half of one.
-result.json is rewritten as the run goes, so a killed run still says how far it
-got. A process working on a run holds `.lock` (an OS lock that ends with the
-process), so two processes never train one directory, and a run whose record
-says "running" while nobody holds its lock was killed.
+The run directory's layout, its atomic writes and its lock are `tpukit.runs.directory`; the epoch backups are
+`tpukit.runs.backups`. A run opens its `Recording` once its directory exists; the Keras callback that watches the
+epochs (`training.callbacks.RunRecorder`) adds each whole epoch to it and so writes it; the run ends it with its
+status. The history has one shape, {metric: [value per epoch]}, and only whole epochs enter it. `measure` registers
+what the run measures as it goes (speed, compilations), read at every write, so a killed run's result.json says how
+far it got and how fast.
 """
 
 from __future__ import annotations
@@ -18,14 +17,14 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from tpukit.config import global_batch
-from tpukit.runs import checkpoint, saving
-from tpukit.runs.files import (BACKUP_DIR, CONFIG_FILE, LOCK_NAME, RESULT_FILE, WEIGHTS_FILE,  # noqa: F401
-                               RunDirError, RunInUse, atomic, check_contained, check_logdir, check_run_dir, in_use,
-                               load_config, locked, new_run_dir, read_object, recorded, sweep_temporaries, unwritable,
-                               write_json)
+from tpukit.runs import backups, saving
+from tpukit.runs.directory import (BACKUP_DIR, CONFIG_FILE, RESULT_FILE, WEIGHTS_FILE, RunDirError, in_use,
+                                  recorded, write_json)
+
+History = Dict[str, List[float]]  # {metric: [value per epoch]}
 
 
 class ModelSlot:
@@ -227,8 +226,8 @@ def resume_check(run_dir, result: Optional[RunResult] = None, verify: bool = Fal
     if in_use(run_dir):
         return no("Cannot resume yet: a process is training this run now.")
     try:
-        backup = checkpoint.latest(Path(run_dir, BACKUP_DIR), verify=verify)
-    except RunDirError as e:  # checkpoint.BackupError: a marker or file that cannot be read
+        backup = backups.latest(Path(run_dir, BACKUP_DIR), verify=verify)
+    except RunDirError as e:  # backups.BackupError: a marker or file that cannot be read
         if verify:
             raise
         return no(f"Cannot resume: {e}")
@@ -299,3 +298,75 @@ def compare(results) -> List[Dict[str, Any]]:
             **{k: v for k, v in r.final_metrics.items()},
         })
     return rows
+
+
+# ---- the record while a run trains ----------------------------------------------------------------------------
+
+def epochs_in(history: History) -> int:
+    """How many whole epochs a history holds."""
+    return len(next(iter(history.values()), ()))
+
+
+def first_epochs(history: History, n: int) -> History:
+    """The first `n` epochs of a history (what a resume continues from)."""
+    return {k: list(v[:n]) for k, v in history.items()}
+
+
+class Recording:
+    """The run in `run_dir`, recorded as it trains; `save(status)` writes it and returns the `RunResult`.
+
+    Args:
+        run_dir: the run's directory (result.json goes there).
+        history: the epochs kept before this execution (a resume's, an extension's parent's), else {}.
+        notes: the run's notes, a list the run goes on appending to (why each choice, what it did).
+        **fixed: the fields of `RunResult` that stay for the whole run (config, runtime, data, parent, ...).
+    """
+
+    def __init__(self, run_dir, history: History, notes: List[str], **fixed: Any):
+        self.run_dir = str(run_dir)
+        self.history = first_epochs(history, epochs_in(history))
+        self.notes = notes
+        self.fixed = fixed
+        self._measures: List[Callable[[], Dict[str, Any]]] = []
+
+    @property
+    def epochs_done(self) -> int:
+        return epochs_in(self.history)
+
+    def measure(self, fields: Callable[[], Dict[str, Any]]) -> None:
+        """Read `fields()` (a dict of RunResult fields: examples_per_sec, compiles, ...) at every write."""
+        self._measures.append(fields)
+
+    def add_epoch(self, row: Dict[str, float]) -> None:
+        """Append a whole epoch's metrics (`row`: Keras' logs and the "epoch" index) and write the record. A metric
+        missing on one side is None there, so the columns stay aligned."""
+        done = self.epochs_done
+        for key, value in row.items():
+            if key != "epoch":
+                self.history.setdefault(key, [None] * done).append(value)
+        for values in self.history.values():
+            if len(values) == done:
+                values.append(None)
+        self.save("running")
+
+    def keep_epochs(self, n: int) -> None:
+        """Drop the epochs after the first `n` (a run that ended badly keeps those its backups can continue)."""
+        self.history = first_epochs(self.history, n)
+
+    def result(self, status: str, message: str = "", **final: Any) -> RunResult:
+        """The record as a `RunResult`; `final` adds what only the end knows (why it stopped, test metrics,
+        fingerprint, MFU, profile files)."""
+        fields = dict(self.fixed, run_dir=self.run_dir, status=status, message=message, notes=tuple(self.notes),
+                      history=first_epochs(self.history, self.epochs_done), epochs_done=self.epochs_done)
+        if self.epochs_done:
+            fields["final_metrics"] = {k: v[-1] for k, v in self.history.items()}
+        for measured in self._measures:
+            fields.update(measured())
+        fields.update(final)
+        return RunResult(**fields)
+
+    def save(self, status: str, message: str = "", **final: Any) -> RunResult:
+        """Write result.json (atomically) with `status`, and return what was written."""
+        result = self.result(status, message, **final)
+        save_result(result)
+        return result

@@ -28,7 +28,7 @@ from tpukit.data.types import DataSpec
 from tpukit.errors import TpukitError, one_line
 from tpukit.models import modeling
 from tpukit.models.modeling import ModelError
-from tpukit.runs import checkpoint, files, state
+from tpukit.runs import backups, directory, model_state
 
 
 class ExportError(TpukitError, ValueError):
@@ -41,19 +41,19 @@ def weights_file(run_dir) -> Tuple[Path, str]:
     """(weights file, what it holds) of a run: a completed run's final weights, else its last whole epoch.
 
     Raises:
-        files.RunDirError: not a run directory, or no weights (the run ended before its first whole epoch).
+        directory.RunDirError: not a run directory, or no weights (the run ended before its first whole epoch).
     """
     run_dir = Path(run_dir)
     try:
-        result = files.recorded(run_dir)
+        result = directory.recorded(run_dir)
     except FileNotFoundError:
-        raise files.RunDirError(f"{run_dir} is not a tpukit run directory (no config.json); pass the directory "
+        raise directory.RunDirError(f"{run_dir} is not a tpukit run directory (no config.json); pass the directory "
                                   "of a run (tpukit.list_runs(logdir) lists them).") from None
-    final = run_dir / files.WEIGHTS_FILE
+    final = run_dir / directory.WEIGHTS_FILE
     status = result.get("status", "running")
     if status == "completed" and final.is_file():
         return final, f"final weights of {run_dir.name} ({result.get('epochs_done', 0)} epochs)"
-    backup = checkpoint.latest(run_dir / files.BACKUP_DIR, verify=False)
+    backup = backups.latest(run_dir / directory.BACKUP_DIR, verify=False)
     if backup is not None:
         return Path(backup.path), (f"weights of {run_dir.name}'s last whole epoch ({backup.epochs_done}, "
                                    f"{status})")
@@ -61,7 +61,7 @@ def weights_file(run_dir) -> Tuple[Path, str]:
     if parent and status != "completed":
         path, _ = weights_file(parent)
         return path, f"weights of {Path(parent).name}, the run {run_dir.name} extends (no epoch of its own)"
-    raise files.RunDirError(
+    raise directory.RunDirError(
         f"{run_dir} holds no weights: the run {status} before its first whole epoch ended"
         f"{'' if final.is_file() or status != 'completed' else ' (model.weights.h5 is missing)'}; "
         "load or start from a run that trained at least one epoch.")
@@ -69,7 +69,7 @@ def weights_file(run_dir) -> Tuple[Path, str]:
 
 def load_weights(model, path, what: str) -> None:
     """Load a run's model weights into `model` (its optimizer's state is not loaded); ModelError if they do not fit."""
-    problem = state.load_into(model, path, optimizer=False)
+    problem = model_state.load_into(model, path, optimizer=False)
     if problem:
         detail = _shape_mismatch(model, problem)
         if detail is None:
@@ -114,8 +114,8 @@ def rebuild(run_dir, model=None, config=None):
     """Build the run's model (from `model`, else the name in its config) and load its weights."""
     import keras
 
-    config = config or files.load_config(run_dir)
-    result = files.recorded(run_dir)
+    config = config or directory.load_config(run_dir)
+    result = directory.recorded(run_dir)
     path, what = weights_file(run_dir)
     policy = result.get("model_policy") or config.precision
     policy = policy if precisions.find(policy) else precisions.FLOAT32.name
@@ -211,7 +211,7 @@ def export(model, path) -> Exported:
     _check_writable(folder, keras_path)
     plain = float32_copy(model)
     try:
-        with files.atomic(keras_path) as tmp:
+        with directory.atomic(keras_path) as tmp:
             plain.save(str(tmp))
     except OSError as e:
         raise ExportError(f"could not write {keras_path} ({e.strerror or type(e).__name__}); choose a writable "
@@ -234,7 +234,7 @@ def export(model, path) -> Exported:
 
 
 def _check_writable(folder: Path, target: Path) -> None:
-    why = files.unwritable(folder)
+    why = directory.unwritable(folder)
     if why:
         raise ExportError(f"cannot export to {target}: {folder} is not a writable directory ({why}); choose "
                           "another path.")

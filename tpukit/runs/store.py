@@ -6,7 +6,7 @@ tells the result what rebuilds its model.
 
 from __future__ import annotations
 
-from tpukit.runs import files, records, saving
+from tpukit.runs import directory, records, saving
 
 
 def load(run_dir, model=None) -> records.RunResult:
@@ -19,9 +19,9 @@ def load(run_dir, model=None) -> records.RunResult:
             object): the same factory, or a built keras.Model, which gets the run's weights.
 
     Raises:
-        records.RunDirError: not a run directory, no weights in it, or a damaged record.
+        directory.RunDirError: not a run directory, no weights in it, or a damaged record.
     """
-    files.check_run_dir(run_dir, "load")  # None, a file, a missing path: one line
+    directory.check_run_dir(run_dir, "load")  # None, a file, a missing path: one line
     run_dir = str(run_dir)
     saving.weights_file(run_dir)  # no weights: say so now, in one line
     result = records.load(run_dir)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from tpukit.config import RunConfig
-from tpukit.runs import checkpoint, records
+from tpukit.runs import backups, directory, records
 from tpukit.runs.records import RunResult
 from tpukit.training.run import Run
 
@@ -72,29 +72,29 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
     again (`model=`, `data=`); one named by the registry or an import path rebuilds by itself.
 
     Raises:
-        records.RunDirError: the run is complete and `epochs` does not extend it, its record or backup is
-            damaged, it holds a symlink, or another process is training it (`records.RunInUse`); or `run_dir`
+        directory.RunDirError: the run is complete and `epochs` does not extend it, its record or backup is
+            damaged, it holds a symlink, or another process is training it (`directory.RunInUse`); or `run_dir`
             is not the path of a run directory.
     """
-    records.check_run_dir(run_dir, "resume")
-    records.check_contained(run_dir)
-    config = records.load_config(run_dir)
+    directory.check_run_dir(run_dir, "resume")
+    directory.check_contained(run_dir)
+    config = directory.load_config(run_dir)
     previous = records.load(run_dir)
     _check_agree(run_dir, config, previous)
     inputs = (model, data, validation_data, test_data)
     if previous.status == "completed":
         if epochs is None or epochs <= previous.epochs_done:
-            raise records.RunDirError(
+            raise directory.RunDirError(
                 f"{run_dir} is a completed run ({previous.epochs_done} epochs) and is not trained again; to train it "
                 f"further, extend it into a new run: resume(run_dir, epochs=N) or --resume DIR --epochs N, with N > "
                 f"{previous.epochs_done}. Received: epochs={epochs}.")
         extended = config.replace(epochs=epochs)
         return Run(extended, runtime, callbacks, stop, progress, parent=previous, inputs=inputs).execute()
     found = records.resume_check(run_dir, previous, verify=True)  # a damaged backup: BackupError, saying what
-    if not found.ok and not records.in_use(run_dir):  # in use: taking the lock says by whom
-        raise records.RunDirError(f"{run_dir}: {found.reason}")
+    if not found.ok and not directory.in_use(run_dir):  # in use: taking the lock says by whom
+        raise directory.RunDirError(f"{run_dir}: {found.reason}")
     if epochs is not None and epochs != config.epochs:
-        raise records.RunDirError(
+        raise directory.RunDirError(
             f"{run_dir} is a {previous.status} run of {config.epochs} epochs; resume finishes it as it was set up, "
             f"and epochs= extends only completed runs. Received: epochs={epochs}.")
     return Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir), inputs=inputs,
@@ -108,7 +108,7 @@ def _check_agree(run_dir, config: RunConfig, previous: RunResult) -> None:
     differ = sorted(k for k in set(written) | set(recorded) if written.get(k) != recorded.get(k))
     if differ:
         k = differ[0]
-        raise records.RunDirError(
+        raise directory.RunDirError(
             f"{run_dir}: config.json and result.json disagree on {', '.join(differ)} ({k}={written.get(k)!r} vs "
             f"{recorded.get(k)!r}); the run cannot resume exactly. Start a new run with the settings you want.")
 

@@ -21,8 +21,8 @@ from typing import Dict, Optional
 
 import keras
 
-from tpukit.observe.progress import Meter
-from tpukit.runs import checkpoint, state
+from tpukit.observe.meter import Meter
+from tpukit.runs import backups, model_state
 
 
 class StepCount:
@@ -109,9 +109,9 @@ def whole_epoch(seen: int, steps_per_epoch: Optional[int], model) -> bool:
 
 
 class EpochBackup(StepSafe):
-    """Backs up every whole epoch with `tpukit.runs.checkpoint` (atomic, two files deep); restores one at train begin.
+    """Backs up every whole epoch with `tpukit.runs.backups` (atomic, two files deep); restores one at train begin.
 
-    A backup is the model's and optimizer's variables (`tpukit.runs.state`), not Keras' `save_weights`: the same
+    A backup is the model's and optimizer's variables (`tpukit.runs.model_state`), not Keras' `save_weights`: the same
     values in 4-7 ms instead of 23-38 for the mlp, at every epoch's end.
 
     Keras calls `on_epoch_end` even when a stop request cut the epoch short.
@@ -122,7 +122,7 @@ class EpochBackup(StepSafe):
 
     `restore` is the weights file to load when training begins (after Keras has
     built the optimizer, so its state loads too); a file that does not fit the
-    model raises `checkpoint.RestoreError` in one line.
+    model raises `backups.RestoreError` in one line.
     """
 
     def __init__(self, backup_dir: str, steps_per_epoch: Optional[int], restore: Optional[str] = None):
@@ -134,7 +134,7 @@ class EpochBackup(StepSafe):
 
     def on_train_begin(self, logs=None):
         if self.restore:
-            checkpoint.restore_exactly(self.model, self.restore)
+            backups.restore_exactly(self.model, self.restore)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._count.reset()
@@ -144,8 +144,8 @@ class EpochBackup(StepSafe):
 
     def on_epoch_end(self, epoch, logs=None):
         if whole_epoch(self._count.seen, self.steps_per_epoch, self.model):
-            taken = state.take(self.model)  # on fit's thread, before the next step changes a variable
-            checkpoint.write(self.backup_dir, epoch + 1, taken.save, needed=taken.nbytes)
+            taken = model_state.take(self.model)  # on fit's thread, before the next step changes a variable
+            backups.write(self.backup_dir, epoch + 1, taken.save, needed=taken.nbytes)
 
 
 class RunRecorder(StepSafe):
@@ -156,7 +156,7 @@ class RunRecorder(StepSafe):
     is redone on resume, so it is not counted as done. The record reads the
     speed (`speed()`) at every write.
 
-    The speed is `tpukit.observe.progress.Meter`'s, the one definition of examples/s:
+    The speed is `tpukit.observe.meter.Meter`'s, the one definition of examples/s:
     every step but the run's first (it compiles), each epoch from its start
     to its latest step's end, validation left out. The time to the first step
     (compilation included) is kept apart.
@@ -227,7 +227,7 @@ class RunRecorder(StepSafe):
 class ProgressLogger(StepSafe):
     """Compact progress on a stream (stderr by default): a line per epoch, refreshed in place on a terminal.
 
-    Where the run is, its examples/s and its ETA come from `tpukit.observe.progress.Meter`, the model the panel's
+    Where the run is, its examples/s and its ETA come from `tpukit.observe.meter.Meter`, the model the panel's
     progress line uses too.
     """
 

@@ -21,9 +21,9 @@ from tpukit.data import pipeline, sources
 from tpukit.hardware.connect import connect_for
 from tpukit.models import modeling
 from tpukit.registry import check_names, with_labels
-from tpukit.runs import checkpoint, records, state
+from tpukit.runs import backups, directory, model_state, records
 from tpukit.runs.records import RunResult
-from tpukit.runs.recording import Recording, first_epochs
+from tpukit.runs.records import Recording, first_epochs
 from tpukit.training import compiles, determinism
 from tpukit.training.plan import (RunPlan, check_profile_window, estimated_step_seconds,
                                   resolve_steps_per_execution, steps_per_epoch)
@@ -70,8 +70,8 @@ class Run:
         with contextlib.ExitStack() as held:
             held.enter_context(sigterm_stops(self))
             if self.resuming:
-                held.enter_context(records.locked(self.run_dir))
-                records.sweep_temporaries(self.run_dir)
+                held.enter_context(directory.locked(self.run_dir))
+                directory.sweep_temporaries(self.run_dir)
             return self._execute(held)
 
     def _execute(self, held) -> RunResult:
@@ -87,7 +87,7 @@ class Run:
             self._open_run_dir(held)
             try:
                 return self._fit()
-            except checkpoint.RestoreError as e:
+            except backups.RestoreError as e:
                 if not self.resuming:
                     self._end_badly(*self._ending(e))
                 raise  # a resume refused before any file changed
@@ -103,7 +103,7 @@ class Run:
         config = self.config
         check_names(config, self.model_arg, self.data_arg)  # fail fast, before connecting
         if writes and not self.resuming:
-            records.check_logdir(config.logdir)
+            directory.check_logdir(config.logdir)
         runtime = self.runtime or connect_for(config)
         runtime.check(config)
         determinism.check_runtime(config.deterministic, runtime)
@@ -234,9 +234,9 @@ class Run:
         """The run's directory (a new one, or the one a resume continues) and its `Recording`."""
         config = self.plan.config
         if self.run_dir is None:
-            self.run_dir = records.new_run_dir(config.logdir, config.run_name)
-            held.enter_context(records.locked(self.run_dir))
-            records.write_json(self.run_dir / records.CONFIG_FILE, config.to_dict())
+            self.run_dir = directory.new_run_dir(config.logdir, config.run_name)
+            held.enter_context(directory.locked(self.run_dir))
+            directory.write_json(self.run_dir / directory.CONFIG_FILE, config.to_dict())
         self.record = Recording(self.run_dir, self.kept_history, self.notes, config=config.to_dict(),
                                 steps_per_epoch=self.plan.steps_per_epoch, precision_reason=self.plan.precision_reason,
                                 runtime=self.runtime.to_dict(), data=self.source.describe(), started=self.started,
@@ -296,16 +296,16 @@ class Run:
         """(first epoch, history before it, weights to load): from the run's last whole backup (as resume found
         it), else from the final weights of the run it extends, else from scratch. Reads only."""
         if self.resuming and not self.resume_from.ok:  # in use when resume asked, free when this run locked it
-            raise records.RunDirError(f"{self.run_dir}: {self.resume_from.reason} Resume it again.")
+            raise directory.RunDirError(f"{self.run_dir}: {self.resume_from.reason} Resume it again.")
         if self.resuming and self.resume_from.backup:
             done = self.resume_from.from_epoch - 1
             return done, first_epochs(self.previous.history, done), self.resume_from.backup
         if self.parent is None:
             return 0, {}, None
         parent = self.previous if not self.resuming else records.load(self.parent)  # an extension was read already
-        weights = Path(self.parent) / records.WEIGHTS_FILE
+        weights = Path(self.parent) / directory.WEIGHTS_FILE
         if parent.status != "completed" or not weights.is_file():
-            raise checkpoint.RestoreError(f"{self.parent}, the run this one extends, has no final weights "
+            raise backups.RestoreError(f"{self.parent}, the run this one extends, has no final weights "
                                           f"({parent.status}); it cannot be continued exactly.")
         return parent.epochs_done, first_epochs(parent.history, parent.epochs_done), str(weights)
 
@@ -320,7 +320,7 @@ class Run:
         self.record.measure(self.compiles.fields)
         out = [
             self.recorder,  # records an epoch before its backup: a kill between them redoes the epoch, nothing lost
-            cb.EpochBackup(str(self.run_dir / records.BACKUP_DIR), steps, restore=weights),  # restores before any write
+            cb.EpochBackup(str(self.run_dir / directory.BACKUP_DIR), steps, restore=weights),  # restores before any write
             keras.callbacks.LambdaCallback(on_train_begin=lambda logs: self.record.save("running")),
             self.stopper,
             _scalar_writer(str(self.run_dir)),
@@ -381,7 +381,7 @@ class Run:
     def _resume_hint(self) -> str:
         """What a resume of this run would do, from what it kept (a backup, or the run it extends)."""
         with contextlib.suppress(Exception):
-            kept = checkpoint.latest(self.run_dir / records.BACKUP_DIR, verify=False)
+            kept = backups.latest(self.run_dir / directory.BACKUP_DIR, verify=False)
             if kept is not None or self.parent:
                 return "resume continues from the last whole epoch"
         return "it stopped before its first whole epoch ended, so nothing was kept to resume"
@@ -392,16 +392,16 @@ class Run:
         Its history keeps the epochs a resume continues from: an epoch whose backup failed is trained again.
         """
         with contextlib.suppress(Exception):
-            kept = checkpoint.latest(self.run_dir / records.BACKUP_DIR, verify=False)
+            kept = backups.latest(self.run_dir / directory.BACKUP_DIR, verify=False)
             self.record.keep_epochs(kept.epochs_done if kept else self.initial_epoch)
         with contextlib.suppress(Exception):
             self.record.save(status, message, **self._ended())
 
     def _finish(self, status: str, message: str) -> RunResult:
-        backups = self.run_dir / records.BACKUP_DIR
-        checkpoint.room_for(self.run_dir, checkpoint.size_needed(state.nbytes(self.model), backups),
-                            "write the final weights")
-        with records.atomic(self.run_dir / records.WEIGHTS_FILE) as tmp:
+        backup_dir = self.run_dir / directory.BACKUP_DIR
+        backups.room_for(self.run_dir, backups.size_needed(model_state.nbytes(self.model), backup_dir),
+                         "write the final weights")
+        with directory.atomic(self.run_dir / directory.WEIGHTS_FILE) as tmp:
             self.model.save_weights(str(tmp))
         flops, flops_source = self._flops(self.model)
         examples_per_sec = self.recorder.examples_per_sec()
@@ -412,7 +412,7 @@ class Run:
                                   profile_files=tuple(self.profiler.files) if self.profiler is not None else ())
         result.attach_model(self.model)  # result.model: in this process, not in result.json
         if status == "completed":
-            shutil.rmtree(self.run_dir / records.BACKUP_DIR, ignore_errors=True)
+            shutil.rmtree(self.run_dir / directory.BACKUP_DIR, ignore_errors=True)
         return result
 
 

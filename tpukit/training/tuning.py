@@ -4,7 +4,7 @@ Lightning's `Tuner.scale_batch_size` doubles the batch until memory runs out.
 This does the same on the run's own model, data, precision and strategy, and
 also stops when a bigger batch stops paying: each trial builds a fresh model,
 compiles it, runs a few warm-up steps and then times a few more, as a run
-times its steps after the compiling first one (`tpukit.observe.progress.Meter`, the
+times its steps after the compiling first one (`tpukit.observe.meter.Meter`, the
 one definition of examples/s). An out-of-memory
 error ends the search (the trial's memory is freed, never a crash). Nothing is
 written: no run directory, no TensorBoard events.
@@ -168,11 +168,11 @@ def _trial(run, size: int, warmup: int, steps: int) -> BatchTrial:
 
 
 class _StepTimer:
-    """Times the steps after the warm-up with `tpukit.observe.progress.Meter` (the one definition of examples/s, with
+    """Times the steps after the warm-up with `tpukit.observe.meter.Meter` (the one definition of examples/s, with
     the warm-up where a run has its compiling first step) and stops training after `total` steps."""
 
     def __init__(self, warmup: int, total: int, global_batch: int, per_epoch: int):
-        from tpukit.observe.progress import Meter
+        from tpukit.observe.meter import Meter
 
         self.warmup, self.total, self.per_epoch = warmup, total, per_epoch
         self.meter = Meter(global_batch, per_epoch, 0)

@@ -62,7 +62,7 @@ class TrainActions:
             RunDirError: `run` is not a tpukit run directory, its record is damaged, or it completed
                 (and `epochs` does not extend it).
         """
-        from tpukit.runs import records
+        from tpukit.runs import directory, records
 
         if run is None:
             found = self.resume_target()
@@ -79,7 +79,7 @@ class TrainActions:
         if not found.ok and found.status in ("stopped", "failed") and epochs is None:
             raise NoRunError(f"{os.path.basename(run_dir)}: {found.reason}")  # the engine would start it over
         recorded = records.load(run_dir)
-        config = records.load_config(run_dir)
+        config = directory.load_config(run_dir)
         runtime = self._runtime_for(recorded.to_dict())
         work = functools.partial(self._train_work, config, run_dir, runtime, epochs)
         return self._start("resume", work, wait, config, runtime)
@@ -222,7 +222,7 @@ def _history(run_dir: Optional[str]) -> Optional[Dict[str, List[float]]]:
     """A resumed run's per-epoch history, so its curves go on where they were (None: a new run, or unreadable)."""
     if run_dir is None:
         return None
-    from tpukit.runs import records
+    from tpukit.runs import directory, records
 
     try:
         return records.load(run_dir).history

@@ -180,7 +180,7 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
 
     @property
     def progress(self):
-        """The latest `tpukit.observe.progress.Progress` of the current or last run, or None."""
+        """The latest `tpukit.observe.meter.Progress` of the current or last run, or None."""
         return self.view.progress_sink.latest
 
     @property

@@ -118,7 +118,7 @@ class Panel(View):
 
     @property
     def progress(self):
-        """The latest `tpukit.observe.progress.Progress` of the current or last run, or None."""
+        """The latest `tpukit.observe.meter.Progress` of the current or last run, or None."""
         return self.controller.progress
 
     @property

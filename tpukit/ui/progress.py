@@ -20,7 +20,7 @@ The callback reports to a `sink`, so it knows nothing of widgets:
 `show_progress(Progress)` and `show_curves(points, epochs)`; `ProgressView` is
 the panel's sink, `ProgressRecord` one that only keeps what it was told (the
 controller's default). Where the run is, its rate and its ETA come from
-`tpukit.observe.progress.Meter`, the model the CLI's lines use too.
+`tpukit.observe.meter.Meter`, the model the CLI's lines use too.
 
 Importing this module does not import Keras; `make_callback` builds the class
 on first use.
@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-from tpukit.observe.progress import Meter, Progress  # noqa: F401  (the one progress model; re-exported)
+from tpukit.observe.meter import Meter, Progress  # the one progress model
 
 
 class Throttle:

@@ -29,13 +29,13 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
-from tpukit.runs import files, state
+from tpukit.runs import directory, model_state
 
 MARKER = "latest.json"
 _LEGACY_WEIGHTS, _LEGACY_MARKER = "latest.weights.h5", "training_metadata.json"  # Keras' BackupAndRestore
 
 
-class BackupError(files.RunDirError):
+class BackupError(directory.RunDirError):
     """A backup that cannot be written or read. The message is one line and says what is kept."""
 
 
@@ -52,7 +52,7 @@ class Backup:
 
 
 def weights_name(epochs_done: int) -> str:
-    return f"epoch-{epochs_done:06d}{files.STATE_SUFFIX}"
+    return f"epoch-{epochs_done:06d}{directory.STATE_SUFFIX}"
 
 
 def room_for(folder, needed: int, what: str) -> None:
@@ -105,10 +105,10 @@ def write(backup_dir, epochs_done: int, save: Callable[[str], None], needed: int
     with _hush_h5py():
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            with files.atomic(target) as tmp:
+            with directory.atomic(target) as tmp:
                 save(str(tmp))
             size, digest = _digest(target)
-            files.write_json(folder / MARKER, {"epochs_done": epochs_done, "file": target.name, "bytes": size,
+            directory.write_json(folder / MARKER, {"epochs_done": epochs_done, "file": target.name, "bytes": size,
                                                  "sha256": digest})
         except OSError as e:
             failure = e.errno, e.strerror or str(e).strip().splitlines()[0]
@@ -195,7 +195,7 @@ def restore_exactly(model, path: str) -> None:
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None and not optimizer.built:  # as BackupAndRestore does: its state must load too
         optimizer.build(model.trainable_variables)
-    problem = state.load_into(model, path)
+    problem = model_state.load_into(model, path)
     if problem:
         raise RestoreError(f"{path} does not fit this model ({problem.splitlines()[0][:200].strip()}); resume needs "
                            "the model the run was trained with.")

@@ -26,7 +26,7 @@ CONFIG_FILE = "config.json"
 RESULT_FILE = "result.json"
 WEIGHTS_FILE = "model.weights.h5"  # the final weights of a completed run
 BACKUP_DIR = "backup"  # one file per whole epoch, named by backup/latest.json
-STATE_SUFFIX = ".state.npz"  # an epoch backup's file (tpukit.runs.state); older runs' backups are Keras' .weights.h5
+STATE_SUFFIX = ".state.npz"  # an epoch backup's file (tpukit.runs.model_state); older runs' backups are Keras' .weights.h5
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from typing import List, Tuple
 
 import numpy as np
 
-from tpukit.runs.files import STATE_SUFFIX
+from tpukit.runs.directory import STATE_SUFFIX
 from tpukit.errors import TpukitError
 
 _META = "__meta__"  # each variable's (key, path, dtype, shape, stored as bits), as JSON
