@@ -87,6 +87,7 @@ def test_the_controller_trains_without_ipywidgets(tmp_path):
     assert out["controls"]["compare"] is False and out["controls"]["reproduce"] is False
     assert "completed" in out["resume"]  # Resume says why it is off: the run is complete
     assert out["runs_shown"] == 1 and out["ipywidgets"] is False
+    assert len(done.stdout.splitlines()) == 1, done.stdout  # the result alone: the panel's run writes no text progress
 
 
 # ---- one place for the run's shape ------------------------------------------------------------------

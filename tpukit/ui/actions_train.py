@@ -161,10 +161,11 @@ class TrainActions:
         callback = progress.make_callback(sink, global_batch=plan.global_batch, clock=self.clock,
                                           earlier=_history(run_dir))
         stop = self._jobs.stop_event
+        quiet = dict(callbacks=[callback], stop=stop, verbose=0)  # the panel's progress is its own: no text lines
         if run_dir is None:
-            result = training.train(config, runtime, callbacks=[callback], stop=stop, **inputs)
+            result = training.train(config, runtime, **quiet, **inputs)
         else:
-            result = training.resume(run_dir, runtime, callbacks=[callback], stop=stop, epochs=epochs, **inputs)
+            result = training.resume(run_dir, runtime, epochs=epochs, **quiet, **inputs)
         job = self._jobs.job
         if job is not None:
             job.stoppable = False  # trained: what is left (the record, the profile, TensorBoard) is not a run
