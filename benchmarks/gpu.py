@@ -130,7 +130,7 @@ def with_tpukit(args):
     with tempfile.TemporaryDirectory() as logdir:
         config = _config(args, logdir)
         clock = overhead._epoch_clock(args.batch_size)
-        result = tpukit.train(config, callbacks=[clock])
+        result = tpukit.train(config, callbacks=[clock], verbose=0)
         assert result.status == "completed", result.message
         runtime = connect_for(config)
     notes = [n for n in result.notes if n.startswith(("jit_compile", "steps_per_execution"))]

@@ -155,7 +155,7 @@ def with_tpukit(args):
                                   batch_size=args.batch_size, precision=args.precision, seed=args.seed,
                                   logdir=logdir, backend=os.environ["KERAS_BACKEND"], accelerator="cpu")
         clock = _epoch_clock(args.batch_size)
-        result = tpukit.train(config, callbacks=[clock])
+        result = tpukit.train(config, callbacks=[clock], verbose=0)
         assert result.status == "completed", result.message
     return clock.examples_per_sec()
 

@@ -1,6 +1,6 @@
 """The panel's cost to training: the same config trained with and without the panel's progress callback.
 
-Without: `tpukit.train(config, runtime)`, the engine alone.
+Without: `tpukit.train(config, runtime, verbose=0)`, the engine alone.
 With: the same call plus the callback `panel.train` adds, reporting to a real
 panel's widgets: the progress line and bar, and the loss/accuracy plot.
 
@@ -120,7 +120,7 @@ def epochs_mode(config, runtime, panel, rounds):
         view.start(config.run_name, False, steps * config.epochs, 1.1 * math.log(10))
         live = progress.make_callback(view, global_batch=config.batch_size)
         clock = EpochClock()
-        tpukit.train(config, runtime, callbacks=[LiveOnOddEpochs(live), clock])
+        tpukit.train(config, runtime, callbacks=[LiveOnOddEpochs(live), clock], verbose=0)
         mean = {e: statistics.fmean(t) for e, t in clock.epochs.items() if t}
         pairs = [mean[on] / mean[on + 1] for on in range(1, config.epochs - 1, 2)]  # (on, following off)
         pairs += [mean[on] / mean[on - 1] for on in range(3, config.epochs, 2)]  # (on, preceding off)
@@ -162,7 +162,7 @@ def run(config, runtime, panel=None):
         view.start(config.run_name, False, steps * config.epochs, 1.1 * math.log(10))
         callback = progress.make_callback(view, global_batch=config.batch_size)
         callbacks = [callback, clock]
-    tpukit.train(config, runtime, callbacks=callbacks)
+    tpukit.train(config, runtime, callbacks=callbacks, verbose=0)
     wall, cpu = clock.means()
     return wall, cpu, (callback.progress.overhead if panel is not None else None)
 
@@ -181,7 +181,7 @@ def main():
                               precision="float32", logdir=tempfile.mkdtemp(prefix="tpukit-panel-overhead-"))
     runtime = tpukit.connect(config.accelerator, replicas=config.replicas)
     panel = Panel(config, context=context.NONE, runs=[], auto_tensorboard=False)
-    tpukit.train(config.replace(epochs=1), runtime)  # warm-up: TensorFlow start-up, dataset cache
+    tpukit.train(config.replace(epochs=1), runtime, verbose=0)  # warm-up: TensorFlow start-up, dataset cache
 
     def spread(values):
         q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3

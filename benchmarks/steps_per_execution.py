@@ -69,7 +69,7 @@ def one_run(value: int, runtime, logdir: str):
                               batch_size=ARGS.batch_size, replicas=ARGS.replicas, precision=ARGS.precision,
                               steps_per_execution=value, logdir=logdir)
     clock = _epoch_clock(config.global_batch_size)
-    result = tpukit.train(config, runtime, callbacks=[clock])
+    result = tpukit.train(config, runtime, callbacks=[clock], verbose=0)
     return clock.examples_per_sec(), result.examples_per_sec
 
 

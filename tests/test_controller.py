@@ -7,6 +7,7 @@ so an import of it anywhere on the controller's path fails the test.
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tpukit.observe import meter as progress_model
+from tpukit.ui import progress
 from tpukit.training import api as training
 from tpukit.training import plan
 from tpukit.config import RunConfig
@@ -87,6 +89,7 @@ def test_the_controller_trains_without_ipywidgets(tmp_path):
     assert out["controls"]["compare"] is False and out["controls"]["reproduce"] is False
     assert "completed" in out["resume"]  # Resume says why it is off: the run is complete
     assert out["runs_shown"] == 1 and out["ipywidgets"] is False
+    assert len(done.stdout.splitlines()) == 1, done.stdout  # the result alone: the panel's run writes no text progress
 
 
 # ---- one place for the run's shape ------------------------------------------------------------------
@@ -351,3 +354,123 @@ def test_a_refusal_is_worded_from_the_errors_facts_never_from_its_message():
     assert resumable.without_promise(stopped) == "interrupted (KeyboardInterrupt)"
     failed = RunResult(run_dir="r", status="failed", config={}, message="ValueError: bad")
     assert resumable.without_promise(failed) == "ValueError: bad"
+
+
+# ---- the status line: the phase a run is in --------------------------------------------------------------------
+
+
+def _phases(status, clock, meter, epochs=(0, 1), steps=(1, 19, 36)):
+    """Feed `status` what the panel's callback reports for a run: fit begins, then a few steps of each epoch."""
+    for epoch in epochs:
+        meter.epoch(epoch, clock.now)
+        status.show_progress(meter.progress(clock.now))  # the report at the epoch's first step's start
+        if epoch == epochs[0]:
+            clock.now += 41.6  # the first step traces and compiles
+            status.tick()
+        for step in steps:
+            clock.now += 0.1
+            meter.step(step, clock.now)
+            status.show_progress(meter.progress(clock.now))
+
+
+def test_the_status_line_names_the_phase_from_the_progress_model():
+    """Building, the first step with its seconds (a tick, as the controller's ticker gives it), epoch and step,
+    the end of training; no "Starting…" once steps run."""
+    from tpukit.ui.phases import RunStatus
+
+    clock, said = FakeClock(), []
+    status = RunStatus(progress.ProgressRecord(), said.append, "cnn-mnist5k", clock, ticking=True)
+    status.building()  # at the click
+    clock.now += 3.4
+    status.tick()
+    status.start("cnn-mnist5k", False, 72, 2.5)  # the job: connected, still building
+    meter = progress_model.Meter(global_batch=64, steps=36, epochs=2)
+    _phases(status, clock, meter)
+    status.show_progress(meter.progress(clock.now, done=True))  # fit ended
+    status.finish(_Result())
+    status.tick()  # a late tick says nothing once the run has ended
+    assert said == ["Starting cnn-mnist5k: building the model and the input pipeline…",
+                    "Starting cnn-mnist5k: building the model and the input pipeline… (3 s so far)",
+                    "First step of cnn-mnist5k: tracing and compiling the model…",
+                    "First step of cnn-mnist5k: tracing and compiling the model… (41 s so far)",
+                    "Training cnn-mnist5k: epoch 1/2, step 1/36", "Training cnn-mnist5k: epoch 1/2, step 19/36",
+                    "Training cnn-mnist5k: epoch 1/2, step 36/36", "Training cnn-mnist5k: epoch 2/2, step 0/36",
+                    "Training cnn-mnist5k: epoch 2/2, step 1/36", "Training cnn-mnist5k: epoch 2/2, step 19/36",
+                    "Training cnn-mnist5k: epoch 2/2, step 36/36",
+                    "Trained cnn-mnist5k: saving the weights and the record…"]
+    assert status.latest is status.sink.latest and status.latest.done  # the progress view got every report
+
+
+class _Result:
+    status, examples_per_sec = "completed", 640.0
+
+
+def test_a_resume_says_where_it_resumes_and_a_stop_is_said_until_the_run_ends():
+    from tpukit.ui.phases import RunStatus
+
+    clock, said = FakeClock(), []
+    status = RunStatus(progress.ProgressRecord(), said.append, "cnn-mnist5k", clock, resumed_from=2,
+                       ticking=False)  # Colab: no ticker, so no seconds that would never move
+    status.start("cnn-mnist5k", True, 72, 2.5)
+    assert status.sink.line == "Resuming cnn-mnist5k from epoch 2: building the model and the input pipeline…"
+    meter = progress_model.Meter(global_batch=64, steps=36, epochs=3)
+    _phases(status, clock, meter, epochs=(1,), steps=(1, 19))
+    status.stopping()
+    clock.now += 0.1
+    meter.step(20, clock.now)
+    status.show_progress(meter.progress(clock.now))  # the step in flight: still stopping
+    status.show_progress(meter.progress(clock.now, done=True))
+    assert said == ["Resuming cnn-mnist5k from epoch 2: building the model and the input pipeline…",
+                    "Resuming cnn-mnist5k from epoch 2: first step: tracing and compiling the model…",
+                    "Resumed cnn-mnist5k from epoch 2: epoch 2/3, step 1/36",
+                    "Resumed cnn-mnist5k from epoch 2: epoch 2/3, step 19/36",
+                    "Stopping cnn-mnist5k after the current step…"]
+    extended = RunStatus(progress.ProgressRecord(), said.append, "cnn-mnist5k", clock, resumed_from=4, extends_to=5)
+    assert extended.lead() == "Extending cnn-mnist5k to 5 epochs, from epoch 4"
+
+
+def test_the_panels_status_goes_through_the_phases_of_a_train_a_stop_and_a_resume(tmp_path):
+    """Through the controller, with real training: each status line the view is told, in order. The view presses
+    Stop when it is told of the second epoch, as a person would; the resume then says where it resumes."""
+    import time
+
+    from tpukit.ui.controller import Controller, View
+
+    class Recorder(View):
+        def __init__(self):
+            super().__init__()
+            self.said = []
+
+        def status(self, text, kind="info"):
+            self.said.append(text)
+            if "epoch 2/2" in text and text.startswith("Training") and controller.running:
+                controller.stop()
+
+    view = Recorder()
+    # Small batches, one step per call, and a clock 100 times faster than the wall: the progress reports (at
+    # most every 0.5 s of the clock, and while they cost under 0.25% of the time) come every few steps.
+    controller = Controller({"dataset": "digits", "model": "mlp", "epochs": 2, "batch_size": 8,
+                             "steps_per_execution": 1, "logdir": str(tmp_path)}, view=view, context="none", runs=[],
+                            clock=lambda: 100 * time.perf_counter())
+    name = controller.config.run_name
+    stopped = controller.train(wait=True)
+    assert stopped.status == "stopped" and stopped.epochs_done == 1, view.said
+    trained, view.said = view.said, []
+    resumed = controller.resume(wait=True)
+    assert resumed.status == "completed", view.said
+
+    def phases(said):
+        kinds = [re.sub(r"step \d+/\d+$", "step S/T", re.sub(r"… \(\d+ s so far\)$", "…", line)) for line in said]
+        kinds = [k.split(":")[0] + ":" if k.startswith(("Connecting", "stopped", "completed")) else k for k in kinds]
+        return [k for i, k in enumerate(kinds) if i == 0 or k != kinds[i - 1]]
+
+    assert phases(trained) == ["Connecting:", f"Starting {name}: building the model and the input pipeline…",
+                               f"First step of {name}: tracing and compiling the model…",
+                               f"Training {name}: epoch 1/2, step S/T", f"Training {name}: epoch 2/2, step S/T",
+                               f"Stopping {name} after the current step…", "stopped:"], trained
+    assert phases(view.said) == [f"Resuming {name} from epoch 2: building the model and the input pipeline…",
+                                 f"Resuming {name} from epoch 2: first step: tracing and compiling the model…",
+                                 f"Resumed {name} from epoch 2: epoch 2/2, step S/T",
+                                 f"Trained {name}: saving the weights and the record…", "completed:"], view.said
+    first = next(i for i, line in enumerate(trained) if line.startswith("Training"))
+    assert not [line for line in trained[first:] + view.said if "Starting" in line]  # gone once steps run

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tpukit.config import RunConfig
-from tpukit.runs import backups, directory, model_state, records
+from tpukit.runs import backups, directory, model_state
 from tpukit.training.api import resume, train
 from test_training import CallAt
 

@@ -250,7 +250,7 @@ def _config_from(args):
 
 
 def _train(args) -> int:
-    from tpukit.runs import directory, records
+    from tpukit.runs import directory
 
     try:
         config = directory.load_config(args.resume) if args.resume else _config_from(args)

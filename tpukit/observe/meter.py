@@ -25,6 +25,9 @@ or an ETA.
   latest only moves the latest end time, unless its clock reading is no later
   than the run's first report's (the threads raced): then it is the first step.
 
+`text_progress` turns `train()`'s `verbose` and `progress` into where and how the text lines go (Keras'
+meaning of verbose: a line updated in place, or one line per epoch, or nothing).
+
 No Keras or TensorFlow here: the callbacks that feed a Meter live in their
 own modules.
 """
@@ -32,7 +35,10 @@ own modules.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any, Dict, Optional, Tuple
+
+from tpukit.config import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,10 +64,12 @@ class Progress:
         total = self.epochs * self.steps
         return min(1.0, (self.epoch * self.steps + self.step) / total) if total else 0.0
 
-    def text(self, sep: str = "  ·  ", metrics: Optional[Dict[str, Any]] = None) -> str:
-        """One line: epoch, step, loss, accuracy, examples/s, ETA (and the view's overhead where measured).
+    def text(self, sep: str = "  ·  ", metrics: Optional[Dict[str, Any]] = None,
+             elapsed: Optional[float] = None) -> str:
+        """One line: epoch, step, loss, accuracy, examples/s, elapsed, ETA (and the view's overhead where measured).
 
         `metrics`: Keras' logs, shown in place of loss and accuracy (the CLI shows validation metrics too).
+        `elapsed`: the seconds the epoch has taken so far, shown as "7.5s" (the text lines show it; None: not shown).
         """
         steps = f"/{self.steps}" if self.steps else ""
         parts = [f"epoch {min(self.epoch + 1, self.epochs)}/{self.epochs}", f"step {self.step}{steps}"]
@@ -71,6 +79,8 @@ class Progress:
             parts += [f"{k} {v:.4f}" for k, v in (("loss", self.loss), ("accuracy", self.accuracy)) if v is not None]
         if self.examples_per_sec:
             parts.append(f"{self.examples_per_sec:,.0f} examples/s")
+        if elapsed is not None:
+            parts.append(f"{elapsed:.1f}s")
         if self.eta_s is not None and not self.done:
             parts.append(f"ETA {duration(self.eta_s)}")
         if self.overhead is not None:
@@ -84,6 +94,54 @@ def _is_number(value) -> bool:
     except (TypeError, ValueError):
         return False
     return True
+
+
+def updates_in_place(stream) -> bool:
+    """Whether `stream` shows a line that starts with a carriage return in place of the one before: a terminal,
+    or a Jupyter kernel's stdout or stderr (JupyterLab, Notebook, Colab and VS Code treat "\\r" in stream output
+    as a terminal does, as Keras' Progbar and tqdm's text bar rely on).
+
+    A question about the stream, not about the front end: it is asked of the stream's type, so no IPython is
+    imported, and a file or a pipe (a log, the CLI's stderr under a test) gets whole lines only.
+    """
+    if kernel_stream(stream):
+        return True
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        return False
+
+
+def kernel_stream(stream) -> bool:
+    """Whether `stream` is a Jupyter kernel's output stream (ipykernel's OutStream, which Colab runs too)."""
+    return type(stream).__module__.split(".")[0] == "ipykernel"
+
+
+VERBOSE = ("auto", 0, 1, 2)
+
+
+@dataclasses.dataclass(frozen=True)
+class TextProgress:
+    """A run's progress text: the stream it goes to, and whether a line is refreshed in place during each epoch
+    (`callbacks.ProgressLogger`)."""
+
+    stream: Any
+    live: bool
+
+
+def text_progress(verbose, stream) -> Optional[TextProgress]:
+    """Where and how a run writes its progress text, from `train()`'s `verbose` and `progress` (None: silent).
+
+    Raises:
+        ConfigError: `verbose` is none of "auto", 0, 1, 2.
+    """
+    if verbose not in VERBOSE:  # True and False count as 1 and 0, as in Keras
+        raise ConfigError(f"verbose must be one of 'auto', 0, 1, 2 (as Keras' fit). Received: verbose={verbose!r}",
+                          value=verbose, expected="'auto', 0, 1 or 2", choices=VERBOSE)
+    if verbose == 0:
+        return None
+    stream = stream if stream is not None else sys.stdout  # read now: a notebook kernel replaces sys.stdout
+    return TextProgress(stream, live=verbose != 2 and updates_in_place(stream))
 
 
 def duration(seconds: float) -> str:

@@ -11,13 +11,9 @@ far it got and how fast.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
-import os
-import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tpukit.config import global_batch
 from tpukit.runs import backups, saving

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from tpukit.config import RunConfig
-from tpukit.runs import backups, directory, records
+from tpukit.observe.meter import text_progress
+from tpukit.runs import directory, records
 from tpukit.runs.records import RunResult
 from tpukit.training.run import Run
 
@@ -34,6 +35,7 @@ def train(
     test_data=None,
     stop: Optional[threading.Event] = None,
     progress=None,
+    verbose="auto",
 ) -> RunResult:
     """Train `config` on `runtime` (connected from the config when None) and return its RunResult.
 
@@ -51,18 +53,25 @@ def train(
             of the training data, split with the run's seed).
         test_data: arrays or a dataset evaluated once, after training (built-in datasets bring their test split).
         stop: a threading.Event; setting it ends training after the current step.
-        progress: a text stream for progress lines (the CLI passes stderr), or None.
+        progress: the text stream progress goes to (default sys.stdout; the CLI passes stderr).
+        verbose: as Keras' `fit`: 0 silent; 1 a line updated in place during each epoch (step/total, loss,
+            examples/s, elapsed, ETA) and one line kept per epoch; 2 the line per epoch only; "auto" is 1. The
+            line updates in place in a notebook's output and on a terminal; to a file or a pipe, 1 writes
+            what 2 does.
 
     Raises:
         ConfigError, tpukit.DataError, tpukit.ModelError, RegistryError: bad input, in one line,
             before a run directory is made.
     """
+    progress = text_progress(verbose, progress)
     return Run(config, runtime, callbacks, stop, progress, inputs=(model, data, validation_data, test_data)).execute()
 
 
 def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[int] = None, model=None, data=None,
-           validation_data=None, test_data=None, stop=None, progress=None) -> RunResult:
+           validation_data=None, test_data=None, stop=None, progress=None, verbose="auto") -> RunResult:
     """Continue a stopped or killed run in its own directory, from its last whole epoch.
+
+    `progress` and `verbose` say where and how progress is shown, as for `train()`.
 
     A completed run is never trained again in place: with `epochs=N` (more than
     it ran) it is extended into a new run directory that records it as its
@@ -76,6 +85,7 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
             damaged, it holds a symlink, or another process is training it (`directory.RunInUse`); or `run_dir`
             is not the path of a run directory.
     """
+    progress = text_progress(verbose, progress)
     directory.check_run_dir(run_dir, "resume")
     directory.check_contained(run_dir)
     config = directory.load_config(run_dir)

@@ -21,7 +21,7 @@ from typing import Dict, Optional
 
 import keras
 
-from tpukit.observe.meter import Meter
+from tpukit.observe.meter import Meter, kernel_stream, updates_in_place
 from tpukit.runs import backups, model_state
 
 
@@ -225,15 +225,26 @@ class RunRecorder(StepSafe):
 
 
 class ProgressLogger(StepSafe):
-    """Compact progress on a stream (stderr by default): a line per epoch, refreshed in place on a terminal.
+    """Progress as text on a stream, as Keras' `verbose`: one line kept per epoch, and with `live`, a line
+    refreshed in place during each epoch.
 
     Where the run is, its examples/s and its ETA come from `tpukit.observe.meter.Meter`, the model the panel's
-    progress line uses too.
+    progress line uses too. The live line (step/total, Keras' running metrics, examples/s, the epoch's elapsed
+    time, ETA) starts with "\\r", which a terminal and a notebook's stream output show in place of the one before
+    (`progress.updates_in_place`), and is written at most every `every_s` seconds, from the step hook that
+    reports the latest step: no device work, no wait (`async_safe`, as every step hook here). A kernel's stream
+    is not flushed for it (the kernel sends its buffer within 0.2 s by itself; a flush would wait for it).
+
+    Args:
+        epochs, steps_per_epoch, global_batch: the run's shape, for the Meter (steps None: unknown).
+        stream: where to write (default stderr).
+        live: refresh a line in place during each epoch (default: where the stream shows it in place).
+        every_s: the least time between two refreshes of the live line.
+        clock: the time, in seconds (injected by tests).
     """
 
-
-    def __init__(self, epochs: int, steps_per_epoch: Optional[int], stream=None, every_s: float = 1.0,
-                 clock=time.perf_counter, global_batch: int = 0):
+    def __init__(self, epochs: int, steps_per_epoch: Optional[int], stream=None, every_s: float = 0.25,
+                 clock=time.perf_counter, global_batch: int = 0, live: Optional[bool] = None):
         super().__init__()
         self.epochs = epochs
         self.steps = steps_per_epoch
@@ -241,30 +252,63 @@ class ProgressLogger(StepSafe):
         self.every_s = every_s
         self.clock = clock
         self.meter = Meter(global_batch, steps_per_epoch or 0, epochs)
-        self._tty = getattr(self.stream, "isatty", lambda: False)()
+        self.live = updates_in_place(self.stream) if live is None else bool(live)
+        self._flush_live = not kernel_stream(self.stream)
         self._start = 0.0
         self._shown = 0.0
+        self._width = 0  # the open live line's length; 0: none open
         self._lock = threading.Lock()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = self._shown = self.clock()
-        self.meter.epoch(epoch, self._start)
+        with self._lock:
+            first = self.meter.first_step_end() is None
+            self.meter.epoch(epoch, self._start)
+            if self.live and first:  # the run's first step traces and compiles: say so while it does
+                self._show(self.meter.progress(self._start).text(sep="  ") + "  first step (compiling)…", flush=True)
 
     def on_train_batch_end(self, batch, logs=None):
         now = self.clock()
         with self._lock:
             self.meter.step(batch + 1, now)
-            if self._tty and now - self._shown >= self.every_s and batch + 1 == self.meter.step_index:
+            if self.live and now - self._shown >= self.every_s and batch + 1 == self.meter.step_index:
                 self._shown = now
-                self.stream.write("\r" + self.meter.progress(now).text(sep="  ", metrics=logs))
-                self.stream.flush()
+                text = self.meter.progress(now).text(sep="  ", metrics=logs, elapsed=now - self._start)
+                self._show(text, flush=self._flush_live)
 
     def on_epoch_end(self, epoch, logs=None):
         now = self.clock()
         whole = whole_epoch(self.meter.step_index, self.steps, self.model)
-        line = self.meter.progress(now, done=True).text(sep="  ", metrics=logs)
-        line += f"  {now - self._start:.1f}s"
+        line = self.meter.progress(now, done=True).text(sep="  ", metrics=logs, elapsed=now - self._start)
         if not whole:
             line += "  (stopped: resume redoes this epoch)"
-        self.stream.write(("\r" if self._tty else "") + line + "\n")
+        with self._lock:
+            self._write(self._over(line) + "\n")
+
+    def on_train_end(self, logs=None):
+        self.close()
+
+    def close(self) -> None:
+        """End an open live line, so what is printed next starts a line of its own (a run ended by Ctrl-C or an
+        error never reaches `on_epoch_end`); `train()` calls it however the fit ended."""
+        with self._lock:
+            if self._width:
+                self._write("\n")
+
+    # ---- writing -------------------------------------------------------------------------------------------
+    def _show(self, text: str, flush: bool) -> None:
+        """`text` in place of the open live line, padded over what is left of a longer one."""
+        self.stream.write(self._over(text))
+        self._width = len(text)
+        if flush:
+            self.stream.flush()
+
+    def _over(self, text: str) -> str:
+        if not self._width:
+            return text
+        return "\r" + text + " " * max(0, self._width - len(text))
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self._width = 0
         self.stream.flush()

@@ -266,6 +266,8 @@ class Run:
             self.fitting = False
             self.compiles.stop()
             self._close_profiler()
+            if self.logger is not None:  # ends a live line that Ctrl-C or an error left open
+                self.logger.close()
         if self.recorder.nan_step is not None:
             status, message = "failed", self._nan_message()
         elif self.terminated and status == "completed":
@@ -338,9 +340,11 @@ class Run:
             self.early_stopper = keras.callbacks.EarlyStopping(
                 monitor=monitor, patience=config.early_stopping, restore_best_weights=True)
             out.append(self.early_stopper)
-        if self.progress is not None:
-            out.append(cb.ProgressLogger(config.epochs, steps, stream=self.progress,
-                                          global_batch=config.global_batch_size))
+        self.logger = None
+        if self.progress is not None:  # an `observe.meter.TextProgress`: train()'s verbose and progress
+            self.logger = cb.ProgressLogger(config.epochs, steps, stream=self.progress.stream,
+                                            live=self.progress.live, global_batch=config.global_batch_size)
+            out.append(self.logger)
         return out + self.extra_callbacks
 
     def _close_profiler(self):

@@ -22,7 +22,7 @@ class RunsActions:
 
     def render_runs(self, rows=None, chart: bool = False) -> None:
         """The runs table: one row per run, with a note (why it ended; "(resumable)" when Resume would work)."""
-        from tpukit.runs import directory, records
+        from tpukit.runs import records
 
         rows = records.compare(self._runs) if rows is None else rows
         notes = []
@@ -40,7 +40,7 @@ class RunsActions:
 
     def compare(self) -> List[Dict[str, Any]]:
         """The runs made in this kernel side by side: one row per run (also shown as a table and a chart)."""
-        from tpukit.runs import directory, records
+        from tpukit.runs import records
 
         rows = records.compare(self._runs)
         self.render_runs(rows, chart=True)
@@ -138,7 +138,7 @@ class RunsActions:
         return self._config
 
     def _run_for_model(self, run):
-        from tpukit.runs import directory, records
+        from tpukit.runs import records
 
         if run is None:
             found = next((r for r in reversed(self._runs) if model_loads(r)), None)
@@ -163,7 +163,7 @@ class RunsActions:
 
     def _run_dir(self, run) -> str:
         """A run directory given as a path or as a name under the logdir; RunDirError if it is not one."""
-        from tpukit.runs import directory, records
+        from tpukit.runs import directory
 
         path = os.path.expanduser(os.fspath(run))
         under_logdir = os.path.join(self._config.logdir, path)

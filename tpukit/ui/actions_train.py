@@ -3,7 +3,7 @@
 
 It exists to keep the actions that train out of the controller's core. `TrainActions` is mixed into
 `tpukit.ui.controller.Controller` and uses its state: `_config`, `_invalid`, `_runs`, `_runs_lock`, `_jobs`,
-`view`, `context`, `clock`, `_say`, `refresh`, `_connect`, `_connecting_line`, `_matching_runtime`,
+`view`, `context`, `clock`, `_say`, `refresh`, `_connect`, `_connecting_line`, `_matching_runtime`, `_run_status`,
 `_runtime_for`, `_run_dir`, `render_runs` and `_after_profiled_run`.
 """
 
@@ -40,7 +40,9 @@ class TrainActions:
         if self._invalid:
             raise ConfigError(self.train_off())
         config = self._config
-        return self._start("train", functools.partial(self._train_work, config, None), wait, config)
+        status = self._run_status_for(config.run_name)
+        return self._start("train", functools.partial(self._train_work, config, None, status=status), wait, config,
+                           status=status)
 
     def resume(self, run=None, wait: bool = False, epochs: Optional[int] = None):
         """Continue a stopped run from its last whole epoch, in its own directory.
@@ -81,8 +83,10 @@ class TrainActions:
         recorded = records.load(run_dir)
         config = directory.load_config(run_dir)
         runtime = self._runtime_for(recorded.to_dict())
-        work = functools.partial(self._train_work, config, run_dir, runtime, epochs)
-        return self._start("resume", work, wait, config, runtime)
+        status = self._run_status_for(config.run_name, resumed_from=recorded.epochs_done + 1,
+                                      extends_to=epochs if recorded.status == "completed" else None)
+        work = functools.partial(self._train_work, config, run_dir, runtime, epochs, status=status)
+        return self._start("resume", work, wait, config, runtime, status=status)
 
     def stop(self) -> bool:
         """Ask the run to end after its current step; it is kept as "stopped" and can be resumed.
@@ -93,7 +97,11 @@ class TrainActions:
         if not self._jobs.stop():
             self._say("Nothing to stop: no run is going on.")
             return False
-        self._say("Stopping after the current step…")
+        status = self._run_status
+        if status is not None:
+            status.stopping()  # said until the run ends, whatever progress comes in meanwhile
+        else:
+            self._say("Stopping after the current step…")
         return True
 
     def wait(self, timeout: Optional[float] = None):
@@ -124,7 +132,7 @@ class TrainActions:
         return first or resumable.ResumeCheck("", False, "Nothing to resume: no run in this kernel yet.")
 
     # ---- the jobs' work ----------------------------------------------------------------
-    def _start(self, name: str, work: Callable[[], Any], wait: bool, config: RunConfig, runtime=None):
+    def _start(self, name: str, work: Callable[[], Any], wait: bool, config: RunConfig, runtime=None, status=None):
         job = self._jobs.claim(name, work)
         # Before the slow part, from the caller's thread (a click's handler): the last run's status goes, and
         # the page says at once what is happening. In Colab only the handler's own updates reach the page.
@@ -133,16 +141,43 @@ class TrainActions:
             line = self._connecting_line(config)
             self.view.accelerator(text=line, connecting=True)
             self.view.progress_sink.waiting(f"{name[0].upper() + name[1:]}: waiting for the accelerator…")
+            self._say(line)
         else:
-            line = f"Starting {config.run_name}: building the model and the input pipeline…"
-            self.view.progress_sink.waiting(line)
-        self._say(line)
+            lead = status.lead() if status is not None else f"Starting {config.run_name}"
+            self.view.progress_sink.waiting(f"{lead}: building the model and the input pipeline…")
+            if status is not None:
+                status.building()  # says it
+            else:
+                self._say(f"{lead}: building the model and the input pipeline…")
         if name != TUNE:  # the last tuning's table would sit under this job's lines as if it were about it
             self.view.tuning(None)
         self.refresh()
         return self._jobs.launch(job, wait, foreground=self.context == _context.COLAB)
 
-    def _train_work(self, config: RunConfig, run_dir: Optional[str], runtime=None, epochs: Optional[int] = None):
+    def _run_status_for(self, name: str, **run):
+        """The status line's words for a run about to start (`tpukit.ui.phases.RunStatus`), over the view's sink.
+        Outside Colab a ticker says the seconds of the slow phases; in Colab the page would not show its updates."""
+        from tpukit.ui.phases import RunStatus
+
+        return RunStatus(self.view.progress_sink, self._say, name, self.clock, ticking=self.context != _context.COLAB,
+                         **run)
+
+    def _train_work(self, config: RunConfig, run_dir: Optional[str], runtime=None, epochs: Optional[int] = None,
+                    *, status=None):
+        from tpukit.ui import jobs
+
+        status = status or self._run_status_for(config.run_name)
+        self._run_status = status
+        ticker = jobs.Ticker(status.tick) if status.ticking else None
+        try:
+            return self._train(config, run_dir, runtime, epochs, status)
+        finally:
+            status.close()  # before the job's end is said (a failure's line among them)
+            if ticker is not None:
+                ticker.stop()
+            self._run_status = None
+
+    def _train(self, config: RunConfig, run_dir: Optional[str], runtime, epochs: Optional[int], status):
         from tpukit import registry
         from tpukit.data import builtin as data
         from tpukit.training import api as training
@@ -156,15 +191,16 @@ class TrainActions:
         entry = registry.lookup("dataset", config.dataset)
         # A fresh classifier's loss sets the plot's first height; the axes grow for anything else.
         first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if entry and entry.builtin else 1.0
-        sink = self.view.progress_sink
+        sink = status  # the view's progress sink, and the status line's phase, from one progress model
         sink.start(config.run_name, self.context == _context.COLAB, total, first_loss)
         callback = progress.make_callback(sink, global_batch=plan.global_batch, clock=self.clock,
                                           earlier=_history(run_dir))
         stop = self._jobs.stop_event
+        quiet = dict(callbacks=[callback], stop=stop, verbose=0)  # the panel's progress is its own: no text lines
         if run_dir is None:
-            result = training.train(config, runtime, callbacks=[callback], stop=stop, **inputs)
+            result = training.train(config, runtime, **quiet, **inputs)
         else:
-            result = training.resume(run_dir, runtime, callbacks=[callback], stop=stop, epochs=epochs, **inputs)
+            result = training.resume(run_dir, runtime, epochs=epochs, **quiet, **inputs)
         job = self._jobs.job
         if job is not None:
             job.stoppable = False  # trained: what is left (the record, the profile, TensorBoard) is not a run
@@ -222,7 +258,7 @@ def _history(run_dir: Optional[str]) -> Optional[Dict[str, List[float]]]:
     """A resumed run's per-epoch history, so its curves go on where they were (None: a new run, or unreadable)."""
     if run_dir is None:
         return None
-    from tpukit.runs import directory, records
+    from tpukit.runs import records
 
     try:
         return records.load(run_dir).history

@@ -88,6 +88,7 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
         self._invalid: Dict[str, str] = {}  # field (or "" for none) -> a sentence: why the settings are refused
         self._errors = ErrorLog()
         self._jobs = Runner(self.explain, self._job_failed, self.refresh)
+        self._run_status = None  # the phase of the run going on, as the status line says it (`tpukit.ui.phases`)
         self._message = ""
         self._profile_summary = None
         self._tensorboard = None

@@ -111,6 +111,28 @@ class Runner:
         return True
 
 
+class Ticker:
+    """Calls `tick` every `every` seconds in a daemon thread until `stop()`: the seconds a phase has taken, on a
+    page that shows updates made from threads (not Colab's)."""
+
+    def __init__(self, tick: Callable[[], None], every: float = 1.0):
+        self._stopped = threading.Event()
+        self._tick, self._every = tick, every
+        self._thread = threading.Thread(target=self._run, name="tpukit-panel-ticker", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._every):
+            try:
+                self._tick()
+            except Exception:  # noqa: BLE001 - a clock on the status line is not worth a failed run
+                return
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(5)
+
+
 class ErrorLog:
     """Failures as one line each; an unexpected one (not tpukit's own) leaves its traceback in a log file."""
 

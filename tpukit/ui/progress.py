@@ -19,7 +19,8 @@ epoch's end, so the curves lag by at most one step.
 The callback reports to a `sink`, so it knows nothing of widgets:
 `show_progress(Progress)` and `show_curves(points, epochs)`; `ProgressView` is
 the panel's sink, `ProgressRecord` one that only keeps what it was told (the
-controller's default). Where the run is, its rate and its ETA come from
+controller's default). The controller hands the callback a `tpukit.ui.phases.RunStatus`,
+which passes every report on to the view's sink and words the status line from it. Where the run is, its rate and its ETA come from
 `tpukit.observe.meter.Meter`, the model the CLI's lines use too.
 
 Importing this module does not import Keras; `make_callback` builds the class
@@ -70,8 +71,8 @@ class ProgressRecord:
         self.line = ""
         self.curves = None
 
-    def start(self, name: str, foreground: bool, total_steps: int, loss_top: float) -> None:
-        self.latest, self.line = None, f"Starting {name}: building the model and the input pipeline…"
+    def start(self, name: str, foreground: bool, total_steps: int, loss_top: float, lead: str = "") -> None:
+        self.latest, self.line = None, f"{lead or 'Starting ' + name}: building the model and the input pipeline…"
 
     def waiting(self, text: str) -> None:
         self.latest, self.line = None, text
@@ -100,8 +101,9 @@ class ProgressView:
         self.curves = None
         self.latest = None
 
-    def start(self, name: str, foreground: bool, total_steps: int, loss_top: float) -> None:
-        """Before a run: reset, and draw the empty axes now so redraws during the run are cheap blits."""
+    def start(self, name: str, foreground: bool, total_steps: int, loss_top: float, lead: str = "") -> None:
+        """Before a run: reset, and draw the empty axes now so redraws during the run are cheap blits. `lead`
+        names the run as the status line does ("Resuming mlp-digits from epoch 2"; default "Starting <name>")."""
         from tpukit.ui import plots, tables
 
         if self.curves is None:
@@ -112,7 +114,8 @@ class ProgressView:
         self.latest = None
         self.bar.value, self.bar.bar_style = 0, "info"
         hint = " In Colab, stop with the cell's interrupt (Ctrl+M I); the run is kept." if foreground else ""
-        self.line.value = tables.message(f"Starting {name}: building the model and the input pipeline…{hint}")
+        lead = lead or f"Starting {name}"
+        self.line.value = tables.message(f"{lead}: building the model and the input pipeline…{hint}")
 
     def waiting(self, text: str) -> None:
         """A run was asked for: the last run's line and bar give way to `text` at once (before anything slow)."""
