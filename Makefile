@@ -34,7 +34,7 @@ browser:
 
 test: venv $(W7STAMP) browser
 	$(PY) -m pytest -q
-	PYTHONPATH=$(W7) $(PY) -m pytest -q -p no:cacheprovider tests/test_panel.py tests/test_context.py
+	PYTHONPATH=$(W7) $(PY) -m pytest -q -p no:cacheprovider tests/ui/test_panel.py tests/ui/test_context.py
 	$(MAKE) test-colab
 
 # Colab's runtimes as they ship (.ci/colab/*.txt, generated from Colab's pip freeze files by
@@ -46,7 +46,7 @@ test-colab:
 	bash .ci/colab-env.sh cpu $(COLAB_CPU_SET)
 
 test-widgets7: venv $(W7STAMP)
-	PYTHONPATH=$(W7) $(PY) -m pytest -q -p no:cacheprovider tests/test_panel.py tests/test_context.py
+	PYTHONPATH=$(W7) $(PY) -m pytest -q -p no:cacheprovider tests/ui/test_panel.py tests/ui/test_context.py
 
 $(W7STAMP): $(STAMP)
 	rm -rf $(W7)

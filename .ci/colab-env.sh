@@ -10,7 +10,7 @@
 #      a rebuild in a fresh clone downloads no wheel again). A package pip cannot install is left out and named;
 #   2. install tpukit the way the README tells Colab users (a plain `pip install .`, no extras);
 #   3. fail if that install changed any package of the set; list what it added;
-#   4. run the tests that apply there (tests/test_colab_sets.py, notebooks at smoke size).
+#   4. run the tests that apply there (tests/behaviour/test_colab_sets.py, notebooks at smoke size).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -160,8 +160,8 @@ fi
 status=0
 # The notebooks first, on the set as Colab ships it: test_colab_sets then runs colab.setup(), which adds
 # TensorBoard and xprof (notebook 05 has a path for a runtime without them).
-"$py" -m pytest -q -p no:cacheprovider --durations=10 tests/test_notebooks.py tests/test_sharding_lessons.py \
-  tests/test_colab_sets.py \
+"$py" -m pytest -q -p no:cacheprovider --durations=10 tests/behaviour/test_notebooks.py tests/behaviour/test_sharding_lessons.py \
+  tests/behaviour/test_colab_sets.py \
   -k "test_colab_sets or ($notebooks)" || status=$?
 echo "colab-$name: $(( $(date +%s) - start )) s"
 exit $status

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian's Chromium for tests/test_browser.py (driven by the `playwright` package; never `playwright install`).
+# Debian's Chromium for tests/behaviour/test_browser.py (driven by the `playwright` package; never `playwright install`).
 # Idempotent: does nothing when /usr/bin/chromium is already there. `make test` runs it first.
 set -euo pipefail
 if [ -x /usr/bin/chromium ]; then

@@ -147,3 +147,18 @@ def test_nothing_above_hardware_compares_a_kind_backend_or_worker_count_with_a_l
         if name != "tpukit.precision" and '"mixed_float16"' in text:
             found.append(f"{name}: writes \"mixed_float16\"")
     assert not found, "\n".join(found)
+
+
+def test_the_tests_mirror_the_source():
+    """A unit test file is `tests/<package>/test_<module>.py` for `tpukit/<package>/<module>.py` (or its subpackage);
+    the suites that test behaviour across modules (real fits, kills, notebooks, browsers) are in tests/behaviour/."""
+    whole_package = {"test_layers.py", "test_packaging.py"}  # about the package as a whole: its layers, its metadata
+    strays = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        rel = path.relative_to(REPO / "tests")
+        if rel.parts[0] == "behaviour" or (len(rel.parts) == 1 and rel.name in whole_package):
+            continue
+        module = PACKAGE.joinpath(*rel.parts[:-1], rel.name[len("test_"):])
+        if not (module.is_file() or module.with_suffix("").is_dir()):
+            strays.append(f"tests/{rel} (no {module.relative_to(REPO)})")
+    assert not strays, "\n".join(strays)

@@ -6,7 +6,7 @@ cell through JupyterLab's own command (the app is exposed to the page for that),
 person would, and check that its main view (the status chip, Train/Stop, the status and progress lines, the
 section picker and the section shown) fits the first screen before and after a run and a profiled run.
 
-Screenshots go where tests/test_browser.py puts them (test-artifacts/screenshots/, or $TPUKIT_SCREENSHOTS).
+Screenshots go where tests/behaviour/test_browser.py puts them (test-artifacts/screenshots/, or $TPUKIT_SCREENSHOTS).
 """
 
 import importlib.util

@@ -15,25 +15,13 @@ from tpukit.runs import directory, records
 from tpukit.config import RunConfig
 from tpukit.training.api import resume, train
 from conftest import REPLICAS, REPO
+from run_support import CallAt
 
 SMALL = dict(dataset="digits", model="mlp", epochs=2, batch_size=32)
 
 
 def _config(tmp_path, **changes):
     return RunConfig(**{**SMALL, "logdir": str(tmp_path), **changes})
-
-
-class CallAt(keras.callbacks.Callback):
-    """Calls `action` at the end of global step `step` (test helper)."""
-
-    def __init__(self, step, action):
-        super().__init__()
-        self.step, self.action, self.seen = step, action, 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.seen += 1
-        if self.seen == self.step:
-            self.action()
 
 
 def test_a_run_writes_its_own_directory_and_result(tmp_path):
@@ -149,7 +137,7 @@ def _jit_seen(tmp_path, model="cnn", **changes):
 
 XLA_CHECK = """
 import json, sys, tempfile
-sys.path.insert(0, "tests")
+sys.path[:0] = ["tests", "tests/behaviour"]
 from test_training import _jit_seen
 for precision in ("mixed_bfloat16", "mixed_float16"):
     with tempfile.TemporaryDirectory() as logdir:

@@ -19,7 +19,7 @@ from tpukit.data import sources
 from tpukit.config import ConfigError, RunConfig
 from tpukit.training.api import resume, train
 from conftest import REPLICAS
-from test_training import CallAt
+from run_support import CallAt
 from usermodels import TinyNet, images, tokens, regressor, text_classifier, two_inputs, user_cnn
 
 BASE = dict(epochs=2, batch_size=32)

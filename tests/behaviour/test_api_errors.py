@@ -270,7 +270,7 @@ def test_a_model_that_is_not_keras_is_named_as_such(tmp_path):
 def test_the_errors_the_readme_lists_are_exported():
     import re
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     listed = re.search(r"One-line errors\.\*\* Bad input raises tpukit's own errors \(([^)]*)\)", readme).group(1)
     names = re.findall(r"`(\w+)`", listed)
     assert {"ConfigError", "DataError", "ModelError", "RegistryError", "RunDirError", "ConnectError",

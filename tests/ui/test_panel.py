@@ -739,7 +739,7 @@ def test_a_tensorboard_the_panel_started_stops_when_its_kernel_exits(tmp_path):
         "display_fn=lambda *a: None, runs=[])\n"
         "print(json.dumps(p.show_tensorboard()))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     url = json.loads(done.stdout.strip().splitlines()[-1])
@@ -780,7 +780,7 @@ def test_a_jax_run_from_the_panel_in_a_fresh_kernel(tmp_path):
         "'same': p.runs[-1].model is p.model, 'shape': list(shape)}))\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS")}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])

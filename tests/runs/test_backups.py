@@ -11,7 +11,7 @@ import pytest
 from tpukit.config import RunConfig
 from tpukit.runs import backups, directory, model_state
 from tpukit.training.api import resume, train
-from test_training import CallAt
+from run_support import CallAt
 
 
 def _net(units=16, dtype=None):

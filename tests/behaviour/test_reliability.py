@@ -20,8 +20,8 @@ from tpukit.runs import directory, records
 from tpukit.config import ConfigError, RunConfig
 from tpukit.training.api import resume, train
 from conftest import REPO, run_cli
-from test_cli import _last_json
-from test_training import CallAt
+from run_support import last_json as _last_json
+from run_support import CallAt
 
 ARGS = ["--deterministic", "--dataset", "digits", "--model", "mlp", "--epochs", "3", "--batch-size", "32",
         "--precision", "float32"]

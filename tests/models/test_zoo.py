@@ -12,7 +12,7 @@ from tpukit.data import builtin as data
 from tpukit.training import determinism
 from tpukit.models import zoo as models
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHAPES = [(8, 8, 1), (28, 28, 1), (32, 32, 3)]
 
 

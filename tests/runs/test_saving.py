@@ -136,7 +136,7 @@ print(json.dumps({{"loaded": loaded.predict(x, verbose=0).tolist(), "plain": pla
 
 
 def test_a_stopped_run_loads_its_last_whole_epoch(tmp_path):
-    from test_training import CallAt
+    from run_support import CallAt
 
     x, y = images(256)
     import threading

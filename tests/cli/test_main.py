@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
+from run_support import last_json as _last_json
 from tpukit.training import api as training
 from tpukit.training import plan
 from tpukit.config import RunConfig
@@ -58,9 +59,6 @@ def test_import_tpukit_does_not_import_tensorflow_or_keras():
     assert proc.returncode == 0, proc.stderr
 
 
-def _last_json(proc):
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _train_json(*args, logdir, env=None, **popen):

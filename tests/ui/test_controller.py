@@ -21,7 +21,7 @@ from tpukit.training import api as training
 from tpukit.training import plan
 from tpukit.config import RunConfig
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 CONTROLLER_SCRIPT = textwrap.dedent("""
     import json, sys

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 SCRIPTS = sorted(p for p in NOTEBOOKS.glob("*.py") if not p.name.startswith("_"))
 IDS = [p.stem for p in SCRIPTS]

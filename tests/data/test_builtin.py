@@ -10,7 +10,7 @@ import pytest
 
 from tpukit.data import builtin as data
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _batches(dataset):
