@@ -415,3 +415,19 @@ def test_fewer_replicas_after_more_in_one_process_trains(tmp_path):
                                   logdir=str(tmp_path))
         result = tpukit.train(config)
         assert result.status == "completed" and result.config["replicas"] == n, result.summary()
+
+
+@pytest.mark.parametrize("probe, precision, deterministic, slow", [
+    ("bf16_slower", "mixed_float16", True, True),  # TF's fp16 convs 0.1x, XLA off under op determinism
+    ("bf16_slower", "mixed_bfloat16", False, False),  # XLA runs it, 10x faster than TF's kernels
+    ("bf16_faster", "mixed_bfloat16", True, False),  # TF's own bf16 kernels gain
+    ("bf16_slower", "float32", True, False),
+])
+def test_a_precision_measured_slower_than_float32_is_advised_against_before_a_run(cpu_probe_says, probe, precision,
+                                                                                  deterministic, slow):
+    cpu_probe_says(probe)
+    advice = tpukit.connect("cpu").precision_advice(precision, deterministic)
+    assert (advice is not None) == slow
+    if slow:
+        assert "\n" not in advice and "float32 is likely faster" in advice and "TPUKIT_CPU_PROBE" in advice
+

@@ -219,6 +219,20 @@ def test_connect_shows_the_accelerator_and_what_auto_precision_means(make_panel)
     assert "fewer than one global batch of 1600" in text(panel.form.errors["batch_size"])
 
 
+
+def test_a_precision_the_probe_measured_slow_is_said_under_precision_before_train(make_panel, cpu_probe_says):
+    """TensorFlow's own float16 conv gradients at 0.1x float32 (the probe's figures, injected), with XLA off under
+    op determinism: the form says so under precision, before Train; where XLA runs it instead, it says nothing."""
+    cpu_probe_says("bf16_slower")
+    panel = make_panel(accelerator="cpu", precision="mixed_float16", deterministic=True)
+    panel.connect()
+    said = text(panel.form.notes["precision"])
+    assert "mixed_float16 is slow here" in said and "0.1x" in said and "float32 is likely faster" in said
+    panel.form.widgets["deterministic"].value = False  # XLA runs float16 at the speed the probe measured for it
+    assert text(panel.form.notes["precision"]) == ""
+    panel.form.widgets["precision"].value = "float32"
+    assert text(panel.form.notes["precision"]) == ""
+
 # ---- training ------------------------------------------------------------------------
 def test_the_train_button_runs_a_run_and_lists_it(make_panel):
     panel = make_panel(epochs=2)

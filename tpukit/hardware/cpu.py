@@ -87,7 +87,22 @@ def facts() -> Dict[str, Any]:
     gain = xla_gain(probe)
     if gain:
         found["xla_gain"] = gain
+    speed = kernel_speed(probe)
+    if speed:
+        found["kernel_speed"] = speed
     return found
+
+
+def kernel_speed(probe: Dict[str, Any]) -> Dict[str, Dict[str, float]]:
+    """How fast the framework's own CPU kernels ran each 16-bit type against float32, from the probe:
+    {"bf16": {"matmul": x, "conv": y}, "fp16": {...}} (only the types the probe timed)."""
+    out = {}
+    for short in ("bf16", "fp16"):
+        needed = (f"{short}_flops", f"{short}_conv_flops", "fp32_flops", "fp32_conv_flops")
+        if all(probe.get(k) for k in needed):
+            out[short] = {"matmul": probe[f"{short}_flops"] / probe["fp32_flops"],
+                          "conv": probe[f"{short}_conv_flops"] / probe["fp32_conv_flops"]}
+    return out
 
 
 def measured_where(probe: Dict[str, Any]) -> str:

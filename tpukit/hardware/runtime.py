@@ -152,6 +152,11 @@ class Runtime:
         """What the per-replica batch of `config` costs in padding here, or None."""
         return config.padding_advice(self.kind)
 
+    def precision_advice(self, precision: str, deterministic: bool = False) -> Optional[str]:
+        """A sentence where `precision` is known (measured) to run slower than float32 here, for the form to show
+        before Train; None where nothing says so."""
+        return None
+
     def determinism_refusal(self) -> Optional[str]:
         """Why a deterministic run cannot be deterministic on this runtime (None: it can)."""
         return None
@@ -255,6 +260,27 @@ class TensorFlowRuntime(Runtime):
                     f"one replica ({self.replicas} here): its multi-step loop fails with \"You must feed a value "
                     f"for placeholder tensor\"")
         return None
+
+    def precision_advice(self, precision: str, deterministic: bool = False) -> Optional[str]:
+        """On the CPU: where the probe measured TensorFlow's own kernels for `precision`'s 16-bit type slower than
+        float32 (matmuls or conv gradients), and XLA will not run it instead (op determinism, several replicas or
+        processes, or no XLA gain measured), the measured figures and that float32 is likely faster."""
+        mode = precisions.find(precision)
+        if mode is None or mode is precisions.FLOAT32 or self.kind != "cpu" or not self.device_facts:
+            return None
+        facts = self.device_facts[0]
+        speed = (facts.get("kernel_speed") or {}).get(mode.key)
+        if not speed or min(speed.values()) >= 1:
+            return None
+        gain = (facts.get("xla_gain") or {}).get(mode.key)
+        xla_gains = bool(gain) and (gain["matmul"] * gain["conv"]) ** 0.5 > XLA_MIN_GAIN
+        if xla_gains and not deterministic and self.replicas == 1 and self.workers == 1:
+            return None  # XLA runs it instead (jit_compile), at the speed it measured
+        why = ("XLA stays off under op determinism" if deterministic and xla_gains else
+               "XLA stays off over several replicas" if xla_gains else "XLA was not measured faster")
+        return (f"{precision} is slow here: TensorFlow's own CPU kernels ran {mode.compute} matmuls at "
+                f"{speed['matmul']:.1f}x and conv gradients at {speed['conv']:.1f}x float32's speed "
+                f"({facts.get('measured', 'measured here')}), and {why}: float32 is likely faster")
 
     def jit_compile(self, requested, policy: str, model, op_determinism: bool = False,
                     step_seconds: Callable[[], Optional[float]] = lambda: None) -> Tuple[object, Optional[str]]:

@@ -129,7 +129,8 @@ class Form:
         from tpukit.training import determinism
 
         if config.precision != "auto":
-            self.note("precision", "")
+            slow = runtime.precision_advice(config.precision, config.deterministic) if runtime is not None else None
+            self.note("precision", f"⚠ {slow}" if slow else "")
         elif runtime is not None:
             policy, why = runtime.resolve_precision("auto")
             self.note("precision", f"auto → {policy}: {why}")
