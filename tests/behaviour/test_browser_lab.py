@@ -258,6 +258,8 @@ def test_in_jupyterlab_a_jax_panel_trains_on_jax_in_a_fresh_kernel(lab, browser,
     assert (result["status"], result["runtime"]["backend"], result["config"]["backend"]) == (
         "completed", "jax", "jax"), result["runtime"]
     ui.show("Accelerator")
-    expect(ui.section("Accelerator").get_by_role("row", name="backend jax", exact=True)).to_be_visible()
+    # the backend row says why too: "backend jax (set by the config)"
+    expect(ui.section("Accelerator").get_by_role("row", name=re.compile(r"^backend jax \(set by the config\)$"))
+           ).to_be_visible()
     print("JAX panel in JupyterLab:", json.dumps(_main_view_fits(ui, "JAX, after a run")))
     _shot(ui, tmp_path, "lab-panel-jax.png")

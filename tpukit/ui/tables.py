@@ -64,7 +64,7 @@ def runtime(rt) -> str:
     """What `connect()` found: kind, devices, replicas, backend, recommended precision, skipped kinds."""
     kind = rt.kind.upper() + (" (simulated replicas on logical CPU devices)" if rt.simulated else "")
     names = sorted({f.get("name", "") for f in rt.device_facts if f.get("name")})
-    why = getattr(rt, "backend_reason", "")  # KERAS_BACKEND in the environment, the config, ...
+    why = rt.backend_reason  # KERAS_BACKEND in the environment, the config, ...
     rows = [("kind", kind), ("backend", f"{rt.backend} ({why})" if why else rt.backend), ("replicas", rt.replicas),
             ("devices", ", ".join(rt.devices)), ("hardware", ", ".join(names) or "–"),
             ("precision", f"{rt.precision}: {rt.precision_reason}")]
