@@ -391,3 +391,37 @@ def test_one_examples_per_sec_the_epoch_lines_and_the_summary_agree(tmp_path, ba
     with open(Path(result["run_dir"]) / "result.json") as f:
         assert json.load(f)["examples_per_sec"] == result["examples_per_sec"]
     assert result["compiles"] == (1 if backend == "jax" else None)
+
+
+def test_train_help_shows_defaults_names_and_the_engines_figures_without_importing_keras():
+    """`train --help` as a Keras user reads it: each default, the dataset and model names, what "auto" steps per
+    execution does (the engine's own figures) and the per-replica batch; and it stays light."""
+    from tpukit.hardware.runtime import AUTO_STEPS_PER_EXECUTION, CPU_CALL_SECONDS
+
+    code = ("import sys, contextlib, io\n"
+            "from tpukit.cli.main import main\n"
+            "out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out):\n"
+            "    try:\n"
+            "        main(['train', '--help'])\n"
+            "    except SystemExit as e:\n"
+            "        assert e.code == 0, e.code\n"
+            "bad = [m for m in ('tensorflow', 'keras', 'jax', 'ipywidgets') if m in sys.modules]\n"
+            "assert not bad, bad\n"
+            "print(out.getvalue())\n")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 10
+    text = " ".join(proc.stdout.split())  # argparse wraps lines
+    for default in ("(default: 64)", "(default: mnist5k)", "(default: cnn)", "(default: auto)", "(default: 0.1)",
+                    "(default: 42)", "(default: runs)", "(default: adam)", "default 3"):
+        assert default in text, default
+    assert "mnist5k, digits, shapes" in text and "mlp, cnn, resnet" in text
+    assert f"up to {AUTO_STEPS_PER_EXECUTION}, on the CPU only while a call stays under " \
+           f"{1000 * CPU_CALL_SECONDS:.0f} ms" in text
+    assert "1 on the CPU" not in text
+    assert "per replica" in text and "the global batch is this x replicas" in text
+    assert "partial batch is dropped" in text
+

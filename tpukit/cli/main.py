@@ -60,10 +60,38 @@ def _steps_per_execution(text: str):
         raise argparse.ArgumentTypeError(f"expected a whole number of steps or auto. Received: {text!r}") from None
 
 
+class _DefaultsHelp(argparse.HelpFormatter):
+    """Each option's help ends with its default, as `--help` shows it (none for a flag, or where there is none)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or default in (None, False, argparse.SUPPRESS) or "%(default)" in text
+                or "default" in text):
+            return text
+        shown = ",".join(default) if isinstance(default, (tuple, list)) else default
+        return f"{text} (default: {shown})" if text else f"default: {shown}"
+
+
+def _names(kind: str) -> str:
+    """The registry's names of `kind` for --help; names only (no loader or factory is imported)."""
+    from tpukit import registry
+
+    names = registry.names(kind)
+    if kind != "dataset":
+        return ", ".join(names)
+    from tpukit.data.builtin import ONLINE_DATASETS
+
+    offline = [n for n in names if n not in ONLINE_DATASETS]
+    online = [n for n in names if n in ONLINE_DATASETS]
+    return ", ".join(offline) + (f" (bundled, offline); {', '.join(online)} (downloaded)" if online else "")
+
+
 def _parser() -> argparse.ArgumentParser:
     import dataclasses
 
     from tpukit.config import ACCELERATORS, BACKENDS, OPTIMIZERS, RunConfig
+    from tpukit.hardware.runtime import AUTO_STEPS_PER_EXECUTION, CPU_CALL_SECONDS
     from tpukit.precision import CHOICES as PRECISIONS
 
     default = {f.name: f.default for f in dataclasses.fields(RunConfig)}
@@ -75,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="show TensorFlow's log lines and warnings in full (unless TF_CPP_MIN_LOG_LEVEL is set)")
     common.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
-    t = sub.add_parser("train", help="train a model and record the run", parents=[common])
+    t = sub.add_parser("train", help="train a model and record the run", parents=[common],
+                       formatter_class=_DefaultsHelp)
     # Every default and choice is RunConfig's own (one place); --epochs stays None so that --resume can tell
     # "extend to N epochs" from "continue".
     t.add_argument("--backend", default=default["backend"],
@@ -84,13 +113,16 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--accelerator", default=default["accelerator"], help=f"one of {', '.join(ACCELERATORS)}")
     t.add_argument("--tpu", default=default["tpu"], metavar="ADDRESS", help="'local', grpc://host:port or a Cloud TPU name")
     t.add_argument("--replicas", type=int, default=default["replicas"],
-                   help="simulated replicas on the CPU (or the first N GPUs)")
+                   help="simulated replicas on the CPU (or the first N GPUs); default: every device found "
+                        "(one on the CPU)")
     t.add_argument("--dataset", default=default["dataset"],
-                   help="a built-in or registered name, tfds:NAME, or an import path package.module:function")
+                   help=f"a built-in or registered name: {_names('dataset')}; or tfds:NAME, or an import path "
+                        "package.module:function")
     t.add_argument("--dataset-size", type=int, default=default["dataset_size"],
-                   help="training examples (generated sets: any size)")
+                   help="training examples (generated sets: any size); default: the dataset's own size")
     t.add_argument("--model", default=default["model"],
-                   help="a zoo or registered name, or an import path package.module:function returning a keras.Model")
+                   help=f"a zoo or registered name: {_names('model')}; or an import path package.module:function "
+                        "returning a keras.Model")
     t.add_argument("--loss", default=default["loss"], help="for models that come uncompiled")
     t.add_argument("--metrics", default=",".join(default["metrics"]), help="comma-separated metric names, e.g. mae,mse")
     t.add_argument("--validation-split", type=_fraction, default=default["validation_split"], metavar="FRACTION",
@@ -98,23 +130,32 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=int, default=None,
                    help=f"default {default['epochs']}; with --resume, extends a completed run to N epochs in a new run "
                    "directory")
-    t.add_argument("--steps-per-epoch", type=int, default=default["steps_per_epoch"])
-    t.add_argument("--batch-size", type=int, default=default["batch_size"], help="per replica")
+    t.add_argument("--steps-per-epoch", type=int, default=default["steps_per_epoch"],
+                   help="default: the training examples // the global batch (unlike Keras' fit, the last partial "
+                        "batch is dropped, so every step has the same shape)")
+    t.add_argument("--batch-size", type=int, default=default["batch_size"],
+                   help="per replica, unlike Keras' batch_size: the global batch is this x replicas")
     t.add_argument("--precision", default=default["precision"], help=f"one of {', '.join(PRECISIONS)}")
     t.add_argument("--deterministic", action="store_true", help="seeds + op determinism: same config, same weights")
-    t.add_argument("--seed", type=int, default=default["seed"])
-    t.add_argument("--learning-rate", type=float, default=default["learning_rate"])
+    t.add_argument("--seed", type=int, default=default["seed"], help="for the weights and the data's order")
+    t.add_argument("--learning-rate", type=float, default=default["learning_rate"], help="the optimizer's")
     t.add_argument("--optimizer", default=default["optimizer"], help=f"one of {', '.join(OPTIMIZERS)}")
     t.add_argument("--steps-per-execution", type=_steps_per_execution, default=default["steps_per_execution"],
                    metavar="N|auto",
                    help="training steps per call of the compiled train function; auto: the largest divisor of the "
-                   "steps per epoch up to 32 on TPU and GPU, 1 on the CPU and on several GPUs under TensorFlow")
-    t.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto")
-    t.add_argument("--early-stopping", type=int, default=default["early_stopping"], metavar="PATIENCE")
+                   f"steps per epoch up to {AUTO_STEPS_PER_EXECUTION}, on the CPU only while a call stays under "
+                   f"{1000 * CPU_CALL_SECONDS:.0f} ms (estimated from the model's FLOPs), and 1 with --profile or "
+                   "where the engine cannot run more (several GPUs under TensorFlow); the run's notes say what it "
+                   "chose")
+    t.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto",
+                   help="XLA for the train step; auto: Keras' choice, or XLA on a CPU where it measured faster")
+    t.add_argument("--early-stopping", type=int, default=default["early_stopping"], metavar="PATIENCE",
+                   help="stop after this many epochs without a better validation loss (training loss without "
+                        "validation), keeping the best weights; default: off")
     t.add_argument("--profile", type=_profile_window, default=default["profile"], metavar="START:STOP",
-                   help="capture these training steps (inclusive) for TensorBoard's profiler")
-    t.add_argument("--logdir", default=default["logdir"])
-    t.add_argument("--name", default=default["name"])
+                   help="capture these training steps (inclusive) for TensorBoard's profiler; default: off")
+    t.add_argument("--logdir", default=default["logdir"], help="each run gets a directory here")
+    t.add_argument("--name", default=default["name"], help="the run directory's suffix; default: MODEL-DATASET")
     t.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue a stopped or killed run (or, with --epochs N, extend a completed one)")
     t.add_argument("--init-from", default=None, metavar="RUN_DIR",
