@@ -425,3 +425,53 @@ def test_train_help_shows_defaults_names_and_the_engines_figures_without_importi
     assert "per replica" in text and "the global batch is this x replicas" in text
     assert "partial batch is dropped" in text
 
+
+def test_train_prints_a_total_time_and_epoch_lines_that_never_say_zero_seconds(tmp_path):
+    """The digits mlp runs each epoch as one call (steps per execution = its 20 steps): the first epoch's call
+    compiles, so its line says so in place of an examples/s; the second's 40-odd ms are not "0.0s"; the last
+    line is the command's wall time, and the TensorBoard hint is a command that runs from here."""
+    proc = run_cli("train", "--dataset", "digits", "--model", "mlp", "--epochs", "2", "--logdir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    epochs = [line for line in proc.stderr.splitlines() if line.startswith("epoch ")]
+    assert len(epochs) == 2, proc.stderr
+    for line in epochs:
+        assert re.search(r"  [\d,]+ examples/s  ", line) or "(compiling: no step timed for examples/s)" in line, line
+        assert not re.search(r"\b0\.0s\b", line), line
+    assert re.search(r"  [\d,]+ examples/s  ", epochs[1]), epochs[1]
+    lines = proc.stdout.strip().splitlines()
+    assert re.match(r"^Total time: \d+\.\ds \(wall clock from the command's start", lines[-1]), lines[-1]
+    hint = next(line for line in lines if line.startswith("Open TensorBoard on these runs: "))
+    command = hint.split(": ", 1)[1].split("  (")[0].split()
+    assert command[1:] == ["-m", "tpukit", "tensorboard", "--logdir", str(tmp_path)], hint
+    assert command[0] == "python" or os.path.samefile(os.path.join(REPO, command[0]), sys.executable), hint
+
+
+def test_train_json_keeps_its_last_line_and_puts_the_total_time_on_stderr(tmp_path):
+    proc = run_cli("train", "--dataset", "digits", "--model", "mlp", "--epochs", "1", "--json", "--logdir",
+                   str(tmp_path))
+    assert _last_json(proc)["status"] == "completed"
+    assert "Total time: " in proc.stderr and "Total time" not in proc.stdout
+
+
+def test_tensorboard_says_how_to_stop_it_and_stop_does(tmp_path):
+    from tpukit.backend import installed
+
+    if not installed("tensorboard"):
+        pytest.skip("TensorBoard is not installed")
+    started = run_cli("tensorboard", "--logdir", str(tmp_path), timeout=120)
+    try:
+        assert started.returncode == 0, started.stderr
+        first, hint = started.stdout.strip().splitlines()[-2:]
+        pid = int(re.search(r"\(pid (\d+),", first).group(1))
+        assert hint.startswith("It runs in the background until stopped: ")
+        assert f"tensorboard --stop --logdir {tmp_path} (or kill {pid})" in hint, hint
+        stopped = run_cli("tensorboard", "--stop", "--logdir", str(tmp_path), timeout=60)
+        assert stopped.returncode == 0 and f"Stopped TensorBoard for {tmp_path}" in stopped.stdout, stopped
+        assert f"(pid {pid})" in stopped.stdout
+        again = run_cli("tensorboard", "--stop", "--logdir", str(tmp_path), timeout=60)
+        assert again.returncode == 0 and "No TensorBoard is running for" in again.stdout
+    finally:
+        from tpukit.observe import tensorboard
+
+        for server in tensorboard.running(tmp_path):
+            tensorboard.stop(server)

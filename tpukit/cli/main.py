@@ -13,8 +13,10 @@ import argparse
 import json
 import _thread
 import os
+import shlex
 import sys
 import threading
+import time
 import warnings
 from typing import List, Optional
 
@@ -182,9 +184,12 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("doctor", help="show the accelerator, versions and recommended settings", parents=[common])
     d.add_argument("--json", action="store_true")
 
-    b = sub.add_parser("tensorboard", help="start (or reuse) TensorBoard on 127.0.0.1", parents=[common])
-    b.add_argument("--logdir", default="runs")
-    b.add_argument("--port", type=int, default=None)
+    b = sub.add_parser("tensorboard", help="start (or reuse) TensorBoard on 127.0.0.1, or --stop it",
+                       parents=[common], formatter_class=_DefaultsHelp)
+    b.add_argument("--logdir", default="runs", help="the runs to show")
+    b.add_argument("--port", type=int, default=None, help="default: a free one")
+    b.add_argument("--stop", action="store_true",
+                   help="stop the TensorBoard that serves --logdir (with --port: the one on that port)")
     return parser
 
 
@@ -205,11 +210,13 @@ def _keep_interrupts() -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    started = time.monotonic()
     _keep_interrupts()
     try:
         args = _parser().parse_args(argv)
     except KeyboardInterrupt:
         return _interrupted()
+    args.started = started
     # Before TensorFlow loads; the user's own setting wins. Without the CLI, tpukit hides only INFO lines (1).
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if args.verbose else "2")
     if not args.verbose:
@@ -311,9 +318,11 @@ def _train(args) -> int:
     else:
         result = training.train(config, runtime, progress=sys.stderr)
     if args.json:
+        _total_time(args.started, sys.stderr)  # stdout's last line stays the JSON object
         print(json.dumps(_json_result(result, runtime)))
     else:
         _print_summary(result, config)
+        _total_time(args.started, sys.stdout)
     return {"completed": 0, "stopped": EXIT_STOPPED}.get(result.status, EXIT_FAILED)
 
 
@@ -344,8 +353,18 @@ def _print_summary(result, config) -> None:
         print()
         print(profiling.summarize(result.profile_files[0]).to_text())
     print()
-    print(f"Open TensorBoard on these runs: python -m tpukit tensorboard --logdir {config.logdir}"
-          f"  (or, in a notebook: %load_ext tensorboard; %tensorboard --logdir {config.logdir})")
+    print(f"Open TensorBoard on these runs: {_command()} tensorboard --logdir {shlex.quote(config.logdir)}"
+          f"  (or, in a notebook: %load_ext tensorboard; %tensorboard --logdir {shlex.quote(config.logdir)})")
+
+
+def _total_time(started: float, stream) -> None:
+    """The command's wall time, from its start (imports, connecting and compiling included) to now."""
+    from tpukit.observe.meter import duration
+
+    seconds = time.monotonic() - started
+    text = duration(seconds) if seconds >= 60 else f"{seconds:.1f}s"
+    print(f"Total time: {text} (wall clock from the command's start: connecting, compiling and evaluating "
+          "included)", file=stream)
 
 
 def _export(args) -> int:
@@ -406,10 +425,47 @@ def _tensorboard(args) -> int:
 
     if args.port is not None and not 1 <= args.port <= 65535:
         return _bad(f"--port: expected a port from 1 to 65535, or none for a free one. Received: {args.port}")
+    if args.stop:
+        return _stop_tensorboard(args)
     result = tensorboard.start(args.logdir, port=args.port)
     if isinstance(result, tensorboard.Failed):
         nativelog.say(f"python -m tpukit: TensorBoard failed: {result.message}")
         return EXIT_FAILED
     verb = "Reusing" if isinstance(result, tensorboard.Reused) else "Started"
     print(f"{verb} TensorBoard for {result.logdir} at {result.url} (pid {result.pid}, bound to 127.0.0.1)")
+    print(f"It runs in the background until stopped: {_command()} tensorboard --stop --logdir {shlex.quote(args.logdir)}"
+          f" (or kill {result.pid})")
     return 0
+
+
+def _stop_tensorboard(args) -> int:
+    from tpukit.backend import installed
+    from tpukit.observe import tensorboard
+
+    if not installed("tensorboard"):
+        print("TensorBoard is not installed here: none to stop")
+        return 0
+    servers = [s for s in tensorboard.running(None if args.port else args.logdir)
+               if args.port is None or s.port == args.port]
+    stopped = [s for s in servers if tensorboard.stop(s)]
+    where = f"port {args.port}" if args.port else os.path.abspath(args.logdir)
+    if not stopped:
+        print(f"No TensorBoard is running for {where}")
+        return 0
+    for s in stopped:
+        print(f"Stopped TensorBoard for {s.logdir} at {s.url} (pid {s.pid})")
+    return 0
+
+
+def _command() -> str:
+    """How to run tpukit again from here: `python -m tpukit` when `python` on PATH is this interpreter, else this
+    interpreter's path (relative when it lies below the working directory, as make's .venv/bin/python does)."""
+    import shutil
+
+    exe = sys.executable
+    found = shutil.which("python")
+    # Not the resolved paths: a venv's python links to the system's, which cannot import what the venv holds.
+    if found and os.path.abspath(found) == os.path.abspath(exe):
+        return "python -m tpukit"
+    relative = os.path.relpath(exe)
+    return f"{relative if not relative.startswith('..') else exe} -m tpukit"
