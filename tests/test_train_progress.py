@@ -237,3 +237,14 @@ def test_an_epoch_run_as_one_call_says_compiling_then_shows_its_rate_and_never_z
 @pytest.mark.parametrize("value, text", [(12.34, "12.3s"), (0.1, "0.1s"), (0.04, "40ms"), (0.0004, "<1ms")])
 def test_the_text_lines_show_short_times_in_milliseconds(value, text):
     assert progress_model.seconds(value) == text
+
+
+def test_a_resumed_epoch_stopped_before_its_first_step_does_not_claim_to_compile():
+    clock, stream = Clock(), io.StringIO()
+    logger = callbacks.ProgressLogger(3, 20, stream=stream, clock=clock, global_batch=64)
+    logger.set_params({"steps": 20, "epochs": 3})
+    logger.on_train_begin()
+    logger.on_epoch_begin(1)  # resumed at the second epoch, stopped at once
+    clock.now += 0.3
+    logger.on_epoch_end(1, {})
+    assert "compiling" not in stream.getvalue(), stream.getvalue()

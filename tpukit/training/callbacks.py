@@ -281,7 +281,7 @@ class ProgressLogger(StepSafe):
         whole = whole_epoch(self.meter.step_index, self.steps, self.model)
         progress = self.meter.progress(now, done=True)
         line = progress.text(sep="  ", metrics=logs, elapsed=now - self._start)
-        if progress.examples_per_sec is None and self.meter.global_step:
+        if progress.examples_per_sec is None and self.meter.first_step_end() is not None:
             # The epoch ran as the run's one compiling call (steps per execution = its steps): no step was timed,
             # so there is no examples/s to show yet (meter.Meter leaves that call out).
             line += "  (compiling: no step timed for examples/s)"
