@@ -427,13 +427,17 @@ def test_train_help_shows_defaults_names_and_the_engines_figures_without_importi
 
 
 def test_train_prints_a_total_time_and_epoch_lines_that_never_say_zero_seconds(tmp_path):
-    """The digits mlp runs each epoch as one call (steps per execution = its 20 steps): the first epoch's call
+    """The digits mlp (1,293 training examples, batch 64) runs each epoch as one call (steps per execution = its 20 steps): the first epoch's call
     compiles, so its line says so in place of an examples/s; the second's 40-odd ms are not "0.0s"; the last
     line is the command's wall time, and the TensorBoard hint is a command that runs from here."""
     proc = run_cli("train", "--dataset", "digits", "--model", "mlp", "--epochs", "2", "--logdir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     epochs = [line for line in proc.stderr.splitlines() if line.startswith("epoch ")]
     assert len(epochs) == 2, proc.stderr
+    # Before them, where the step count differs from Keras' fit: whole global batches only.
+    assert ("Batches: 64 examples per step; 1,293 training examples make 20 steps per epoch; 13 are left out of "
+            "each epoch (whole batches only, so every step has one shape; Keras' fit would run a smaller step 21)"
+            ) in proc.stderr.splitlines(), proc.stderr
     for line in epochs:
         assert re.search(r"  [\d,]+ examples/s  ", line) or "(compiling: no step timed for examples/s)" in line, line
         assert not re.search(r"\b0\.0s\b", line), line

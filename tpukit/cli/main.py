@@ -313,6 +313,10 @@ def _train(args) -> int:
         directory.check_logdir(config.logdir)
     runtime = connect_for(config)
     print(runtime.describe(), file=sys.stderr)
+    if not args.resume:
+        line = _batches_line(config, runtime.replicas)
+        if line:
+            print(line, file=sys.stderr)
     if args.resume:
         result = training.resume(args.resume, runtime, progress=sys.stderr, epochs=args.epochs)
     else:
@@ -324,6 +328,30 @@ def _train(args) -> int:
         _print_summary(result, config)
         _total_time(args.started, sys.stdout)
     return {"completed": 0, "stopped": EXIT_STOPPED}.get(result.status, EXIT_FAILED)
+
+
+def _batches_line(config, replicas: int) -> Optional[str]:
+    """Where tpukit's numbers differ from Keras' fit on purpose, said before the epoch lines show them: the batch
+    is per replica, and an epoch is whole global batches (None where the training examples are not known yet)."""
+    from tpukit.data import sources
+    from tpukit.training import plan
+
+    global_batch = config.global_batch(replicas)
+    per = (f"{config.batch_size} per replica x {replicas} replicas = {global_batch:,} examples per step"
+           if replicas > 1 else f"{global_batch:,} examples per step")
+    if config.steps_per_epoch:
+        return f"Batches: {per}; {config.steps_per_epoch} steps per epoch (--steps-per-epoch)"
+    try:
+        available = sources.planned_train_examples(config)
+    except Exception:  # noqa: BLE001 - a note; the run itself says what is wrong with the data
+        return None
+    steps = plan.make(config, replicas).steps_per_epoch
+    if not available or not steps:
+        return None
+    left = available - steps * global_batch
+    tail = (f"; {left} are left out of each epoch (whole batches only, so every step has one shape; "
+            f"Keras' fit would run a smaller step {steps + 1})" if left > 0 else "")
+    return f"Batches: {per}; {available:,} training examples make {steps} steps per epoch{tail}"
 
 
 def _json_result(result, runtime) -> dict:
