@@ -16,7 +16,7 @@ from conftest import REPO
 
 SMALL = dict(dataset="digits", model="mlp", epochs=2, batch_size=32)
 EPOCH_LINE = re.compile(r"^epoch (\d)/2  step 40/40  accuracy [\d.]+  loss [\d.]+  val_accuracy [\d.]+  val_loss [\d.]+"
-                        r"  [\d,]+ examples/s  \d+\.\ds$")
+                        r"  [\d,]+ examples/s  (\d+\.\ds|\d+ms)$")  # under 0.1 s in ms
 
 
 class Clock:
@@ -208,8 +208,43 @@ def test_train_in_a_notebook_shows_a_live_line_while_the_cell_runs(backend, kern
     live = [(text, late) for text, late in received if re.search(r"\repoch 1/2  step ([1-9]|[1-3]\d)/40  ", text)]
     assert live, f"no line of a step in the first epoch reached the notebook: {received}"
     assert not live[0][1], "the first live line arrived after the cell's reply"
-    assert re.search(r"\d+\.\ds  ETA ", live[-1][0]), live[-1][0]  # elapsed and ETA
+    assert re.search(r"(\d+\.\ds|\d+ms)  ETA ", live[-1][0]), live[-1][0]  # elapsed and ETA
     text = "".join(t for t, _ in received)
     kept = [line for line in shown(text) if line]
     assert len(kept) == 3 and all(EPOCH_LINE.match(line) for line in kept[:2]), kept
     assert kept[2] == "STATUS completed"
+
+
+def test_an_epoch_run_as_one_call_says_compiling_then_shows_its_rate_and_never_zero_seconds():
+    """Steps per execution = the epoch's steps: Keras reports one step per call. The first call compiles and is
+    not timed (meter.Meter), so the first epoch line says so instead of an examples/s; a 40 ms epoch reads "40ms",
+    never "0.0s"."""
+    clock, stream = Clock(), io.StringIO()
+    logger = callbacks.ProgressLogger(2, 20, stream=stream, clock=clock, global_batch=64)
+    logger.set_params({"steps": 20, "epochs": 2})
+    logger.on_train_begin()
+    for epoch, call_s in ((0, 0.6), (1, 0.04)):
+        logger.on_epoch_begin(epoch)
+        clock.now += call_s
+        logger.on_train_batch_end(19, {"loss": 0.5})
+        logger.on_epoch_end(epoch, {"loss": 0.5})
+    logger.on_train_end()
+    first, second = stream.getvalue().splitlines()
+    assert first == "epoch 1/2  step 20/20  loss 0.5000  0.6s  (compiling: no step timed for examples/s)"
+    assert second == "epoch 2/2  step 20/20  loss 0.5000  32,000 examples/s  40ms"
+
+
+@pytest.mark.parametrize("value, text", [(12.34, "12.3s"), (0.1, "0.1s"), (0.04, "40ms"), (0.0004, "<1ms")])
+def test_the_text_lines_show_short_times_in_milliseconds(value, text):
+    assert progress_model.seconds(value) == text
+
+
+def test_a_resumed_epoch_stopped_before_its_first_step_does_not_claim_to_compile():
+    clock, stream = Clock(), io.StringIO()
+    logger = callbacks.ProgressLogger(3, 20, stream=stream, clock=clock, global_batch=64)
+    logger.set_params({"steps": 20, "epochs": 3})
+    logger.on_train_begin()
+    logger.on_epoch_begin(1)  # resumed at the second epoch, stopped at once
+    clock.now += 0.3
+    logger.on_epoch_end(1, {})
+    assert "compiling" not in stream.getvalue(), stream.getvalue()

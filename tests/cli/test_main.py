@@ -389,3 +389,91 @@ def test_one_examples_per_sec_the_epoch_lines_and_the_summary_agree(tmp_path, ba
     with open(Path(result["run_dir"]) / "result.json") as f:
         assert json.load(f)["examples_per_sec"] == result["examples_per_sec"]
     assert result["compiles"] == (1 if backend == "jax" else None)
+
+
+def test_train_help_shows_defaults_names_and_the_engines_figures_without_importing_keras():
+    """`train --help` as a Keras user reads it: each default, the dataset and model names, what "auto" steps per
+    execution does (the engine's own figures) and the per-replica batch; and it stays light."""
+    from tpukit.hardware.runtime import AUTO_STEPS_PER_EXECUTION, CPU_CALL_SECONDS
+
+    code = ("import sys, contextlib, io\n"
+            "from tpukit.cli.main import main\n"
+            "out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out):\n"
+            "    try:\n"
+            "        main(['train', '--help'])\n"
+            "    except SystemExit as e:\n"
+            "        assert e.code == 0, e.code\n"
+            "bad = [m for m in ('tensorflow', 'keras', 'jax', 'ipywidgets') if m in sys.modules]\n"
+            "assert not bad, bad\n"
+            "print(out.getvalue())\n")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 10
+    text = " ".join(proc.stdout.split())  # argparse wraps lines
+    for default in ("(default: 64)", "(default: mnist5k)", "(default: cnn)", "(default: auto)", "(default: 0.1)",
+                    "(default: 42)", "(default: runs)", "(default: adam)", "default 3"):
+        assert default in text, default
+    assert "mnist5k, digits, shapes" in text and "mlp, cnn, resnet" in text
+    assert f"up to {AUTO_STEPS_PER_EXECUTION}, on the CPU only while a call stays under " \
+           f"{1000 * CPU_CALL_SECONDS:.0f} ms" in text
+    assert "1 on the CPU" not in text
+    assert "per replica" in text and "the global batch is this x replicas" in text
+    assert "partial batch is dropped" in text
+
+
+def test_train_prints_a_total_time_and_epoch_lines_that_never_say_zero_seconds(tmp_path):
+    """The digits mlp (1,293 training examples, batch 64) runs each epoch as one call (steps per execution = its 20 steps): the first epoch's call
+    compiles, so its line says so in place of an examples/s; the second's 40-odd ms are not "0.0s"; the last
+    line is the command's wall time, and the TensorBoard hint is a command that runs from here."""
+    proc = run_cli("train", "--dataset", "digits", "--model", "mlp", "--epochs", "2", "--logdir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    epochs = [line for line in proc.stderr.splitlines() if line.startswith("epoch ")]
+    assert len(epochs) == 2, proc.stderr
+    # Before them, where the step count differs from Keras' fit: whole global batches only.
+    assert ("Batches: 64 examples per step; 1,293 training examples make 20 steps per epoch; 13 are left out of "
+            "each epoch (whole batches only, so every step has one shape; Keras' fit would run a smaller step 21)"
+            ) in proc.stderr.splitlines(), proc.stderr
+    for line in epochs:
+        assert re.search(r"  [\d,]+ examples/s  ", line) or "(compiling: no step timed for examples/s)" in line, line
+        assert not re.search(r"\b0\.0s\b", line), line
+    assert re.search(r"  [\d,]+ examples/s  ", epochs[1]), epochs[1]
+    lines = proc.stdout.strip().splitlines()
+    assert re.match(r"^Total time: \d+\.\ds \(wall clock from the command's start", lines[-1]), lines[-1]
+    hint = next(line for line in lines if line.startswith("Open TensorBoard on these runs: "))
+    command = hint.split(": ", 1)[1].split("  (")[0].split()
+    assert command[1:] == ["-m", "tpukit", "tensorboard", "--logdir", str(tmp_path)], hint
+    assert command[0] == "python" or os.path.samefile(os.path.join(REPO, command[0]), sys.executable), hint
+
+
+def test_train_json_keeps_its_last_line_and_puts_the_total_time_on_stderr(tmp_path):
+    proc = run_cli("train", "--dataset", "digits", "--model", "mlp", "--epochs", "1", "--json", "--logdir",
+                   str(tmp_path))
+    assert _last_json(proc)["status"] == "completed"
+    assert "Total time: " in proc.stderr and "Total time" not in proc.stdout
+
+
+def test_tensorboard_says_how_to_stop_it_and_stop_does(tmp_path):
+    from tpukit.backend import installed
+
+    if not installed("tensorboard"):
+        pytest.skip("TensorBoard is not installed")
+    started = run_cli("tensorboard", "--logdir", str(tmp_path), timeout=120)
+    try:
+        assert started.returncode == 0, started.stderr
+        first, hint = started.stdout.strip().splitlines()[-2:]
+        pid = int(re.search(r"\(pid (\d+),", first).group(1))
+        assert hint.startswith("It runs in the background until stopped: ")
+        assert f"tensorboard --stop --logdir {tmp_path} (or kill {pid})" in hint, hint
+        stopped = run_cli("tensorboard", "--stop", "--logdir", str(tmp_path), timeout=60)
+        assert stopped.returncode == 0 and f"Stopped TensorBoard for {tmp_path}" in stopped.stdout, stopped
+        assert f"(pid {pid})" in stopped.stdout
+        again = run_cli("tensorboard", "--stop", "--logdir", str(tmp_path), timeout=60)
+        assert again.returncode == 0 and "No TensorBoard is running for" in again.stdout
+    finally:
+        from tpukit.observe import tensorboard
+
+        for server in tensorboard.running(tmp_path):
+            tensorboard.stop(server)

@@ -13,8 +13,10 @@ import argparse
 import json
 import _thread
 import os
+import shlex
 import sys
 import threading
+import time
 import warnings
 from typing import List, Optional
 
@@ -60,10 +62,38 @@ def _steps_per_execution(text: str):
         raise argparse.ArgumentTypeError(f"expected a whole number of steps or auto. Received: {text!r}") from None
 
 
+class _DefaultsHelp(argparse.HelpFormatter):
+    """Each option's help ends with its default, as `--help` shows it (none for a flag, or where there is none)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or default in (None, False, argparse.SUPPRESS) or "%(default)" in text
+                or "default" in text):
+            return text
+        shown = ",".join(default) if isinstance(default, (tuple, list)) else default
+        return f"{text} (default: {shown})" if text else f"default: {shown}"
+
+
+def _names(kind: str) -> str:
+    """The registry's names of `kind` for --help; names only (no loader or factory is imported)."""
+    from tpukit import registry
+
+    names = registry.names(kind)
+    if kind != "dataset":
+        return ", ".join(names)
+    from tpukit.data.builtin import ONLINE_DATASETS
+
+    offline = [n for n in names if n not in ONLINE_DATASETS]
+    online = [n for n in names if n in ONLINE_DATASETS]
+    return ", ".join(offline) + (f" (bundled, offline); {', '.join(online)} (downloaded)" if online else "")
+
+
 def _parser() -> argparse.ArgumentParser:
     import dataclasses
 
     from tpukit.config import ACCELERATORS, BACKENDS, OPTIMIZERS, RunConfig
+    from tpukit.hardware.runtime import AUTO_STEPS_PER_EXECUTION, CPU_CALL_SECONDS
     from tpukit.precision import CHOICES as PRECISIONS
 
     default = {f.name: f.default for f in dataclasses.fields(RunConfig)}
@@ -75,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="show TensorFlow's log lines and warnings in full (unless TF_CPP_MIN_LOG_LEVEL is set)")
     common.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
-    t = sub.add_parser("train", help="train a model and record the run", parents=[common])
+    t = sub.add_parser("train", help="train a model and record the run", parents=[common],
+                       formatter_class=_DefaultsHelp)
     # Every default and choice is RunConfig's own (one place); --epochs stays None so that --resume can tell
     # "extend to N epochs" from "continue".
     t.add_argument("--backend", default=default["backend"],
@@ -84,13 +115,16 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--accelerator", default=default["accelerator"], help=f"one of {', '.join(ACCELERATORS)}")
     t.add_argument("--tpu", default=default["tpu"], metavar="ADDRESS", help="'local', grpc://host:port or a Cloud TPU name")
     t.add_argument("--replicas", type=int, default=default["replicas"],
-                   help="simulated replicas on the CPU (or the first N GPUs)")
+                   help="simulated replicas on the CPU (or the first N GPUs); default: every device found "
+                        "(one on the CPU)")
     t.add_argument("--dataset", default=default["dataset"],
-                   help="a built-in or registered name, tfds:NAME, or an import path package.module:function")
+                   help=f"a built-in or registered name: {_names('dataset')}; or tfds:NAME, or an import path "
+                        "package.module:function")
     t.add_argument("--dataset-size", type=int, default=default["dataset_size"],
-                   help="training examples (generated sets: any size)")
+                   help="training examples (generated sets: any size); default: the dataset's own size")
     t.add_argument("--model", default=default["model"],
-                   help="a zoo or registered name, or an import path package.module:function returning a keras.Model")
+                   help=f"a zoo or registered name: {_names('model')}; or an import path package.module:function "
+                        "returning a keras.Model")
     t.add_argument("--loss", default=default["loss"], help="for models that come uncompiled")
     t.add_argument("--metrics", default=",".join(default["metrics"]), help="comma-separated metric names, e.g. mae,mse")
     t.add_argument("--validation-split", type=_fraction, default=default["validation_split"], metavar="FRACTION",
@@ -98,23 +132,32 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=int, default=None,
                    help=f"default {default['epochs']}; with --resume, extends a completed run to N epochs in a new run "
                    "directory")
-    t.add_argument("--steps-per-epoch", type=int, default=default["steps_per_epoch"])
-    t.add_argument("--batch-size", type=int, default=default["batch_size"], help="per replica")
+    t.add_argument("--steps-per-epoch", type=int, default=default["steps_per_epoch"],
+                   help="default: the training examples // the global batch (unlike Keras' fit, the last partial "
+                        "batch is dropped, so every step has the same shape)")
+    t.add_argument("--batch-size", type=int, default=default["batch_size"],
+                   help="per replica, unlike Keras' batch_size: the global batch is this x replicas")
     t.add_argument("--precision", default=default["precision"], help=f"one of {', '.join(PRECISIONS)}")
     t.add_argument("--deterministic", action="store_true", help="seeds + op determinism: same config, same weights")
-    t.add_argument("--seed", type=int, default=default["seed"])
-    t.add_argument("--learning-rate", type=float, default=default["learning_rate"])
+    t.add_argument("--seed", type=int, default=default["seed"], help="for the weights and the data's order")
+    t.add_argument("--learning-rate", type=float, default=default["learning_rate"], help="the optimizer's")
     t.add_argument("--optimizer", default=default["optimizer"], help=f"one of {', '.join(OPTIMIZERS)}")
     t.add_argument("--steps-per-execution", type=_steps_per_execution, default=default["steps_per_execution"],
                    metavar="N|auto",
                    help="training steps per call of the compiled train function; auto: the largest divisor of the "
-                   "steps per epoch up to 32 on TPU and GPU, 1 on the CPU and on several GPUs under TensorFlow")
-    t.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto")
-    t.add_argument("--early-stopping", type=int, default=default["early_stopping"], metavar="PATIENCE")
+                   f"steps per epoch up to {AUTO_STEPS_PER_EXECUTION}, on the CPU only while a call stays under "
+                   f"{1000 * CPU_CALL_SECONDS:.0f} ms (estimated from the model's FLOPs), and 1 with --profile or "
+                   "where the engine cannot run more (several GPUs under TensorFlow); the run's notes say what it "
+                   "chose")
+    t.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto",
+                   help="XLA for the train step; auto: Keras' choice, or XLA on a CPU where it measured faster")
+    t.add_argument("--early-stopping", type=int, default=default["early_stopping"], metavar="PATIENCE",
+                   help="stop after this many epochs without a better validation loss (training loss without "
+                        "validation), keeping the best weights; default: off")
     t.add_argument("--profile", type=_profile_window, default=default["profile"], metavar="START:STOP",
-                   help="capture these training steps (inclusive) for TensorBoard's profiler")
-    t.add_argument("--logdir", default=default["logdir"])
-    t.add_argument("--name", default=default["name"])
+                   help="capture these training steps (inclusive) for TensorBoard's profiler; default: off")
+    t.add_argument("--logdir", default=default["logdir"], help="each run gets a directory here")
+    t.add_argument("--name", default=default["name"], help="the run directory's suffix; default: MODEL-DATASET")
     t.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue a stopped or killed run (or, with --epochs N, extend a completed one)")
     t.add_argument("--init-from", default=None, metavar="RUN_DIR",
@@ -141,9 +184,12 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("doctor", help="show the accelerator, versions and recommended settings", parents=[common])
     d.add_argument("--json", action="store_true")
 
-    b = sub.add_parser("tensorboard", help="start (or reuse) TensorBoard on 127.0.0.1", parents=[common])
-    b.add_argument("--logdir", default="runs")
-    b.add_argument("--port", type=int, default=None)
+    b = sub.add_parser("tensorboard", help="start (or reuse) TensorBoard on 127.0.0.1, or --stop it",
+                       parents=[common], formatter_class=_DefaultsHelp)
+    b.add_argument("--logdir", default="runs", help="the runs to show")
+    b.add_argument("--port", type=int, default=None, help="default: a free one")
+    b.add_argument("--stop", action="store_true",
+                   help="stop the TensorBoard that serves --logdir (with --port: the one on that port)")
     return parser
 
 
@@ -164,11 +210,13 @@ def _keep_interrupts() -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    started = time.monotonic()
     _keep_interrupts()
     try:
         args = _parser().parse_args(argv)
     except KeyboardInterrupt:
         return _interrupted()
+    args.started = started
     # Before TensorFlow loads; the user's own setting wins. Without the CLI, tpukit hides only INFO lines (1).
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if args.verbose else "2")
     if not args.verbose:
@@ -265,15 +313,45 @@ def _train(args) -> int:
         directory.check_logdir(config.logdir)
     runtime = connect_for(config)
     print(runtime.describe(), file=sys.stderr)
+    if not args.resume:
+        line = _batches_line(config, runtime.replicas)
+        if line:
+            print(line, file=sys.stderr)
     if args.resume:
         result = training.resume(args.resume, runtime, progress=sys.stderr, epochs=args.epochs)
     else:
         result = training.train(config, runtime, progress=sys.stderr)
     if args.json:
+        _total_time(args.started, sys.stderr)  # stdout's last line stays the JSON object
         print(json.dumps(_json_result(result, runtime)))
     else:
         _print_summary(result, config)
+        _total_time(args.started, sys.stdout)
     return {"completed": 0, "stopped": EXIT_STOPPED}.get(result.status, EXIT_FAILED)
+
+
+def _batches_line(config, replicas: int) -> Optional[str]:
+    """Where tpukit's numbers differ from Keras' fit on purpose, said before the epoch lines show them: the batch
+    is per replica, and an epoch is whole global batches (None where the training examples are not known yet)."""
+    from tpukit.data import sources
+    from tpukit.training import plan
+
+    global_batch = config.global_batch(replicas)
+    per = (f"{config.batch_size} per replica x {replicas} replicas = {global_batch:,} examples per step"
+           if replicas > 1 else f"{global_batch:,} examples per step")
+    if config.steps_per_epoch:
+        return f"Batches: {per}; {config.steps_per_epoch} steps per epoch (--steps-per-epoch)"
+    try:
+        available = sources.planned_train_examples(config)
+    except Exception:  # noqa: BLE001 - a note; the run itself says what is wrong with the data
+        return None
+    steps = plan.make(config, replicas).steps_per_epoch
+    if not available or not steps:
+        return None
+    left = available - steps * global_batch
+    tail = (f"; {left} are left out of each epoch (whole batches only, so every step has one shape; "
+            f"Keras' fit would run a smaller step {steps + 1})" if left > 0 else "")
+    return f"Batches: {per}; {available:,} training examples make {steps} steps per epoch{tail}"
 
 
 def _json_result(result, runtime) -> dict:
@@ -303,8 +381,18 @@ def _print_summary(result, config) -> None:
         print()
         print(profiling.summarize(result.profile_files[0]).to_text())
     print()
-    print(f"Open TensorBoard on these runs: python -m tpukit tensorboard --logdir {config.logdir}"
-          f"  (or, in a notebook: %load_ext tensorboard; %tensorboard --logdir {config.logdir})")
+    print(f"Open TensorBoard on these runs: {_command()} tensorboard --logdir {shlex.quote(config.logdir)}"
+          f"  (or, in a notebook: %load_ext tensorboard; %tensorboard --logdir {shlex.quote(config.logdir)})")
+
+
+def _total_time(started: float, stream) -> None:
+    """The command's wall time, from its start (imports, connecting and compiling included) to now."""
+    from tpukit.observe.meter import duration
+
+    seconds = time.monotonic() - started
+    text = duration(seconds) if seconds >= 60 else f"{seconds:.1f}s"
+    print(f"Total time: {text} (wall clock from the command's start: connecting, compiling and evaluating "
+          "included)", file=stream)
 
 
 def _export(args) -> int:
@@ -365,10 +453,47 @@ def _tensorboard(args) -> int:
 
     if args.port is not None and not 1 <= args.port <= 65535:
         return _bad(f"--port: expected a port from 1 to 65535, or none for a free one. Received: {args.port}")
+    if args.stop:
+        return _stop_tensorboard(args)
     result = tensorboard.start(args.logdir, port=args.port)
     if isinstance(result, tensorboard.Failed):
         nativelog.say(f"python -m tpukit: TensorBoard failed: {result.message}")
         return EXIT_FAILED
     verb = "Reusing" if isinstance(result, tensorboard.Reused) else "Started"
     print(f"{verb} TensorBoard for {result.logdir} at {result.url} (pid {result.pid}, bound to 127.0.0.1)")
+    print(f"It runs in the background until stopped: {_command()} tensorboard --stop --logdir {shlex.quote(args.logdir)}"
+          f" (or kill {result.pid})")
     return 0
+
+
+def _stop_tensorboard(args) -> int:
+    from tpukit.backend import installed
+    from tpukit.observe import tensorboard
+
+    if not installed("tensorboard"):
+        print("TensorBoard is not installed here: none to stop")
+        return 0
+    servers = [s for s in tensorboard.running(None if args.port else args.logdir)
+               if args.port is None or s.port == args.port]
+    stopped = [s for s in servers if tensorboard.stop(s)]
+    where = f"port {args.port}" if args.port else os.path.abspath(args.logdir)
+    if not stopped:
+        print(f"No TensorBoard is running for {where}")
+        return 0
+    for s in stopped:
+        print(f"Stopped TensorBoard for {s.logdir} at {s.url} (pid {s.pid})")
+    return 0
+
+
+def _command() -> str:
+    """How to run tpukit again from here: `python -m tpukit` when `python` on PATH is this interpreter, else this
+    interpreter's path (relative when it lies below the working directory, as make's .venv/bin/python does)."""
+    import shutil
+
+    exe = sys.executable
+    found = shutil.which("python")
+    # Not the resolved paths: a venv's python links to the system's, which cannot import what the venv holds.
+    if found and os.path.abspath(found) == os.path.abspath(exe):
+        return "python -m tpukit"
+    relative = os.path.relpath(exe)
+    return f"{relative if not relative.startswith('..') else exe} -m tpukit"

@@ -69,7 +69,8 @@ class Progress:
         """One line: epoch, step, loss, accuracy, examples/s, elapsed, ETA (and the view's overhead where measured).
 
         `metrics`: Keras' logs, shown in place of loss and accuracy (the CLI shows validation metrics too).
-        `elapsed`: the seconds the epoch has taken so far, shown as "7.5s" (the text lines show it; None: not shown).
+        `elapsed`: the seconds the epoch has taken so far, shown as "7.5s", or "40ms" under a tenth of a second
+        (the text lines show it; None: not shown).
         """
         steps = f"/{self.steps}" if self.steps else ""
         parts = [f"epoch {min(self.epoch + 1, self.epochs)}/{self.epochs}", f"step {self.step}{steps}"]
@@ -80,7 +81,7 @@ class Progress:
         if self.examples_per_sec:
             parts.append(f"{self.examples_per_sec:,.0f} examples/s")
         if elapsed is not None:
-            parts.append(f"{elapsed:.1f}s")
+            parts.append(seconds(elapsed))
         if self.eta_s is not None and not self.done:
             parts.append(f"ETA {duration(self.eta_s)}")
         if self.overhead is not None:
@@ -142,6 +143,13 @@ def text_progress(verbose, stream) -> Optional[TextProgress]:
         return None
     stream = stream if stream is not None else sys.stdout  # read now: a notebook kernel replaces sys.stdout
     return TextProgress(stream, live=verbose != 2 and updates_in_place(stream))
+
+
+def seconds(value: float) -> str:
+    """'7.5s', or '40ms' under a tenth of a second (never '0.0s')."""
+    if value >= 0.1:
+        return f"{value:.1f}s"
+    return f"{max(1, round(1000 * value))}ms" if value >= 0.0005 else "<1ms"
 
 
 def duration(seconds: float) -> str:

@@ -279,7 +279,12 @@ class ProgressLogger(StepSafe):
     def on_epoch_end(self, epoch, logs=None):
         now = self.clock()
         whole = whole_epoch(self.meter.step_index, self.steps, self.model)
-        line = self.meter.progress(now, done=True).text(sep="  ", metrics=logs, elapsed=now - self._start)
+        progress = self.meter.progress(now, done=True)
+        line = progress.text(sep="  ", metrics=logs, elapsed=now - self._start)
+        if progress.examples_per_sec is None and self.meter.first_step_end() is not None:
+            # The epoch ran as the run's one compiling call (steps per execution = its steps): no step was timed,
+            # so there is no examples/s to show yet (meter.Meter leaves that call out).
+            line += "  (compiling: no step timed for examples/s)"
         if not whole:
             line += "  (stopped: resume redoes this epoch)"
         with self._lock:
