@@ -455,9 +455,21 @@ def test_the_panels_status_goes_through_the_phases_of_a_train_a_stop_and_a_resum
     name = controller.config.run_name
     stopped = controller.train(wait=True)
     assert stopped.status == "stopped" and stopped.epochs_done == 1, view.said
+    steps = stopped.steps_per_epoch
+    points, epochs = view.progress_sink.curves
+    assert points[-1][0] > steps  # it stopped in the second epoch: the curve has the steps it ran
+    assert [g for g, _ in epochs] == [steps] and set(epochs[0][1]) == {"val_loss", "val_accuracy"}  # whole only
+    assert epochs[0][1]["val_accuracy"] == pytest.approx(stopped.final_metrics["val_accuracy"])  # as the status says
+    kept = [p for p in points if p[0] <= steps]
     trained, view.said = view.said, []
     resumed = controller.resume(wait=True)
     assert resumed.status == "completed", view.said
+    points, epochs = view.progress_sink.curves
+    stride = points[0][0]
+    assert [p[0] for p in points] == list(range(stride, 2 * steps + 1, stride))  # no gap, no collapsed point
+    assert points[:len(kept)] == kept  # the kept epoch as it was drawn, then the redone one
+    assert [g for g, _ in epochs] == [steps, 2 * steps] and all(set(logs) <= {"val_loss", "val_accuracy"}
+                                                                 for _, logs in epochs)
 
     def phases(said):
         kinds = [re.sub(r"step \d+/\d+$", "step S/T", re.sub(r"… \(\d+ s so far\)$", "…", line)) for line in said]

@@ -733,15 +733,64 @@ def test_the_curves_get_every_step_of_a_short_run_and_a_window_of_a_long_one():
     assert len(sink.points) == progress.POINTS and sink.points[-1][0] == 3000
 
 
-def test_after_resume_the_step_axis_goes_on_and_the_kept_epochs_are_drawn():
+def test_after_resume_in_a_new_kernel_the_kept_epochs_are_their_means_at_their_ends_apart_from_the_line():
+    """result.json keeps per-epoch history only: a kept epoch's mean was drawn as the train line's first point, so
+    the line fell from 1.37 to 0.5 at the resume step, a jump an unbroken run does not have."""
+    from tpukit.ui import plots
+
     sink = CurveSink()
     earlier = {"loss": [0.9, 0.7], "accuracy": [0.3, 0.5], "val_loss": [0.8, 0.6], "val_accuracy": [0.4, 0.5]}
     _fit_steps(progress.make_callback(sink, global_batch=8, earlier=earlier), epochs=4, steps=10, first_epoch=2)
-    steps = [g for g, _, _ in sink.points]
-    assert steps[:2] == [10, 20] and steps[2:] == list(range(21, 41))  # kept epochs, then every new step
-    assert [g for g, _ in sink.epochs] == [10, 20, 30, 40] and sink.epochs[0][1]["val_loss"] == 0.8
+    assert [g for g, _, _ in sink.points] == list(range(21, 41))  # the line: every new step, and nothing else
+    drawn = plots.series(sink.points, sink.epochs)
+    assert drawn["loss"][0][0] == 21 and drawn["mean_loss"] == ([10, 20], [0.9, 0.7])
+    assert drawn["mean_accuracy"] == ([10, 20], [0.3, 0.5])
+    assert drawn["val_loss"] == ([10, 20, 30, 40], [0.8, 0.6, 0.2, 0.2])
     last = sink.progress[-1]
     assert last.global_step == 40 and last.fraction == 1.0
+    assert plots.LiveCurves().render(sink.points, sink.epochs)[:4] == b"\x89PNG"
+
+
+def _stopped(callback, steps, stop_after):
+    """A run stopped at step `stop_after` of its second epoch, as Keras ends it: the epoch ends early, with
+    validation."""
+    callback.set_params({"epochs": 3, "steps": steps})
+    callback.on_train_begin()
+    for epoch, last in ((0, steps), (1, stop_after)):
+        callback.on_epoch_begin(epoch)
+        for step in range(last):
+            callback.on_train_batch_begin(step)
+            callback.on_train_batch_end(step, {"loss": 2.0 - 0.01 * (epoch * steps + step), "accuracy": 0.5})
+        callback.on_epoch_end(epoch, {"loss": 1.5, "accuracy": 0.5, "val_loss": 1.0 - epoch / 2,
+                                      "val_accuracy": 0.25 + epoch / 2})
+    callback.on_train_end()
+
+
+def test_a_stop_mid_epoch_draws_no_validation_and_a_resume_in_the_kernel_goes_on_from_the_steps_drawn(tmp_path):
+    """The run keeps whole epochs only: the partial epoch's validation (which the status line does not report) is
+    not drawn, and a Resume in the same kernel redraws the kept epoch's steps as they were and goes on after them."""
+    from tpukit.ui import plots
+
+    sink = CurveSink()
+    first = progress.make_callback(sink, global_batch=8)
+    _stopped(first, steps=10, stop_after=6)
+    assert [g for g, _, _ in sink.points] == list(range(1, 17))  # the steps it ran, the partial epoch's too
+    assert sink.epochs == [(10, {"val_loss": 1.0, "val_accuracy": 0.25})]  # validation at whole epochs only
+    run_dir = str(tmp_path / "run")
+    progress.remember(run_dir, first)
+    kept = sink.points[:10]
+
+    sink = CurveSink()
+    earlier = {"loss": [1.5], "accuracy": [0.5], "val_loss": [1.0], "val_accuracy": [0.25]}
+    resumed = progress.make_callback(sink, global_batch=8, earlier=earlier, before=progress.drawn(run_dir))
+    _fit_steps(resumed, epochs=3, steps=10, first_epoch=1)
+    assert [g for g, _, _ in sink.points] == list(range(1, 31))  # no gap, no collapsed point, no step twice
+    assert sink.points[:10] == kept  # the kept epoch as it was drawn; the redone epoch's first try is gone
+    drawn = plots.series(sink.points, sink.epochs)
+    assert drawn["mean_loss"] == ([], []) and drawn["val_loss"][0] == [10, 20, 30]
+    assert progress.drawn(run_dir).whole_epochs == 1  # until the resumed run is remembered
+    progress.remember(run_dir, resumed)
+    assert progress.drawn(run_dir).whole_epochs == 3 and len(progress.drawn(run_dir).points) == 30
 
 
 def test_a_tensorboard_the_panel_started_stops_when_its_kernel_exits(tmp_path):

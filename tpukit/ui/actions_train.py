@@ -194,7 +194,7 @@ class TrainActions:
         sink = status  # the view's progress sink, and the status line's phase, from one progress model
         sink.start(config.run_name, self.context == _context.COLAB, total, first_loss)
         callback = progress.make_callback(sink, global_batch=plan.global_batch, clock=self.clock,
-                                          earlier=_history(run_dir))
+                                          earlier=_history(run_dir), before=progress.drawn(run_dir))
         stop = self._jobs.stop_event
         quiet = dict(callbacks=[callback], stop=stop, verbose=0)  # the panel's progress is its own: no text lines
         if run_dir is None:
@@ -204,6 +204,7 @@ class TrainActions:
         job = self._jobs.job
         if job is not None:
             job.stoppable = False  # trained: what is left (the record, the profile, TensorBoard) is not a run
+        progress.remember(result.run_dir, callback)  # a Resume in this kernel draws these steps again
         sink.finish(result)
         self._record(result)
         self.refresh()

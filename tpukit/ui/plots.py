@@ -67,10 +67,12 @@ class LiveCurves:
             (self.lines[key],) = ax.plot([], [], color=_BLUE, lw=1.2, label="train", animated=True)
             (self.lines["val_" + key],) = ax.plot([], [], "o-", color=_ORANGE, ms=4, lw=1, label="validation",
                                                   animated=True, clip_on=False)  # the last epoch's dot: whole
-        self.acc_ax.legend(fontsize=8, loc="lower right")
+            (self.lines["mean_" + key],) = ax.plot([], [], "o", mfc="white", mec=_BLUE, ms=5, mew=1.2,
+                                                   label="train, epoch mean", animated=True, clip_on=False)
         self.acc_ax.set_ylim(0, 1.02)
         self._limits = (0, 0.0)
         self._background = None
+        self._means = None  # whether the legend names the epoch means (only where some are drawn)
 
     def prepare(self, total_steps: int, loss_top: float = 1.0) -> bytes:
         """Start a run: empty curves on axes sized for it (the one full draw, before training starts)."""
@@ -84,22 +86,22 @@ class LiveCurves:
 
         Args:
             points: (global step, loss, accuracy) samples of training.
-            epochs: (global step at the epoch's end, its logs) with val_loss / val_accuracy.
+            epochs: (global step at the epoch's end, its logs) with val_loss / val_accuracy, and loss / accuracy
+                (the epoch's mean) for a kept epoch whose steps `points` does not have (see `series`).
         """
-        top = 0.0
-        for key, column in (("loss", 1), ("accuracy", 2)):
-            xs = [p[0] for p in points if p[column] is not None]
-            ys = [p[column] for p in points if p[column] is not None]
-            self.lines[key].set_data(xs, ys)
-            val = [(step, logs["val_" + key]) for step, logs in epochs if logs.get("val_" + key) is not None]
-            self.lines["val_" + key].set_data([v[0] for v in val], [v[1] for v in val])
-            if key == "loss":
-                top = max([*ys, *(v[1] for v in val), 0.0])
+        data = series(points, epochs)
+        for name, (xs, ys) in data.items():
+            self.lines[name].set_data(xs, ys)
+        top = max([*data["loss"][1], *data["val_loss"][1], *data["mean_loss"][1], 0.0])
+        means = bool(data["mean_loss"][0] or data["mean_accuracy"][0])
         last = max([p[0] for p in points] + [s for s, _ in epochs] + [1])
         x_max, y_max = self._limits
         limits = (max(x_max, last), y_max if top <= y_max else _nice_ceiling(top))
-        if limits != self._limits or self._background is None:
-            self._limits = limits
+        if limits != self._limits or self._background is None or means != self._means:
+            self._limits, self._means = limits, means
+            shown = ["accuracy", "val_accuracy"] + (["mean_accuracy"] if means else [])
+            self.acc_ax.legend([self.lines[k] for k in shown], [self.lines[k].get_label() for k in shown],
+                               fontsize=8, loc="lower right")
             for ax in (self.loss_ax, self.acc_ax):
                 ax.set_xlim(0, limits[0])
             self.loss_ax.set_ylim(0, limits[1])
@@ -110,6 +112,21 @@ class LiveCurves:
         for key, line in self.lines.items():
             (self.acc_ax if key.endswith("accuracy") else self.loss_ax).draw_artist(line)
         return _fast_png(self.fig)
+
+
+def series(points: Sequence[Tuple[int, Optional[float], Optional[float]]],
+           epochs: Sequence[Tuple[int, Dict[str, float]]] = ()) -> Dict[str, Tuple[List[int], List[float]]]:
+    """The curves' (steps, values), by line: "loss"/"accuracy" (the train line: one point per drawn step),
+    "val_loss"/"val_accuracy" (validation, at epoch ends), "mean_loss"/"mean_accuracy" (an epoch's mean train
+    figure, at its end: only for a kept epoch whose steps the curve does not have; never joined to the line)."""
+    out = {}
+    for key, column in (("loss", 1), ("accuracy", 2)):
+        out[key] = ([p[0] for p in points if p[column] is not None],
+                    [p[column] for p in points if p[column] is not None])
+        for prefix, name in (("val_", "val_" + key), ("", "mean_" + key)):
+            kept = [(step, logs[prefix + key]) for step, logs in epochs if logs.get(prefix + key) is not None]
+            out[name] = ([v[0] for v in kept], [v[1] for v in kept])
+    return out
 
 
 def _nice_ceiling(value: float) -> float:

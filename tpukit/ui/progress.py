@@ -23,14 +23,23 @@ controller's default). The controller hands the callback a `tpukit.ui.phases.Run
 which passes every report on to the view's sink and words the status line from it. Where the run is, its rate and its ETA come from
 `tpukit.observe.meter.Meter`, the model the CLI's lines use too.
 
+The curves are the steps' own losses and, at each whole epoch's end, validation:
+an epoch a stop cut short draws no validation point (Keras validates it, but
+the run keeps no partial epoch; resume redoes it). After a Resume they go on
+from the kept epochs: as they were drawn where this kernel drew them
+(`remember` / `drawn`; result.json keeps per-epoch history only), else as
+each kept epoch's mean at its end, a marker apart from the per-step line.
+
 Importing this module does not import Keras; `make_callback` builds the class
 on first use.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
+import os
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
@@ -159,17 +168,62 @@ class ProgressView:
 POINTS = 300  # the curves keep about this many training points: every step of a short run, a window of a long one
 
 
+@dataclasses.dataclass(frozen=True)
+class Drawn:
+    """What a run's curves showed: its per-step points, the steps of its epochs and how many whole epochs it drew.
+
+    result.json keeps per-epoch history only, so a run's per-step points live on in the kernel (`remember`), and
+    a Resume in the same kernel draws its kept epochs as they were (`drawn`).
+    """
+
+    steps_per_epoch: int
+    whole_epochs: int
+    points: Tuple[Tuple[int, Optional[float], Optional[float]], ...]
+
+
+_DRAWN: "collections.OrderedDict[str, Drawn]" = collections.OrderedDict()
+_DRAWN_RUNS = 16  # a few hundred points each
+_DRAWN_LOCK = threading.Lock()
+
+
+def remember(run_dir: Optional[str], callback) -> None:
+    """Keep what `callback` (a `make_callback`) drew for `run_dir`, so a Resume in this kernel draws it again."""
+    if not run_dir or callback is None:
+        return
+    drawn = callback.drawn()
+    if drawn is None:
+        return
+    with _DRAWN_LOCK:
+        key = os.path.realpath(run_dir)
+        _DRAWN.pop(key, None)
+        _DRAWN[key] = drawn
+        while len(_DRAWN) > _DRAWN_RUNS:
+            _DRAWN.popitem(last=False)
+
+
+def drawn(run_dir: Optional[str]) -> Optional[Drawn]:
+    """What this kernel drew for `run_dir` (None: nothing, as in a new kernel)."""
+    if not run_dir:
+        return None
+    with _DRAWN_LOCK:
+        return _DRAWN.get(os.path.realpath(run_dir))
+
+
 def make_callback(sink, *, global_batch: int, clock: Callable[[], float] = time.perf_counter,
                   text_every: float = 0.5, plot_every: float = 1.0, budget: float = 0.01,
-                  earlier: Optional[Dict[str, List[float]]] = None):
+                  earlier: Optional[Dict[str, List[float]]] = None, before: Optional[Drawn] = None):
     """A Keras callback that reports a run's progress to `sink` (see the module docstring).
 
     Args:
         earlier: a resumed run's history (per-epoch metrics, as `RunResult.history`): its kept epochs start the
-            curves, and the step axis goes on from them.
+            curves, and the step axis goes on from them. An epoch drawn only from it shows its mean train loss
+            and accuracy as a marker at its end (as Keras' history and TensorBoard's epoch scalars have them),
+            never joined to the per-step line.
+        before: what this kernel drew for the resumed run (`drawn(run_dir)`): its kept epochs' per-step points,
+            drawn again as they were.
     """
     return _callback_class()(sink, global_batch=global_batch, clock=clock, text_every=text_every,
-                             plot_every=plot_every, budget=budget, earlier=earlier)
+                             plot_every=plot_every, budget=budget, earlier=earlier, before=before)
 
 
 _CLASS = None
@@ -190,7 +244,7 @@ def _build_class():
 
         async_safe = True  # the step hook records under a lock; reports happen on fit's own thread
 
-        def __init__(self, sink, *, global_batch, clock, text_every, plot_every, budget, earlier):
+        def __init__(self, sink, *, global_batch, clock, text_every, plot_every, budget, earlier, before=None):
             super().__init__()
             self.sink = sink
             self.global_batch = global_batch
@@ -198,6 +252,8 @@ def _build_class():
             self.text = Throttle(text_every, budget / 4)
             self.plot = Throttle(plot_every, budget)
             self.earlier = earlier or {}
+            self.before = before
+            self._whole = 0  # the whole epochs the curves hold (kept and run)
             self.points: List[Tuple[int, Optional[float], Optional[float]]] = []
             self._mean_at = (0, 0.0, 0.0)
             self.epoch_ends: List[Tuple[int, Dict[str, float]]] = []
@@ -217,7 +273,7 @@ def _build_class():
         # ---- Keras hooks: small, the work is in helpers ----------------------
         def on_train_begin(self, logs=None):
             self._reset()
-            self.points, self.epoch_ends = [], []
+            self.points, self.epoch_ends, self._whole = [], [], 0
             steps, epochs = self._shape()
             self._stride = max(1, steps * epochs // POINTS)
 
@@ -242,7 +298,13 @@ def _build_class():
 
         def on_epoch_end(self, epoch, logs=None):
             self._draw_pending()
-            self.epoch_ends.append((self.meter.global_step, {k: _metric(logs, k) for k in (logs or {})}))
+            # Keras ends an epoch cut short by a stop with validation too; the run keeps no such epoch (resume
+            # redoes it, the record and the status line end at the last whole one), so neither do the curves.
+            # The train line has the epoch's steps, so only validation is an epoch's point.
+            if self._whole_epoch():
+                self._whole += 1
+                self.epoch_ends.append((self.meter.global_step, {k: _metric(logs, k) for k in (logs or {})
+                                                                 if k.startswith("val_")}))
             now = self.clock()
             if self.text.due(now):
                 self._report(now, logs)
@@ -266,14 +328,32 @@ def _build_class():
             params = self.params or {}
             return int(params.get("steps") or 0), int(params.get("epochs") or 0)
 
-        def _seed_earlier(self, epochs_kept: int) -> None:
-            """The resumed run's kept epochs, one point each, where the axis has them."""
+        def _whole_epoch(self) -> bool:
+            """Whether the epoch that ended ran all its steps (as `training.callbacks.whole_epoch`; the model is
+            read only where the steps are unknown)."""
             steps = self._shape()[0]
+            return self.meter.step_index >= steps if steps else not getattr(self.model, "stop_training", False)
+
+        def drawn(self) -> Optional[Drawn]:
+            """What the curves hold now, for `remember`."""
+            steps = self._shape()[0]
+            return Drawn(steps, self._whole, tuple(self.points)) if steps else None
+
+        def _seed_earlier(self, epochs_kept: int) -> None:
+            """The resumed run's kept epochs where the axis has them: the per-step points this kernel drew of them,
+            and for any it did not draw (a new kernel), their means from the history, as markers at their ends."""
+            steps = self._shape()[0]
+            before = self.before if self.before is not None and self.before.steps_per_epoch == steps else None
+            seen = min(epochs_kept, before.whole_epochs) if before is not None and steps else 0
+            if seen:
+                self.points.extend(p for p in before.points if p[0] <= seen * steps)
             for i in range(epochs_kept):
                 values = {k: v[i] for k, v in self.earlier.items() if isinstance(v, list) and i < len(v)}
+                if i < seen:  # its steps are drawn: the epoch's point is its validation
+                    values = {k: v for k, v in values.items() if k.startswith("val_")}
                 if values:
-                    self.points.append(((i + 1) * steps, values.get("loss"), values.get("accuracy")))
                     self.epoch_ends.append(((i + 1) * steps, values))
+            self._whole = epochs_kept
             self._pointed = epochs_kept * steps
 
         def _draw_pending(self):
