@@ -193,9 +193,10 @@ class Panel(View):
         """The model last loaded, else the latest run's trained model (a keras.Model), or None."""
         return self.controller.model
 
-    def compare(self) -> List[Dict[str, Any]]:
-        """This kernel's runs side by side (`Controller.compare`)."""
-        return self.controller.compare()
+    def compare(self, logdir: bool = True) -> List[Dict[str, Any]]:
+        """This kernel's runs and (with `logdir`) the logdir's others side by side, saying what differed
+        (`Controller.compare`)."""
+        return self.controller.compare(logdir)
 
     def check_reproducibility(self, run=None, wait: bool = False):
         """Rerun a run and compare fingerprints (`Controller.check_reproducibility`)."""
@@ -372,7 +373,10 @@ class Panel(View):
         if list(self.run_picker.options) != options:
             self.run_picker.options = options
             self.run_picker.value = options[-1][1]  # a new run: the latest is chosen
-        if rows and (chart or self.views["runs_chart"].layout.display != "none"):
+
+    def show_compare(self, rows: List[dict], shown: str, differed: List[str]) -> None:
+        self.views["runs_compared"].value = _tables().compared(shown, differed)
+        if rows:
             self._show_image("runs_chart", _plots().runs_chart(rows))
 
     def reproducibility(self, text: str, ok: bool) -> None:

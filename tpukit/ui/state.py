@@ -105,6 +105,10 @@ class View:
     def show_runs(self, rows: List[dict], notes: List[str], chart: bool) -> None:
         """The runs table (one row and note per run); `chart`: draw the chart too."""
 
+    def show_compare(self, rows: List[dict], shown: str, differed: List[str]) -> None:
+        """Compare's chart of `rows`, under a line: which runs it shows (`shown`) and the settings that
+        differed between them (`records.differences`)."""
+
     def reproducibility(self, text: str, ok: bool) -> None:
         """The outcome of a reproducibility check."""
 
