@@ -703,9 +703,10 @@ def test_differences_names_the_settings_that_differed_between_runs():
     assert differences([a, b]) == ["batch: 32 vs 64", "precision: float32 vs mixed_bfloat16"]
     assert differences([a, b, c]) == ["batch: 32 vs 64", "precision: float32 vs mixed_bfloat16"]
     assert differences([a, {**base, "name": "again"}]) == [] and differences([]) == []
-    assert differences([base, {**base, "init_from": "/tmp/runs/20261124-101010-mlp"},
-                        {k: v for k, v in base.items() if k != "seed"}]) == [
-        "seed: 42 vs –", "started from: – vs 20261124-101010-mlp"]
+    older = {k: v for k, v in base.items() if k not in ("seed", "batch_size")}  # an older record: the defaults
+    assert differences([base, {**base, "init_from": "/tmp/runs/20261124-101010-mlp"}, older]) == [
+        "batch: 32 vs 64", "started from: – vs 20261124-101010-mlp"]
+    assert differences([base, {**base, "future_field": 1}]) == ["future_field: – vs 1"]
     assert differences([base, {**base, "metrics": ["accuracy", "mae"]}]) == ["metrics: accuracy vs accuracy, mae"]
 
 

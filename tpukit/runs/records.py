@@ -310,9 +310,11 @@ def differences(runs) -> List[str]:
     setting, its values in the runs' order, each once ("precision: float32 vs mixed_bfloat16", "batch: 32 vs 64").
 
     Args:
-        runs: RunResults, or their config dicts. A setting a run did not record reads "–" there.
+        runs: RunResults, or their config dicts. A setting a run did not record (an older record) is RunConfig's
+            default there; one RunConfig does not know reads "–" where it is missing.
     """
-    configs = [r if isinstance(r, dict) else (getattr(r, "config", None) or {}) for r in runs]
+    defaults = _defaults()
+    configs = [{**defaults, **(r if isinstance(r, dict) else (getattr(r, "config", None) or {}))} for r in runs]
     keys: List[str] = []
     for c in configs:
         keys += [k for k in c if k not in keys and k not in _NOT_SETTINGS]
@@ -326,6 +328,15 @@ def differences(runs) -> List[str]:
         if len(values) > 1:
             out.append(f"{_SETTING_NAMES.get(key, key)}: {' vs '.join(values)}")
     return out
+
+
+def _defaults() -> Dict[str, Any]:
+    """RunConfig's fields and their defaults, as a recorded config writes them."""
+    from tpukit.config import RunConfig
+
+    return {f.name: (f.default if f.default is not dataclasses.MISSING else
+                     f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+            for f in dataclasses.fields(RunConfig) if f.init}
 
 
 def _setting(key: str, value: Any) -> str:

@@ -139,7 +139,7 @@ def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
 def compared(shown: str, differed: Sequence[str]) -> str:
     """The line above Compare's chart: which runs it shows, and the settings that differed between them."""
     what = ("settings that differed: " + "; ".join(differed)) if differed else "no setting differed"
-    return (f'<div style="font-size:12px;margin:6px 0 2px"><b>Compared</b>: {html.escape(shown)}. '
+    return (f'<div style="font-size:12px;line-height:1.4;margin:6px 0 2px"><b>Compared</b>: {html.escape(shown)}. '
             f'{html.escape(what[0].upper() + what[1:])}.</div>')
 
 
