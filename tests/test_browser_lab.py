@@ -211,7 +211,8 @@ def _runs_table_fits(ui, when: str) -> dict:
     }""")
     sizes["when"] = when
     assert sizes["output"] <= OUTPUT_BESIDE_FILES + 20, ("the output is wider than beside the file browser", sizes)
-    assert sizes["table"] <= min(OUTPUT_BESIDE_FILES, sizes["output"]) and sizes["table_right"] <= sizes["output_right"] + 1, (
+    assert sizes["table"] <= min(OUTPUT_BESIDE_FILES, sizes["output"]) and (
+        sizes["table_right"] <= sizes["output_right"] + 1), (
         when, "the runs table is wider than the output", sizes)
     assert not sizes["scrolls"] and not sizes["clipped"], (when, "a column is clipped", sizes)
     assert sizes["header"][-1] == "fingerprint" and max(sizes["row_heights"]) < 1.5 * min(sizes["row_heights"]), (
