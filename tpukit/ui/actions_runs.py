@@ -20,7 +20,7 @@ from tpukit.ui.state import NoRunError, Reproducibility, valid
 class RunsActions:
     """The Runs section's buttons, as Controller methods."""
 
-    def render_runs(self, rows=None, chart: bool = False) -> None:
+    def render_runs(self, rows=None) -> None:
         """The runs table: one row per run, with a note (why it ended; "(resumable)" when Resume would work).
         Once Compare was asked for, its chart and its line are redrawn with the table (a new run joins them)."""
         from tpukit.runs import records
@@ -37,9 +37,9 @@ class RunsActions:
             if not loads:
                 note += " (no model to load: it kept no whole epoch)"
             notes.append(note.strip())
-        self.view.show_runs(rows, notes, False)
-        if chart or getattr(self, "_comparing", None) is not None:
-            self._show_compare(getattr(self, "_comparing", None) or False)
+        self.view.show_runs(rows, notes)
+        if getattr(self, "_comparing", None) is not None:
+            self._show_compare(self._comparing)
 
     def compare(self, logdir: bool = True) -> List[Dict[str, Any]]:
         """Runs side by side: this kernel's and, with `logdir`, the other runs recorded in the logdir (a CLI run,

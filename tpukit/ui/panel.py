@@ -366,7 +366,7 @@ class Panel(View):
         self.views["tuning"].value = _tables().tuning(result)
         self._show_image("tuning_chart", _plots().tuning_chart(result))
 
-    def show_runs(self, rows: List[dict], notes: List[str], chart: bool) -> None:
+    def show_runs(self, rows: List[dict], notes: List[str]) -> None:
         self.views["runs"].value = _tables().runs(rows, notes)
         options = [(f"#{i + 1} {row.get('run')} · {'model loads' if row.get('model_loads') else 'no model'}", i)
                    for i, row in enumerate(rows)] or [("no run yet", -1)]
