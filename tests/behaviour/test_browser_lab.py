@@ -33,6 +33,8 @@ if LAB_MISSING:
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
+from tpukit.config import RunConfig  # noqa: E402
+
 
 pytestmark = pytest.mark.browser
 START = dict(dataset="digits", model="mlp", epochs=1, batch_size=32)  # 40 steps an epoch (10% validates)
@@ -182,6 +184,42 @@ def _main_view_fits(ui, when: str, scroll: bool = True) -> dict:
     return sizes
 
 
+OUTPUT_BESIDE_FILES = 845  # px: a cell's output area at 1280x800 beside JupyterLab's file browser (the UX report)
+
+
+def _runs_table_fits(ui, when: str) -> dict:
+    """The Runs section's table, MEASURED with JupyterLab's file browser open at 1280x800: no wider than the
+    output area (about 845 px), no horizontal scroll in its box, and no column whose text is clipped or squeezed
+    to wrap (every cell's text is as wide as its box allows, and every run row is one line tall)."""
+    ui.page.evaluate("() => window.jupyterapp.shell.activateById('filebrowser')")
+    ui.page.wait_for_timeout(300)
+    assert ui.page.evaluate("() => !window.jupyterapp.shell.leftCollapsed"), "the file browser is not open"
+    ui.show("Runs")
+    table = ui.section("Runs").locator("table").first
+    sizes = table.evaluate("""t => {
+        const out = t.closest('.jp-OutputArea-output') || t.closest('.tpukit-section-runs');
+        const box = t.parentElement;  // the div that would scroll
+        const cells = Array.from(t.querySelectorAll('th, td')).filter(c => c.textContent.trim());
+        const clipped = cells.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent);
+        const header = Array.from(t.rows[0].cells, c => c.textContent);
+        const rows = Array.from(t.rows).filter(r => r.cells.length === header.length);
+        return {output: out.getBoundingClientRect().width, table: t.getBoundingClientRect().width,
+                table_right: t.getBoundingClientRect().right, output_right: out.getBoundingClientRect().right,
+                scrolls: box.scrollWidth > box.clientWidth + 1, clipped: clipped, header: header,
+                row_heights: rows.map(r => Math.round(r.getBoundingClientRect().height)),
+                columns: Array.from(t.rows[0].cells, c => Math.round(c.getBoundingClientRect().width))};
+    }""")
+    sizes["when"] = when
+    assert sizes["output"] <= OUTPUT_BESIDE_FILES + 20, ("the output is wider than beside the file browser", sizes)
+    assert sizes["table"] <= min(OUTPUT_BESIDE_FILES, sizes["output"]) and (
+        sizes["table_right"] <= sizes["output_right"] + 1), (
+        when, "the runs table is wider than the output", sizes)
+    assert not sizes["scrolls"] and not sizes["clipped"], (when, "a column is clipped", sizes)
+    assert sizes["header"][-1] == "fingerprint" and max(sizes["row_heights"]) < 1.5 * min(sizes["row_heights"]), (
+        when, "a header or row wraps", sizes)
+    return sizes
+
+
 def _shot(ui, tmp_path, name: str) -> None:
     """The first screen as the person sees it (not the whole panel): JupyterLab's bars included."""
     path = tmp_path / name
@@ -257,9 +295,53 @@ def test_in_jupyterlab_a_jax_panel_trains_on_jax_in_a_fresh_kernel(lab, browser,
     result = json.loads((run_dir / "result.json").read_text())
     assert (result["status"], result["runtime"]["backend"], result["config"]["backend"]) == (
         "completed", "jax", "jax"), result["runtime"]
+    ui.show("Runs")
+    ui.button("Compare runs").click()
+    expect(ui.section("Runs")).to_contain_text("Compared: this kernel's 1 run", timeout=60_000)
+    ui.root.locator(".tpukit-section-runs table").first.scroll_into_view_if_needed()
+    print("JAX runs table in JupyterLab:", json.dumps(_runs_table_fits(ui, "JAX, after Compare")))
+    _shot(ui, tmp_path, "lab-runs-compare-jax.png")
     ui.show("Accelerator")
     # the backend row says why too: "backend jax (set by the config)"
     expect(ui.section("Accelerator").get_by_role("row", name=re.compile(r"^backend jax \(set by the config\)$"))
            ).to_be_visible()
     print("JAX panel in JupyterLab:", json.dumps(_main_view_fits(ui, "JAX, after a run")))
     _shot(ui, tmp_path, "lab-panel-jax.png")
+
+
+def test_in_jupyterlab_the_runs_table_fits_beside_the_file_browser_and_compare_says_what_differed(
+        lab, browser, tmp_path):
+    """The UX report: 894 px in an 845 px output, the note column squeezed to 42 px; Compare without the CLI's run
+    and without saying what differed. Two runs of different batch sizes, one stopped, and a run of the logdir that
+    this kernel did not make."""
+    other = lab.logdir / "20261127-044814-cnn-mnist5k"  # as the CLI leaves one: a config and a result
+    other.mkdir(parents=True, exist_ok=True)
+    config = RunConfig(**{**START, "model": "cnn", "dataset": "mnist5k", "precision": "mixed_bfloat16",
+                          "logdir": str(lab.logdir)}).to_dict()
+    (other / "config.json").write_text(json.dumps(config))
+    (other / "result.json").write_text(json.dumps({"run_dir": str(other), "status": "completed", "config": config,
+                                                   "examples_per_sec": 414.0,
+                                                   "final_metrics": {"val_accuracy": 0.86}}))
+    ui = _open(browser, lab, "panel.ipynb")
+    ui.show("Settings")
+    ui.set("run name", "cnn-mnist5k-b32")
+    ui.button("Train").click()
+    expect(ui.run_row("cnn-mnist5k-b32")).to_contain_text("completed", timeout=RUN_TIMEOUT_MS)
+    ui.show("Settings")
+    ui.set("batch / replica", "64")
+    ui.set("run name", "cnn-mnist5k-b64")
+    ui.button("Train").click()
+    ui.button("Stop").click()
+    expect(ui.run_row("cnn-mnist5k-b64")).to_contain_text(re.compile("stopped|completed"), timeout=RUN_TIMEOUT_MS)
+    expect(ui.button("Train")).to_be_enabled(timeout=RUN_TIMEOUT_MS)
+    ui.show("Runs")
+    ui.button("Compare runs").click()
+    runs = ui.section("Runs")
+    expect(runs).to_contain_text("more from", timeout=60_000)
+    expect(runs).to_contain_text("model: mlp vs cnn")
+    expect(runs).to_contain_text("batch: 32 vs 64")
+    expect(runs.locator("img")).to_be_visible()
+    ui.root.locator(".tpukit-section-runs table").first.scroll_into_view_if_needed()
+    sizes = _runs_table_fits(ui, "TensorFlow, two runs and Compare")
+    print("runs table in JupyterLab:", json.dumps(sizes))
+    _shot(ui, tmp_path, "lab-runs-compare-tf.png")

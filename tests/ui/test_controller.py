@@ -34,7 +34,7 @@ CONTROLLER_SCRIPT = textwrap.dedent("""
             self.said, self.shown = [], []
         def status(self, text, kind="info"):
             self.said.append((kind, text))
-        def show_runs(self, rows, notes, chart):
+        def show_runs(self, rows, notes):
             self.shown.append(("runs", len(rows), notes))
         def controls(self, controls):
             self.shown.append(("controls", controls.disabled["train"], controls.train_off))
@@ -304,7 +304,7 @@ def test_a_runs_row_says_whether_its_model_loads_and_load_model_says_why_not(tmp
     class Recorder(View):
         shown = None
 
-        def show_runs(self, rows, notes, chart):
+        def show_runs(self, rows, notes):
             self.shown = (rows, notes)
 
     empty = directory.new_run_dir(str(tmp_path), "empty")

@@ -546,6 +546,21 @@ def test_reproducibility_and_compare(make_panel):
     assert [r["fingerprint"] for r in rows] == [first.fingerprint] * 2 and len(panel.runs) == 2
     assert all(r["examples_per_sec"] > 0 and "val_accuracy" in r for r in rows)
     assert is_png(panel.views["runs_chart"])
+    logdir = first.config["logdir"]
+    assert words(panel.views["runs_compared"]) == (f"Compared: this kernel's 2 runs (no other run in {logdir}/). "
+                                                   "No setting differed.")
+    # a run of the logdir that this kernel did not make (the CLI's, an earlier kernel's): Compare shows it too
+    other = directory.new_run_dir(logdir, "cli")
+    config = {**first.config, "batch_size": first.config["batch_size"] * 2, "precision": "float32"}
+    directory.write_json(other / "config.json", config)
+    records.save_result(records.RunResult(run_dir=str(other), status="completed", config=config))
+    rows = panel.compare()
+    assert len(rows) == 3 and rows[2]["run"] == other.name and len(panel.runs) == 2
+    line = words(panel.views["runs_compared"])
+    assert line.startswith(f"Compared: this kernel's 2 runs (#1-#2) and 1 run more from {logdir}/ (#3). ")
+    assert f"batch: {first.config['batch_size']} vs {config['batch_size']}" in line
+    assert other.name not in text(panel.views["runs"])  # the table stays this kernel's (Load model picks from it)
+    assert len(panel.compare(logdir=False)) == 2
 
 
 def test_in_colab_a_run_holds_the_foreground_and_the_interrupt_stops_it(make_panel, shared_logdir):
@@ -660,7 +675,9 @@ def test_tune_batch_size_shows_the_trials_and_sets_the_recommended_batch(make_pa
 
 
 def test_the_runs_table_is_narrow_names_never_wrap_and_numbers_line_up():
-    """The helper's screenshot: 16 columns made a 1314 px table in an 848 px output; run names wrapped."""
+    """The helper's screenshot: 16 columns made a 1314 px table in an 848 px output; run names wrapped. The UX
+    report: 894 px beside JupyterLab's file browser (845 px), its note column squeezed: a note is a line under
+    its run, and the fingerprint is cut to 8 characters (the whole one in its tooltip)."""
     from tpukit.ui import tables
 
     rows = [{"run": "20261124-101010-mlp-digits", "status": "completed", "model": "mlp", "dataset": "digits",
@@ -669,17 +686,42 @@ def test_the_runs_table_is_narrow_names_never_wrap_and_numbers_line_up():
             {"run": "20261124-101011-cnn", "status": "stopped", "model": "cnn", "dataset": "mnist5k",
              "precision": "float32", "batch_size": 64, "replicas": 1}]
     page = tables.runs(rows, ["", "stopped by the user (resumable)"])
-    cells = re.findall(r"<t[hd] style=\"([^\"]*)\">([^<]*)</t[hd]>", page)
-    assert len(cells) == 3 * 10 and page.startswith('<div style="overflow-x:auto')
-    shown = [html.unescape(value) for _, value in cells]
-    assert shown[10:20] == ["1", "20261124-101010-mlp-digits", "completed", "mlp / digits", "bf16", "32 × 8",
-                            "12,346", "95.3%", "fa82969f8d1fd1ed (det)", ""]
-    assert shown[20:30] == ["2", "20261124-101011-cnn", "stopped", "cnn / mnist5k", "fp32", "64", "–", "–", "–",
-                            "stopped by the user (resumable)"]
-    styles = [style for style, _ in cells]
-    assert all("nowrap" in s for s in styles[:9] + styles[10:19]) and "nowrap" not in styles[19]
-    assert ["text-align:right" in s for s in styles[:10]] == [True, False, False, False, False, False, True, True,
-                                                          False, False]
+    cells = re.findall(r"<t[hd] style=\"([^\"]*)\"(?: title=\"([^\"]*)\")?>([^<]*)</t[hd]>", page)
+    assert page.startswith('<div style="overflow-x:auto')
+    shown = [html.unescape(value) for _, _, value in cells]
+    assert shown[:9] == ["#", "run", "status", "model / data", "precision", "batch", "examples/s", "validation",
+                         "fingerprint"]
+    assert shown[9:18] == ["1", "20261124-101010-mlp-digits", "completed", "mlp / digits", "bf16", "32 × 8",
+                           "12,346", "95.3%", "fa82969f det"]
+    assert html.unescape(cells[17][1]) == "weights' fingerprint fa82969f8d1fd1ed (deterministic run)"
+    assert cells[13][1] == "mixed_bfloat16"  # the short precision's tooltip is the policy's name
+    assert shown[18:27] == ["2", "20261124-101011-cnn", "stopped", "cnn / mnist5k", "fp32", "64", "–", "–", "–"]
+    assert len(cells) == 27 and page.count("<tr>") == 4  # header, run 1, run 2, and run 2's note under it:
+    assert re.search(r'<tr><td></td><td colspan="8" style="[^"]*white-space:normal">stopped by the user '
+                     r'\(resumable\)</td></tr></table>', page)
+    styles = [style for style, _, _ in cells]
+    assert all("nowrap" in s for s in styles)
+    assert ["text-align:right" in s for s in styles[:9]] == [True, False, False, False, False, False, True, True,
+                                                         False]
+
+
+def test_differences_names_the_settings_that_differed_between_runs():
+    """Compare's line: the recorded configs' differing settings, in RunConfig's order, each value once."""
+    from tpukit.runs.records import RunResult, differences
+
+    base = RunConfig(dataset="digits", model="mlp", precision="float32", batch_size=32).to_dict()
+    a = RunResult(run_dir="runs/a", status="completed", config={**base, "logdir": "runs", "name": "a"})
+    b = RunResult(run_dir="runs/b", status="completed",
+                  config={**base, "precision": "mixed_bfloat16", "batch_size": 64, "name": "b", "profile": [2, 4]})
+    c = {**base, "batch_size": 64, "logdir": "elsewhere"}
+    assert differences([a, b]) == ["batch: 32 vs 64", "precision: float32 vs mixed_bfloat16"]
+    assert differences([a, b, c]) == ["batch: 32 vs 64", "precision: float32 vs mixed_bfloat16"]
+    assert differences([a, {**base, "name": "again"}]) == [] and differences([]) == []
+    older = {k: v for k, v in base.items() if k not in ("seed", "batch_size")}  # an older record: the defaults
+    assert differences([base, {**base, "init_from": "/tmp/runs/20261124-101010-mlp"}, older]) == [
+        "batch: 32 vs 64", "started from: – vs 20261124-101010-mlp"]
+    assert differences([base, {**base, "future_field": 1}]) == ["future_field: – vs 1"]
+    assert differences([base, {**base, "metrics": ["accuracy", "mae"]}]) == ["metrics: accuracy vs accuracy, mae"]
 
 
 def test_the_steps_per_execution_note_says_what_auto_becomes_here_fake_tpu(make_panel):

@@ -20,8 +20,9 @@ from tpukit.ui.state import NoRunError, Reproducibility, valid
 class RunsActions:
     """The Runs section's buttons, as Controller methods."""
 
-    def render_runs(self, rows=None, chart: bool = False) -> None:
-        """The runs table: one row per run, with a note (why it ended; "(resumable)" when Resume would work)."""
+    def render_runs(self, rows=None) -> None:
+        """The runs table: one row per run, with a note (why it ended; "(resumable)" when Resume would work).
+        Once Compare was asked for, its chart and its line are redrawn with the table (a new run joins them)."""
         from tpukit.runs import records
 
         rows = records.compare(self._runs) if rows is None else rows
@@ -36,15 +37,44 @@ class RunsActions:
             if not loads:
                 note += " (no model to load: it kept no whole epoch)"
             notes.append(note.strip())
-        self.view.show_runs(rows, notes, chart)
+        self.view.show_runs(rows, notes)
+        if getattr(self, "_comparing", None) is not None:
+            self._show_compare(self._comparing)
 
-    def compare(self) -> List[Dict[str, Any]]:
-        """The runs made in this kernel side by side: one row per run (also shown as a table and a chart)."""
+    def compare(self, logdir: bool = True) -> List[Dict[str, Any]]:
+        """Runs side by side: this kernel's and, with `logdir`, the other runs recorded in the logdir (a CLI run,
+        an earlier kernel's). One row per run, shown as a chart under the runs table, with a line above it saying
+        which runs it shows and which settings differed between them (`records.differences`)."""
+        self._comparing = bool(logdir)
+        rows = self._show_compare(self._comparing)
+        self.render_runs()
+        self.view.show_section("Runs")
+        return rows
+
+    def compared_runs(self, logdir: bool = True):
+        """The runs Compare shows: this kernel's, then (with `logdir`) the logdir's others, oldest first; and a
+        phrase saying which they are."""
         from tpukit.runs import records
 
-        rows = records.compare(self._runs)
-        self.render_runs(rows, chart=True)
-        self.view.show_section("Runs")
+        runs = list(self._runs)
+        mine = {os.path.realpath(r.run_dir) for r in runs}
+        others = [r for r in records.list_runs(self._config.logdir)
+                  if os.path.realpath(r.run_dir) not in mine] if logdir else []
+        where = self._config.logdir
+        if not others:
+            shown = (f"this kernel's {_count(len(runs))}" + (f" (no other run in {where}/)" if logdir else ""))
+        else:
+            shown = (f"this kernel's {_count(len(runs))} ({_numbers(1, len(runs))}) and {_count(len(others))} more "
+                     f"from {where}/ ({_numbers(len(runs) + 1, len(runs) + len(others))})" if runs
+                     else f"the {_count(len(others))} in {where}/ (none in this kernel yet)")
+        return runs + others, shown
+
+    def _show_compare(self, logdir: bool) -> List[Dict[str, Any]]:
+        from tpukit.runs import records
+
+        runs, shown = self.compared_runs(logdir)
+        rows = records.compare(runs)
+        self.view.show_compare(rows, shown, records.differences(runs))
         return rows
 
     def check_reproducibility(self, run=None, wait: bool = False):
@@ -187,3 +217,11 @@ def model_loads(run) -> bool:
         return True
     except Exception:  # noqa: BLE001 - a run without weights, or a damaged record: it does not load
         return False
+
+
+def _count(n: int) -> str:
+    return f"{n} run" + ("" if n == 1 else "s")
+
+
+def _numbers(first: int, last: int) -> str:
+    return f"#{first}" if first == last else f"#{first}-#{last}"

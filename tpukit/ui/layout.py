@@ -84,7 +84,7 @@ def build(p) -> None:
         "progress": html(tables.message("No run yet.")), "curves": image(),
         "bar": widgets.IntProgress(value=0, min=0, max=1000, layout=widgets.Layout(width="60%")),
         "profile": html(), "profile_chart": image(), "tensorboard": html(),
-        "tensorboard_frame": widgets.Output(), "runs": html(), "runs_chart": image(),
+        "tensorboard_frame": widgets.Output(), "runs": html(), "runs_compared": html(), "runs_chart": image(),
         "reproducibility": html(), "train_off": html(), "tuning": html(), "tuning_chart": image(),
     }
     # The run the Runs section's Load model, Export and Start next run from it act on (the latest by default).
@@ -114,7 +114,7 @@ def build(p) -> None:
         "Runs": widgets.VBox([widgets.HBox([b["compare"], b["reproduce"]]),
                               widgets.HBox([p.run_picker, b["load_model"], b["export"], b["start_from"]]),
                               rows["init_from"],  # a RunConfig field, shown by the action that sets it
-                              v["reproducibility"], v["runs"], v["runs_chart"]]),
+                              v["reproducibility"], v["runs"], v["runs_compared"], v["runs_chart"]]),
         "Profile": widgets.VBox([v["profile"], v["profile_chart"]]),
         "TensorBoard": widgets.VBox([widgets.HBox([b["tensorboard"]]), v["tensorboard"], v["tensorboard_frame"]]),
         "Accelerator": widgets.VBox([v["accelerator"]]),

@@ -193,9 +193,10 @@ class Panel(View):
         """The model last loaded, else the latest run's trained model (a keras.Model), or None."""
         return self.controller.model
 
-    def compare(self) -> List[Dict[str, Any]]:
-        """This kernel's runs side by side (`Controller.compare`)."""
-        return self.controller.compare()
+    def compare(self, logdir: bool = True) -> List[Dict[str, Any]]:
+        """This kernel's runs and (with `logdir`) the logdir's others side by side, saying what differed
+        (`Controller.compare`)."""
+        return self.controller.compare(logdir)
 
     def check_reproducibility(self, run=None, wait: bool = False):
         """Rerun a run and compare fingerprints (`Controller.check_reproducibility`)."""
@@ -365,14 +366,17 @@ class Panel(View):
         self.views["tuning"].value = _tables().tuning(result)
         self._show_image("tuning_chart", _plots().tuning_chart(result))
 
-    def show_runs(self, rows: List[dict], notes: List[str], chart: bool) -> None:
+    def show_runs(self, rows: List[dict], notes: List[str]) -> None:
         self.views["runs"].value = _tables().runs(rows, notes)
         options = [(f"#{i + 1} {row.get('run')} · {'model loads' if row.get('model_loads') else 'no model'}", i)
                    for i, row in enumerate(rows)] or [("no run yet", -1)]
         if list(self.run_picker.options) != options:
             self.run_picker.options = options
             self.run_picker.value = options[-1][1]  # a new run: the latest is chosen
-        if rows and (chart or self.views["runs_chart"].layout.display != "none"):
+
+    def show_compare(self, rows: List[dict], shown: str, differed: List[str]) -> None:
+        self.views["runs_compared"].value = _tables().compared(shown, differed)
+        if rows:
             self._show_image("runs_chart", _plots().runs_chart(rows))
 
     def reproducibility(self, text: str, ok: bool) -> None:

@@ -102,8 +102,12 @@ class View:
     def tuning(self, result) -> None:
         """A batch-size tuning's table and chart; None clears them."""
 
-    def show_runs(self, rows: List[dict], notes: List[str], chart: bool) -> None:
-        """The runs table (one row and note per run); `chart`: draw the chart too."""
+    def show_runs(self, rows: List[dict], notes: List[str]) -> None:
+        """The runs table (one row and note per run); Compare's chart is `show_compare`."""
+
+    def show_compare(self, rows: List[dict], shown: str, differed: List[str]) -> None:
+        """Compare's chart of `rows`, under a line: which runs it shows (`shown`) and the settings that
+        differed between them (`records.differences`)."""
 
     def reproducibility(self, text: str, ok: bool) -> None:
         """The outcome of a reproducibility check."""

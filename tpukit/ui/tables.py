@@ -88,29 +88,59 @@ def chip(rt, state: str = "") -> str:
             f'color:{colour};font-size:12px;white-space:nowrap">{html.escape(text)}</span>')
 
 
+RUNS_HEADER = ("#", "run", "status", "model / data", "precision", "batch", "examples/s", "validation",
+               "fingerprint")
+
+
 def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
     """The runs table from `records.compare` rows, with a note per run (its message, whether it can be resumed).
 
-    Narrow enough for a notebook's output column (about 850 px): the columns that tell runs apart, in short
-    forms; `records.compare` and Compare's chart keep every field. Wider content scrolls inside its box.
+    Fits a notebook's output column beside JupyterLab's file browser (845 px at 1280x800): the columns that tell
+    runs apart, in short forms, none of them wrapping; the weights' fingerprint cut to 8 characters (the whole one
+    in its tooltip); a run's note on a line of its own under the run, across the table, where it may wrap.
+    `records.compare` and Compare's chart keep every field.
     """
     if not rows:
         return '<span style="color:#666">No runs yet in this kernel.</span>'
-    header = ("#", "run", "status", "model / data", "precision", "batch", "examples/s", "validation", "fingerprint",
-              "note")
     body = []
     for i, row in enumerate(rows):
         precision = row.get("precision")
+        fingerprint = row.get("fingerprint")
         body.append((
-            i + 1, row.get("run"), row.get("status"), f"{row.get('model')} / {row.get('dataset')}",
-            precisions.find(precision).key if precisions.find(precision) else precision,
-            f"{row.get('batch_size')} × {row.get('replicas') or 1}" if (row.get("replicas") or 1) > 1
-            else row.get("batch_size"),
-            row.get("examples_per_sec"), _validation(row),
-            (row.get("fingerprint") or "–") + (" (det)" if row.get("deterministic") else ""),
-            notes[i] if i < len(notes) else ""))
-    return ('<div style="overflow-x:auto;max-width:100%">'
-            + table(header, body, nowrap=len(header) - 1) + "</div>")
+            (i + 1, None), (row.get("run"), None), (row.get("status"), None),
+            (f"{row.get('model')} / {row.get('dataset')}", None),
+            (precisions.find(precision).key if precisions.find(precision) else precision, precision),
+            (f"{row.get('batch_size')} × {row.get('replicas') or 1}" if (row.get("replicas") or 1) > 1
+             else row.get("batch_size"), None),
+            (row.get("examples_per_sec"), None), (_validation(row), None),
+            ((fingerprint[:8] if fingerprint else "–") + (" det" if row.get("deterministic") else ""),
+             f"weights' fingerprint {fingerprint}" + (" (deterministic run)" if row.get("deterministic") else "")
+             if fingerprint else None)))
+    numeric = [all(_is_number(row[i][0]) for row in body) for i in range(len(RUNS_HEADER))]
+
+    def cell(tag, value, i, title=None, border=True):
+        style = _CELL.format(align="right" if numeric[i] else "left")[:-1] + ";white-space:nowrap"
+        if not border:
+            style = style.replace("border-bottom:1px solid #ddd", "border-bottom:none")
+        tip = f' title="{html.escape(title)}"' if title else ""
+        return f'<{tag} {style}"{tip}>{html.escape(_fmt(value))}</{tag}>'
+
+    out = [_TABLE, "<tr>" + "".join(cell("th", h, i) for i, h in enumerate(RUNS_HEADER)) + "</tr>"]
+    for r, row in enumerate(body):
+        note = notes[r] if r < len(notes) else ""
+        out.append("<tr>" + "".join(cell("td", v, i, t, border=not note) for i, (v, t) in enumerate(row)) + "</tr>")
+        if note:
+            out.append(f'<tr><td></td><td colspan="{len(RUNS_HEADER) - 1}" style="padding:0 6px 3px;'
+                       f'border-bottom:1px solid #ddd;color:#555;white-space:normal">{html.escape(note)}</td></tr>')
+    out.append("</table>")
+    return '<div style="overflow-x:auto;max-width:100%">' + "".join(out) + "</div>"
+
+
+def compared(shown: str, differed: Sequence[str]) -> str:
+    """The line above Compare's chart: which runs it shows, and the settings that differed between them."""
+    what = ("settings that differed: " + "; ".join(differed)) if differed else "no setting differed"
+    return (f'<div style="font-size:12px;line-height:1.4;margin:6px 0 2px"><b>Compared</b>: {html.escape(shown)}. '
+            f'{html.escape(what[0].upper() + what[1:])}.</div>')
 
 
 def validation_key(row: dict) -> Optional[str]:
