@@ -97,7 +97,8 @@ def test_without_tensorflow_connect_picks_jax_and_says_why():
 
     runtime = tpukit.connect()
     assert runtime.backend == "jax" and runtime.replicas == 8 and runtime.simulated
-    assert "TensorFlow is not installed here" in runtime.precision_reason
+    assert "TensorFlow is not installed here" in runtime.backend_reason  # why JAX: its own line, not precision's
+    assert "Backend: jax (TensorFlow is not installed here" in runtime.describe()
     assert "tensorflow" not in sys.modules
 
 
