@@ -30,7 +30,9 @@ def _launch(tmp_path, name, *extra, workers=2, replicas=4):
                    str(replicas), "--logdir", str(tmp_path / name), *extra, timeout=400)
     assert done.returncode == 0, (done.stderr[-3000:], _tails(logs))
     chief = json.loads(done.stdout.strip().splitlines()[-1])
-    others = [json.loads(Path(p).read_text().strip().splitlines()[-1]) for p in sorted(glob.glob(f"{logs}/*.log"))]
+    # a worker's log holds its stdout and its filtered stderr, whose last lines (the total time) can follow the JSON
+    others = [json.loads([line for line in Path(p).read_text().splitlines() if line.startswith("{")][-1])
+              for p in sorted(glob.glob(f"{logs}/*.log"))]
     return chief, others
 
 
