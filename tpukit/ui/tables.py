@@ -105,11 +105,12 @@ def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
     body = []
     for i, row in enumerate(rows):
         precision = row.get("precision")
+        mode = precisions.find(precision)  # its short form (bf16), the full policy name in the tooltip
         fingerprint = row.get("fingerprint")
         body.append((
             (i + 1, None), (row.get("run"), None), (row.get("status"), None),
             (f"{row.get('model')} / {row.get('dataset')}", None),
-            (precisions.find(precision).key if precisions.find(precision) else precision, precision),
+            (mode.key if mode else precision, precision),
             (f"{row.get('batch_size')} × {row.get('replicas') or 1}" if (row.get("replicas") or 1) > 1
              else row.get("batch_size"), None),
             (row.get("examples_per_sec"), None), (_validation(row), None),
