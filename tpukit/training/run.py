@@ -354,8 +354,9 @@ class Run:
     def _nan_message(self) -> str:
         config = self.plan.config
         cause = f"the learning rate {config.learning_rate} may be too high (try it 10x lower)"
-        if precisions.get(config.precision).nan_cause:
-            cause += f", or {precisions.get(config.precision).nan_cause}"
+        also = precisions.get(config.precision).nan_cause  # what a NaN may mean under this precision
+        if also:
+            cause += f", or {also}"
         step, calls = self.recorder.nan_step, config.steps_per_execution
         where = f"step {step}" if calls == 1 else f"step {step} (a call of steps {max(1, step - calls + 1)}-{step})"
         return f"loss became NaN at {where}: likely cause: {cause}."
