@@ -29,9 +29,12 @@ TRAIN = ["train", "--backend", "tensorflow", "--model", "mlp", "--dataset", "dig
 
 
 def _last_json(text: str) -> dict:
-    """The last JSON object among `text`'s lines: a worker's log holds its stdout and its filtered stderr, whose
-    lines (the total time) can reach the file after the JSON line."""
-    return json.loads([line for line in text.strip().splitlines() if line.startswith("{")][-1])
+    """The last JSON object among `text`'s lines: a worker's log holds its stdout and its filtered stderr, two
+    writers whose pieces interleave (stderr's last line can reach the file before or after the JSON line, or be
+    cut by it)."""
+    lines = [line[line.index('{"'):] for line in text.strip().splitlines() if '{"' in line]
+    assert lines, text[-2000:]
+    return json.loads(lines[-1])
 
 
 @pytest.mark.slow

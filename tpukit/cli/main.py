@@ -391,8 +391,11 @@ def _total_time(started: float, stream) -> None:
 
     seconds = time.monotonic() - started
     text = duration(seconds) if seconds >= 60 else f"{seconds:.1f}s"
-    print(f"Total time: {text} (wall clock from the command's start: connecting, compiling and evaluating "
-          "included)", file=stream)
+    # One write, line end included: a worker's log gets stderr through the native-log filter and stdout directly,
+    # and a line end written apart could land after the JSON object that stdout writes next.
+    stream.write(f"Total time: {text} (wall clock from the command's start: connecting, compiling and evaluating "
+                 "included)\n")
+    stream.flush()
 
 
 def _export(args) -> int:
