@@ -132,6 +132,11 @@ def test_tune_batch_size_runs_the_recipe_of_a_run_not_a_copy():
     assert not {m for m in imports if m.endswith((".pipeline", ".modeling"))}
 
 
+def test_the_panels_train_action_plans_no_run_of_its_own():
+    """A run is planned once, by train(): the panel sizes its progress from what Keras reports when fit begins."""
+    assert not {m for m in _tpukit_imports(PACKAGE / "ui" / "actions_train.py") if m.endswith("training.plan")}
+
+
 def test_nothing_above_hardware_compares_a_kind_backend_or_worker_count_with_a_literal():
     """What differs between hardware paths is the path object's to answer (`Runtime`'s methods): above hardware/,
     no runtime's `.kind`, `.backend` or `.workers` is compared with a string or a count, and "mixed_float16" is written only in

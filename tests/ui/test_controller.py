@@ -383,7 +383,7 @@ def test_the_status_line_names_the_phase_from_the_progress_model():
     status.building()  # at the click
     clock.now += 3.4
     status.tick()
-    status.start("cnn-mnist5k", False, 72, 2.5)  # the job: connected, still building
+    status.start("cnn-mnist5k", False, 2.5)  # the job: connected, still building
     meter = progress_model.Meter(global_batch=64, steps=36, epochs=2)
     _phases(status, clock, meter)
     status.show_progress(meter.progress(clock.now, done=True))  # fit ended
@@ -411,7 +411,7 @@ def test_a_resume_says_where_it_resumes_and_a_stop_is_said_until_the_run_ends():
     clock, said = FakeClock(), []
     status = RunStatus(progress.ProgressRecord(), said.append, "cnn-mnist5k", clock, resumed_from=2,
                        ticking=False)  # Colab: no ticker, so no seconds that would never move
-    status.start("cnn-mnist5k", True, 72, 2.5)
+    status.start("cnn-mnist5k", True, 2.5)
     assert status.sink.line == "Resuming cnn-mnist5k from epoch 2: building the model and the input pipeline…"
     meter = progress_model.Meter(global_batch=64, steps=36, epochs=3)
     _phases(status, clock, meter, epochs=(1,), steps=(1, 19))
@@ -456,6 +456,7 @@ def test_the_panels_status_goes_through_the_phases_of_a_train_a_stop_and_a_resum
     stopped = controller.train(wait=True)
     assert stopped.status == "stopped" and stopped.epochs_done == 1, view.said
     steps = stopped.steps_per_epoch
+    assert view.progress_sink.total_steps == 2 * steps  # the axes span the run as Keras counts it, planned once
     points, epochs = view.progress_sink.curves
     assert points[-1][0] > steps  # it stopped in the second epoch: the curve has the steps it ran
     assert [g for g, _ in epochs] == [steps] and set(epochs[0][1]) == {"val_loss", "val_accuracy"}  # whole only

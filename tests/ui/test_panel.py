@@ -623,6 +623,9 @@ class Sink:
     def show_curves(self, points, epochs):
         self.curves += 1
 
+    def sized(self, total_steps):
+        self.total_steps = total_steps
+
 
 def test_the_progress_callback_reports_by_wall_time_not_by_step():
     ticks = iter(range(10**6))

@@ -181,19 +181,16 @@ class TrainActions:
         from tpukit import registry
         from tpukit.data import builtin as data
         from tpukit.training import api as training
-        from tpukit.training import plan as plans
         from tpukit.ui import progress
 
         runtime = runtime or self._connect(config)
         inputs = self.inputs_for(config)
-        plan = plans.make(config, runtime.replicas, inputs.get("data"), inputs.get("validation_data"))
-        total = (plan.steps_per_epoch or 1) * (epochs or config.epochs)  # unknown: the plot's axes grow
         entry = registry.lookup("dataset", config.dataset)
         # A fresh classifier's loss sets the plot's first height; the axes grow for anything else.
         first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if entry and entry.builtin else 1.0
         sink = status  # the view's progress sink, and the status line's phase, from one progress model
-        sink.start(config.run_name, self.context == _context.COLAB, total, first_loss)
-        callback = progress.make_callback(sink, global_batch=plan.global_batch, clock=self.clock,
+        sink.start(config.run_name, self.context == _context.COLAB, first_loss)  # sized when fit begins
+        callback = progress.make_callback(sink, global_batch=config.global_batch(runtime.replicas), clock=self.clock,
                                           earlier=_history(run_dir), before=progress.drawn(run_dir))
         stop = self._jobs.stop_event
         quiet = dict(callbacks=[callback], stop=stop, verbose=0)  # the panel's progress is its own: no text lines

@@ -124,9 +124,12 @@ class RunStatus:
     def latest(self):
         return self.sink.latest
 
-    def start(self, name: str, foreground: bool, total_steps: int, loss_top: float) -> None:
-        self.sink.start(name, foreground, total_steps, loss_top, lead=self.lead())
+    def start(self, name: str, foreground: bool, loss_top: float) -> None:
+        self.sink.start(name, foreground, loss_top, lead=self.lead())
         self.building()
+
+    def sized(self, total_steps: int) -> None:
+        self.sink.sized(total_steps)
 
     def waiting(self, text: str) -> None:
         self.sink.waiting(text)

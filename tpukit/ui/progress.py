@@ -80,8 +80,12 @@ class ProgressRecord:
         self.line = ""
         self.curves = None
 
-    def start(self, name: str, foreground: bool, total_steps: int, loss_top: float, lead: str = "") -> None:
+    def start(self, name: str, foreground: bool, loss_top: float, lead: str = "") -> None:
         self.latest, self.line = None, f"{lead or 'Starting ' + name}: building the model and the input pipeline…"
+        self.total_steps = None
+
+    def sized(self, total_steps: int) -> None:
+        self.total_steps = total_steps
 
     def waiting(self, text: str) -> None:
         self.latest, self.line = None, text
@@ -110,14 +114,15 @@ class ProgressView:
         self.curves = None
         self.latest = None
 
-    def start(self, name: str, foreground: bool, total_steps: int, loss_top: float, lead: str = "") -> None:
-        """Before a run: reset, and draw the empty axes now so redraws during the run are cheap blits. `lead`
-        names the run as the status line does ("Resuming mlp-digits from epoch 2"; default "Starting <name>")."""
+    def start(self, name: str, foreground: bool, loss_top: float, lead: str = "") -> None:
+        """Before a run: reset, and draw empty axes at once (the last run's curves give way). `lead` names the run
+        as the status line does ("Resuming mlp-digits from epoch 2"; default "Starting <name>")."""
         from tpukit.ui import plots, tables
 
         if self.curves is None:
             self.curves = plots.LiveCurves()
-        self.image.value = self.curves.prepare(total_steps, loss_top)
+        self._loss_top = loss_top
+        self.image.value = self.curves.prepare(1, loss_top)
         self.image.layout.width = plots.css_width(self.image.value)  # 2x pixels at their size: never stretched
         self.image.layout.max_width, self.image.layout.display = "100%", ""
         self.latest = None
@@ -125,6 +130,11 @@ class ProgressView:
         hint = " In Colab, stop with the cell's interrupt (Ctrl+M I); the run is kept." if foreground else ""
         lead = lead or f"Starting {name}"
         self.line.value = tables.message(f"{lead}: building the model and the input pipeline…{hint}")
+
+    def sized(self, total_steps: int) -> None:
+        """Fit has begun and Keras says how many steps the run has: the axes span them, drawn now so that redraws
+        during the run are cheap blits."""
+        self.image.value = self.curves.prepare(total_steps, self._loss_top)
 
     def waiting(self, text: str) -> None:
         """A run was asked for: the last run's line and bar give way to `text` at once (before anything slow)."""
@@ -276,6 +286,8 @@ def _build_class():
             self.points, self.epoch_ends, self._whole = [], [], 0
             steps, epochs = self._shape()
             self._stride = max(1, steps * epochs // POINTS)
+            if steps:  # Keras' own count: nothing plans the run twice to size the axes
+                self.sink.sized(steps * epochs)
 
         def on_epoch_begin(self, epoch, logs=None):
             self._mean_at = (0, 0.0, 0.0)  # (step in the epoch, running loss, running accuracy) at the last point
