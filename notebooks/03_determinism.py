@@ -388,7 +388,7 @@ print("Exercise 3: correct: the same config gives the same weights, and you know
 # XLA's flags hold from start-up to the end.
 
 # %%
-print(determinism.setup(seed=42, deterministic=False, backend=runtime.backend))
+print(determinism.setup(seed=42, deterministic=False, runtime=runtime))
 print("op determinism on:", determinism.op_determinism_enabled())
 
 # %% [markdown]

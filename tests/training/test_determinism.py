@@ -48,3 +48,25 @@ def test_op_determinism_turned_on_by_the_user_is_seen():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["False", "True"], done.stdout
+
+
+def test_on_a_runtime_whose_determinism_is_xlas_setup_seeds_keras_and_switches_nothing_on():
+    """On JAX the runtime says determinism is XLA's (`determinism_by_xla`): setup neither turns TensorFlow's op
+    determinism on nor imports TensorFlow to seed it, and says where determinism comes from."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys, tpukit\n"
+            "runtime = tpukit.connect(backend='jax')\n"
+            "from tpukit.training import determinism\n"
+            "text = determinism.setup(3, True, runtime)\n"
+            "print(json.dumps({'text': text, 'by_xla': runtime.determinism_by_xla, "
+            "'tf': 'tensorflow' in sys.modules, 'op': determinism.op_determinism_enabled()}))\n")
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"text": "seed 3 set; XLA ops are deterministic here (GPU: set at connect): same config, same "
+                           "weights.", "by_xla": True, "tf": False, "op": False}

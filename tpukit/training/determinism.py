@@ -27,7 +27,7 @@ def set_seed(seed: int) -> None:
     keras.utils.set_random_seed(int(seed))
 
 
-def _seed_run(seed: int, backend: str) -> None:
+def _seed_run(seed: int, tensorflow: bool) -> None:
     """`set_seed` for a run, which on JAX leaves TensorFlow alone while the process has not loaded it.
 
     `keras.utils.set_random_seed` imports TensorFlow wherever it is installed, to seed
@@ -40,7 +40,7 @@ def _seed_run(seed: int, backend: str) -> None:
     import sys
 
     lazy = _keras_lazy_tensorflow()
-    if backend == "tensorflow" or "tensorflow" in sys.modules or lazy is None:
+    if tensorflow or "tensorflow" in sys.modules or lazy is None:
         set_seed(seed)
         return
     lazy._available = False  # read by set_random_seed's `if tf.available`
@@ -88,20 +88,22 @@ def op_determinism_enabled() -> bool:
     return bool(is_op_determinism_enabled())
 
 
-def setup(seed: int, deterministic: bool, backend: str = "tensorflow") -> str:
-    """Apply a run's seed and determinism; returns a sentence on what now holds.
+def setup(seed: int, deterministic: bool, runtime=None) -> str:
+    """Apply a run's seed and determinism on `runtime` (None: Keras on TensorFlow); returns a sentence on what now
+    holds.
 
-    On the JAX backend there is no TensorFlow op determinism to turn on: XLA's
-    CPU and TPU kernels are deterministic, and on GPUs `connect()` sets XLA's
+    Where the runtime's determinism is XLA's (`Runtime.determinism_by_xla`: JAX) there is no TensorFlow op
+    determinism to turn on: XLA's CPU and TPU kernels are deterministic, and on GPUs `connect()` sets XLA's
     deterministic-ops flag before JAX starts.
     """
-    _seed_run(seed, backend)
-    if deterministic and backend == "jax":
+    by_xla = bool(runtime is not None and runtime.determinism_by_xla)
+    _seed_run(seed, tensorflow=not by_xla)
+    if deterministic and by_xla:
         return f"seed {seed} set; XLA ops are deterministic here (GPU: set at connect): same config, same weights."
     if deterministic:
         enable_op_determinism()
         return f"seed {seed} set and op determinism on: same config, same weights."
-    if backend == "jax":
+    if by_xla:
         return (f"seed {seed} set; XLA's CPU and TPU kernels are deterministic anyway, GPU kernels may differ in "
                 "the last bits between runs (deterministic=True sets XLA's flag at connect).")
     if _enabled:

@@ -118,7 +118,7 @@ class Run:
         if self.previous is not None and not self.resuming:
             self.notes.append(f"extends {self.parent} ({self.previous.epochs_done} epochs) to {config.epochs} epochs")
         self.compiles = compiles.Watch(runtime.counts_compiles)
-        determinism.setup(config.seed, config.deterministic, runtime.backend)
+        determinism.setup(config.seed, config.deterministic, runtime)
         self.source = self._load_data()
 
     def trial(self, batch_size: int, timer: Callable[[int, int], object], steps: int) -> None:
