@@ -524,7 +524,8 @@ def test_a_profiled_run_is_summarized_inline_and_opens_the_profile_tab(make_pane
     panel = make_panel(logdir=shared_logdir)
     assert panel.capture_profile() == (10, 14) and panel.form.widgets["profile"].value == "10:14"
     result = panel.train(wait=True)
-    assert result.profile_files
+    assert result.profile_files and result.config["profile"] == [10, 14]
+    assert panel.config.profile is None and panel.form.widgets["profile"].value == ""  # for that run only
     summary = panel.profile_summary
     assert summary is not None and summary.step_time_ms > 0 and len(summary.steps) == 5
     shown = text(panel.views["profile"])

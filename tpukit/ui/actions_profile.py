@@ -18,13 +18,15 @@ class ProfileActions:
     `_profile_summary`, `_tensorboard`, `_tensorboard_lock` and `_launched`."""
 
     def capture_profile(self, window: Optional[Tuple[int, int]] = None) -> Tuple[int, int]:
-        """Profile the next run: sets the config's profile window (default: a few steps after warm-up).
+        """Profile the next run: sets the config's profile window (default: a few steps after warm-up) for one
+        Train; the run after it profiles nothing again (a window typed in the form stays, as any setting).
 
         After the run, the summary shows inline (`show_profile`) and TensorBoard
         opens on its profile tab. Returns the window.
         """
         window = tuple(window) if window is not None else (self._config.profile or self._default_window())
         self.config = self._config.replace(profile=window)
+        self._profile_once = window
         self._say(f"The next run profiles steps {window[0]}–{window[1]}: press Train.")
         return window
 

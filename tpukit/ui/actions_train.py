@@ -41,8 +41,14 @@ class TrainActions:
             raise ConfigError(self.train_off())
         config = self._config
         status = self._run_status_for(config.run_name)
-        return self._start("train", functools.partial(self._train_work, config, None, status=status), wait, config,
-                           status=status)
+        once = self._profile_once
+        result = self._start("train", functools.partial(self._train_work, config, None, status=status), wait, config,
+                             status=status)  # PanelBusy: nothing started, and "Profile next run" still holds
+        if once is not None:  # it was for this run only
+            self._profile_once = None
+            if self._config.profile == once:
+                self.config = self._config.replace(profile=None)
+        return result
 
     def resume(self, run=None, wait: bool = False, epochs: Optional[int] = None):
         """Continue a stopped run from its last whole epoch, in its own directory.

@@ -91,6 +91,7 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
         self._run_status = None  # the phase of the run going on, as the status line says it (`tpukit.ui.phases`)
         self._message = ""
         self._profile_summary = None
+        self._profile_once = None  # the window "Profile next run" set: the next Train takes it, once
         self._tensorboard = None
         self._tensorboard_lock = threading.Lock()
         self._launched: List[Any] = []  # TensorBoards this controller started (only these are stopped on close)
