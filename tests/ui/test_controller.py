@@ -317,7 +317,9 @@ def test_a_runs_row_says_whether_its_model_loads_and_load_model_says_why_not(tmp
     c.render_runs()
     rows, notes = view.shown
     assert [row["model_loads"] for row in rows] == [False, True]
+    assert [row["model_saved"] for row in rows] == [False, False]  # kept in memory: tpukit.load could not
     assert "no model to load" in notes[0] and "no model" not in notes[1]
+    assert "model in this kernel only" in notes[1] and "tpukit.load" in notes[1]
     assert c.controls().disabled["load_model"] is False
     with pytest.raises(directory.RunDirError, match="holds no weights"):
         c.load_model(0)

@@ -264,7 +264,7 @@ def test_the_runs_section_loads_exports_and_starts_the_next_run_from_a_run(make_
     assert panel.model is None and panel.buttons["load_model"].disabled and panel.buttons["export"].disabled
     result = panel.train(wait=True)
     assert panel.runs[-1].model is result.model and panel.model is result.model  # trained in this kernel
-    assert panel.run_picker.options[0][0].endswith(" · model loads")  # the row says its model loads
+    assert panel.run_picker.options[0][0].endswith(" · model saved")  # the row says its model loads, from disk too
     assert panel.run_picker.value == 0 and not panel.buttons["load_model"].disabled
     panel.buttons["load_model"].click()
     assert panel.message.startswith("The model of ") and "panel.runs[0].model" in panel.message
@@ -278,7 +278,7 @@ def test_the_runs_section_loads_exports_and_starts_the_next_run_from_a_run(make_
     assert panel.config.init_from == result.run_dir and panel.form.widgets["init_from"].value == result.run_dir
     follow = panel.train(wait=True)
     assert follow.config["init_from"] == result.run_dir and any(n.startswith("init_from:") for n in follow.notes)
-    assert [label for label, _ in panel.run_picker.options] == [f"#{i + 1} {Path(r.run_dir).name} · model loads"
+    assert [label for label, _ in panel.run_picker.options] == [f"#{i + 1} {Path(r.run_dir).name} · model saved"
                                                                for i, r in enumerate(panel.runs)]
     panel.start_from("")
     assert panel.config.init_from is None and panel.form.widgets["init_from"].value == ""

@@ -31,11 +31,14 @@ class RunsActions:
             note = resumable.without_promise(run)
             if run.status != "completed" and resumable.check(run.run_dir).ok:
                 note += " (resumable)"
-            loads = model_loads(run)
-            if i < len(rows):
-                rows[i] = {**rows[i], "model_loads": loads}  # the Runs section's run picker says it too
+            saved = model_saved(run)
+            loads = saved or run.model_slot.model is not None
+            if i < len(rows):  # the Runs section's run picker says it too
+                rows[i] = {**rows[i], "model_loads": loads, "model_saved": saved}
             if not loads:
                 note += " (no model to load: it kept no whole epoch)"
+            elif not saved:
+                note += " (model in this kernel only: its directory holds no weights for tpukit.load)"
             notes.append(note.strip())
         self.view.show_runs(rows, notes)
         if getattr(self, "_comparing", None) is not None:
@@ -208,8 +211,11 @@ class RunsActions:
 
 def model_loads(run) -> bool:
     """Whether a run's trained model can come into the kernel: kept in memory, or weights in its directory."""
-    if run.model_slot.model is not None:
-        return True
+    return run.model_slot.model is not None or model_saved(run)
+
+
+def model_saved(run) -> bool:
+    """Whether the run's directory holds its weights: what `tpukit.load` (a new kernel) can bring back."""
     from tpukit.runs import saving
 
     try:

@@ -368,7 +368,7 @@ class Panel(View):
 
     def show_runs(self, rows: List[dict], notes: List[str]) -> None:
         self.views["runs"].value = _tables().runs(rows, notes)
-        options = [(f"#{i + 1} {row.get('run')} · {'model loads' if row.get('model_loads') else 'no model'}", i)
+        options = [(f"#{i + 1} {row.get('run')} · {_model_word(row)}", i)
                    for i, row in enumerate(rows)] or [("no run yet", -1)]
         if list(self.run_picker.options) != options:
             self.run_picker.options = options
@@ -409,3 +409,10 @@ def _plots():
     from tpukit.ui import plots
 
     return plots
+
+
+def _model_word(row: dict) -> str:
+    """The run picker's word on a run's model: saved (tpukit.load brings it back), in this kernel only, or none."""
+    if row.get("model_saved"):
+        return "model saved"
+    return "model in this kernel" if row.get("model_loads") else "no model"
