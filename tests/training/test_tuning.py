@@ -1,5 +1,6 @@
 """tune_batch_size: real trials on the CPU, with the user's model, the zoo, simulated replicas and a memory wall."""
 
+import dataclasses
 import re
 
 import keras
@@ -102,3 +103,19 @@ def test_batched_data_is_refused_in_one_line():
     batched = tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [0] * 64)).batch(8)
     with pytest.raises(ConfigError, match="already batched"):
         tpukit.tune_batch_size(RunConfig(), data=batched)
+
+
+def test_a_gain_within_the_measurements_noise_is_no_gain():
+    """On a shared CPU a few steps vary: 12% faster with step times this spread is chance, so the smaller batch
+    stays recommended, and the reason says how noisy the trials were."""
+    from tpukit.training.tuning import BatchTrial, _recommend, step_noise
+
+    steady, shaky = [0.1 * i for i in range(6)], [0.0, 0.08, 0.2, 0.26, 0.4, 0.45]
+    assert step_noise(steady) == pytest.approx(0.0, abs=1e-9) and step_noise(shaky) == pytest.approx(0.19, abs=0.01)
+    assert step_noise([0.0, 0.1]) is None  # one step says nothing of its spread
+    trials = (BatchTrial(8, 8, 1000.0, 8.0, noise=0.06), BatchTrial(16, 16, 1120.0, 14.3, noise=0.05))
+    noisy = _recommend(trials, 0.05, 1, 64, "the limit", False)
+    assert noisy.recommended == 8 and "within 12% of the fastest" in noisy.reason
+    assert "differ by up to about 12% by chance, so smaller gains count as none" in noisy.reason
+    quiet = _recommend(tuple(dataclasses.replace(t, noise=0.01) for t in trials), 0.05, 1, 64, "the limit", False)
+    assert quiet.recommended == 16 and "so smaller gains" not in quiet.reason

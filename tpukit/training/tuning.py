@@ -36,6 +36,7 @@ class BatchTrial:
     examples_per_sec: Optional[float] = None
     step_time_ms: Optional[float] = None
     outcome: str = "measured"  # or "out of memory"
+    noise: Optional[float] = None  # the relative standard error of the mean step time (`step_noise`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +90,9 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
     would leave an epoch fewer than MIN_STEPS_PER_EPOCH steps or exceed
     `max_batch_size`, or after `time_budget_s`.
     The recommendation is the smallest batch within `min_gain` of the fastest
-    (`min_gain=None`: try every size up to memory or the limit, recommend the fastest).
+    (`min_gain=None`: try every size up to memory or the limit, recommend the fastest), or within the
+    measurement's own noise where that is larger: on a shared CPU a few steps vary by more than `min_gain`, and a
+    difference smaller than that spread is not a gain (the reason says how noisy it was).
 
     Args:
         config: the run's settings (model, dataset, precision, optimizer...); its batch size is not used.
@@ -164,7 +167,18 @@ def _trial(run, size: int, warmup: int, steps: int) -> BatchTrial:
         gc.collect()
     seconds, timed = timers[-1].meter.timed()
     return BatchTrial(size, global_batch, examples_per_sec=timers[-1].meter.run_rate(),
-                      step_time_ms=1000 * seconds / timed if timed else None)
+                      step_time_ms=1000 * seconds / timed if timed else None, noise=step_noise(timers[-1].ends))
+
+
+def step_noise(ends: List[float]) -> Optional[float]:
+    """The relative standard error of the mean step time, from the steps' end times (None under 3 steps): how
+    far the trial's examples/s could be off by chance."""
+    steps = [b - a for a, b in zip(ends, ends[1:])]
+    if len(steps) < 2 or sum(steps) <= 0:
+        return None
+    mean = sum(steps) / len(steps)
+    spread = math.sqrt(sum((s - mean) ** 2 for s in steps) / (len(steps) - 1))
+    return spread / mean / math.sqrt(len(steps))
 
 
 class _StepTimer:
@@ -176,6 +190,7 @@ class _StepTimer:
 
         self.warmup, self.total, self.per_epoch = warmup, total, per_epoch
         self.meter = Meter(global_batch, per_epoch, 0)
+        self.ends: List[float] = []  # the timed steps' end times, for their spread
         self.epoch = 0
         self.lock = threading.Lock()
 
@@ -198,6 +213,7 @@ class _StepTimer:
                     done = timer.epoch * timer.per_epoch + batch + 1
                     if done >= timer.warmup:
                         timer.meter.step(batch + 1, now)
+                        timer.ends.append(now)
                     if done >= timer.total:
                         self.stop_training()
 
@@ -236,7 +252,10 @@ def _recommend(trials, min_gain, replicas, limit, why, flattened) -> BatchTuning
         raise MemoryError(f"tune_batch_size: even {trials[0].batch_size} per replica ran out of memory; use a smaller "
                           "model or a lower precision.")
     fastest = max(measured, key=lambda t: t.examples_per_sec)
-    pick = min((t for t in measured if t.examples_per_sec >= fastest.examples_per_sec / (1 + (min_gain or 0))),
+    # Two trials' rates differ by chance by about twice their standard error: a gain must beat that too.
+    noise = 2 * max((t.noise for t in measured if t.noise), default=0.0)
+    margin = max(min_gain or 0, noise)
+    pick = min((t for t in measured if t.examples_per_sec >= fastest.examples_per_sec / (1 + margin)),
                key=lambda t: t.batch_size)
     last = trials[-1]
     if last.outcome == "out of memory":
@@ -248,8 +267,11 @@ def _recommend(trials, min_gain, replicas, limit, why, flattened) -> BatchTuning
     else:
         ended = "the time budget ran out"
     closest = ("the fastest measured" if pick is fastest else
-               f"within {min_gain or 0:.0%} of the fastest ({fastest.batch_size}: {fastest.examples_per_sec:,.0f}/s)")
+               f"within {margin:.0%} of the fastest ({fastest.batch_size}: {fastest.examples_per_sec:,.0f}/s)")
     picked_global = global_batch_of(pick.batch_size, replicas)
     reason = (f"Recommended: batch_size={pick.batch_size} per replica (global {picked_global}), "
               f"{pick.examples_per_sec:,.0f} examples/s, {closest}; the search stopped because {ended}.")
+    if noise:
+        reason += (f" Step times varied: rates measured over a few steps differ by up to about {noise:.0%} by "
+                   f"chance{', so smaller gains count as none' if noise > (min_gain or 0) else ''}.")
     return BatchTuning(trials, pick.batch_size, reason)
