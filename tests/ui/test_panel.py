@@ -649,6 +649,17 @@ def test_the_progress_callback_reports_by_wall_time_not_by_step():
     assert sink.progress[-2].examples_per_sec == pytest.approx(32 / 0.001, rel=0.05)
 
 
+def test_a_cell_ending_with_a_shown_panel_names_it_instead_of_a_second_copy(make_panel, capsys):
+    panel = make_panel()
+    panel.display()  # as tpukit.panel() does
+    shown = list(panel.shown)
+    panel._ipython_display_()  # what IPython calls for a cell ending with `panel`
+    assert panel.shown == shown and capsys.readouterr().out.endswith(
+        ": shown above (panel.display() shows it here too).\n")
+    panel.display()  # asked for: another view
+    assert len(panel.shown) == len(shown) + 1
+
+
 def test_without_a_notebook_the_panel_is_text(capsys, tmp_path):
     panel = Panel(RunConfig(**SMALL, logdir=str(tmp_path)), context=context.NONE, runs=[])
     panel.display()

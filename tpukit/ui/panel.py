@@ -86,6 +86,7 @@ class Panel(View):
                                      test_data=test_data, view=self, context=context, **options)
         self.context = self.controller.context
         self._display_fn = display_fn
+        self._shown = False  # displayed once: a cell ending with `panel` then names it instead of a second copy
         self._config = self.controller.config  # what the form shows first
         layout.build(self)
         self.progress_sink = self._progress_view  # the Progress section's widgets get the run's progress
@@ -204,14 +205,21 @@ class Panel(View):
 
     # ---- showing the panel ---------------------------------------------------
     def display(self) -> None:
-        """Show the panel in the notebook (as text where there is no notebook)."""
+        """Show the panel in the notebook (as text where there is no notebook); called again, another view of the
+        same panel (ipywidgets keeps them in step)."""
         if self.context == _context.NONE and self._display_fn is None:
             print(self.text())
         else:
             self._show(self.widget)
+            self._shown = True
 
     def _ipython_display_(self):
-        self.display()
+        """A cell that ends with `panel`: the panel, unless it is already on the page (`tpukit.panel()` showed
+        it), where a second copy would only look like a second panel; then one line says where it is."""
+        if not self._shown:
+            self.display()
+        else:
+            print(f"{self!r}: shown above (panel.display() shows it here too).")
 
     def text(self) -> str:
         """The panel as a few lines of text, for front ends without widgets."""
