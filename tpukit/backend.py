@@ -148,7 +148,22 @@ def select(name: str) -> str:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     if name == "tensorflow" and not _nvidia_gpus():
         pool_cpu_memory()
+    if name == "tensorflow" and "tensorflow" not in sys.modules and os.environ["TF_CPP_MIN_LOG_LEVEL"] != "0":
+        _import_tensorflow_quietly()  # TF_CPP_MIN_LOG_LEVEL=0 (the CLI's --verbose): every line, as asked
     return name
+
+
+def _import_tensorflow_quietly() -> None:
+    """Import TensorFlow now, its native banners dropped (`tpukit.native_lines`): what Abseil prints before its
+    logging starts ignores TF_CPP_MIN_LOG_LEVEL and would show in red in the notebook's first tpukit cell. Keras
+    on TensorFlow imports it anyway; an import error is left for that import to raise as it always has."""
+    from tpukit.native_lines import dropped_from_stderr
+
+    with dropped_from_stderr():
+        try:
+            import tensorflow  # noqa: F401
+        except Exception:  # noqa: BLE001 - said by Keras' own import, with its traceback, where it matters
+            pass
 
 
 def pool_cpu_memory() -> None:

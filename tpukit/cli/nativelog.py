@@ -31,15 +31,11 @@ alone.
 from __future__ import annotations
 
 import os
-import re
 import select
 import signal
 import sys
 
-_LINE = re.compile(rb"^(WARNING: All log messages before absl::InitializeLog\(\)|[IWE]\d{4} [\d:.]+\s+\d+ \S+:\d+\])")
-# A partial line that may become one of those is held back until its end comes; anything else passes at once
-# (a progress line rewritten with "\r" has no line end).
-_MAYBE = re.compile(rb"^(W(A(R(N(I(N(G(:( .*)?)?)?)?)?)?)?)?|[IWE]\d{0,4}( [\d:.]*)?(\s+\d*)?( \S*)?)$", re.S)
+from tpukit.native_lines import Filter
 
 # Passed on to the program. SIGINT only when sent by a process: the terminal's Ctrl-C reaches the program itself.
 _FORWARD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -152,7 +148,7 @@ def _die_with(parent: int) -> None:
 
 def _supervise(child: int, read: int) -> None:
     """The filter: copy the pipe to stderr until `child` ends, then leave as it did."""
-    filt = _Filter(2)
+    filt = Filter(2)
     open_ = True
     while True:
         waiting = []
@@ -224,33 +220,3 @@ def _leave(status: int) -> None:
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
-class _Filter:
-    """Copies bytes to `out`, dropping whole native log lines."""
-
-    def __init__(self, out: int):
-        self.out = out
-        self.pending = b""
-
-    def feed(self, chunk: bytes) -> bool:
-        """Take `chunk` (b"": the end); False at the end."""
-        if not chunk:
-            if self.pending:
-                _write(self.out, self.pending)
-                self.pending = b""
-            return False
-        self.pending += chunk
-        *lines, self.pending = self.pending.split(b"\n")
-        kept = b"".join(line + b"\n" for line in lines if not _LINE.match(line))
-        if self.pending and not _MAYBE.match(self.pending):
-            kept, self.pending = kept + self.pending, b""
-        if kept:
-            _write(self.out, kept)
-        return True
-
-
-def _write(fd: int, data: bytes) -> None:
-    try:
-        while data:
-            data = data[os.write(fd, data):]
-    except OSError:
-        pass
