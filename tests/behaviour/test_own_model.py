@@ -4,6 +4,7 @@ Each model here is one tpukit has never seen: written in the test the way a
 user writes one in a notebook cell.
 """
 
+import io
 import threading
 import warnings
 from pathlib import Path
@@ -181,8 +182,13 @@ def test_deterministic_user_run_stopped_and_resumed_matches_uninterrupted(tmp_pa
 def test_early_stopping_restores_the_best_weights(tmp_path):
     x, y = tokens(1024)
     config = _config(tmp_path, epochs=30, early_stopping=1, learning_rate=3.0, optimizer="sgd")  # plateaus by epoch 4
-    result = train(config, model=text_classifier, data=(x, y))
-    assert "restored the weights of epoch" in result.message
+    stream = io.StringIO()
+    result = train(config, model=text_classifier, data=(x, y), progress=stream, verbose=2)
+    assert "restored the weights of epoch" in result.message and result.epochs_done < 30
+    said = stream.getvalue().splitlines()
+    assert said[-1] == result.message[0].upper() + result.message[1:] + "."  # under the epochs, as Keras says it
+    assert said[-2].startswith(f"epoch {result.epochs_done}/30")
+
 
 
 # ---- bad input: one line, before any run directory ---------------------------------------------

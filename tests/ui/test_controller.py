@@ -404,7 +404,7 @@ def test_the_status_line_names_the_phase_from_the_progress_model():
 
 
 class _Result:
-    status, examples_per_sec = "completed", 640.0
+    status, examples_per_sec, message, epochs_done, config = "completed", 640.0, "", 2, {"epochs": 2}
 
 
 def test_a_resume_says_where_it_resumes_and_a_stop_is_said_until_the_run_ends():
@@ -489,3 +489,15 @@ def test_the_panels_status_goes_through_the_phases_of_a_train_a_stop_and_a_resum
                                  f"Trained {name}: saving the weights and the record…", "completed:"], view.said
     first = next(i for i, line in enumerate(trained) if line.startswith("Training"))
     assert not [line for line in trained[first:] + view.said if "Starting" in line]  # gone once steps run
+
+
+def test_the_panels_progress_line_says_why_a_completed_run_ended_before_its_last_epoch():
+    from tpukit.runs.records import RunResult
+    from tpukit.ui import progress
+
+    early = RunResult(run_dir="r", status="completed", config={"epochs": 3}, epochs_done=2,
+                      message="early stopping after epoch 2 (no val_loss gain); restored the weights of epoch 1")
+    assert progress.ended_early(early) == f" ({early.message})"
+    import dataclasses
+
+    assert progress.ended_early(dataclasses.replace(early, epochs_done=3)) == ""

@@ -300,6 +300,13 @@ class ProgressLogger(StepSafe):
             if self._width:
                 self._write("\n")
 
+    def say(self, text: str) -> None:
+        """A line of its own after the epochs' lines: why the run ended before its last epoch (as Keras'
+        EarlyStopping says "Epoch 4: early stopping" under fit's progress)."""
+        self.close()
+        with self._lock:
+            self._write(text + "\n")
+
     # ---- writing -------------------------------------------------------------------------------------------
     def _show(self, text: str, flush: bool) -> None:
         """`text` in place of the open live line, padded over what is left of a longer one."""

@@ -279,6 +279,8 @@ class Run:
             message = (f"early stopping after epoch {self.early_stopper.stopped_epoch + 1} (no "
                        f"{self.early_stopper.monitor} gain)" + (f"; restored the weights of epoch {best + 1}"
                                                                  if best is not None else ""))
+            if self.logger is not None:  # the epochs' lines end before the last epoch: say why under them
+                self.logger.say(message[0].upper() + message[1:] + ".")
         elif self.runtime.stopped_elsewhere(model) and status == "completed":
             status = "stopped"
             message = self._stopped_message("another worker stopped (on request, SIGTERM or Ctrl-C)")

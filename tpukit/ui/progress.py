@@ -103,7 +103,7 @@ class ProgressRecord:
     def finish(self, result) -> None:
         if self.latest is not None:
             self.latest = dataclasses.replace(self.latest, examples_per_sec=result.examples_per_sec, done=True)
-            self.line = f"{result.status}: {self.latest.text()}"
+            self.line = f"{result.status}: {self.latest.text()}{ended_early(result)}"
 
 
 class ProgressView:
@@ -172,7 +172,16 @@ class ProgressView:
             self.bar.value = 1000
         if self.latest is not None:
             self.latest = dataclasses.replace(self.latest, examples_per_sec=result.examples_per_sec, done=True)
-            self.line.value = tables.message(f"{result.status}: {self.latest.text()}")
+            self.line.value = tables.message(f"{result.status}: {self.latest.text()}{ended_early(result)}")
+
+
+def ended_early(result) -> str:
+    """" (early stopping after epoch 2 …)" for a completed run that ended before its last epoch: the progress
+    line's "epoch 2/3" then says why; "" otherwise."""
+    epochs = (getattr(result, "config", None) or {}).get("epochs")
+    if result.status != "completed" or not result.message or not epochs or result.epochs_done >= epochs:
+        return ""
+    return f" ({result.message})"
 
 
 POINTS = 300  # the curves keep about this many training points: every step of a short run, a window of a long one
