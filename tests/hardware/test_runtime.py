@@ -431,3 +431,22 @@ def test_a_precision_measured_slower_than_float32_is_advised_against_before_a_ru
     if slow:
         assert "\n" not in advice and "float32 is likely faster" in advice and "TPUKIT_CPU_PROBE" in advice
 
+
+
+def test_mfu_says_what_peak_it_is_a_share_of_fake_tpu():
+    """A CPU's peak is tpukit's own measurement, an accelerator's the published figure for all its chips (fake
+    facts: no TPU here); the run's summary carries the words."""
+    from tpukit.runs import records
+
+    cpu = rt.TensorFlowRuntime("tensorflow", "cpu", ("CPU:0",), 1, None,
+                               device_facts=({"peak_flops": {"fp32": 141.2e9}},))
+    assert cpu.peak_basis("float32") == "this CPU's float32 matmul peak as tpukit's probe measured it (141.2 GFLOP/s)"
+    assert cpu.peak_basis("mixed_bfloat16") == ""  # not measured: no basis, and no MFU
+    chips = ({"name": "TPU v5e", "peak_flops": {"bf16": 197e12}},) * 4
+    tpu_runtime = rt.TensorFlowRuntime("tensorflow", "tpu", ("TPU:0",) * 4, 4, None, device_facts=chips)
+    assert tpu_runtime.peak_basis("mixed_bfloat16") == "the published bfloat16 peak of 4 × TPU v5e (788.0 TFLOP/s)"
+    result = records.RunResult(run_dir="r", status="completed", epochs_done=1, examples_per_sec=100.0,
+                               step_time_ms=5.0, mfu=0.167, mfu_basis=cpu.peak_basis("float32"),
+                               config={"model": "mlp", "dataset": "digits", "epochs": 1})
+    assert ("MFU: the model's counted FLOPs at this rate, as a share of this CPU's float32 matmul peak as tpukit's "
+            "probe measured it (141.2 GFLOP/s)") in result.summary().splitlines()

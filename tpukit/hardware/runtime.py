@@ -98,6 +98,20 @@ class Runtime:
             return None
         return float(sum(per)) * self.workers
 
+    def peak_basis(self, precision: str) -> str:
+        """What MFU divides by here, in words a reader can check ("" when the peak is unknown): a CPU's peak is
+        tpukit's own measurement of its matmuls, an accelerator's the published figure for its chips."""
+        peak = self.peak_flops(precision)
+        if not peak:
+            return ""
+        names = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+        kind = names.get(precisions.get(precision).key, precisions.get(precision).key)
+        if self.kind == "cpu":
+            return f"this CPU's {kind} matmul peak as tpukit's probe measured it ({peak / 1e9:,.1f} GFLOP/s)"
+        chips = len(self.device_facts) * self.workers
+        return (f"the published {kind} peak of {chips} × {self.chip_name or self.kind.upper()} "
+                f"({peak / 1e12:,.1f} TFLOP/s)")
+
     def resolve_precision(self, requested: str) -> Tuple[str, str]:
         """(the precision a run asking for `requested` trains under here, why): "auto" is this runtime's
         recommendation.

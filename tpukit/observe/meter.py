@@ -85,7 +85,7 @@ class Progress:
         if self.eta_s is not None and not self.done:
             parts.append(f"ETA {duration(self.eta_s)}")
         if self.overhead is not None:
-            parts.append(f"panel overhead {100 * self.overhead:.2f}%")
+            parts.append(f"this display cost {100 * self.overhead:.2f}% of the run's time")
         return sep.join(parts)
 
 

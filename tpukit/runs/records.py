@@ -68,6 +68,7 @@ class RunResult:
     flops_per_example: Optional[int] = None
     flops_source: str = ""
     mfu: Optional[float] = None
+    mfu_basis: str = ""  # the peak MFU is a share of (`Runtime.peak_basis`)
     precision_reason: str = ""
     runtime: Dict[str, Any] = dataclasses.field(default_factory=dict)
     message: str = ""
@@ -167,6 +168,8 @@ class RunResult:
             if self.mfu is not None:
                 perf += f", MFU {100 * self.mfu:.1f}%"
             lines.append(perf)
+            if self.mfu is not None and self.mfu_basis:
+                lines.append(f"MFU: the model's counted FLOPs at this rate, as a share of {self.mfu_basis}")
             if self.mfu is None and "MFU not reported: " in self.flops_source:
                 lines.append("MFU not reported: " + self.flops_source.split("MFU not reported: ", 1)[1])
         if self.fingerprint:

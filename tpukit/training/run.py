@@ -412,10 +412,11 @@ class Run:
             self.model.save_weights(str(tmp))
         flops, flops_source = self._flops(self.model)
         examples_per_sec = self.recorder.examples_per_sec()
-        mfu, flops_source = _mfu(flops, examples_per_sec, self.runtime.peak_flops(self.plan.config.precision),
-                                 flops_source)
+        precision = self.plan.config.precision
+        mfu, flops_source = _mfu(flops, examples_per_sec, self.runtime.peak_flops(precision), flops_source)
         result = self.record.save(status, message, **self._ended(), fingerprint=determinism.fingerprint(self.model),
                                   flops_per_example=flops, flops_source=flops_source, mfu=mfu, ended=time.time(),
+                                  mfu_basis=self.runtime.peak_basis(precision) if mfu is not None else "",
                                   profile_files=tuple(self.profiler.files) if self.profiler is not None else ())
         result.attach_model(self.model)  # result.model: in this process, not in result.json
         if status == "completed":
