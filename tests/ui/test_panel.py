@@ -916,3 +916,16 @@ def test_a_refused_field_shows_its_error_not_its_note(make_panel):
     assert error.layout.display == "" and note.layout.display == "none"
     panel.form.widgets["batch_size"].value = "16"
     assert error.layout.display == "none" and note.layout.display == "" and "global batch 16" in words(note)
+
+
+def test_compare_is_on_when_only_the_logdir_has_runs(make_panel, tmp_path):
+    """A new kernel over a logdir of earlier runs (the CLI's, yesterday's): Compare has something to show."""
+    logdir = tmp_path / "earlier"
+    panel = make_panel(logdir=logdir)
+    assert panel.buttons["compare"].disabled  # no run anywhere yet
+    run_dir = directory.new_run_dir(str(logdir), "cli")
+    directory.write_json(run_dir / "config.json", panel.config.to_dict())
+    records.save_result(records.RunResult(run_dir=str(run_dir), status="completed", config=panel.config.to_dict()))
+    panel.controller.refresh()
+    assert not panel.buttons["compare"].disabled and panel.runs == []
+    assert len(panel.compare()) == 1 and "the 1 run in" in words(panel.views["runs_compared"])

@@ -12,6 +12,7 @@ far it got and how fast.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -281,6 +282,15 @@ def list_runs(logdir: str = "runs") -> List[RunResult]:
         except RunDirError as e:
             runs.append(RunResult(run_dir=str(d), status="failed", config={}, message=str(e)))
     return runs
+
+
+def has_runs(logdir: str) -> bool:
+    """Whether `logdir` holds a run (a folder with its config): cheap enough to ask on every refresh of a view."""
+    try:
+        with os.scandir(logdir) as entries:
+            return any(e.is_dir() and os.path.exists(os.path.join(e.path, CONFIG_FILE)) for e in entries)
+    except OSError:
+        return False
 
 
 def compare(results) -> List[Dict[str, Any]]:

@@ -233,6 +233,8 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
 
     def controls(self) -> Controls:
         """Which actions are off now, and why Train and Resume are off."""
+        from tpukit.runs import records
+
         busy = self.running
         runs = self._runs
         target = None if busy else self.resume_target()
@@ -244,7 +246,7 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
             "profile": False,
             "tune": busy or bool(self._invalid),
             "tensorboard": False,
-            "compare": not runs,
+            "compare": not runs and not records.has_runs(self._config.logdir),  # the logdir's others count too
             "reproduce": busy or not any(r.status == "completed" and r.fingerprint for r in runs),
             "load_model": not runs, "export": not runs, "start_from": busy or not runs,
         }

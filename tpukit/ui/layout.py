@@ -16,7 +16,7 @@ BUTTONS = (
     ("profile", "Profile next run", "", "Capture the profile window's steps in the next run"),
     ("tune", "Tune batch size", "", "Try growing batch sizes on this model and data; set the fastest that fits"),
     ("tensorboard", "Refresh TensorBoard", "", "Start or reload TensorBoard for the runs directory"),
-    ("compare", "Compare runs", "", "Table and chart of the runs made in this kernel"),
+    ("compare", "Compare runs", "", "Table and chart of this kernel's runs and the logdir's others"),
     ("reproduce", "Check reproducibility", "", "Rerun the latest completed run and compare fingerprints"),
     ("load_model", "Load model", "", "Bring the chosen run's trained model into the kernel: panel.model"),
     ("export", "Export .keras", "", "Write the chosen run's model as a float32 .keras file under <logdir>/exports"),
