@@ -255,7 +255,7 @@ def test_in_jupyterlab_the_main_view_fits_the_first_screen_before_and_after_a_ru
     _shot(ui, tmp_path, "lab-panel-trained.png")
 
     ui.show("Runs")  # the run's model: into the kernel, then exported; its row says it loads
-    expect(ui.root.locator(".tpukit-section-runs select")).to_contain_text("-lab-train · model loads")
+    expect(ui.root.locator(".tpukit-section-runs select")).to_contain_text("-lab-train · model saved")
     ui.button("Load model").click()
     expect(ui.section("Run")).to_contain_text("is in the kernel: panel.model", timeout=60_000)
     ui.button("Export .keras").click()
