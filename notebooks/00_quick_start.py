@@ -1,6 +1,10 @@
 # ---
 # jupyter:
+#   accelerator: TPU
+#   colab:
+#     gpuType: V5E1
 #   jupytext:
+#     notebook_metadata_filter: accelerator,colab
 #     text_representation:
 #       extension: .py
 #       format_name: percent

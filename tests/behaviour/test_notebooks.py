@@ -342,3 +342,39 @@ def test_run_all_without_solutions_stops_at_the_first_exercise_in_one_line(kerne
     assert len(failed) == 1 and "self-check" in failed[0].metadata.get("tags", []), failed
     error = next(o for o in failed[0].outputs if o.output_type == "error")
     assert len(error.traceback) == 1 and "Hint:" in error.traceback[0], error.traceback
+
+
+# ---- the runtime each notebook opens on (Colab's metadata), per track --------------------------------------
+
+def _tracks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_tracks", NOTEBOOKS / "_tracks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_notebook_opens_on_its_tracks_colab_runtime():
+    """A Colab badge opens the runtime the .ipynb names: the TPU track's notebooks a v5e-1, 06 (TensorFlow only)
+    a T4; the GPU/CPU track's badges open gpu/ copies that name a T4 and are otherwise the notebook itself."""
+    tracks = _tracks()
+    for script in SCRIPTS:
+        metadata = json.loads(script.with_suffix(".ipynb").read_text())["metadata"]
+        expected = tracks.GPU if script.stem == "06_scaling_out" else tracks.TPU
+        assert tracks.runtime(metadata) == expected, (script.name, metadata)
+    copies = sorted(p.stem for p in (NOTEBOOKS / "gpu").glob("*.ipynb"))
+    assert copies == sorted(tracks.GPU_COPIES)
+    for name in copies:
+        notebook = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())
+        copy = json.loads((NOTEBOOKS / "gpu" / f"{name}.ipynb").read_text())
+        assert copy == tracks.gpu_copy(notebook), f"gpu/{name}.ipynb is stale; run: python notebooks/_tracks.py"
+        assert tracks.runtime(copy["metadata"]) == tracks.GPU
+
+
+def test_the_readme_badges_open_each_tracks_notebooks():
+    """The workshop plan's GPU/CPU track links its notebooks' gpu/ copies; everything else the notebooks."""
+    readme = (NOTEBOOKS / "README.md").read_text()
+    gpu_track = readme[readme.index("**GPU/CPU track**"):readme.index("How the figures were taken")]
+    for name in _tracks().GPU_COPIES:
+        assert f"notebooks/gpu/{name}.ipynb" in gpu_track, name
