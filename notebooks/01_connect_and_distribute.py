@@ -478,8 +478,9 @@ print("Exercise 2: correct.")
 # The lessons built their 8 devices and their strategy by hand. A training run wants the runtime's real
 # accelerator instead, and `tpukit.connect()` (called in the setup cell) finds it. It is the `detect_strategy()`
 # helper of the early Colab TPU examples, grown up: a `TPUStrategy` when a TPU answers, a `MirroredStrategy` over
-# the GPUs when there are any, else the default strategy (or, with `replicas=8` as the setup asks on a CPU-only
-# runtime, a `MirroredStrategy` over 8 simulated devices, like the lessons'). On JAX it returns a
+# two or more GPUs, TensorFlow's default strategy on one GPU (as plain `model.fit` runs there, with the XLA that
+# Keras' `jit_compile="auto"` gives it), else the default strategy (or, with `replicas=8` as the setup asks on a
+# CPU-only runtime, a `MirroredStrategy` over 8 simulated devices, like the lessons'). On JAX it returns a
 # `keras.distribution.DataParallel` over JAX's devices, and on one device, such as Colab's one-chip TPU, a
 # `OneDevice` with no distribution at all (`DataParallel` over one device only added compilations). What it adds
 # to the lines above: the order TPU, GPUs, CPU with the reason each other kind was skipped, time limits on reaching
@@ -559,8 +560,10 @@ print("this runtime:", tpu.tpu_address(), "| explicit:", tpu.tpu_address("local"
 #   With TensorFlow (a TPU node, or a TPU VM with `tensorflow-tpu`): `TPUStrategy`, ops placed with
 #   `tf.device("/device:TPU:0")`. Steps are compiled with XLA either way, so keep shapes static
 #   (`drop_remainder=True`).
-# - **GPU**: one replica per GPU, `MirroredStrategy` (NCCL all-reduce between GPUs). On one GPU the replica
-#   machinery still runs, with a single slice per batch.
+# - **GPU**: one replica per GPU. Two or more: `MirroredStrategy` (NCCL all-reduce between GPUs). One, as on
+#   Colab's T4: TensorFlow's default strategy, as plain `model.fit` uses (`runtime.strategy` prints
+#   `_DefaultDistributionStrategy`): a mirror of one device would add nothing, and Keras would then not compile
+#   the step with XLA.
 # - **CPU**: the default strategy (one replica), or N logical devices (TensorFlow:
 #   `tf.config.set_logical_device_configuration`, then `MirroredStrategy`; JAX:
 #   `--xla_force_host_platform_device_count`; `connect(replicas=N)` does either). They share the same cores:

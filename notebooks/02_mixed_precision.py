@@ -115,8 +115,9 @@ def on_float16_device():
 # A policy names two dtypes. Layers *compute* in the compute dtype and *store* their weights in the variable
 # dtype. Keeping variables in float32 matters: a tiny update such as `1.0 + 1e-4` is lost in 16 bits.
 #
-# Keras 3's API is one global policy, `keras.config.set_dtype_policy(...)` (also reachable as
-# `keras.mixed_precision.set_dtype_policy`; TensorFlow 2.4 to 2.15 had `tf.keras.mixed_precision.set_global_policy`).
+# Keras 3's API is one global policy, `keras.config.set_dtype_policy(...)` (Keras 3 still exports the older names
+# too: `keras.mixed_precision.set_dtype_policy` and `keras.mixed_precision.set_global_policy`, the call of
+# TensorFlow 2.4 to 2.15's `tf.keras`).
 # Every layer built while it is set takes it; a layer built with `dtype="float32"` keeps float32. Each layer tells
 # you what it got: `dtype_policy`, `compute_dtype`, `variable_dtype`.
 

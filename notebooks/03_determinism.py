@@ -221,8 +221,9 @@ print("Exercise 2: correct.")
 # tf.config.experimental.enable_op_determinism()
 # ```
 #
-# **History.** TensorFlow 2.1 read an environment variable, `TF_DETERMINISTIC_OPS=1`, that made cuDNN
-# convolutions and max-pooling deterministic on GPUs. TensorFlow 2.8 made it an API,
+# **History.** TensorFlow 2.1 read an environment variable, `TF_DETERMINISTIC_OPS=1`, that made the gradient of
+# `tf.nn.bias_add` deterministic on GPUs (its atomics were the first culprit NVIDIA's determinism work named), then
+# cuDNN convolutions and max-pooling. TensorFlow 2.8 made it an API,
 # `tf.config.experimental.enable_op_determinism()`, which covers many more ops, makes `tf.data` deterministic, and
 # raises `UnimplementedError` for ops that have no deterministic implementation instead of silently varying. The
 # environment variable is still read when TensorFlow starts, so it must be set before the first import.
@@ -239,6 +240,12 @@ print("Exercise 2: correct.")
 # `map` draws random numbers (random augmentation). Determinism forces a `map` with *stateful* random ops such as
 # `tf.random.uniform` to run serially; the cure is *stateless* random ops, seeded per batch, measured third. On
 # JAX only the training step is timed: there is no `tf.data`, and no switch to compare.
+#
+# **On a GPU the two training-step rows differ in more than determinism.** Keras' `jit_compile="auto"` compiles
+# the step with XLA on one GPU, and turns XLA off once op determinism is on (XLA's kernels do not promise
+# TensorFlow's determinism: `model_supports_jit` in Keras' trainer). So there the ratio is "XLA" against "no XLA,
+# deterministic kernels", and the cell prints which rows XLA compiled. To see determinism's cost alone, compile both
+# with `jit_compile=False`. On a CPU Keras leaves XLA off either way.
 
 # %%
 STEPS = 5 if SMOKE else 50
@@ -254,6 +261,9 @@ def best_ms(run, repeats=5 if SMOKE else 10):
     return 1000 * min(times)
 
 
+XLA_USED = []  # whether Keras compiled each timed model's step with XLA (its jit_compile="auto", resolved)
+
+
 def train_steps_ms():
     """Milliseconds per training step of tpukit's small CNN, plain Keras on the default device."""
     keras.utils.set_random_seed(0)
@@ -261,6 +271,7 @@ def train_steps_ms():
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     x, y = digits.x_train[:64], digits.y_train[:64]
     model.train_on_batch(x, y)  # warm-up: tracing
+    XLA_USED.append(bool(model.jit_compile))
     return best_ms(lambda: [model.train_on_batch(x, y) for _ in range(STEPS)]) / STEPS
 
 
@@ -294,6 +305,7 @@ if TF:
         print(f"{name:>17} {step:8.1f} ms {stateful:15.1f} ms {stateless:16.1f} ms")
     ratios = [d / n for d, n in zip(cost["deterministic"], cost["nondeterministic"])]
     print("deterministic / nondeterministic:", ", ".join(f"{r:.2f}x" for r in ratios))
+    print(f"XLA compiled the train step: nondeterministic {XLA_USED[-2]}, deterministic {XLA_USED[-1]}")
 else:
     print(f"train step: {train_steps_ms():.1f} ms on {jax.devices()[0].platform.upper()}")  # after its warm-up
     print("XLA_FLAGS:", os.environ["XLA_FLAGS"])
@@ -414,7 +426,9 @@ print("op determinism on:", determinism.op_determinism_enabled())
 # ## On a TPU, a GPU or the CPU
 #
 # - **GPU**: nondeterminism is common (atomics in reductions and bias gradients, cuDNN autotuning), and
-#   determinism can cost a lot, from a few percent to several times slower for scatter and segment ops. Some
+#   determinism can cost a lot, from a few percent to several times slower for scatter and segment ops. The
+#   cost table there also holds XLA's gain: `XLA compiled the train step: nondeterministic True, deterministic
+#   False`. Some
 #   ops raise `UnimplementedError`; the error names the op. On JAX, only `--xla_gpu_deterministic_ops=true`
 #   makes seeded runs repeat.
 # - **TPU**: XLA compiles each step into one fixed program and its TPU kernels are deterministic, so with seeds

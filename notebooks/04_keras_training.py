@@ -130,8 +130,9 @@ print(f"strategy: {type(runtime.strategy).__name__}, replicas in sync: {runtime.
 
 # %% [markdown]
 # **What you should see:** on Colab's CPU runtime, `Connected: CPU` and the default strategy with one
-# replica, plus a line for the TPU and the GPU saying why each was skipped. On a GPU runtime,
-# MirroredStrategy over the GPUs; on Colab's TPU runtime, `jax` in the first line and one replica per TPU device:
+# replica, plus a line for the TPU and the GPU saying why each was skipped. On Colab's T4 runtime, `Connected:
+# GPU` and TensorFlow's default strategy (`_DefaultDistributionStrategy`, one replica: plain `fit` on one GPU;
+# `MirroredStrategy` comes with a second GPU); on Colab's TPU runtime, `jax` in the first line and one replica per TPU device:
 # 1 on Colab's TPU runtime (one v5e or v6e chip), 8 on Kaggle's v5e-8 or a v2-8/v3-8 board.
 
 # %% [markdown]
@@ -305,8 +306,9 @@ print("Exercise 1: correct.")
 # of runs below reads them back); a killed run resumes from its last whole epoch
 # (`python -m tpukit train --resume RUN_DIR`, notebook 06); and the panel and the command line start the same
 # run. Two things differ from plain `fit`: the validation examples are a random choice fixed by the run's seed,
-# not the last 10%; and the last, partial batch is dropped, so that every step has the same static shape (TPUs
-# need it, XLA prefers it).
+# not the last 10%; and the last, partial batch is dropped, so that every step has the same static shape: on JAX
+# (and under XLA on TensorFlow) a partial batch is a new shape, which XLA compiles into a second program, and it
+# need not split evenly over the replicas.
 
 # %%
 config = tpukit.RunConfig(dataset=DATASET, model="cnn", early_stopping=PATIENCE, logdir=LOGDIR, name="cifar-cnn",
@@ -506,7 +508,7 @@ print(f"{seed_run['global_batch'] / (seed_run['step_ms'] / 1000):,.0f} examples/
 
 # %% [markdown]
 # 13 steps per epoch is 50,000 / 4,096 rounded *up*: that notebook kept the last, partial batch, as `fit` does
-# (Exercise 1). tpukit drops it, so every batch has the same static shape, which TPUs need and XLA prefers.
+# (Exercise 1). tpukit drops it, so every batch has the same static shape and XLA compiles one program, not two.
 #
 # ### `steps_per_execution`: several steps per call
 #
@@ -573,7 +575,7 @@ table[["run", "status", "model", "dataset", "precision", "global_batch_size", "e
 #
 # | | TPU | GPU | CPU |
 # |---|---|---|---|
-# | Strategy from `connect()` | one replica per TPU device (1 on Colab's TPU runtime, one v5e or v6e chip; 8 on Kaggle's v5e-8 or a v2-8): Keras on JAX with `keras.distribution` on Colab's TPU runtime, TPUStrategy with TensorFlow on a TPU node | MirroredStrategy over the GPUs | default (one replica), or simulated replicas |
+# | Strategy from `connect()` | one replica per TPU device (1 on Colab's TPU runtime, one v5e or v6e chip; 8 on Kaggle's v5e-8 or a v2-8): Keras on JAX with `keras.distribution` on Colab's TPU runtime, TPUStrategy with TensorFlow on a TPU node | one GPU: the default strategy, as plain `fit`; two or more: MirroredStrategy | default (one replica), or simulated replicas |
 # | Precision `auto` | `mixed_bfloat16` | `mixed_float16` from compute capability 7.0 | `mixed_bfloat16` only where measured faster |
 # | Batch per replica | a multiple of 8 (XLA pads to it); 128 or more keeps the MXUs busier | a multiple of 8 (Tensor Cores, float16) | small is fine; the CNN is compute-bound |
 # | Plan used above | 512 per replica, up to 30 epochs | 256 per GPU, up to 12 epochs | 128, 5 epochs on 5,000 images |

@@ -631,9 +631,11 @@ print("Exercise 3: correct.")
 # goes through XLA. On JAX every jitted function is compiled by XLA, and Keras always jits the train step; running
 # ops one by one, without `jax.jit`, is the unfused baseline. On TensorFlow, Keras 3.13's `jit_compile="auto"` (the
 # default of `model.compile`) turns XLA **on** for a single GPU, and leaves it off on CPU-only machines (where our
-# float32 CNN ran no faster with it), under **any `tf.distribute` strategy** (a model compiled in
-# `strategy.scope()`, such as MirroredStrategy over several GPUs), and with op determinism on; `jit_compile=True`
-# asks for it anyway (`RunConfig(jit_compile=True)` for a tpukit run). tpukit trains one GPU under TensorFlow's
+# float32 CNN ran no faster with it), under **any `tf.distribute` strategy** (a model *created* in
+# `strategy.scope()`: Keras records the strategy when the model is built, not when it is compiled; such as
+# MirroredStrategy over several GPUs), and with op determinism on. `jit_compile=True` asks for XLA anyway
+# (`RunConfig(jit_compile=True)` for a tpukit run), except under op determinism: there Keras warns "Model doesn't
+# support `jit_compile=True`. Proceeding with `jit_compile=False`." and runs without it. tpukit trains one GPU under TensorFlow's
 # default strategy, so XLA is on there too. tpukit's `"auto"` follows Keras, with one exception: under mixed
 # precision on a TensorFlow CPU it turns XLA on for a step long enough to win the compile back (10 ms or more)
 # where the CPU probe measured XLA's 16-bit math faster than TensorFlow's own kernels. That depends on the CPU:

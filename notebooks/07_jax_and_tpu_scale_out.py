@@ -440,5 +440,5 @@ print("Exercise 2: correct.")
 # |---|---|---|---|
 # | Keras backend from the first cell | `jax` (no TensorFlow there) | `tensorflow` (set `KERAS_BACKEND=jax` to use this notebook's route) | `tensorflow`; the JAX cells run in subprocesses |
 # | Devices | 1 v5e or v6e chip (the lessons: 8 simulated CPU devices); 8 on Kaggle's v5e-8 | the GPUs (the lessons: 8 simulated CPU devices) | simulated with `--xla_force_host_platform_device_count` |
-# | All-reduce | over the chips' interconnect (ICI), across hosts over DCN | NCCL | gloo across processes |
+# | All-reduce | over the chips' interconnect (ICI), across every host of a slice; between slices (Multislice) over the data-center network (DCN) | NCCL | gloo across processes |
 # | Several processes | every host of a pod slice runs the command | `KERAS_DISTRIBUTION_*` on each machine | `python -m tpukit launch` |
