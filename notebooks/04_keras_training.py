@@ -46,6 +46,8 @@
 #   size, measured on the hardware at hand.
 # - How every run is recorded, and how to compare runs in one table.
 # - How to get the trained model back: predict with it, save it as `.keras`, load it back, and fine-tune from a run.
+# - How to save the plain Keras way, as you will on Monday: `model.save`, `keras.callbacks.ModelCheckpoint` and
+#   `model.export`, into Google Drive, which outlives Colab's VM.
 #
 # Everything here runs on TensorFlow (Colab's CPU and GPU runtimes) and on JAX (Colab's TPU runtime, which has no
 # TensorFlow): the same Keras calls, and the same `tpukit.train`.
@@ -144,15 +146,39 @@ print(f"strategy: {type(runtime.strategy).__name__}, replicas in sync: {runtime.
 # and the same code distributes differently. Keras 3 on JAX has the same shape: a `keras.distribution`
 # `DataParallel` has a `scope()` too, and variables built in it are replicated over its devices (each holds a
 # whole copy, laid out by a sharding). `tpukit.train` enters the right scope for you; here it is by hand.
+#
+# The model is the seeds' CIFAR CNN, written out in plain Keras below so you can change it: two blocks of two 3x3
+# convolutions (64, then 128 filters) with BatchNorm and ReLU, a max-pool after each block, then global average
+# pooling and a 256-unit Dense layer, and a float32 softmax (notebook 02 says why float32). It is the model
+# tpukit's zoo builds as `"cnn"` (`models.build("cnn")`, which the runs below name), layer for layer.
 
 # %%
+def cifar_cnn(input_shape=(32, 32, 3), num_classes=10):
+    """The seeds' CIFAR CNN (BatchNorm where it had Dropout; global average pooling instead of Flatten)."""
+    inputs = keras.Input(input_shape, dtype="uint8", name="images")
+    x = keras.layers.Rescaling(1.0 / 255, name="rescale")(inputs)  # uint8 pixels to [0, 1]
+    for filters in (64, 128):
+        for _ in range(2):
+            x = keras.layers.Conv2D(filters, 3, padding="same", use_bias=False)(x)  # BatchNorm's offset is the bias
+            x = keras.layers.BatchNormalization(momentum=0.9)(x)
+            x = keras.layers.ReLU()(x)
+        x = keras.layers.MaxPooling2D()(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    x = keras.layers.Dense(256, activation="relu")(x)
+    x = keras.layers.Dense(num_classes, name="logits")(x)
+    outputs = keras.layers.Activation("softmax", dtype="float32", name="probabilities")(x)
+    return keras.Model(inputs, outputs, name="cifar_cnn")
+
+
 with runtime.strategy.scope():
-    model = models.build("cnn", input_shape=(32, 32, 3), num_classes=10)
+    model = cifar_cnn()
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
 
 kernel = model.weights[0].value  # the backend's variable under the Keras variable
-print(models.describe("cnn"))
-print(f"{model.count_params():,} parameters; first kernel is a {type(kernel).__name__}")
+zoo = models.build("cnn", input_shape=(32, 32, 3), num_classes=10)
+assert [w.shape for w in model.weights] == [w.shape for w in zoo.weights]  # the zoo's "cnn", layer for layer
+print(f"{model.count_params():,} parameters (the zoo's cnn: {zoo.count_params():,}); first kernel is a "
+      f"{type(kernel).__name__}")
 if runtime.backend == "tensorflow":
     print("copies on:", [v.device for v in getattr(kernel, "values", [kernel])])
 else:
@@ -222,7 +248,7 @@ print(f"{len(cifar.x_train):,} training and {len(cifar.x_test):,} test images, g
 # restore_best_weights=True)` ends training once `val_loss` has not improved for `PATIENCE` epochs, and puts the
 # best epoch's weights back. `evaluate` scores the test split once, at the end. The precision is the one
 # `connect()` recommends, set the Keras 3 way with `keras.config.set_dtype_policy` (notebook 02), and put back
-# to float32 afterwards. (`models.build("cnn")` returns a plain `keras.Model`: the seeds' CNN.)
+# to float32 afterwards. The model is `cifar_cnn` from above.
 #
 # Where `fit` runs matters. With TensorFlow, the model keeps the `tf.distribute` strategy it was built in, so
 # `fit` may be called outside the scope. Keras on JAX looks the distribution up when `fit` runs, so there `fit`
@@ -235,7 +261,7 @@ print(f"{len(cifar.x_train):,} training and {len(cifar.x_test):,} test images, g
 keep, keep_test = (len(a) - len(a) % (10 * runtime.replicas) for a in (cifar.x_train, cifar.x_test))
 keras.config.set_dtype_policy(runtime.precision)  # e.g. mixed_bfloat16 on a TPU, mixed_float16 on a T4
 with runtime.strategy.scope():
-    keras_model = models.build("cnn", input_shape=cifar.info.image_shape, num_classes=cifar.info.num_classes)
+    keras_model = cifar_cnn(cifar.info.image_shape, cifar.info.num_classes)
     keras_model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     stopper = keras.callbacks.EarlyStopping(monitor="val_loss", patience=PATIENCE, restore_best_weights=True)
     fitted = keras_model.fit(cifar.x_train[:keep], cifar.y_train[:keep], validation_split=0.1,
@@ -631,6 +657,46 @@ print(f"history epochs: {len(again.history['loss'])}, final weights fingerprint 
 same = np.abs(reloaded.predict(x_show, verbose=0) - trained.predict(x_show, verbose=0)).max()
 print(f"largest difference between the saved file's predictions and the trained model's: {same:.2g}")
 assert same < 1e-2 and np.array_equal(again.model.predict(x_show, verbose=0).argmax(1), predicted)
+
+# %% [markdown]
+# ### Saving the plain Keras way, and keeping it in Google Drive
+#
+# What you will do on Monday, with or without tpukit. `model.save("name.keras")` writes the whole model
+# (architecture, weights, and the optimizer's state) into one file that `keras.saving.load_model` opens in any
+# Keras session. `keras.callbacks.ModelCheckpoint` does it during `fit`, every epoch (or only the best, with
+# `save_best_only=True`). `model.export(path)` writes a TensorFlow SavedModel for serving (TF Serving, TFLite,
+# other languages): it needs TensorFlow, which Colab's TPU runtime lacks, so there the cell says so instead.
+#
+# A Colab VM is wiped when its runtime ends: keep what you save in Google Drive. The first line below mounts it
+# in Colab (a browser prompt asks you to allow it); anywhere else it saves to a local folder.
+
+# %%
+if "google.colab" in sys.modules:  # Colab: Google Drive outlives the VM
+    from google.colab import drive
+
+    drive.mount("/content/drive")
+    SAVE_DIR = "/content/drive/MyDrive/tpukit-workshop"
+else:  # a laptop, a server, the tests: a folder beside the runs
+    SAVE_DIR = os.path.join(LOGDIR, "saved")
+os.makedirs(SAVE_DIR, exist_ok=True)
+
+keras_file = os.path.join(SAVE_DIR, "my_cnn.keras")
+trained.save(keras_file)  # the whole model, one file
+more = keras.saving.load_model(keras_file)  # compiled as it was saved: fit goes on where it left off
+checkpoint = keras.callbacks.ModelCheckpoint(os.path.join(SAVE_DIR, "my_cnn.epoch{epoch:02d}.keras"))
+more.fit(x_mine, y_mine, batch_size=32, epochs=2, verbose=0, callbacks=[checkpoint])
+if importlib.util.find_spec("tensorflow") is not None:
+    more.export(os.path.join(SAVE_DIR, "my_cnn_savedmodel"), verbose=False)  # format="tf_saved_model"
+else:
+    print("model.export skipped: it writes a TensorFlow SavedModel, and this runtime has no TensorFlow")
+print(sorted(os.listdir(SAVE_DIR)))
+same = np.abs(keras.saving.load_model(keras_file).predict(x_show, verbose=0) - trained.predict(x_show, verbose=0))
+assert same.max() < 1e-5  # the file holds exactly the model it was saved from
+
+# %% [markdown]
+# **What you should see:** `my_cnn.keras`, one checkpoint per epoch (`my_cnn.epoch01.keras`,
+# `my_cnn.epoch02.keras`) and, where TensorFlow is installed, the `my_cnn_savedmodel` folder. In Colab they are
+# in your Drive, under `tpukit-workshop`.
 
 # %% [markdown]
 # ### Fine-tune from the run
