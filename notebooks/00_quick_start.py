@@ -287,3 +287,6 @@ for row in panel.compare():
 #
 # The panel, the code and the run directories are the same on all three. Next: **TensorBoard** opens inline
 # (never through a public tunnel) with the TensorBoard button; notebook 05 reads a profile capture in detail.
+# Colab's TPU runtime ships no TensorBoard: there the button says to run `tpukit.colab.setup()` first (a cell of
+# its own; it adds TensorBoard and its profile plugin with pip, in tens of seconds, and moves nothing Colab
+# ships), then press it again. On the CPU and GPU runtimes TensorBoard is there already.
