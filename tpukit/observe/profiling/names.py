@@ -1,0 +1,203 @@
+"""Readable names for profiled ops: the layer and the op, from what the trace says about each.
+
+A profiler names ops by where they sit, not by what a Keras user wrote:
+TensorFlow by graph path ("StatefulPartitionedCall/gradient_tape/cnn_1/
+conv2d_1_2/convolution/Conv2DBackpropFilter"), XLA by module and instruction
+("jit_train_step/ynn_fusion.3"). The compiled module that XLA writes into a
+capture keeps the framework's op name for most instructions ("jit(train_step)/
+transpose(jvp(conv2d_1))/conv_general_dilated"); these functions turn either
+into "<layer> <op>" ("conv2d_1 Conv2DBackpropFilter", "conv2d_1 conv (grad)"),
+and `distinct` keeps the names of a table apart. Plain strings in, plain
+strings out: nothing here reads a file.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Collection, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+
+__all__ = ["distinct", "jax_name", "tf_layer_suffixes", "tf_name", "xla_name"]
+
+# Graph scopes that say how an op was called, not which layer it belongs to.
+_TF_WRAPPERS = frozenset({"StatefulPartitionedCall", "PartitionedCall", "while", "cond", "body"})
+_TF_GRADIENT = "gradient_tape"
+# Prefixes of TensorFlow's kernel-specific op types (oneDNN's, the grappler-fused).
+_TF_KERNEL_PREFIX = re.compile(r"^_?(MklNative|Mkl)?_?")
+_TF_UNIQUE_SUFFIX = re.compile(r"_\d+$")
+# JAX primitives whose names are long for a chart label.
+_PRIMITIVES = {"conv_general_dilated": "conv", "dot_general": "dot"}
+_JAX_CALL = re.compile(r"^(?:p?jit|remat|checkpoint|custom_jvp_call|custom_vjp_call)\(")
+_JAX_TRANSFORM = re.compile(r"^(jvp|transpose|vmap|vjp|pmap|shard_map)\((.*)\)$")
+_GRAD = " (grad)"
+
+
+def _split(path: str) -> List[str]:
+    """A scope path's parts, split at the slashes outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(path):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif ch == "/" and depth == 0:
+            parts.append(path[start:i])
+            start = i + 1
+    parts.append(path[start:])
+    return [p for p in parts if p]
+
+
+def _tf_scopes(path: str) -> Tuple[List[str], bool]:
+    """(the path's scopes without the call wrappers, whether it is in the gradient tape); "a:Type" loses ":Type"."""
+    parts = [p for p in _split(path.split(":", 1)[0]) if p not in _TF_WRAPPERS]
+    grad = _TF_GRADIENT in parts
+    return [p for p in parts if p != _TF_GRADIENT], grad
+
+
+def _tf_layer(scopes: Sequence[str]) -> str:
+    """The layer of a TensorFlow op's scopes: the one under the model's (model/layer/.../op), else the first."""
+    if len(scopes) >= 3:
+        return scopes[1]
+    return scopes[0] if len(scopes) == 2 else ""
+
+
+def tf_layer_suffixes(paths: Iterable[str]) -> FrozenSet[str]:
+    """The model scopes of these op paths under which TensorFlow made every layer scope unique with "_<n>".
+
+    Keras 3 on TensorFlow traces the train step after building the model, so
+    the graph names model `cnn` "cnn_1", its layer `conv2d` "conv2d_1" and
+    layer `conv2d_1` "conv2d_1_2". Under a model scope that carries such a
+    suffix and whose layer scopes all do, dropping it gives the layers' own
+    names; elsewhere ("compile_loss/sparse_categorical_crossentropy") the
+    names are kept as they are.
+    """
+    layers: Dict[str, List[str]] = {}
+    for scopes, _ in map(_tf_scopes, paths):
+        if len(scopes) >= 3:
+            layers.setdefault(scopes[0], []).append(scopes[1])
+    return frozenset(model for model, found in layers.items()
+                     if _TF_UNIQUE_SUFFIX.search(model) and all(_TF_UNIQUE_SUFFIX.search(x) for x in found))
+
+
+def tf_name(path: str, op_type: str = "", suffixed: Collection[str] = ()) -> str:
+    """'<layer> <op type>' for a TensorFlow op's graph path, e.g. "conv2d_1 Conv2DBackpropFilter".
+
+    Args:
+        path: The op's name in the graph ("StatefulPartitionedCall/cnn_1/conv2d_1_2/convolution"), or the
+            trace's "name:Type".
+        op_type: The op's type as the profiler gives it ("_MklNativeConv2D"); the path's last part without one.
+        suffixed: Model scopes whose layer scopes carry a "_<n>" TensorFlow added (see `tf_layer_suffixes`):
+            it is dropped from the layer's name.
+    """
+    scopes, grad = _tf_scopes(path)
+    if len(scopes) < 2:
+        return path.split(":", 1)[0]  # an op of its own, not in a layer: "Iterator::Root", "cluster_0"
+    kind = _TF_KERNEL_PREFIX.sub("", op_type or (path.split(":", 1)[1] if ":" in path else "")) or scopes[-1]
+    layer = _tf_layer(scopes)
+    if scopes[0] in suffixed:
+        layer = _TF_UNIQUE_SUFFIX.sub("", layer)
+    said_grad = grad and not re.search(r"grad|backprop", kind, re.IGNORECASE)
+    name = f"{layer} {kind}" if layer and layer != kind else kind
+    return name + (_GRAD if said_grad else "")
+
+
+def _unwrap(scope: str) -> Tuple[str, bool]:
+    """(the name inside JAX's transformation wrappers, whether one was a transpose): "transpose(jvp(x))" -> x."""
+    grad = False
+    while True:
+        match = _JAX_TRANSFORM.match(scope)
+        if not match:
+            return scope, grad
+        grad = grad or match.group(1) in ("transpose", "vjp")
+        scope = match.group(2)
+
+
+def _jax_parts(op_name: str) -> Tuple[str, str, bool]:
+    """(layer, primitive, whether in the gradient) of JAX's op name; ("", "", False) for an empty one."""
+    parts = _split(op_name)
+    while parts and _JAX_CALL.match(parts[0]):
+        parts = parts[1:]  # the jitted function: every op of the step is in it
+    if not parts:
+        return "", "", False
+    leaf, grad = _unwrap(parts[-1])
+    layer = ""
+    for scope in parts[:-1]:
+        if _JAX_CALL.match(scope):
+            continue  # a function called inside the layer, e.g. jit(relu)
+        name, transposed = _unwrap(scope)
+        grad = grad or transposed
+        layer = layer or name
+    return layer, _PRIMITIVES.get(leaf, leaf), grad
+
+
+def jax_name(op_name: str) -> str:
+    """'<layer> <primitive>' for JAX's op name, e.g. "jit(train_step)/transpose(jvp(conv2d_1))/conv_general_dilated"
+    gives "conv2d_1 conv (grad)" and "jit(train_step)/adam/add" gives "adam add"; "" for an empty op name."""
+    layer, primitive, grad = _jax_parts(op_name)
+    name = f"{layer} {primitive}" if layer else primitive
+    return name + (_GRAD if grad and name else "")
+
+
+def _framework_name(op_name: str, op_type: str, suffixed: Collection[str]) -> str:
+    """JAX's op names hold calls ("jit(f)/jvp(layer)/prim"); TensorFlow's are plain scopes with an op type."""
+    if "(" in op_name:
+        return jax_name(op_name)
+    return tf_name(op_name, op_type, suffixed)
+
+
+def _layer_of(op_names: Sequence[str]) -> Optional[str]:
+    """The one layer (" (grad)" added in the gradient) that all these framework op names that name one name, or None."""
+    layers = set()
+    for op_name in op_names:
+        if "(" in op_name:
+            layer, _, grad = _jax_parts(op_name)
+        else:
+            scopes, grad = _tf_scopes(op_name)
+            layer = _tf_layer(scopes)
+        if layer:
+            layers.add(layer + (_GRAD if grad else ""))
+    return layers.pop() if len(layers) == 1 else None
+
+
+def xla_name(opcode: str, op_type: str, op_name: str, fused: Sequence[Tuple[str, str, str]] = (),
+             inputs: Sequence[str] = (), outputs: Sequence[str] = (), suffixed: Collection[str] = ()) -> str:
+    """A readable name for an XLA op from its compiled module's metadata; "" where the module says nothing.
+
+    The op's own framework op name first; for a fusion without one, the first
+    fused instruction that has one (the root first); for one whose fused
+    instructions lost theirs too, the kind of work it does (its root's opcode,
+    e.g. "convolution") and the layer it reads from ("after re_lu_1") or, failing
+    that, the one it feeds ("into adam"). `suffixed` is `tf_layer_suffixes` of
+    the module's op names, for one compiled from TensorFlow.
+    """
+    if op_name:
+        return _framework_name(op_name, op_type, suffixed)
+    for inner_opcode, inner_type, inner_name in fused:
+        if inner_name:
+            return _framework_name(inner_name, inner_type, suffixed)
+    kind = fused[0][0] if fused else ("" if opcode == "fusion" else opcode)
+    if not kind:
+        return ""
+    before, after = _layer_of(inputs), _layer_of(outputs)
+    if before:
+        return f"{kind} after {before}"
+    if after:
+        return f"{kind} into {after}"
+    return kind
+
+
+def distinct(names: Sequence[str], paths: Sequence[str]) -> List[str]:
+    """The names, each one that another shares followed by the end of its path in parentheses, e.g.
+    "batch_normalization Mul (moments/truediv)": as many of the path's last parts as set it apart."""
+    out = list(names)
+    for name in set(names):
+        same = [i for i, n in enumerate(names) if n == name]
+        if len(same) < 2:
+            continue
+        for depth in range(1, 8):
+            tails = ["/".join(_split(paths[i].split(":", 1)[0])[-depth:]) for i in same]
+            if len(set(tails)) == len(tails) or depth == 7:
+                break
+        for k, i in enumerate(same):
+            tail = tails[k] if len(set(tails)) == len(tails) else f"{tails[k]} #{k + 1}"
+            out[i] = f"{name} ({tail})" if name else tail
+    return out
