@@ -46,9 +46,18 @@ def _split(path: str) -> List[str]:
     return [p for p in parts if p]
 
 
+_TF_TYPED = re.compile(r"^(.*[^:]):([A-Za-z_]\w*)$")  # the trace's "name:Type" (not a dataset's "Iterator::Map")
+
+
+def _untyped(path: str) -> Tuple[str, str]:
+    """(name, op type) of the trace's "name:Type"; (path, "") for a plain name."""
+    match = _TF_TYPED.match(path)
+    return (match.group(1), match.group(2)) if match else (path, "")
+
+
 def _tf_scopes(path: str) -> Tuple[List[str], bool]:
     """(the path's scopes without the call wrappers, whether it is in the gradient tape); "a:Type" loses ":Type"."""
-    parts = [p for p in _split(path.split(":", 1)[0]) if p not in _TF_WRAPPERS]
+    parts = [p for p in _split(_untyped(path)[0]) if p not in _TF_WRAPPERS]
     grad = _TF_GRADIENT in parts
     return [p for p in parts if p != _TF_GRADIENT], grad
 
@@ -90,8 +99,8 @@ def tf_name(path: str, op_type: str = "", suffixed: Collection[str] = ()) -> str
     """
     scopes, grad = _tf_scopes(path)
     if len(scopes) < 2:
-        return path.split(":", 1)[0]  # an op of its own, not in a layer: "Iterator::Root", "cluster_0"
-    kind = _TF_KERNEL_PREFIX.sub("", op_type or (path.split(":", 1)[1] if ":" in path else "")) or scopes[-1]
+        return _untyped(path)[0]  # an op of its own, not in a layer: "Iterator::Root", "cluster_0"
+    kind = _TF_KERNEL_PREFIX.sub("", op_type or _untyped(path)[1]) or scopes[-1]
     layer = _tf_layer(scopes)
     if scopes[0] in suffixed:
         layer = _TF_UNIQUE_SUFFIX.sub("", layer)
@@ -193,11 +202,11 @@ def distinct(names: Sequence[str], paths: Sequence[str]) -> List[str]:
         same = [i for i, n in enumerate(names) if n == name]
         if len(same) < 2:
             continue
-        for depth in range(1, 8):
-            tails = ["/".join(_split(paths[i].split(":", 1)[0])[-depth:]) for i in same]
-            if len(set(tails)) == len(tails) or depth == 7:
-                break
+        def tails(depth: int) -> List[str]:
+            return ["/".join(_split(_untyped(paths[i])[0])[-depth:]) for i in same]
+
+        apart = next((t for t in map(tails, range(1, 8)) if len(set(t)) == len(t)), None)
         for k, i in enumerate(same):
-            tail = tails[k] if len(set(tails)) == len(tails) else f"{tails[k]} #{k + 1}"
+            tail = apart[k] if apart else f"{tails(1)[k]} #{k + 1}"
             out[i] = f"{name} ({tail})" if name else tail
     return out
