@@ -230,7 +230,12 @@ def test_tensorboard_profile_overview_has_step_times(capture):
         step_table = next(t for t in overview if "stepnum" in [c["id"] for c in t.get("cols", [])])
         assert len(step_table["rows"]) >= 3
         assert float(step_table["p"]["steptime_ms_average"]) > 0
-        assert tensorboard.profile_url(result, run=callback.files[0]).startswith(result.url + "?run=" + run)
+        url = tensorboard.profile_url(result, run=callback.files[0])
+        assert url.startswith(result.url + "data/plugin/profile/index.html?") and f"&run={run}&" in url
+        with _NO_PROXY.open(url, timeout=60) as response:  # XProf's own page, which TensorBoard serves
+            body = response.read()
+            page = gzip.decompress(body) if response.headers.get("Content-Encoding") == "gzip" else body
+            assert response.status == 200 and b"<app>" in page
     finally:
         if not isinstance(result, tensorboard.Failed):
             tensorboard.stop(result)
