@@ -506,8 +506,10 @@ def test_a_profiled_runs_summary_names_layers_and_states_its_coverage_once(tmp_p
     assert all(op.path and op.path != op.name for op in summary.top_ops)  # the profiler's own name, kept apart
     convs = [name for name in named if re.match(r"conv2d(_\d)? ", name)]
     assert len({name.split()[0] for name in convs}) >= 2, block  # by layer
-    assert any(name.endswith({"tensorflow": "Conv2DBackpropFilter", "jax": "conv (grad)"}[backend])
+    assert any(name.endswith({"tensorflow": "Conv2DBackpropFilter", "jax": "grad)"}[backend])
                for name in convs), block
+    # XLA:CPU's weight-gradient convolutions keep no op name: they are named by the layer whose kernel they fit
+    assert not [name for name in named if name.startswith("convolution")], block
     labels = [_short(name) for name in named]
     assert len(set(labels)) == len(labels), labels
     covered = f"{summary.top_ops_step_percent:.0f}% of the step time"

@@ -68,6 +68,11 @@ def test_an_xla_op_is_named_by_its_own_metadata_then_its_fused_ops_then_its_neig
     assert names.xla_name("fusion", "", "", (("convolution", "", ""),), outputs=["jit(train_step)/adam/add"] * 2) == (
         "convolution into adam")
     assert names.xla_name("fusion", "", "", (("iota", "", ""),)) == "iota"
+    # a nameless convolution whose result has the shape of a layer's kernel is that kernel's gradient
+    assert names.xla_name("fusion", "", "", (("convolution", "", ""),), outputs=["jit(train_step)/adam/add"],
+                          weight_of="conv2d_2") == "conv2d_2 conv (weight grad)"
+    assert names.forward_layer("jit(train_step)/jvp(conv2d_2)/conv_general_dilated") == "conv2d_2"
+    assert names.forward_layer(conv) == "" and names.forward_layer(TF_PATHS[1]) == ""
     assert names.xla_name("fusion", "", "", ()) == ""  # nothing to say: the caller keeps XLA's own name
     # TensorFlow's jit_compile: the module's op names are graph paths with an op type
     assert names.xla_name("convolution", "Conv2DBackpropInput", TF_PATHS[0], suffixed={"cnn_1"}) == (

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Collection, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-__all__ = ["distinct", "jax_name", "tf_layer_suffixes", "tf_name", "xla_name"]
+__all__ = ["distinct", "forward_layer", "jax_name", "tf_layer_suffixes", "tf_name", "xla_name"]
 
 # Graph scopes that say how an op was called, not which layer it belongs to.
 _TF_WRAPPERS = frozenset({"StatefulPartitionedCall", "PartitionedCall", "while", "cond", "body"})
@@ -29,6 +29,8 @@ _PRIMITIVES = {"conv_general_dilated": "conv", "dot_general": "dot"}
 _JAX_CALL = re.compile(r"^(?:p?jit|remat|checkpoint|custom_jvp_call|custom_vjp_call)\(")
 _JAX_TRANSFORM = re.compile(r"^(jvp|transpose|vmap|vjp|pmap|shard_map)\((.*)\)$")
 _GRAD = " (grad)"
+# XLA opcodes of the work that has weights: the gradient of their weights is the same kind of op.
+_WEIGHTED = {"convolution": "conv", "dot": "dot"}
 
 
 def _split(path: str) -> List[str]:
@@ -167,8 +169,18 @@ def _layer_of(op_names: Sequence[str]) -> Optional[str]:
     return layers.pop() if len(layers) == 1 else None
 
 
+def forward_layer(op_name: str) -> str:
+    """The layer of a JAX op name outside the gradient ("jit(f)/jvp(conv2d_1)/conv_general_dilated" gives
+    "conv2d_1"); "" for one in the gradient, outside a layer, or TensorFlow's."""
+    if "(" not in op_name:
+        return ""
+    layer, _, grad = _jax_parts(op_name)
+    return "" if grad else layer
+
+
 def xla_name(opcode: str, op_type: str, op_name: str, fused: Sequence[Tuple[str, str, str]] = (),
-             inputs: Sequence[str] = (), outputs: Sequence[str] = (), suffixed: Collection[str] = ()) -> str:
+             inputs: Sequence[str] = (), outputs: Sequence[str] = (), suffixed: Collection[str] = (),
+             weight_of: str = "") -> str:
     """A readable name for an XLA op from its compiled module's metadata; "" where the module says nothing.
 
     The op's own framework op name first; for a fusion without one, the first
@@ -176,7 +188,9 @@ def xla_name(opcode: str, op_type: str, op_name: str, fused: Sequence[Tuple[str,
     instructions lost theirs too, the kind of work it does (its root's opcode,
     e.g. "convolution") and the layer it reads from ("after re_lu_1") or, failing
     that, the one it feeds ("into adam"). `suffixed` is `tf_layer_suffixes` of
-    the module's op names, for one compiled from TensorFlow.
+    the module's op names, for one compiled from TensorFlow. `weight_of` is the
+    layer whose weights have the shape of a nameless convolution's or dot's
+    result: that op is the gradient of those weights ("conv2d_1 conv (weight grad)").
     """
     if op_name:
         return _framework_name(op_name, op_type, suffixed)
@@ -186,6 +200,8 @@ def xla_name(opcode: str, op_type: str, op_name: str, fused: Sequence[Tuple[str,
     kind = fused[0][0] if fused else ("" if opcode == "fusion" else opcode)
     if not kind:
         return ""
+    if weight_of and kind in _WEIGHTED:
+        return f"{weight_of} {_WEIGHTED[kind]} (weight grad)"
     before, after = _layer_of(inputs), _layer_of(outputs)
     if before:
         return f"{kind} after {before}"

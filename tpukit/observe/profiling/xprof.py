@@ -356,8 +356,23 @@ def _xla_name(module: str, op: str, program_id: Any, modules: _Modules) -> str:
     if not ins:
         return f"{module}/{op}" if module else op
     suffixed = names.tf_layer_suffixes(i.op_name for i in found.values() if i.op_name and "(" not in i.op_name)
-    named = names.xla_name(ins.opcode, ins.op_type, ins.op_name, ins.fused, ins.inputs, ins.outputs, suffixed)
+    named = names.xla_name(ins.opcode, ins.op_type, ins.op_name, ins.fused, ins.inputs, ins.outputs, suffixed,
+                           _weight_of(ins, found))
     return named or (f"{module}/{op}" if module else op)
+
+
+def _weight_of(ins: "xspace.HloInstruction", module: Dict[str, "xspace.HloInstruction"]) -> str:
+    """The one layer whose forward convolution or dot reads a weight of `ins`'s result shape, for a nameless op
+    (XLA:CPU's weight-gradient fusions lose their metadata); "" where none or several do."""
+    if ins.op_name or any(name for _, _, name in ins.fused) or len(ins.dims) < 2:
+        return ""
+    layers = set()
+    for other in module.values():
+        for opcode, _, op_name in ((other.opcode, other.op_type, other.op_name), *other.fused):
+            layer = names.forward_layer(op_name) if opcode in ("convolution", "dot") else ""
+            if layer and ins.dims in other.operand_dims:
+                layers.add(layer)
+    return layers.pop() if len(layers) == 1 else ""
 
 
 def _xla_ops(events: Sequence[Dict[str, Any]], modules: Optional[_Modules] = None) -> Tuple[OpStat, ...]:

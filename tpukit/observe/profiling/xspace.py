@@ -29,7 +29,8 @@ _EVENT_METADATA_STATS = 5
 _HLO_PROTO_MODULE = 1
 _MODULE_COMPUTATIONS = 3
 _COMPUTATION_INSTRUCTIONS, _COMPUTATION_ID, _COMPUTATION_ROOT_ID = 2, 5, 6
-_INSTRUCTION_NAME, _INSTRUCTION_OPCODE, _INSTRUCTION_METADATA = 1, 2, 7
+_INSTRUCTION_NAME, _INSTRUCTION_OPCODE, _INSTRUCTION_SHAPE, _INSTRUCTION_METADATA = 1, 2, 3, 7
+_SHAPE_DIMENSIONS = 3
 _INSTRUCTION_ID, _INSTRUCTION_OPERANDS, _INSTRUCTION_CALLED = 35, 36, 38
 _OP_TYPE, _OP_NAME = 1, 2
 # The XSpace stat that holds a compiled module's HloProto, on the "/host:metadata" plane.
@@ -188,6 +189,9 @@ class HloInstruction:
             parameters left out, the root first.
         inputs: op_name of the instructions it reads, where they have one.
         outputs: op_name of the instructions that read it, where they have one.
+        dims: Its result's dimensions, sorted (a layout-free key: a weight and its gradient have the same);
+            () for a tuple or a scalar.
+        operand_dims: The sorted dimensions of what it reads (for a fusion, its fused parameters').
     """
 
     opcode: str
@@ -196,6 +200,8 @@ class HloInstruction:
     fused: Tuple[Tuple[str, str, str], ...] = ()
     inputs: Tuple[str, ...] = ()
     outputs: Tuple[str, ...] = ()
+    dims: Tuple[int, ...] = ()
+    operand_dims: Tuple[Tuple[int, ...], ...] = ()
 
 
 def _ints(value: Any, wire: int) -> List[int]:
@@ -270,7 +276,7 @@ def _module_instructions(proto: bytes) -> Dict[str, HloInstruction]:
                     root = _signed(value)
                 elif f == _COMPUTATION_INSTRUCTIONS:
                     ins: Dict[str, Any] = {"name": "", "opcode": "", "op_type": "", "op_name": "", "id": 0,
-                                           "operands": [], "called": []}
+                                           "operands": [], "called": [], "dims": ()}
                     for g, w, v in _fields(value):
                         if g == _INSTRUCTION_NAME:
                             ins["name"] = _text(v)
@@ -278,6 +284,9 @@ def _module_instructions(proto: bytes) -> Dict[str, HloInstruction]:
                             ins["opcode"] = _text(v)
                         elif g == _INSTRUCTION_METADATA:
                             ins["op_type"], ins["op_name"] = _op_metadata(v)
+                        elif g == _INSTRUCTION_SHAPE:
+                            ins["dims"] = tuple(sorted(d for f2, w2, v2 in _fields(v) if f2 == _SHAPE_DIMENSIONS
+                                                       for d in _ints(v2, w2)))
                         elif g == _INSTRUCTION_ID:
                             ins["id"] = _signed(v)
                         elif g == _INSTRUCTION_OPERANDS:
@@ -296,14 +305,17 @@ def _module_instructions(proto: bytes) -> Dict[str, HloInstruction]:
                 readers.setdefault(operand, []).append(ins["id"])
         for ins in instructions:
             fused = []
+            operand_dims = [by_id[i]["dims"] for i in ins["operands"] if i in by_id]
             for called in ins["called"]:
+                operand_dims.extend(i["dims"] for i in computations.get(called, []) if i["opcode"] == "parameter")
                 inner = [i for i in computations.get(called, []) if i["opcode"] != "parameter"]
                 inner.sort(key=lambda i: i["id"] != roots.get(called))  # the root first
                 fused.extend((i["opcode"], i["op_type"], i["op_name"]) for i in inner)
             inputs = tuple(by_id[i]["op_name"] for i in ins["operands"] if i in by_id and by_id[i]["op_name"])
             outputs = tuple(by_id[i]["op_name"] for i in readers.get(ins["id"], []) if by_id[i]["op_name"])
             found.setdefault(ins["name"], HloInstruction(ins["opcode"], ins["op_type"], ins["op_name"],
-                                                         tuple(fused), inputs, outputs))
+                                                         tuple(fused), inputs, outputs, ins["dims"],
+                                                         tuple(d for d in operand_dims if d)))
     return found
 
 
