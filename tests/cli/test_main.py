@@ -516,3 +516,7 @@ def test_a_profiled_runs_summary_names_layers_and_states_its_coverage_once(tmp_p
     assert f"Top ops by self time ({summary.top_ops_source}): {covered}" in block
     assert proc.stdout.count(covered) == 1 and "cover only" not in proc.stdout, block
     assert re.search(r"^Rest     \d+% of the step time in smaller ops", block, re.MULTILINE), block
+    # input measured on both backends (tf.data's analysis; the data iterator's next() calls in JAX's trace), and a
+    # next step to take
+    assert re.search(r"^Input    \d+\.\d% of step time (waiting for input|fetching the next batch)", block, re.M), block
+    assert re.search(r"^Next     \S", block, re.MULTILINE), block

@@ -105,6 +105,7 @@ class ProfileSummary:
     top_ops_step_percent: Optional[float] = None
     smaller_ops_step_percent: Optional[float] = None
     no_op_step_percent: Optional[float] = None
+    input_source: str = ""
 
     @property
     def input_verdict(self) -> str:
@@ -112,7 +113,7 @@ class ProfileSummary:
         if self.input_percent is None:
             return "not measured (no tf.data input pipeline in this capture)"
         word = "input-bound" if self.input_bound else "not input-bound"
-        return f"{word} ({self.input_percent:.1f}% of step time waiting for input)"
+        return f"{word} ({self.input_percent:.1f}% of step time {_waiting(self.input_source)})"
 
     def to_dict(self) -> Dict[str, Any]:
         """The summary as JSON-safe built-ins (tuples become lists)."""
@@ -157,12 +158,14 @@ class ProfileSummary:
 
 def from_measurements(path: str, hardware_type: str, steps: Sequence[Tuple[str, float]],
                       input_percent: Optional[float], other_percent: Optional[float], top_ops: Tuple[OpStat, ...],
-                      top_ops_source: str, tips: Sequence[str], ops_us: Optional[float] = None) -> ProfileSummary:
+                      top_ops_source: str, tips: Sequence[str], ops_us: Optional[float] = None,
+                      input_source: str = "tf.data") -> ProfileSummary:
     """A `ProfileSummary` from what a capture measured: step times, verdict, sentences and advice follow from it.
 
     `tips` are xprof's findings worth passing on, already plain text. `ops_us`
     is the self time of all the ops the top ones were picked from: with it,
-    the summary says where the rest of the step went.
+    the summary says where the rest of the step went. `input_source` says
+    where `input_percent` was measured ("tf.data" or "trace").
     """
     input_bound = None if input_percent is None else input_percent >= _INPUT_BOUND_PERCENT
     times = [ms for _, ms in steps]
@@ -182,23 +185,31 @@ def from_measurements(path: str, hardware_type: str, steps: Sequence[Tuple[str, 
         steps=tuple(steps),
         input_percent=input_percent,
         input_bound=input_bound,
-        input_conclusion=_input_sentence(input_percent, input_bound),
+        input_conclusion=_input_sentence(input_percent, input_bound, input_source),
         other_percent=other_percent,
         top_ops=top_ops,
         top_ops_source=top_ops_source,
-        recommendation=_advice(input_bound, other_percent, covered, tips),
+        recommendation=_advice(input_bound, other_percent, covered, tips, top_ops[0] if top_ops else None),
         top_ops_step_percent=covered,
         smaller_ops_step_percent=smaller,
         no_op_step_percent=no_op,
+        input_source=input_source if input_percent is not None else "",
     )
 
 
-def _input_sentence(percent: Optional[float], bound: Optional[bool]) -> str:
+def _input_sentence(percent: Optional[float], bound: Optional[bool], source: str = "tf.data") -> str:
     if percent is None:
         return "not measured: this capture has no tf.data input pipeline, the only input xprof can see."
+    shown = f"{percent:.1f}% of step time {_waiting(source)}"
+    if source == "trace":
+        shown += " (the data iterator's next() calls in the trace)"
     if bound:
-        return f"{percent:.1f}% of step time waiting for input: input-bound (xprof's threshold is 5%)."
-    return f"{percent:.1f}% of step time waiting for input: not input-bound."
+        return f"{shown}: input-bound (xprof's threshold is 5%)."
+    return f"{shown}: not input-bound."
+
+
+def _waiting(source: str) -> str:
+    return "fetching the next batch" if source == "trace" else "waiting for input"
 
 
 def _other_sentence(percent: float) -> str:
@@ -225,8 +236,9 @@ def _rest_sentence(covered: Optional[float], smaller: Optional[float], no_op: Op
 
 
 def _advice(input_bound: Optional[bool], other_percent: Optional[float], covered: Optional[float],
-            tips: Sequence[str]) -> str:
-    """What to look at next, naming only what the user can open: TensorBoard's Profile tab and its tools."""
+            tips: Sequence[str], top: Optional[OpStat] = None) -> str:
+    """What to look at next, naming only what the user can open: TensorBoard's Profile tab and its tools; where
+    nothing stands out, the op with the most self time."""
     parts = []
     uncovered = covered is not None and covered < _COVERED_PERCENT
     if input_bound:
@@ -239,4 +251,7 @@ def _advice(input_bound: Optional[bool], other_percent: Optional[float], covered
     elif other_percent is not None and other_percent >= _OTHER_NOTABLE_PERCENT:
         parts.append(f"The trace viewer in {_PROFILE_TAB} shows what runs between the ops.")
     parts.extend(tips)
+    if not any(parts) and top is not None:
+        parts.append(f"Start with {top.name}, the op with the most self time ({top.self_time_percent:.0f}% of the "
+                     f"ops' time): the trace viewer in {_PROFILE_TAB} shows where it runs in each step.")
     return " ".join(p for p in parts if p)

@@ -116,7 +116,8 @@ def summarize(path) -> ProfileSummary:
     if not _has_rows(_table_with(analysis, "opName")) and not input_percent:
         input_percent = None  # xprof saw no input pipeline: its 0% is not a measurement
     on_device, on_host = _op_stats(_tool_data(xplanes, "framework_op_stats"))
-    xla = () if on_device else _xla_ops_from_trace(xplanes, _hlo_instructions(xplanes))
+    events = [] if on_device else _trace_events(xplanes)
+    xla = _xla_ops(events, _hlo_instructions(xplanes)) if events else ()
     ops, source = _ranked(on_device, on_host, xla)
     top_ops = _top(ops)
     if xla and not on_host:
@@ -125,9 +126,13 @@ def summarize(path) -> ProfileSummary:
         other_percent = None
     tips = (_table_with(overview, "tip_type") or {}).get("p", {})
     statements = [props.get(k) or tips.get(k) for k in _TIP_STATEMENTS]
+    input_source = "tf.data"
+    if input_percent is None:
+        input_percent = _input_from_trace(events)
+        input_source = "trace" if input_percent is not None else ""
     return from_measurements(shown, props.get("hardware_type", ""), steps, input_percent, other_percent, top_ops,
                              source, [_plain(s) for s in statements if s],
-                             ops_us=sum(op.self_time_us for op in ops))
+                             ops_us=sum(op.self_time_us for op in ops), input_source=input_source)
 
 
 _LINK = re.compile(r"<a\b[^>]*?href=[\"']([^\"']*)[\"'][^>]*>(.*?)</a\s*>", re.IGNORECASE | re.DOTALL)
@@ -182,9 +187,13 @@ def _summarize_trace_only(shown: str, xplanes: List[str], why: str) -> ProfileSu
     ops_us = sum(op.self_time_us for op in xla)
     note = (f"Read from the capture's trace only: {why}, so there is no input-pipeline analysis and no "
             "framework op statistics.")
-    summary = from_measurements(shown, "", [(f"{step_names[n]} {n}", ms) for n, ms in sorted(steps.items())], None,
-                                None, top_ops, source, [note], ops_us=ops_us)
+    fetching = _input_from_trace(events)
+    summary = from_measurements(shown, "", [(f"{step_names[n]} {n}", ms) for n, ms in sorted(steps.items())],
+                                fetching, None, top_ops, source, [note], ops_us=ops_us,
+                                input_source="trace" if fetching is not None else "")
     # Its advice would point at TensorBoard's Profile tab, which needs the same xprof: say what is missing instead.
+    if fetching is not None:
+        return dataclasses.replace(summary, recommendation=note)
     return dataclasses.replace(summary, recommendation=note,
                                input_conclusion="not measured: xprof's input-pipeline analysis is unavailable here.")
 
@@ -327,11 +336,40 @@ def _op_stats(tables: List[Dict[str, Any]]) -> Tuple[List[OpStat], List[OpStat]]
     return on_device, on_host
 
 
-def _xla_ops_from_trace(xplanes: List[str], modules: _Modules) -> Tuple[OpStat, ...]:
-    """XLA ops from the trace: XLA:CPU runs them on the host's thread lines (xprof's op stats leave them out)."""
+def _trace_events(xplanes: List[str]) -> List[Dict[str, Any]]:
+    """The trace viewer's events: XLA:CPU runs its ops on the host's thread lines (xprof's op stats leave them out)."""
     # use_saved_result=False: newer xprof otherwise caches the trace next to the capture.
     trace = _tool_json(xplanes, "trace_viewer", {"use_saved_result": False})
-    return _xla_ops(trace.get("traceEvents", []) if isinstance(trace, dict) else [], modules)
+    return trace.get("traceEvents", []) if isinstance(trace, dict) else []
+
+
+# Python's tracer names a call of the builtin next() so; a Keras fit on JAX fetches each batch with it, in the step.
+_NEXT_CALL = "$builtins next"
+
+
+def _input_from_trace(events: Sequence[Dict[str, Any]]) -> Optional[float]:
+    """Percent of the profiled steps' time spent fetching the next batch: the outermost next() calls that
+    Python's tracer recorded on each step's own thread, inside the step (Keras on JAX calls next() on its data
+    iterator there). None where the trace holds no such call (no Python tracer, or no step markers)."""
+    steps = [e for e in events if e.get("ph") == "X" and "step_num" in (e.get("args") or {})]
+    calls: Dict[Tuple[Any, Any], List[Tuple[float, float]]] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("name") == _NEXT_CALL:
+            start = float(e.get("ts", 0))
+            calls.setdefault((e.get("pid"), e.get("tid")), []).append((start, start + float(e.get("dur", 0))))
+    fetching = stepping = 0.0
+    for step in steps:
+        start = float(step.get("ts", 0))
+        end = start + float(step.get("dur", 0))
+        stepping += end - start
+        outer_end = start
+        for call_start, call_end in sorted(calls.get((step.get("pid"), step.get("tid")), [])):
+            if start <= call_start and call_end <= end and call_start >= outer_end:  # not inside a counted one
+                fetching += call_end - call_start
+                outer_end = call_end
+    if not fetching or stepping <= 0:
+        return None
+    return 100.0 * fetching / stepping
 
 
 _Modules = Dict[Tuple[str, Any], Dict[str, "xspace.HloInstruction"]]
