@@ -88,3 +88,17 @@ def test_names_that_two_ops_share_are_told_apart_by_the_end_of_their_paths():
                     "bn Mul (grad) (moments/truediv)", "bn Mul (grad) (batchnorm/truediv)"]
     assert len(set(told)) == len(told)
     assert names.distinct(["a", "a"], ["x/y", "x/y"]) == ["a (y #1)", "a (y #2)"]
+
+
+def test_collectives_are_named_as_such_and_combined_ops_by_their_layers():
+    """Under data parallelism (8 replicas) XLA's all-reduces keep the name of the sum they distribute, and one
+    all-reduce can carry the gradients of several layers (their op names joined by ':' in parentheses)."""
+    combined = ("jit(train_step)/(transpose(jvp(conv2d))/conv_general_dilated:transpose(jvp(conv2d_1))/"
+                "conv_general_dilated:transpose(jvp(logits))/dot_general:transpose(jvp(logits))/reduce_sum)")
+    assert names.xla_name("all-reduce", "", combined) == "all-reduce of conv2d…logits (grad)"
+    assert names.xla_name("all-reduce", "", "jit(train_step)/transpose(jvp(batch_normalization_1))/reduce_sum") == (
+        "batch_normalization_1 all-reduce (grad)")
+    assert names.xla_name("all-reduce", "", "jit(train_step)/jvp(batch_normalization)/(jit(_var)/reduce_sum:"
+                                            "reduce_sum)") == "batch_normalization all-reduce"
+    assert names.jax_name("jit(f)/(jvp(dense)/dot_general:jvp(dense)/add)") == "dense dot"
+    assert names.xla_name("fusion", "", "jit(train_step)/jvp(dense)/dot_general") == "dense dot"  # not a collective

@@ -140,19 +140,58 @@ def _jax_parts(op_name: str) -> Tuple[str, str, bool]:
     return layer, _PRIMITIVES.get(leaf, leaf), grad
 
 
-def jax_name(op_name: str) -> str:
+def _combined(op_name: str) -> List[str]:
+    """The op names XLA merged into one ("a/(b/x:c/y)" when it combines ops, as an all-reduce of several
+    gradients): ["a/b/x", "a/c/y"]; [op_name] for one that is not combined."""
+    parts = _split(op_name)
+    for i, part in enumerate(parts):
+        if part.startswith("(") and part.endswith(")") and ":" in part:
+            inner, depth, start, pieces = part[1:-1], 0, 0, []
+            for j, ch in enumerate(inner):
+                depth += (ch == "(") - (ch == ")")
+                if ch == ":" and depth == 0:
+                    pieces.append(inner[start:j])
+                    start = j + 1
+            pieces.append(inner[start:])
+            head = "/".join(parts[:i])
+            return [f"{head}/{piece}" if head else piece for piece in pieces if piece]
+    return [op_name]
+
+
+def jax_name(op_name: str, kind: str = "") -> str:
     """'<layer> <primitive>' for JAX's op name, e.g. "jit(train_step)/transpose(jvp(conv2d_1))/conv_general_dilated"
-    gives "conv2d_1 conv (grad)" and "jit(train_step)/adam/add" gives "adam add"; "" for an empty op name."""
-    layer, primitive, grad = _jax_parts(op_name)
-    name = f"{layer} {primitive}" if layer else primitive
-    return name + (_GRAD if grad and name else "")
+    gives "conv2d_1 conv (grad)" and "jit(train_step)/adam/add" gives "adam add"; "" for an empty op name.
+
+    `kind`, where given, replaces the primitive (an all-reduce keeps the name of the sum it distributes). An op
+    XLA combined from several ("jit(f)/(transpose(jvp(conv2d))/...:transpose(jvp(logits))/...)") reads
+    "<kind> of conv2d…logits (grad)".
+    """
+    pieces = [_jax_parts(piece) for piece in _combined(op_name)]
+    pieces = [p for p in pieces if p[1]]
+    if not pieces:
+        return ""
+    grad = all(g for _, _, g in pieces)
+    layers = list(dict.fromkeys(layer for layer, _, _ in pieces if layer))
+    if len(pieces) > 1 and len(layers) != 1:
+        what = kind or "combined ops"
+        name = f"{what} of {layers[0]}…{layers[-1]}" if len(layers) > 1 else what
+    else:
+        layer, primitive, _ = pieces[0]
+        name = f"{layers[0] if layers else layer} {kind or primitive}".strip()
+    return name + (_GRAD if grad else "")
 
 
-def _framework_name(op_name: str, op_type: str, suffixed: Collection[str]) -> str:
+# XLA opcodes of collectives: what they cost is the communication, whatever op their metadata names.
+_COLLECTIVES = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+                          "all-reduce-start", "all-gather-start", "collective-permute-start"})
+
+
+def _framework_name(op_name: str, op_type: str, suffixed: Collection[str], opcode: str = "") -> str:
     """JAX's op names hold calls ("jit(f)/jvp(layer)/prim"); TensorFlow's are plain scopes with an op type."""
+    kind = opcode if opcode in _COLLECTIVES else ""
     if "(" in op_name:
-        return jax_name(op_name)
-    return tf_name(op_name, op_type, suffixed)
+        return jax_name(op_name, kind)
+    return tf_name(op_name, kind or op_type, suffixed)
 
 
 def _layer_of(op_names: Sequence[str]) -> Optional[str]:
@@ -193,7 +232,7 @@ def xla_name(opcode: str, op_type: str, op_name: str, fused: Sequence[Tuple[str,
     result: that op is the gradient of those weights ("conv2d_1 conv (weight grad)").
     """
     if op_name:
-        return _framework_name(op_name, op_type, suffixed)
+        return _framework_name(op_name, op_type, suffixed, opcode)
     for inner_opcode, inner_type, inner_name in fused:
         if inner_name:
             return _framework_name(inner_name, inner_type, suffixed)
