@@ -477,3 +477,46 @@ def test_tensorboard_says_how_to_stop_it_and_stop_does(tmp_path):
 
         for server in tensorboard.running(tmp_path):
             tensorboard.stop(server)
+
+
+# What a profiler calls an op where a Keras user would want the layer: a graph path, XLA's module/instruction name.
+_PROFILER_NAME = re.compile(r"StatefulPartitionedCall|gradient_tape|/|^jit_|^\w*fusion(\.\d+)?$")
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_profiled_runs_summary_names_layers_and_states_its_coverage_once(tmp_path, backend):
+    """The zoo CNN profiled from the CLI on the CPU, on each backend: the summary it prints names each top op by its
+    layer and op ("conv2d_1 Conv2DBackpropFilter", "conv2d_1 conv (grad)"), not by a graph path or an unnamed
+    fusion; the names are distinct, in the text and in the panel chart's shortened labels; the top ops' share of
+    the step is stated once, and the line under them says where the rest of the step went."""
+    from tpukit.observe import profiling
+    from tpukit.ui.plots import _short
+
+    proc = run_cli("train", "--backend", backend, "--dataset", "digits", "--model", "cnn", "--epochs", "1",
+                   "--profile", "2:4", "--logdir", str(tmp_path), "--name", "profiled",
+                   env={"KERAS_BACKEND": backend})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    capture = re.search(r"^profile capture: (\S+)$", proc.stdout, re.MULTILINE).group(1)
+    block = proc.stdout.split("\nProfile  ", 1)[1].split("\n\n", 1)[0]
+    summary = profiling.summarize(capture)
+    named = [op.name for op in summary.top_ops]
+    assert len(named) >= 5 and len(set(named)) == len(named), named
+    assert all(name in block for name in named), block
+    assert not [name for name in named if _PROFILER_NAME.search(name)], block
+    assert all(op.path and op.path != op.name for op in summary.top_ops)  # the profiler's own name, kept apart
+    convs = [name for name in named if re.match(r"conv2d(_\d)? ", name)]
+    assert len({name.split()[0] for name in convs}) >= 2, block  # by layer
+    assert any(name.endswith({"tensorflow": "Conv2DBackpropFilter", "jax": "grad)"}[backend])
+               for name in convs), block
+    # XLA:CPU's weight-gradient convolutions keep no op name: they are named by the layer whose kernel they fit
+    assert not [name for name in named if name.startswith("convolution")], block
+    labels = [_short(name) for name in named]
+    assert len(set(labels)) == len(labels), labels
+    covered = f"{summary.top_ops_step_percent:.0f}% of the step time"
+    assert f"Top ops by self time ({summary.top_ops_source}): {covered}" in block
+    assert proc.stdout.count(covered) == 1 and "cover only" not in proc.stdout, block
+    assert re.search(r"^Rest     \d+% of the step time in smaller ops", block, re.MULTILINE), block
+    # input measured on both backends (tf.data's analysis; the data iterator's next() calls in JAX's trace), and a
+    # next step to take
+    assert re.search(r"^Input    \d+\.\d% of step time (waiting for input|fetching the next batch)", block, re.M), block
+    assert re.search(r"^Next     \S", block, re.MULTILINE), block

@@ -120,15 +120,14 @@ def test_running_lists_instances_by_logdir(served, tmp_path):
 
 
 def test_profile_url(served, tmp_path):
-    assert tensorboard.profile_url(served) == served.url + "#profile"
+    page = served.url + "data/plugin/profile/index.html?new_nav=1"  # XProf's own page, with its side rail
+    assert tensorboard.profile_url(served) == page
     capture = os.path.join(served.logdir, "plugins", "profile", "2024_01_02_03_04_05")
     os.makedirs(capture, exist_ok=True)
     xplane = os.path.join(capture, "vm.xplane.pb")
     open(xplane, "wb").close()
-    assert tensorboard.profile_url(served, run=xplane) == (
-        served.url + "?run=2024_01_02_03_04_05&tool=overview_page&host=vm#profile"
-    )
-    assert tensorboard.profile_url(served, run="train/x") == served.url + "?run=train%2Fx&tool=overview_page#profile"
+    assert tensorboard.profile_url(served, run=xplane) == page + "&run=2024_01_02_03_04_05&tag=overview_page&host=vm"
+    assert tensorboard.profile_url(served, run="train/x") == page + "&run=train%2Fx&tag=overview_page"
     with pytest.raises(TypeError):
         tensorboard.profile_url(tensorboard.Failed("no"))
 

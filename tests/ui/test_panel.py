@@ -532,7 +532,8 @@ def test_a_profiled_run_is_summarized_inline_and_opens_the_profile_tab(make_pane
     assert "step time" in shown and "Top ops by self time" in shown and summary.top_ops[0].name in shown
     assert is_png(panel.views["profile_chart"])
     frame = text(panel.views["tensorboard"])
-    assert '<iframe src="http://127.0.0.1:' in frame and "tool=overview_page" in frame and "#profile" in frame
+    assert '<iframe src="http://127.0.0.1:' in frame and "tag=overview_page" in frame
+    assert "/data/plugin/profile/index.html?new_nav=1&run=" in frame  # XProf's own page: no menu over it
     assert panel.views["tensorboard_frame"].outputs == () and panel.shown == []  # an iframe needs no script
 
 

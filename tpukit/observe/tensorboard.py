@@ -216,8 +216,20 @@ def stop(result_or_port: Union[Launched, Reused, Instance, int]) -> bool:
     return bool(known)
 
 
+# XProf, the profile plugin, served by TensorBoard as a page of its own. Inside TensorBoard's Profile tab it lays
+# out for the tab's width, and under 960 px (an 844 px notebook output) its side menu opens over the page with a
+# grey backdrop until clicked away; on its own page with `new_nav=1` it keeps a side rail beside the page instead.
+_XPROF_PAGE = "data/plugin/profile/index.html"
+
+
 def profile_url(result: Union[Launched, Reused, Instance], run: Optional[str] = None) -> str:
-    """URL of the profile tab of a running TensorBoard.
+    """URL of the profile (XProf's overview page) on a running TensorBoard, for a frame or a tab.
+
+    It opens XProf's own page (`data/plugin/profile/index.html`, the page
+    TensorBoard's Profile tab frames) with its side rail (`new_nav=1`):
+    inside TensorBoard's tab, XProf's menu covers the page with a grey
+    backdrop wherever the frame is under 960 px wide, as a notebook's output
+    is. TensorBoard's other dashboards stay at `result.url`.
 
     Args:
         result: The server, as `start` or `running` returned it.
@@ -227,24 +239,24 @@ def profile_url(result: Union[Launched, Reused, Instance], run: Optional[str] = 
             file under the server's logdir (its host is then selected too).
 
     Returns:
-        The TensorBoard URL with `#profile`, plus `?run=...&tool=overview_page`
-        (the query the profile plugin itself uses for deep links) when `run`
+        `<result.url>data/plugin/profile/index.html?new_nav=1`, plus
+        `&run=...&tag=overview_page` (and `&host=...` for a file) when `run`
         is given.
     """
     if isinstance(result, Failed) or not hasattr(result, "url"):
         raise TypeError(f"profile_url() needs a running server. Received: {result!r}")
-    if run is None:
-        return result.url + "#profile"
-    query = {"run": run, "tool": "overview_page"}
-    path = os.path.abspath(os.path.expanduser(run))
-    if os.path.exists(path):
-        if path.endswith(".xplane.pb"):
-            query["host"] = os.path.basename(path)[: -len(".xplane.pb")]
-            path = os.path.dirname(path)
-        session = os.path.basename(path)
-        tb_run = os.path.relpath(os.path.dirname(os.path.dirname(os.path.dirname(path))), result.logdir)
-        query["run"] = session if tb_run == "." else f"{tb_run}/{session}"
-    return f"{result.url}?{urllib.parse.urlencode(query)}#profile"
+    query = {"new_nav": "1"}
+    if run is not None:
+        query.update(run=run, tag="overview_page")
+        path = os.path.abspath(os.path.expanduser(run))
+        if os.path.exists(path):
+            if path.endswith(".xplane.pb"):
+                query["host"] = os.path.basename(path)[: -len(".xplane.pb")]
+                path = os.path.dirname(path)
+            session = os.path.basename(path)
+            tb_run = os.path.relpath(os.path.dirname(os.path.dirname(os.path.dirname(path))), result.logdir)
+            query["run"] = session if tb_run == "." else f"{tb_run}/{session}"
+    return f"{result.url}{_XPROF_PAGE}?{urllib.parse.urlencode(query)}"
 
 
 # --- helpers -----------------------------------------------------------------

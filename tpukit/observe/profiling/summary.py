@@ -24,12 +24,25 @@ _PROFILE_TAB = "TensorBoard's Profile tab"
 
 @dataclasses.dataclass(frozen=True)
 class OpStat:
-    """One op's share of the profiled time."""
+    """One op's share of the profiled time.
+
+    Attributes:
+        name: A readable name, "<layer> <op>" where the trace says which
+            ("conv2d_1 Conv2DBackpropFilter", "conv2d_1 conv (grad)"), kept
+            distinct from the other top ops' names.
+        category: The op's type (TensorFlow's, e.g. "_MklNativeConv2D") or
+            kind (XLA's, e.g. "fusion").
+        self_time_us: Its self time in the capture, in microseconds.
+        self_time_percent: Its share of the ops' self time.
+        path: The profiler's own name for it: TensorFlow's graph path, or
+            `<hlo module>/<hlo op>` for an XLA op (what the trace viewer shows).
+    """
 
     name: str
     category: str
     self_time_us: float
     self_time_percent: float
+    path: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +103,9 @@ class ProfileSummary:
     top_ops_source: str
     recommendation: str
     top_ops_step_percent: Optional[float] = None
+    smaller_ops_step_percent: Optional[float] = None
+    no_op_step_percent: Optional[float] = None
+    input_source: str = ""
 
     @property
     def input_verdict(self) -> str:
@@ -97,7 +113,7 @@ class ProfileSummary:
         if self.input_percent is None:
             return "not measured (no tf.data input pipeline in this capture)"
         word = "input-bound" if self.input_bound else "not input-bound"
-        return f"{word} ({self.input_percent:.1f}% of step time waiting for input)"
+        return f"{word} ({self.input_percent:.1f}% of step time {_waiting(self.input_source)})"
 
     def to_dict(self) -> Dict[str, Any]:
         """The summary as JSON-safe built-ins (tuples become lists)."""
@@ -127,8 +143,9 @@ class ProfileSummary:
             for op in self.top_ops:
                 pct = f"{op.self_time_percent:>5.1f}%"
                 lines.append(f"  {op.self_time_us:>10.1f}  {pct}  {op.category[:width]:<{width}}  {op.name}")
-            if self.top_ops_step_percent is not None and self.top_ops_step_percent < _COVERED_PERCENT:
-                lines.append(f"Coverage {_uncovered_sentence(self.top_ops_step_percent)}")
+            rest = _rest_sentence(self.top_ops_step_percent, self.smaller_ops_step_percent, self.no_op_step_percent)
+            if rest:
+                lines.append(f"Rest     {rest}")
         else:
             lines.append("Top ops: none with self time in this capture.")
         if self.recommendation:
@@ -141,15 +158,24 @@ class ProfileSummary:
 
 def from_measurements(path: str, hardware_type: str, steps: Sequence[Tuple[str, float]],
                       input_percent: Optional[float], other_percent: Optional[float], top_ops: Tuple[OpStat, ...],
-                      top_ops_source: str, tips: Sequence[str]) -> ProfileSummary:
+                      top_ops_source: str, tips: Sequence[str], ops_us: Optional[float] = None,
+                      input_source: str = "tf.data") -> ProfileSummary:
     """A `ProfileSummary` from what a capture measured: step times, verdict, sentences and advice follow from it.
 
-    `tips` are xprof's findings worth passing on, already plain text.
+    `tips` are xprof's findings worth passing on, already plain text. `ops_us`
+    is the self time of all the ops the top ones were picked from: with it,
+    the summary says where the rest of the step went. `input_source` says
+    where `input_percent` was measured ("tf.data" or "trace").
     """
     input_bound = None if input_percent is None else input_percent >= _INPUT_BOUND_PERCENT
     times = [ms for _, ms in steps]
-    covered = (100.0 * sum(op.self_time_us for op in top_ops) / (1000.0 * sum(times))
-               if top_ops and times and sum(times) > 0 else None)
+    step_us = 1000.0 * sum(times)
+    top_us = sum(op.self_time_us for op in top_ops)
+    covered = 100.0 * top_us / step_us if top_ops and times and step_us > 0 else None
+    smaller = no_op = None
+    if covered is not None and ops_us is not None:
+        smaller = 100.0 * max(0.0, ops_us - top_us) / step_us
+        no_op = 100.0 - covered - smaller if covered + smaller < 100.0 else None
     return ProfileSummary(
         path=path,
         hardware_type=hardware_type,
@@ -159,21 +185,31 @@ def from_measurements(path: str, hardware_type: str, steps: Sequence[Tuple[str, 
         steps=tuple(steps),
         input_percent=input_percent,
         input_bound=input_bound,
-        input_conclusion=_input_sentence(input_percent, input_bound),
+        input_conclusion=_input_sentence(input_percent, input_bound, input_source),
         other_percent=other_percent,
         top_ops=top_ops,
         top_ops_source=top_ops_source,
-        recommendation=_advice(input_bound, other_percent, covered, tips),
+        recommendation=_advice(input_bound, other_percent, covered, tips, top_ops[0] if top_ops else None),
         top_ops_step_percent=covered,
+        smaller_ops_step_percent=smaller,
+        no_op_step_percent=no_op,
+        input_source=input_source if input_percent is not None else "",
     )
 
 
-def _input_sentence(percent: Optional[float], bound: Optional[bool]) -> str:
+def _input_sentence(percent: Optional[float], bound: Optional[bool], source: str = "tf.data") -> str:
     if percent is None:
         return "not measured: this capture has no tf.data input pipeline, the only input xprof can see."
+    shown = f"{percent:.1f}% of step time {_waiting(source)}"
+    if source == "trace":
+        shown += " (the data iterator's next() calls in the trace)"
     if bound:
-        return f"{percent:.1f}% of step time waiting for input: input-bound (xprof's threshold is 5%)."
-    return f"{percent:.1f}% of step time waiting for input: not input-bound."
+        return f"{shown}: input-bound (xprof's threshold is 5%)."
+    return f"{shown}: not input-bound."
+
+
+def _waiting(source: str) -> str:
+    return "fetching the next batch" if source == "trace" else "waiting for input"
 
 
 def _other_sentence(percent: float) -> str:
@@ -185,14 +221,24 @@ def _covered_words(percent: float) -> str:
     return words + " (ops ran on several threads at once)" if percent > 100.0 else words
 
 
-def _uncovered_sentence(percent: float) -> str:
-    return (f"the top ops cover only {percent:.0f}% of the step time: the rest is in smaller ops or in no op the "
-            "profiler names (Python, the framework's dispatch, waiting).")
+def _rest_sentence(covered: Optional[float], smaller: Optional[float], no_op: Optional[float]) -> str:
+    """Where the step time outside the top ops went, e.g. "12% of the step time in smaller ops, 31% in no op …";
+    "" where the capture cannot tell."""
+    if covered is None or smaller is None:
+        return ""
+    words = f"{smaller:.0f}% of the step time in smaller ops"
+    if no_op is not None:
+        return (f"{words}, {no_op:.0f}% in no op the profiler names (waiting for work or input, Python, the "
+                "framework's dispatch between ops).")
+    if covered > 100.0:
+        return words + "."  # the top ops' line says already that ops ran on several threads at once
+    return f"{words}; with the top ops that is more than the step: ops ran on several threads at once."
 
 
 def _advice(input_bound: Optional[bool], other_percent: Optional[float], covered: Optional[float],
-            tips: Sequence[str]) -> str:
-    """What to look at next, naming only what the user can open: TensorBoard's Profile tab and its tools."""
+            tips: Sequence[str], top: Optional[OpStat] = None) -> str:
+    """What to look at next, naming only what the user can open: TensorBoard's Profile tab and its tools; where
+    nothing stands out, the op with the most self time."""
     parts = []
     uncovered = covered is not None and covered < _COVERED_PERCENT
     if input_bound:
@@ -201,9 +247,11 @@ def _advice(input_bound: Optional[bool], other_percent: Optional[float], covered
             "prefetching, parallel map calls and caching usually help."
         )
     if uncovered:
-        parts.append(f"The top ops cover only {covered:.0f}% of the step time; the trace viewer in {_PROFILE_TAB} "
-                     "shows the rest of the step.")
+        parts.append(f"The trace viewer in {_PROFILE_TAB} shows what the rest of the step does.")
     elif other_percent is not None and other_percent >= _OTHER_NOTABLE_PERCENT:
         parts.append(f"The trace viewer in {_PROFILE_TAB} shows what runs between the ops.")
     parts.extend(tips)
+    if not any(parts) and top is not None:
+        parts.append(f"Start with {top.name}, the op with the most self time ({top.self_time_percent:.0f}% of the "
+                     f"ops' time): the trace viewer in {_PROFILE_TAB} shows where it runs in each step.")
     return " ".join(p for p in parts if p)

@@ -18,6 +18,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tpukit.errors import TpukitError, one_line
+from tpukit.observe.profiling import names, xspace
 from tpukit.observe.profiling.summary import OpStat, ProfileSummary, from_measurements
 
 __all__ = ["ProfileError", "find_captures", "summarize"]
@@ -115,16 +116,23 @@ def summarize(path) -> ProfileSummary:
     if not _has_rows(_table_with(analysis, "opName")) and not input_percent:
         input_percent = None  # xprof saw no input pipeline: its 0% is not a measurement
     on_device, on_host = _op_stats(_tool_data(xplanes, "framework_op_stats"))
-    xla = () if on_device else _xla_ops_from_trace(xplanes)
-    top_ops, source = _top_ops(on_device, on_host, xla)
+    events = [] if on_device else _trace_events(xplanes)
+    xla = _xla_ops(events, _hlo_instructions(xplanes)) if events else ()
+    ops, source = _ranked(on_device, on_host, xla)
+    top_ops = _top(ops)
     if xla and not on_host:
         # xprof's step breakdown saw no op at all (XLA:CPU under JAX): its 'All Others' holds the XLA ops' time,
         # as much of it as xprof happened not to call host compute, so it measures no overhead.
         other_percent = None
     tips = (_table_with(overview, "tip_type") or {}).get("p", {})
     statements = [props.get(k) or tips.get(k) for k in _TIP_STATEMENTS]
+    input_source = "tf.data"
+    if input_percent is None:
+        input_percent = _input_from_trace(events)
+        input_source = "trace" if input_percent is not None else ""
     return from_measurements(shown, props.get("hardware_type", ""), steps, input_percent, other_percent, top_ops,
-                             source, [_plain(s) for s in statements if s])
+                             source, [_plain(s) for s in statements if s],
+                             ops_us=sum(op.self_time_us for op in ops), input_source=input_source)
 
 
 _LINK = re.compile(r"<a\b[^>]*?href=[\"']([^\"']*)[\"'][^>]*>(.*?)</a\s*>", re.IGNORECASE | re.DOTALL)
@@ -156,8 +164,6 @@ def _converter_unavailable() -> str:
 
 def _summarize_trace_only(shown: str, xplanes: List[str], why: str) -> ProfileSummary:
     """What the capture's own trace gives without xprof: step times from its step markers, XLA ops' self time."""
-    from tpukit.observe.profiling import xspace
-
     events: List[Dict[str, Any]] = []
     for i, xplane in enumerate(xplanes):
         try:
@@ -175,14 +181,19 @@ def _summarize_trace_only(shown: str, xplanes: List[str], why: str) -> ProfileSu
         if isinstance(step, int) and event["dur"] > 0:
             steps[step] = max(steps.get(step, 0.0), event["dur"] / 1e3)
     step_events = [e for e in events if isinstance(e["args"].get("step_num"), int)]
-    names = {e["args"]["step_num"]: e["name"] or "step" for e in step_events}
-    xla = _xla_ops(events)
+    step_names = {e["args"]["step_num"]: e["name"] or "step" for e in step_events}
+    xla = _xla_ops(events, _hlo_instructions(xplanes))
     top_ops, source = _top_ops([], [], xla)
+    ops_us = sum(op.self_time_us for op in xla)
     note = (f"Read from the capture's trace only: {why}, so there is no input-pipeline analysis and no "
             "framework op statistics.")
-    summary = from_measurements(shown, "", [(f"{names[n]} {n}", ms) for n, ms in sorted(steps.items())], None,
-                                None, top_ops, source, [note])
+    fetching = _input_from_trace(events)
+    summary = from_measurements(shown, "", [(f"{step_names[n]} {n}", ms) for n, ms in sorted(steps.items())],
+                                fetching, None, top_ops, source, [note], ops_us=ops_us,
+                                input_source="trace" if fetching is not None else "")
     # Its advice would point at TensorBoard's Profile tab, which needs the same xprof: say what is missing instead.
+    if fetching is not None:
+        return dataclasses.replace(summary, recommendation=note)
     return dataclasses.replace(summary, recommendation=note,
                                input_conclusion="not measured: xprof's input-pipeline analysis is unavailable here.")
 
@@ -270,22 +281,31 @@ _XLA_LAUNCH_OPS = frozenset({"XlaLaunch", "XlaLaunchV2", "_XlaRun", "TfrtXlaLaun
 def _top_ops(on_device: List[OpStat], on_host: List[OpStat], xla: Sequence[OpStat]) -> Tuple[Tuple[OpStat, ...], str]:
     """The top ops and where they come from: device ops where there are any, else the XLA ops ranked
     with the host ops, else host ops; ((), "") when there are none."""
+    ops, source = _ranked(on_device, on_host, xla)
+    return _top(ops), source
+
+
+def _ranked(on_device: List[OpStat], on_host: List[OpStat], xla: Sequence[OpStat]) -> Tuple[List[OpStat], str]:
+    """All the ops `_top_ops` ranks, and where they come from."""
     if on_device:
-        return _top(on_device), "device"
+        return list(on_device), "device"
     if not xla:
-        return _top(on_host), "host" if on_host else ""
+        return list(on_host), "host" if on_host else ""
     on_host = [op for op in on_host if op.category not in _XLA_LAUNCH_OPS]
     if not on_host:
-        return _top(list(xla)), "XLA ops in the trace"
+        return list(xla), "XLA ops in the trace"
     # Shares of all the ops listed together (xprof's host shares are of host op time only).
     ops = list(xla) + on_host
     total = sum(op.self_time_us for op in ops)
-    ranked = [dataclasses.replace(op, self_time_percent=100.0 * op.self_time_us / total) for op in ops]
-    return _top(ranked), "XLA ops in the trace and host ops"
+    return ([dataclasses.replace(op, self_time_percent=100.0 * op.self_time_us / total) for op in ops],
+            "XLA ops in the trace and host ops")
 
 
 def _top(ops: List[OpStat]) -> Tuple[OpStat, ...]:
-    return tuple(sorted(ops, key=lambda op: op.self_time_us, reverse=True)[:_TOP_OPS])
+    """The ops with the most self time, their names told apart where two read the same."""
+    top = sorted(ops, key=lambda op: op.self_time_us, reverse=True)[:_TOP_OPS]
+    told_apart = names.distinct([op.name for op in top], [op.path or op.name for op in top])
+    return tuple(dataclasses.replace(op, name=name) for op, name in zip(top, told_apart))
 
 
 def _op_stats(tables: List[Dict[str, Any]]) -> Tuple[List[OpStat], List[OpStat]]:
@@ -299,7 +319,9 @@ def _op_stats(tables: List[Dict[str, Any]]) -> Tuple[List[OpStat], List[OpStat]]
     ids = _column_ids(table)
     col = {name: ids.index(name) for name in ids}
     on_device, on_host = [], []
-    for row in table.get("rows", []):
+    rows = table.get("rows", [])
+    strip = names.tf_layer_suffixes(str(_cells(row)[col["operation"]]) for row in rows) if "operation" in col else False
+    for row in rows:
         cells = _cells(row)
         where = cells[col["host_or_device"]] if "host_or_device" in col else "Host"
         category = str(cells[col["type"]]) if "type" in col else ""
@@ -308,20 +330,90 @@ def _op_stats(tables: List[Dict[str, Any]]) -> Tuple[List[OpStat], List[OpStat]]
             continue
         share_key = "device_total_self_time_percent" if where == "Device" else "host_total_self_time_percent"
         share = cells[col[share_key]] if share_key in col else 0.0
-        name = str(cells[col["operation"]]) if "operation" in col else category
+        path = str(cells[col["operation"]]) if "operation" in col else category
         (on_device if where == "Device" else on_host).append(
-            OpStat(name, category, self_time, 100.0 * float(share or 0.0)))
+            OpStat(names.tf_name(path, category, strip), category, self_time, 100.0 * float(share or 0.0), path))
     return on_device, on_host
 
 
-def _xla_ops_from_trace(xplanes: List[str]) -> Tuple[OpStat, ...]:
-    """XLA ops from the trace: XLA:CPU runs them on the host's thread lines (xprof's op stats leave them out)."""
+def _trace_events(xplanes: List[str]) -> List[Dict[str, Any]]:
+    """The trace viewer's events: XLA:CPU runs its ops on the host's thread lines (xprof's op stats leave them out)."""
     # use_saved_result=False: newer xprof otherwise caches the trace next to the capture.
     trace = _tool_json(xplanes, "trace_viewer", {"use_saved_result": False})
-    return _xla_ops(trace.get("traceEvents", []) if isinstance(trace, dict) else [])
+    return trace.get("traceEvents", []) if isinstance(trace, dict) else []
 
 
-def _xla_ops(events: Sequence[Dict[str, Any]]) -> Tuple[OpStat, ...]:
+# Python's tracer names a call of the builtin next() so; a Keras fit on JAX fetches each batch with it, in the step.
+_NEXT_CALL = "$builtins next"
+
+
+def _input_from_trace(events: Sequence[Dict[str, Any]]) -> Optional[float]:
+    """Percent of the profiled steps' time spent fetching the next batch: the outermost next() calls that
+    Python's tracer recorded on each step's own thread, inside the step (Keras on JAX calls next() on its data
+    iterator there). None where the trace holds no such call (no Python tracer, or no step markers)."""
+    steps = [e for e in events if e.get("ph") == "X" and "step_num" in (e.get("args") or {})]
+    calls: Dict[Tuple[Any, Any], List[Tuple[float, float]]] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("name") == _NEXT_CALL:
+            start = float(e.get("ts", 0))
+            calls.setdefault((e.get("pid"), e.get("tid")), []).append((start, start + float(e.get("dur", 0))))
+    fetching = stepping = 0.0
+    for step in steps:
+        start = float(step.get("ts", 0))
+        end = start + float(step.get("dur", 0))
+        stepping += end - start
+        outer_end = start
+        for call_start, call_end in sorted(calls.get((step.get("pid"), step.get("tid")), [])):
+            if start <= call_start and call_end <= end and call_start >= outer_end:  # not inside a counted one
+                fetching += call_end - call_start
+                outer_end = call_end
+    if not fetching or stepping <= 0:
+        return None
+    return 100.0 * fetching / stepping
+
+
+_Modules = Dict[Tuple[str, Any], Dict[str, "xspace.HloInstruction"]]
+
+
+def _hlo_instructions(xplanes: List[str]) -> _Modules:
+    """The compiled modules' instructions in the captures, by (module, program id); {} where none can be read."""
+    modules: _Modules = {}
+    for xplane in xplanes:
+        try:
+            modules.update(xspace.hlo_instructions(xplane))
+        except (OSError, ValueError, IndexError):  # the trace still gives the ops, by their XLA names
+            continue
+    return modules
+
+
+def _xla_name(module: str, op: str, program_id: Any, modules: _Modules) -> str:
+    """The op's readable name from its module's metadata, else `<module>/<op>`."""
+    found = modules.get((module, program_id)) or next(
+        (instructions for (name, _), instructions in modules.items() if name == module and op in instructions), {})
+    ins = found.get(op)
+    if not ins:
+        return f"{module}/{op}" if module else op
+    suffixed = names.tf_layer_suffixes(i.op_name for i in found.values() if i.op_name and "(" not in i.op_name)
+    named = names.xla_name(ins.opcode, ins.op_type, ins.op_name, ins.fused, ins.inputs, ins.outputs, suffixed,
+                           _weight_of(ins, found))
+    return named or (f"{module}/{op}" if module else op)
+
+
+def _weight_of(ins: "xspace.HloInstruction", module: Dict[str, "xspace.HloInstruction"]) -> str:
+    """The one layer whose forward convolution or dot reads a weight of `ins`'s result shape, for a nameless op
+    (XLA:CPU's weight-gradient fusions lose their metadata); "" where none or several do."""
+    if ins.op_name or any(name for _, _, name in ins.fused) or len(ins.dims) < 2:
+        return ""
+    layers = set()
+    for other in module.values():
+        for opcode, _, op_name in ((other.opcode, other.op_type, other.op_name), *other.fused):
+            layer = names.forward_layer(op_name) if opcode in ("convolution", "dot") else ""
+            if layer and ins.dims in other.operand_dims:
+                layers.add(layer)
+    return layers.pop() if len(layers) == 1 else ""
+
+
+def _xla_ops(events: Sequence[Dict[str, Any]], modules: Optional[_Modules] = None) -> Tuple[OpStat, ...]:
     """The XLA ops among trace events ("X" events whose args name an `hlo_op`), most self time first.
 
     An op's self time is its events' time less the ops nested in them on the
@@ -334,6 +426,7 @@ def _xla_ops(events: Sequence[Dict[str, Any]]) -> Tuple[OpStat, ...]:
     Shares are of all XLA ops' self time.
     """
     self_us: Dict[Tuple[str, str], float] = {}
+    program = {_key(e): e["args"].get("program_id") for line in _hlo_lines(events).values() for e in line}
     for line in _hlo_lines(events).values():
         enclosing: List[Tuple[float, Tuple[str, str]]] = []  # (end, op) of the ops open at this event
         for event in line:
@@ -349,7 +442,8 @@ def _xla_ops(events: Sequence[Dict[str, Any]]) -> Tuple[OpStat, ...]:
         self_us[key] = self_us.get(key, 0.0) + us
     total = sum(us for us in self_us.values() if us > 0)
     ops = [
-        OpStat(f"{module}/{op}" if module else op, re.sub(r"\.\d+$", "", op), us, 100.0 * us / total)
+        OpStat(_xla_name(module, op, program.get((module, op)), modules or {}), re.sub(r"\.\d+$", "", op), us,
+               100.0 * us / total, f"{module}/{op}" if module else op)
         for (module, op), us in self_us.items()
         if us > 0
     ]
