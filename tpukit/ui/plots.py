@@ -237,6 +237,10 @@ def profile_chart(summary) -> bytes:
     return _png(fig)
 
 
-def _short(name: str, width: int = 30) -> str:
-    """The end of a long op name, which is the telling part ('…/dense_1/MatMul')."""
-    return name if len(name) <= width else "…" + name[-(width - 1):]
+def _short(name: str, width: int = 36) -> str:
+    """A long op name cut in its middle: the profile names an op by its layer, then what it does
+    ('batch_normalization Cast (grad)'), and both ends tell ops apart ('batch_normal… Cast (grad)')."""
+    if len(name) <= width:
+        return name
+    tail = (width - 1) // 2 + 2
+    return name[:width - 1 - tail] + "…" + name[-tail:]
