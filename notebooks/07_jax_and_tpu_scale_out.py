@@ -349,44 +349,71 @@ else:
 # kernel keeps the TPU or GPU, and returns the chief's `--json` result.)
 
 # %% [markdown]
-# ### Exercise 2: predict the run, then launch it
+# ### Exercise 2: what does `fit(batch_size=...)` give each device?
 #
-# Read the command below: 2 processes, 4 devices each, a per-replica batch of 4. **Predict `GLOBAL_BATCH`**,
-# the examples in one training step across all processes. The self-check launches the run (about 20 s on a CPU)
-# and reads the global batch from the chief's result (run again, it reads the same result back).
+# In plain Keras, `model.fit(x, y, batch_size=96)` under `DataParallel` over the 8 devices of this lesson (as in
+# the `DataParallel` script above). **Predict `ROWS_PER_DEVICE`**: how many rows of each batch one device holds
+# and computes. The self-check lays a batch of 96 out as Keras' JAX trainer does for `fit` (`distribute_tensor`
+# with the distribution's data layout, in a Keras on JAX) and reads every device's shard.
 
 # %% tags=["exercise"]
+ROWS_PER_DEVICE = ...  # YOUR PREDICTION: rows of a fit(batch_size=96) batch on each of the 8 devices
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["ROWS_PER_DEVICE = 96", "ROWS_PER_DEVICE = 96 * 8"]
+# @title Solution
+if SOLUTIONS:
+    ROWS_PER_DEVICE = 96 // 8  # Keras' batch_size is the global batch: fit splits it over the devices
+
+# %% tags=["self-check"]
+# Self-check: lay a fit batch of 96 out over the 8 devices as Keras does, and read each device's shard
+answered(ROWS_PER_DEVICE, "is fit's batch_size each device's batch, or the one the devices share?")
+SHARDS = textwrap.dedent("""
+    import json, sys
+
+    import jax
+    import keras
+    import numpy as np
+
+    devices = jax.devices() if len(jax.devices()) >= 8 else jax.devices("cpu")[:8]
+    distribution = keras.distribution.DataParallel(devices=devices)
+    batch = np.zeros((96, 8, 8, 1), "float32")  # one batch of fit(batch_size=96)
+    fed = keras.distribution.distribute_tensor(batch, distribution.get_data_layout(batch.shape))
+    rows = [s.data.shape[0] for s in fed.addressable_shards]
+    with open(sys.argv[1], "w") as f:
+        json.dump(rows, f)
+    print("rows on each device:", rows)
+""")
+shards_file = WORKDIR / "shards.json"
+run_on_jax("shards.py", SHARDS, str(shards_file))
+if HAS_JAX:
+    rows = json.loads(shards_file.read_text())
+    print(f"Keras laid a batch of 96 out as {len(rows)} shards of {sorted(set(rows))} rows")
+    measured = rows[0]
+    check(len(set(rows)) == 1, f"the shards differ: {rows}")
+else:
+    measured = 96 // 8
+    print("skipped (needs JAX): checked against the rule instead")
+check(ROWS_PER_DEVICE == measured, f"each device holds {measured} rows: fit's batch_size is the global batch, "
+                                   "split over the devices")
+print("Exercise 2: correct.")
+
+# %% [markdown]
+# tpukit counts the other way round: `--batch-size` (and `RunConfig.batch_size`) is **per replica**, so a run's
+# global batch grows with its devices, as `tf.distribute` code usually writes it. The launch below, 2 processes of
+# 4 devices each at `--batch-size 4`, trains on 2 x 4 x 4 = 32 examples a step, and its result says so (about 20 s
+# on a CPU).
+
+# %%
 LAUNCH = ["launch", "--workers", "2", "--", "train", "--backend", "jax", "--accelerator", "cpu", "--model", "mlp",
           "--dataset", "digits", "--replicas", "4", "--batch-size", "4", "--epochs", "1",
           "--steps-per-epoch", "5" if SMOKE else "40", "--logdir", str(LOGDIR), "--json"]
 print("python -m tpukit", " ".join(LAUNCH))
-
-GLOBAL_BATCH = ...  # YOUR PREDICTION: examples per step, all processes together
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["GLOBAL_BATCH = 4", "GLOBAL_BATCH = 16", "GLOBAL_BATCH = 8"]
-# @title Solution
-if SOLUTIONS:
-    GLOBAL_BATCH = 2 * 4 * 4  # workers x replicas per worker x per-replica batch
-
-# %% tags=["self-check"]
-# Self-check: launch the run and read what it measured
-answered(GLOBAL_BATCH, "multiply the processes, the devices of each, and the per-replica batch")
 if HAS_JAX:
-    results = WORKDIR / "launched.json"  # one launch per command: this cell run again reads its result back
-    done = json.loads(results.read_text()) if results.exists() else {}
-    if " ".join(LAUNCH) not in done:
-        done[" ".join(LAUNCH)] = launch(LAUNCH)
-        results.write_text(json.dumps(done))
-    launched = done[" ".join(LAUNCH)]
+    launched = launch(LAUNCH)
     print(f"{launched['status']}: {launched['replicas']} replicas on {len(launched['devices'])} devices "
           f"{launched['devices']}, global batch {launched['global_batch_size']}, fingerprint {launched['fingerprint']}")
-    measured = launched["global_batch_size"]
 else:
-    measured = 2 * 4 * 4
-    print("launch skipped (needs JAX); checked against the rule instead")
-check(GLOBAL_BATCH == measured, f"the run used {measured} per step: --batch-size is per replica, and every process "
-                               "has its own devices")
-print("Exercise 2: correct.")
+    print("launch skipped (needs JAX)")
 
 # %% [markdown]
 # **What you should see:** `completed`, 8 replicas, and devices numbered 0-3 for the chief and 2048-2051 for the
