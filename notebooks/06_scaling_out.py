@@ -107,6 +107,11 @@ from tpukit.teaching import SOLUTIONS, answered, check  # the exercises' answers
 HAS_TF = importlib.util.find_spec("tensorflow") is not None
 if HAS_TF:
     import tensorflow as tf
+
+    # Two logical CPU devices in this kernel, for Exercise 1's two replicas (TensorFlow takes this only before it
+    # runs its first op; the workers below are processes of their own).
+    tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
+                                               [tf.config.LogicalDeviceConfiguration()] * 2)
 else:
     print("This notebook teaches TensorFlow's multi-worker APIs, and this runtime has no TensorFlow (Colab's TPU\n"
           "runtime). Its TensorFlow cells print that they are skipped; the exercises still run. For scaling out\n"
@@ -242,53 +247,82 @@ else:
 # **What you should see:** 2 replicas in sync (one per worker), a global batch of 64, the same final weights on
 # both workers, and the same all-reduced loss on both at every step, falling as training goes.
 #
-# ### Exercise 1: why divide by the global batch?
+# ### Exercise 1: what do the replicas add up to?
 #
-# Each of the 2 replicas holds 32 of the 64 examples of a global batch, and the optimizer **sums** the replicas'
-# gradients. Suppose each replica divided its summed loss by its *own* 32 examples (a plain mean), instead of by the
-# global 64 as `tf.nn.compute_average_loss(..., global_batch_size=64)` does. **Predict `GRADIENT_FACTOR`**: the
-# summed gradient then, as a multiple of the correct one. The self-check measures it on a small linear model: the
-# two halves of a batch, each replica's gradient taken both ways (with `GradientTape` and `compute_average_loss`;
-# with `jax.grad` where there is no TensorFlow), summed as the all-reduce does.
+# Two replicas of a `MirroredStrategy` (over this kernel's two logical CPU devices) each take 32 of the 64
+# examples of a global batch, and the optimizer applies the **sum** of their gradients (the all-reduce). Each
+# replica divides its summed loss by the *global* batch, as `tf.nn.compute_average_loss(...,
+# global_batch_size=64)` does. **Compute `ALLREDUCED`**: run one replica step on each half with `strategy.run`
+# (the gradient of that replica's loss with respect to `w`, for the linear model below), and sum the replicas'
+# gradients with `strategy.reduce("SUM", ..., axis=None)`, as a NumPy array of shape (3, 1). The self-check
+# compares it with the gradient of the mean loss over all 64 examples, taken on one device, and with one replica's.
+# (Where there is no TensorFlow, sum the two halves' gradients taken with `jax.grad`: the all-reduce's arithmetic,
+# without the replicas.)
 
 # %% tags=["exercise"]
-GRADIENT_FACTOR = ...  # YOUR PREDICTION: the summed gradient with per-replica means, over the correct one
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["GRADIENT_FACTOR = 1.0", "GRADIENT_FACTOR = 0.5", "GRADIENT_FACTOR = 32"]
-# @title Solution
-if SOLUTIONS:
-    GRADIENT_FACTOR = 2.0  # each replica's gradient is 64/32 = 2 times too big, and so is their sum
-
-# %% tags=["self-check"]
-# Self-check: take each replica's gradient both ways and sum them, as the all-reduce does
-answered(GRADIENT_FACTOR, "the optimizer adds the 2 replicas' gradients; compare dividing by 32 with dividing by 64")
 rng = np.random.default_rng(0)
 x_batch, y_batch = rng.normal(size=(64, 3)).astype("float32"), rng.normal(size=(64, 1)).astype("float32")
 w_start = rng.normal(size=(3, 1)).astype("float32")
-replicas = [(x_batch[:32], y_batch[:32]), (x_batch[32:], y_batch[32:])]  # each replica's share of the batch
+halves = [(x_batch[:32], y_batch[:32]), (x_batch[32:], y_batch[32:])]  # each replica's share of the batch
+if HAS_TF:
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])  # 2 replicas in this kernel
+    replica_inputs = strategy.experimental_distribute_values_from_function(
+        lambda context: halves[context.replica_id_in_sync_group])  # replica i gets halves[i]
+
+ALLREDUCED = ...  # YOUR COMPUTATION: the sum of the 2 replicas' gradients, a (3, 1) NumPy array
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["ALLREDUCED = np.zeros((3, 1))", "ALLREDUCED = 2 * np.ones((3, 1))"]
+# @title Solution
+if SOLUTIONS:
+    if HAS_TF:
+        def replica_gradient(half):
+            x, y = half
+            w = tf.constant(w_start)
+            with tf.GradientTape() as tape:
+                tape.watch(w)
+                per_example = keras.losses.mean_squared_error(y, tf.matmul(x, w))
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=64)  # over the global batch
+            return tape.gradient(loss, w)
+
+        per_replica = strategy.run(replica_gradient, args=(replica_inputs,))
+        ALLREDUCED = strategy.reduce("SUM", per_replica, axis=None).numpy()  # the all-reduce: a sum
+    else:
+        import jax
+
+        def half_loss(w, x, y):
+            return keras.ops.sum(keras.losses.mean_squared_error(y, keras.ops.matmul(x, w))) / 64
+
+        ALLREDUCED = sum(np.asarray(jax.grad(half_loss)(w_start, x, y)) for x, y in halves)
+
+# %% tags=["self-check"]
+# Self-check: the gradient of the mean loss over the whole batch, on one device, against the replicas' sum
+answered(ALLREDUCED, "strategy.run(a function of one half, args=(replica_inputs,)), then strategy.reduce('SUM', ...)")
+check(np.shape(ALLREDUCED) == (3, 1), f"a (3, 1) array, the shape of w; received shape {np.shape(ALLREDUCED)}")
 
 
-def replica_gradient(x, y, divide_by):
-    """The gradient of one replica's loss: its examples' squared errors, summed, over `divide_by`."""
+def full_batch_gradient(x, y, divide_by):
+    """The gradient of the squared errors over (x, y), summed and divided by `divide_by`, on one device."""
     if HAS_TF:
         w = tf.Variable(w_start)
         with tf.GradientTape() as tape:
-            per_example = keras.losses.mean_squared_error(y, tf.matmul(x, w))
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=divide_by)
+            loss = tf.reduce_sum(keras.losses.mean_squared_error(y, tf.matmul(x, w))) / divide_by
         return tape.gradient(loss, w).numpy()
     import jax
 
-    loss = lambda w: keras.ops.sum(keras.losses.mean_squared_error(y, keras.ops.matmul(x, w))) / divide_by  # noqa: E731
-    return np.asarray(jax.grad(loss)(w_start))
+    return np.asarray(jax.grad(lambda w: keras.ops.sum(keras.losses.mean_squared_error(
+        y, keras.ops.matmul(x, w))) / divide_by)(w_start))
 
 
-summed = {n: sum(replica_gradient(x, y, n) for x, y in replicas) for n in (32, 64)}  # the all-reduce: a sum
-measured = float(np.linalg.norm(summed[32]) / np.linalg.norm(summed[64]))
-print(f"predicted {GRADIENT_FACTOR}, measured {measured:.3f}")
-check(abs(GRADIENT_FACTOR - measured) < 0.01, "each replica's gradient scales with 1 / its divisor, and the "
-      "optimizer adds both replicas' gradients")
-print("Exercise 1: correct. Dividing by the global batch makes the sum of the replicas' gradients the gradient of "
-      "the global mean loss; a plain per-replica mean would double every step (and scale with the replicas).")
+whole = full_batch_gradient(x_batch, y_batch, 64)  # one device, the whole batch's mean loss
+one = full_batch_gradient(*halves[0], 64)  # one replica's share of it
+print("replicas' sum:", np.round(np.ravel(ALLREDUCED), 4))
+print("whole batch  :", np.round(np.ravel(whole), 4))
+print("one replica  :", np.round(np.ravel(one), 4))
+check(np.allclose(ALLREDUCED, whole, rtol=1e-4, atol=1e-5),
+      f"the replicas' sum should be the whole batch's gradient; it is {np.linalg.norm(ALLREDUCED) / np.linalg.norm(whole):.2f}x "
+      "its size: did each replica divide by the global batch (64), and did you sum both replicas?")
+print("Exercise 1: correct. Each replica's gradient is its share of the whole batch's; the all-reduce adds the "
+      "shares, so 2 replicas of 32 take the same step as one device on 64, when each divides by the global batch.")
 
 # %% [markdown]
 # ### The same with tpukit: `python -m tpukit launch`
