@@ -159,7 +159,8 @@ class Run:
         source = sources.prepare(self.data_arg if self.data_arg is not None else config.dataset, name=config.dataset,
                                  seed=config.seed, size=config.dataset_size,
                                  validation_split=config.validation_split, validation_data=self.validation_data,
-                                 test_data=self.test_data)
+                                 test_data=self.test_data, encoder=self._text_encoder)
+        self.notes.extend(source.notes)
         if self.previous is not None:
             recorded = self.previous.data.get("fingerprint")
             if recorded and source.fingerprint and recorded != source.fingerprint:
@@ -171,6 +172,12 @@ class Run:
             self.notes.append(f"validation: {config.validation_split:.0%} of the training data "
                               f"({source.spec.num_validation} examples, split with seed {config.seed})")
         return source
+
+    def _text_encoder(self):
+        """How the model turns text into token ids (a pretrained preset's tokenizer), or None; asked only for text."""
+        from tpukit.models import pretrained
+
+        return pretrained.encoder_for(modeling.source(self.model_arg, self.config), self.config.sequence_length)
 
     def _steps_per_epoch(self, config) -> Optional[int]:
         """The steps in an epoch of `config`'s batch on the loaded data (None where only the run can count them);

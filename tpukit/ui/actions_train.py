@@ -190,7 +190,7 @@ class TrainActions:
         total = (plan.steps_per_epoch or 1) * (epochs or config.epochs)  # unknown: the plot's axes grow
         entry = registry.lookup("dataset", config.dataset)
         # A fresh classifier's loss sets the plot's first height; the axes grow for anything else.
-        first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if entry and entry.builtin else 1.0
+        first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if entry and entry.builtin and config.dataset in data.DATASETS else 1.0
         sink = status  # the view's progress sink, and the status line's phase, from one progress model
         sink.start(config.run_name, self.context == _context.COLAB, total, first_loss)
         callback = progress.make_callback(sink, global_batch=plan.global_batch, clock=self.clock,

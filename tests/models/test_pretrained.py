@@ -1,0 +1,138 @@
+"""Pretrained models: a KerasHub preset trains through train() like any model, with LoRA, on JAX, offline.
+
+No registry package ships Gemma weights, so each test builds a tiny Gemma (keras-hub's own test size) with a
+SentencePiece tokenizer trained here on the help topics, at the backbone's vocabulary, and saves it with
+`save_to_preset`: `from_preset` then loads it through the same loader as a Kaggle or Hugging Face download. Nothing
+here calls `from_preset` on a remote name. Keras fixes its backend at import, so training runs in a JAX process.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+pytest.importorskip("keras_hub")
+pytest.importorskip("sentencepiece")
+pytest.importorskip("jax")
+
+VOCABULARY = 256
+
+# Builds the tiny preset at sys.argv[1] (any backend).
+BUILD = f"""
+import sys
+import keras_hub
+from tpukit.data import text
+
+proto = text.train_sentencepiece(text.pydoc_topics().documents, {VOCABULARY})
+tokenizer = keras_hub.models.GemmaTokenizer(proto=proto)
+backbone = keras_hub.models.GemmaBackbone(vocabulary_size={VOCABULARY}, num_layers=2, num_query_heads=4,
+                                          num_key_value_heads=1, hidden_dim=16, intermediate_dim=32, head_dim=4)
+preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(tokenizer, sequence_length=32)
+keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(sys.argv[1])
+"""
+
+# Trains the preset at sys.argv[1] through tpukit.train() on the help topics, then compares its weights with the
+# preset's: one JSON line.
+TRAIN = """
+import json, sys
+import numpy as np
+import keras, keras_hub
+import tpukit
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=256, sequence_length=32, batch_size=16,
+                          epochs=3, learning_rate=1e-2, backend="jax", replicas=1, validation_split=None,
+                          logdir=logdir, seed=3)
+result = tpukit.train(config, verbose=0)
+before = keras_hub.models.CausalLM.from_preset(preset, dtype="bfloat16", preprocessor=None)
+was = {w.path: np.asarray(w.numpy(), dtype="float32") for w in before.weights}
+changed, lora, frozen_dtypes = [], {}, set()
+for w in result.model.weights:
+    now = np.asarray(w.numpy(), dtype="float32")
+    if "lora_kernel" in w.path:
+        lora[w.path] = [w.trainable, str(w.dtype), float(np.abs(now).max())]
+    else:
+        frozen_dtypes.add(str(w.dtype))
+        if not np.array_equal(now, was[w.path]):
+            changed.append(w.path)
+record = json.load(open(f"{result.run_dir}/result.json"))
+print(json.dumps({"status": result.status, "message": result.message, "loss": result.history["loss"],
+                  "notes": list(result.notes), "recorded_notes": record.get("notes"), "changed": changed,
+                  "lora": lora, "frozen_dtypes": sorted(frozen_dtypes), "model": result.config["model"],
+                  "backend": keras.backend.backend(), "tensorflow_for_text": "tensorflow_text" in sys.modules}))
+"""
+
+
+def _env():
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), "KERAS_BACKEND": "jax"}
+
+
+def _python(code, *args, timeout=300):
+    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=_env(), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def preset(tmp_path_factory):
+    """A tiny Gemma preset directory (vocabulary 256, 7,696 parameters), saved once for the module."""
+    path = tmp_path_factory.mktemp("hub") / "tiny_gemma"
+    _python(BUILD, path)
+    return path
+
+
+@pytest.mark.slow
+def test_a_preset_fine_tunes_with_lora_through_train_on_jax(preset, tmp_path):
+    out = json.loads(_python(TRAIN, preset, tmp_path).strip().splitlines()[-1])
+    assert out["status"] == "completed", out["message"]
+    assert out["backend"] == "jax" and out["model"] == str(preset)
+    loss = out["loss"]
+    assert len(loss) == 3 and loss[-1] < loss[0] - 0.02, loss  # the loss falls on the help topics
+    # only the adapters trained: every other weight is the preset's, bit for bit, and stays bfloat16
+    assert out["changed"] == [] and out["frozen_dtypes"] == ["bfloat16"]
+    assert len(out["lora"]) == 8  # a and b, for query and value, in 2 layers
+    assert all(trainable and dtype == "float32" for trainable, dtype, _ in out["lora"].values())
+    assert all(biggest > 0 for path, (_, _, biggest) in out["lora"].items() if path.endswith("lora_kernel_b"))
+    model_note = next(n for n in out["notes"] if n.startswith("model: "))
+    assert (f"KerasHub preset {preset} (GemmaCausalLM), LoRA rank 4: 704 of 7,696 parameters train (9.1%), "
+            "frozen weights in bfloat16; compiled by tpukit: adam at learning rate 0.01") in model_note, model_note
+    assert any(n.startswith("text: 79 documents") and "padding" in n for n in out["notes"]), out["notes"]
+    assert out["recorded_notes"] == out["notes"]  # result.json keeps them
+    assert not out["tensorflow_for_text"]
+
+
+def test_preset_names_resolve_without_loading_or_downloading(preset):
+    from tpukit import registry
+    from tpukit.models import pretrained
+
+    for name in (str(preset), "kaggle://keras/gemma3/keras/gemma3_instruct_1b", "hf://google/gemma-3-1b-it",
+                 "gemma3_instruct_1b"):
+        entry = registry.resolve("model", name)
+        assert entry.target == pretrained.Preset(name) and entry.description == f"KerasHub preset {name}"
+    assert pretrained.resolve_name(str(preset.parent)) is None  # a directory, but not a preset's
+    assert pretrained.resolve_name("gemma_but_not_a_preset") is None
+
+
+def test_an_unknown_model_name_says_presets_are_taken_too():
+    from tpukit import registry
+
+    with pytest.raises(registry.RegistryError) as info:
+        registry.resolve("model", "gemma9_nonexistent")
+    message = str(info.value)
+    assert "\n" not in message and "a KerasHub preset directory, kaggle://, hf:// or a KerasHub preset name" in message
+    assert message.endswith("Received: model='gemma9_nonexistent'.")
+
+
+def test_the_cli_takes_a_preset_with_its_lora_rank_and_sequence_length(preset):
+    from tpukit.cli import main
+
+    args = main._parser().parse_args(["train", "--model", str(preset), "--dataset", "pydoc", "--lora-rank", "8",
+                                      "--sequence-length", "256"])
+    config = main._config_from(args)
+    assert (config.model, config.dataset, config.lora_rank, config.sequence_length) == (str(preset), "pydoc", 8, 256)
+    assert main._config_from(main._parser().parse_args(["train", "--lora-rank", "none"])).lora_rank is None
