@@ -66,6 +66,31 @@ print(json.dumps({"status": result.status, "message": result.message, "loss": re
                   "backend": keras.backend.backend(), "tensorflow_for_text": "tensorflow_text" in sys.modules}))
 """
 
+# A run stopped in its second epoch and resumed, against the same run uninterrupted; then load() of the latter.
+RESUME = """
+import json, os, sys, threading
+sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+import numpy as np
+import tpukit
+from run_support import CallAt
+from tpukit.training import determinism
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=256, sequence_length=32, batch_size=16,
+                          epochs=3, learning_rate=1e-2, backend="jax", replicas=1, validation_split=None,
+                          logdir=logdir, seed=3, steps_per_execution=4)
+whole = tpukit.train(config.replace(name="whole"), verbose=0)
+stop = threading.Event()
+cut = tpukit.train(config.replace(name="cut"), verbose=0, stop=stop, callbacks=[CallAt(5, stop.set)])  # step 20 of 48
+resumed = tpukit.resume(cut.run_dir, verbose=0)
+loaded = tpukit.load(whole.run_dir).model
+print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_done], "resumed": resumed.fingerprint,
+                  "loaded": determinism.fingerprint(loaded), "files": sorted(os.listdir(whole.run_dir)),
+                  "adapters_bytes": os.path.getsize(os.path.join(whole.run_dir, "adapters.lora.h5")),
+                  "preset_bytes": os.path.getsize(os.path.join(preset, "model.weights.h5")),
+                  "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights)}))
+"""
+
 
 def _env():
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), "KERAS_BACKEND": "jax"}
@@ -104,6 +129,18 @@ def test_a_preset_fine_tunes_with_lora_through_train_on_jax(preset, tmp_path):
     assert any(n.startswith("text: 79 documents") and "padding" in n for n in out["notes"]), out["notes"]
     assert out["recorded_notes"] == out["notes"]  # result.json keeps them
     assert not out["tensorflow_for_text"]
+
+
+@pytest.mark.slow
+def test_adapters_alone_are_kept_resume_reproduces_them_and_load_brings_them_back(preset, tmp_path):
+    out = json.loads(_python(RESUME, preset, tmp_path).strip().splitlines()[-1])
+    assert out["cut"] == ["stopped", 1]
+    assert out["resumed"] == out["whole"]  # bit for bit: the adapters and the frozen weights
+    # the final weights are the adapters alone (Keras' save_weights would merge them into the bfloat16 kernels,
+    # and load() would then differ from the trained model)
+    assert "adapters.lora.h5" in out["files"] and "model.weights.h5" not in out["files"]
+    assert out["adapters_bytes"] < out["preset_bytes"] / 4
+    assert out["loaded"] == out["whole"] and out["lora_loaded"] == 8
 
 
 def test_preset_names_resolve_without_loading_or_downloading(preset):

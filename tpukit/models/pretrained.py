@@ -42,9 +42,13 @@ def resolve_name(name: str) -> Optional["Preset"]:
         return Preset(name)
     if os.sep in name or importlib.util.find_spec("keras_hub") is None:
         return None
-    import keras_hub
+    try:
+        import keras_hub
 
-    return Preset(name) if name in keras_hub.models.CausalLM.presets else None
+        known = keras_hub.models.CausalLM.presets
+    except Exception:  # a KerasHub that cannot load here (a Keras too old for it): the name stays unknown
+        return None
+    return Preset(name) if name in known else None
 
 
 def _keras_hub():

@@ -12,7 +12,6 @@ import tempfile
 import threading
 import time
 import warnings
-from pathlib import Path
 from typing import Callable, Optional
 
 from tpukit import precision as precisions
@@ -312,7 +311,7 @@ class Run:
         if self.parent is None:
             return 0, {}, None
         parent = self.previous if not self.resuming else records.load(self.parent)  # an extension was read already
-        weights = Path(self.parent) / directory.WEIGHTS_FILE
+        weights = directory.final_weights(self.parent)
         if parent.status != "completed" or not weights.is_file():
             raise backups.RestoreError(f"{self.parent}, the run this one extends, has no final weights "
                                           f"({parent.status}); it cannot be continued exactly.")
@@ -413,8 +412,9 @@ class Run:
         backup_dir = self.run_dir / directory.BACKUP_DIR
         backups.room_for(self.run_dir, backups.size_needed(model_state.nbytes(self.model), backup_dir),
                          "write the final weights")
-        with directory.atomic(self.run_dir / directory.WEIGHTS_FILE) as tmp:
-            self.model.save_weights(str(tmp))
+        final = directory.ADAPTERS_FILE if model_state.adapters_only(self.model) else directory.WEIGHTS_FILE
+        with directory.atomic(self.run_dir / final) as tmp:
+            model_state.save_final(self.model, tmp)
         flops, flops_source = self._flops(self.model)
         examples_per_sec = self.recorder.examples_per_sec()
         mfu, flops_source = _mfu(flops, examples_per_sec, self.runtime.peak_flops(self.plan.config.precision),
