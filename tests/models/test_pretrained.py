@@ -155,6 +155,26 @@ def test_preset_names_resolve_without_loading_or_downloading(preset):
     assert pretrained.resolve_name("gemma_but_not_a_preset") is None
 
 
+def test_a_tokenizer_larger_than_the_backbone_is_one_line_naming_both_sizes(preset, tmp_path):
+    import shutil
+
+    from tpukit import RunConfig
+    from tpukit.data import text
+    from tpukit.models import pretrained
+    from tpukit.models.modeling import ModelError
+
+    wrong = tmp_path / "wrong_vocabulary"
+    shutil.copytree(preset, wrong)
+    larger = text.train_sentencepiece(text.pydoc_topics().documents, VOCABULARY + 64)
+    (wrong / "assets" / "tokenizer" / "vocabulary.spm").write_bytes(larger)
+    with pytest.raises(ModelError) as info:
+        pretrained.Preset(str(wrong)).build_for(RunConfig(model=str(wrong)))
+    message = str(info.value)
+    assert "\n" not in message and message == (
+        f"preset {str(wrong)!r}: its tokenizer has {VOCABULARY + 64} tokens, and the backbone's embedding only "
+        f"{VOCABULARY}: ids past it cannot be embedded; use a tokenizer of at most {VOCABULARY} tokens.")
+
+
 def test_an_unknown_model_name_says_presets_are_taken_too():
     from tpukit import registry
 
