@@ -111,6 +111,14 @@ def test_lora_rank_and_sequence_length_edges_and_json():
     assert RunConfig().lora_rank == 4 and RunConfig(lora_rank=1).lora_rank == 1 and RunConfig(lora_rank=4096)
 
 
+def test_a_preset_directory_or_url_names_a_run_by_its_last_part():
+    assert RunConfig(model="kaggle://keras/gemma3/keras/gemma3_instruct_1b", dataset="pydoc").run_name == \
+        "gemma3_instruct_1b-pydoc"
+    assert RunConfig(model="/tmp/presets/tiny_gemma/", dataset="pydoc").run_name == "tiny_gemma-pydoc"
+    assert RunConfig(model="hf://google/gemma-3-1b-it").run_name == "gemma-3-1b-it-mnist5k"
+    assert RunConfig(model="pkg.models:build_cnn", dataset="pkg.data").run_name == "build_cnn-data"
+
+
 def test_json_round_trip_and_replace():
     config = RunConfig(profile=(2, 4), deterministic=True, precision="mixed_bfloat16", replicas=8, jit_compile=False)
     again = RunConfig.from_json(config.to_json())

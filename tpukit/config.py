@@ -368,8 +368,10 @@ RunConfig.__init__ = _init_with_field_check(RunConfig.__init__)
 
 
 def short_name(name: str) -> str:
-    """A run-name-friendly form of a model or dataset name: `pkg.mod:build_cnn` -> `build_cnn`."""
-    tail = name.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+    """A run-name-friendly form of a model or dataset name: `pkg.mod:build_cnn` -> `build_cnn`; a preset's directory
+    or URL -> its last part (`kaggle://keras/gemma3/keras/gemma3_instruct_1b` -> `gemma3_instruct_1b`)."""
+    tail = name.rstrip("/\\").rsplit(":", 1)[-1]
+    tail = re.split(r"[/\\]", tail)[-1] if re.search(r"[/\\]", tail) else tail.rsplit(".", 1)[-1]
     return re.sub(r"[^A-Za-z0-9_.\-]+", "", tail).strip(".-") or "run"
 
 

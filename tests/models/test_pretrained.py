@@ -143,6 +143,21 @@ def test_adapters_alone_are_kept_resume_reproduces_them_and_load_brings_them_bac
     assert out["loaded"] == out["whole"] and out["lora_loaded"] == 8
 
 
+@pytest.mark.slow
+def test_the_cli_fine_tunes_a_preset(preset, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tpukit", "train", "--backend", "jax", "--model", str(preset),
+                           "--dataset", "pydoc", "--dataset-size", "64", "--sequence-length", "16", "--lora-rank", "2",
+                           "--batch-size", "16", "--epochs", "1", "--validation-split", "none", "--logdir",
+                           str(tmp_path), "--json"], capture_output=True, text=True, timeout=300, env=_env(), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["status"] == "completed" and out["model"] == str(preset) and out["dataset"] == "pydoc"
+    assert out["run_dir"].endswith("-tiny_gemma-pydoc")
+    assert os.path.isfile(os.path.join(out["run_dir"], "adapters.lora.h5"))
+    config = json.load(open(os.path.join(out["run_dir"], "config.json")))
+    assert (config["lora_rank"], config["sequence_length"]) == (2, 16)
+
+
 def test_preset_names_resolve_without_loading_or_downloading(preset):
     from tpukit import registry
     from tpukit.models import pretrained
