@@ -60,10 +60,14 @@ for w in result.model.weights:
         if not np.array_equal(now, was[w.path]):
             changed.append(w.path)
 record = json.load(open(f"{result.run_dir}/result.json"))
+from tpukit.models import flops
+sample = {"token_ids": np.zeros((8, 32), "int32"), "padding_mask": np.ones((8, 32), "int32")}
+forward = flops._jax_forward(result.model, sample) / 8
 print(json.dumps({"status": result.status, "message": result.message, "loss": result.history["loss"],
                   "notes": list(result.notes), "recorded_notes": record.get("notes"), "changed": changed,
                   "lora": lora, "frozen_dtypes": sorted(frozen_dtypes), "model": result.config["model"],
-                  "backend": keras.backend.backend(), "tensorflow_for_text": "tensorflow_text" in sys.modules}))
+                  "backend": keras.backend.backend(), "tensorflow_for_text": "tensorflow_text" in sys.modules,
+                  "flops": [record["flops_per_example"], record["flops_source"], forward]}))
 """
 
 # A run stopped in its second epoch and resumed, against the same run uninterrupted; then load() of the latter.
@@ -129,6 +133,11 @@ def test_a_preset_fine_tunes_with_lora_through_train_on_jax(preset, tmp_path):
     assert any(n.startswith("text: 79 documents") and "padding" in n for n in out["notes"]), out["notes"]
     assert out["recorded_notes"] == out["notes"]  # result.json keeps them
     assert not out["tensorflow_for_text"]
+    # MFU on the LoRA basis: forward, activation gradients, and weight gradients for the adapters only
+    counted, how, forward = out["flops"]
+    assert counted == round((2 + 704 / 7696) * forward) and forward > 0
+    assert how.endswith("; LoRA basis: 2.09x the forward pass (the frozen weights get no gradient; 9.15% of the "
+                        "weights train)"), how
 
 
 @pytest.mark.slow
