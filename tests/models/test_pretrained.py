@@ -86,13 +86,17 @@ config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=256, seque
 whole = tpukit.train(config.replace(name="whole"), verbose=0)
 stop = threading.Event()
 cut = tpukit.train(config.replace(name="cut"), verbose=0, stop=stop, callbacks=[CallAt(5, stop.set)])  # step 20 of 48
+(state,) = [os.path.join(cut.run_dir, "backup", f) for f in os.listdir(os.path.join(cut.run_dir, "backup"))
+            if f.endswith(".state.npz")]
+with np.load(state) as stored:
+    backup = [[path, dtype] for key, path, dtype, shape, bits in json.loads(str(stored["__meta__"])) if key[0] == "m"]
 resumed = tpukit.resume(cut.run_dir, verbose=0)
 loaded = tpukit.load(whole.run_dir).model
 print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_done], "resumed": resumed.fingerprint,
                   "loaded": determinism.fingerprint(loaded), "files": sorted(os.listdir(whole.run_dir)),
                   "adapters_bytes": os.path.getsize(os.path.join(whole.run_dir, "adapters.lora.h5")),
                   "preset_bytes": os.path.getsize(os.path.join(preset, "model.weights.h5")),
-                  "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights)}))
+                  "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights), "backup": backup}))
 """
 
 
@@ -149,6 +153,10 @@ def test_adapters_alone_are_kept_resume_reproduces_them_and_load_brings_them_bac
     # and load() would then differ from the trained model)
     assert "adapters.lora.h5" in out["files"] and "model.weights.h5" not in out["files"]
     assert out["adapters_bytes"] < out["preset_bytes"] / 4
+    # an epoch backup holds the adapters (and the optimizer's state), not the frozen weights, which the preset holds
+    backup = out["backup"]
+    assert len(backup) >= 8 and all("lora_kernel" in path or "float" not in dtype for path, dtype in backup), backup
+    assert sum("lora_kernel" in path for path, _ in backup) == 8
     assert out["loaded"] == out["whole"] and out["lora_loaded"] == 8
 
 

@@ -112,6 +112,11 @@ def _pairs(model, path, optimizer):
 
 
 def _model_variables(model) -> List:
+    """The model's variables a backup holds: all, but where only LoRA adapters train, not the frozen weights (the
+    preset's, which never change, and which the resumed run loads from it again): a backup of a 1 B model is then a
+    few MB, not 2 GB. Non-float variables (seed generators' states) are kept either way."""
+    if adapters_only(model):
+        return [w for w in model.weights if w.trainable or "float" not in str(w.dtype)]
     return list(model.weights)
 
 
@@ -136,8 +141,8 @@ def _numpy_dtype(name: str):
 
 
 def nbytes(model) -> int:
-    """About how many bytes `model.save_weights` writes: every weight and optimizer variable."""
-    variables = list(model.weights)
+    """About how many bytes a backup or the final weights take: the variables a backup holds, and the optimizer's."""
+    variables = _model_variables(model)
     optimizer = getattr(model, "optimizer", None)
     variables += list(getattr(optimizer, "variables", None) or [])
     total = 0
