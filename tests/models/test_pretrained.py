@@ -145,6 +145,25 @@ def test_a_preset_fine_tunes_with_lora_through_train_on_jax(preset, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_preset_fine_tunes_on_tensorflow_too(preset, tmp_path):
+    """This pytest process runs Keras on TensorFlow: the same preset, fed by tf.data."""
+    import keras
+
+    import tpukit
+
+    assert keras.backend.backend() == "tensorflow"
+    config = tpukit.RunConfig(model=str(preset), dataset="pydoc", dataset_size=128, sequence_length=32, batch_size=16,
+                              epochs=3, learning_rate=1e-2, backend="tensorflow", replicas=1, validation_split=None,
+                              logdir=str(tmp_path))
+    result = tpukit.train(config, verbose=0)
+    assert result.status == "completed", result.message
+    loss = result.history["loss"]
+    assert loss[-1] < loss[0] - 0.02, loss
+    assert os.path.isfile(os.path.join(result.run_dir, "adapters.lora.h5"))
+    assert sum(w.trainable for w in result.model.weights) == 8
+
+
+@pytest.mark.slow
 def test_adapters_alone_are_kept_resume_reproduces_them_and_load_brings_them_back(preset, tmp_path):
     out = json.loads(_python(RESUME, preset, tmp_path).strip().splitlines()[-1])
     assert out["cut"] == ["stopped", 1]
