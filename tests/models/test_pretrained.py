@@ -92,11 +92,13 @@ with np.load(state) as stored:
     backup = [[path, dtype] for key, path, dtype, shape, bits in json.loads(str(stored["__meta__"])) if key[0] == "m"]
 resumed = tpukit.resume(cut.run_dir, verbose=0)
 loaded = tpukit.load(whole.run_dir).model
+from tpukit.models import pretrained
+said = [pretrained.Preset(preset).generate(m, "The import statement", 24) for m in (whole.model, loaded)]
 print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_done], "resumed": resumed.fingerprint,
                   "loaded": determinism.fingerprint(loaded), "files": sorted(os.listdir(whole.run_dir)),
                   "adapters_bytes": os.path.getsize(os.path.join(whole.run_dir, "adapters.lora.h5")),
                   "preset_bytes": os.path.getsize(os.path.join(preset, "model.weights.h5")),
-                  "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights), "backup": backup}))
+                  "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights), "backup": backup, "said": said}))
 """
 
 
@@ -177,6 +179,8 @@ def test_adapters_alone_are_kept_resume_reproduces_them_and_load_brings_them_bac
     assert len(backup) >= 8 and all("lora_kernel" in path or "float" not in dtype for path, dtype in backup), backup
     assert sum("lora_kernel" in path for path, _ in backup) == 8
     assert out["loaded"] == out["whole"] and out["lora_loaded"] == 8
+    before, after = out["said"]
+    assert before == after and len(before) > 10, out["said"]  # load() then generate says what the trained model said
 
 
 @pytest.mark.slow
@@ -224,6 +228,15 @@ def test_a_tokenizer_larger_than_the_backbone_is_one_line_naming_both_sizes(pres
     assert "\n" not in message and message == (
         f"preset {str(wrong)!r}: its tokenizer has {VOCABULARY + 64} tokens, and the backbone's embedding only "
         f"{VOCABULARY}: ids past it cannot be embedded; use a tokenizer of at most {VOCABULARY} tokens.")
+
+
+def test_a_prompt_longer_than_generates_max_length_is_one_line(preset):
+    from tpukit.models import pretrained
+    from tpukit.models.modeling import ModelError
+
+    with pytest.raises(ModelError, match=r"^the prompt is \d+ tokens, and generate's max_length=4 leaves it no room: "
+                                         r"give a max_length above \d+\.$"):
+        pretrained.Preset(str(preset)).generate(None, "The import statement binds names in a module", max_length=4)
 
 
 def test_an_unknown_model_name_says_presets_are_taken_too():

@@ -29,7 +29,8 @@ class Text:
 
 @dataclasses.dataclass(frozen=True)
 class Encoder:
-    """How a model turns documents into token ids: `encode(documents)` gives one list of ids per document.
+    """How a model turns documents into token ids: `encode(documents)` gives one list of ids per document, and
+    `decode(ids)` (where known) text again.
 
     `pad_id` fills the end of the last row, and is the label the loss ignores; `bos_id`/`eos_id` (None: none)
     open and close each document, so packed documents stay apart.
@@ -41,6 +42,7 @@ class Encoder:
     vocabulary_size: int
     bos_id: Optional[int] = None
     eos_id: Optional[int] = None
+    decode: Optional[Callable[[List[int]], str]] = None  # token ids back to text (generated samples)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +116,7 @@ def sentencepiece_encoder(proto: bytes, sequence_length: int, **ids) -> Encoder:
     if found["pad_id"] is None:
         found["pad_id"] = 0
     return Encoder(lambda docs: processor.encode(list(docs)), sequence_length,
-                   vocabulary_size=processor.vocab_size(), **found)
+                   vocabulary_size=processor.vocab_size(), decode=processor.decode, **found)
 
 
 def tokenize(text: Text, encoder: Encoder) -> Packed:

@@ -122,6 +122,30 @@ class Preset:
                                            bos_id=getattr(tokenizer, "start_token_id", None),
                                            eos_id=getattr(tokenizer, "end_token_id", None))
 
+    def generate(self, model, prompt: str, max_length: int = 64) -> str:
+        """The text `model` (this preset, as a run trained or `load()` rebuilt it) continues `prompt` with, greedily,
+        up to `max_length` tokens in all: the same weights give the same text. Tokenized with sentencepiece, so no
+        preprocessor (and no TensorFlow) is needed.
+
+        >>> Preset("./my_preset").generate(tpukit.load(run_dir).model, "The import statement")
+        """
+        import numpy as np
+
+        keras_hub = _keras_hub()
+        encoder = self.encoder(max_length)
+        ids = ([encoder.bos_id] if encoder.bos_id is not None else []) + list(encoder.encode([prompt])[0])
+        if len(ids) >= max_length:
+            raise ModelError(f"the prompt is {len(ids)} tokens, and generate's max_length={max_length} leaves it no "
+                             f"room: give a max_length above {len(ids)}.")
+        token_ids = np.full((1, max_length), encoder.pad_id, dtype="int32")
+        token_ids[0, :len(ids)] = ids
+        mask = (np.arange(max_length) < len(ids)).astype("int32")[None, :]
+        model.sampler = keras_hub.samplers.get("greedy")  # what compile(sampler=) sets, without a new optimizer
+        model.generate_function = None
+        out = model.generate({"token_ids": token_ids, "padding_mask": mask}, stop_token_ids=None)
+        generated = np.asarray(out["token_ids"][0])[np.asarray(out["padding_mask"][0]).astype(bool)][len(ids):]
+        return encoder.decode([int(i) for i in generated])
+
     @functools.cached_property
     def _tokenizer(self):
         keras_hub = _keras_hub()
