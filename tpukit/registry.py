@@ -244,7 +244,7 @@ def with_labels(config, model, data):
     if isinstance(data, str):
         changes["dataset"], data = data, None
     elif isinstance(data, (tuple, list)):
-        changes["dataset"] = "<arrays>"
+        changes["dataset"] = "<text>" if data and all(isinstance(d, str) for d in data) else "<arrays>"
     elif data is not None:
         changes["dataset"] = label(data)
     if changes:

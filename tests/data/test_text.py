@@ -74,6 +74,18 @@ def test_text_becomes_arrays_with_the_model_encoder_and_a_note(proto):
                         r"positions \(one document per row: \d+\.\d%\)", note), note
 
 
+def test_the_users_own_strings_are_text_too(proto):
+    from tpukit import RunConfig
+
+    documents = [text.pydoc_topics().documents[i] for i in (3, 5, 8)]
+    source = sources.prepare(documents, name="<text>", encoder=lambda: text.sentencepiece_encoder(proto, 32),
+                             validation_split=None)
+    assert source.train.y.shape[1] == 32 and source.notes[0].startswith("text: 3 documents, ")
+    config, _, data = registry.with_labels(RunConfig(), None, documents)
+    assert config.dataset == "<text>" and data is documents
+    assert registry.with_labels(RunConfig(), None, (np.zeros((4, 2)), np.zeros(4)))[0].dataset == "<arrays>"
+
+
 def test_text_for_a_model_without_a_tokenizer_is_one_line_naming_the_fix():
     for encoder in (None, lambda: None):
         with pytest.raises(DataError) as info:

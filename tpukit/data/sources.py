@@ -85,7 +85,8 @@ def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
     """Turn what the user handed over (or a dataset name) into a `Source`.
 
     Args:
-        data: arrays, a dataset, a PyDataset, a callable returning one, a `Splits`, or a name.
+        data: arrays, a dataset, a PyDataset, a callable returning one, a `Splits`, a name, or text (a list of
+            strings, or a `text.Text`), which `encoder` turns into token ids.
         name: what the run's config records for this data.
         seed: seeds the validation split (and picks a generated built-in set).
         size: keep at most this many training examples (before the validation split).
@@ -102,6 +103,8 @@ def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
     elif callable(data) and not _is_dataset(data) and not _is_py_dataset(data):
         data = _call_loader(data, name)
     notes = ()
+    if isinstance(data, (list, tuple)) and data and all(isinstance(d, str) for d in data):
+        data = texts.Text(tuple(data), name)  # the user's own documents
     if isinstance(data, texts.Text):
         packed = texts.tokenize(data, _encoder_for(encoder, name))
         data, notes = packed.arrays, (packed.note(),)
@@ -246,7 +249,8 @@ def planned_train_examples(config, data=None, validation_data=None) -> Optional[
         if entry is None or not entry.builtin or config.dataset not in builtin.DATASETS:
             return None  # text is counted in rows once tokenized
         n = builtin.train_size(config.dataset, config.dataset_size)
-    elif isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[1], "__len__"):
+    elif isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[1], "__len__") and not isinstance(
+            data[1], str):  # (x, y), not two documents
         n = min(len(data[1]), config.dataset_size or len(data[1]))
     else:
         return None
