@@ -130,8 +130,8 @@ def resolve(kind: str, name: str) -> Entry:
     choices = ", ".join(names(kind))
     hint = (f"register it with tpukit.register_{kind}({name!r}, ...), pass it as {kind}= to train(), "
             f"or give an import path 'package.module:function'")
-    if kind == "model":
-        hint += ", a KerasHub preset directory, kaggle://, hf:// or a KerasHub preset name"  # NAME_RESOLVERS'
+    for provider in NAME_RESOLVERS.get(kind, ()):
+        hint += f", {importlib.import_module(provider).NAME_HINT}"
     if name.startswith("__main__:") or name.startswith("<"):
         hint = f"it came from a notebook or script, so pass the same object again as {kind}= to train() or resume()"
     raise RegistryError(f"unknown {kind} {name!r}: {hint}. Known {kind}s: {choices}. Received: {kind}={name!r}.")
@@ -204,7 +204,8 @@ global_state.register("registry", lambda: (dict(_MODELS), dict(_DATASETS), _buil
 # they are imported by name when a name is first looked up. Each offers `entries()`: (name, target, description).
 BUILTIN_PROVIDERS = {"model": "tpukit.models.zoo", "dataset": "tpukit.data.builtin"}
 # Names no table holds, such as a pretrained model's preset (a directory, a URL, a KerasHub name), are asked of these
-# modules, imported by name like the providers: `resolve_name(name)` gives the target (with a `description`) or None.
+# modules, imported by name like the providers: `resolve_name(name)` gives the target (with a `description`) or None,
+# and `NAME_HINT` says, for an unknown name, what else they take.
 NAME_RESOLVERS = {"model": ("tpukit.models.pretrained",)}
 
 

@@ -25,6 +25,7 @@ from tpukit.models.modeling import ModelError
 
 SCHEMES = ("kaggle://", "hf://", "modelscope://", "gs://")
 _PRESET_FILES = ("config.json", "metadata.json")  # what every KerasHub preset directory holds
+NAME_HINT = "a KerasHub preset directory, kaggle://, hf:// or a KerasHub preset name"  # the registry's unknown name
 
 
 def is_preset_dir(path: str) -> bool:
