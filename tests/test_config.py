@@ -35,6 +35,12 @@ from tpukit.config import ConfigError, PaddingWarning, RunConfig, padding_advice
         (dict(steps_per_execution="fast"), "steps_per_execution", "steps_per_execution='fast'"),
         (dict(steps_per_execution=True), "steps_per_execution", "steps_per_execution=True"),
         (dict(steps_per_execution=2.0), "steps_per_execution", "steps_per_execution=2.0"),
+        (dict(lora_rank=0), "lora_rank", "an integer from 1 to 4,096 (the LoRA adapters' rank; 4, 8 or 16 are "
+                                         "usual), or None to train every weight. Received: lora_rank=0."),
+        (dict(lora_rank=-4), "lora_rank", "lora_rank=-4"),
+        (dict(lora_rank=5000), "lora_rank", "lora_rank=5000"),
+        (dict(lora_rank=4.0), "lora_rank", "lora_rank=4.0"),
+        (dict(sequence_length=0), "sequence_length", "sequence_length=0"),
     ],
 )
 def test_bad_values_name_field_value_and_choices(changes, field, shown):
@@ -97,6 +103,20 @@ def test_padding_advice_is_said_once_where_the_batch_is_chosen():
         config.replace(batch_size=60)
     with pytest.warns(PaddingWarning, match="on TPU"):
         RunConfig(batch_size=50).replace(accelerator="tpu")
+
+
+def test_lora_rank_and_sequence_length_edges_and_json():
+    config = RunConfig(lora_rank=None, sequence_length=512)
+    assert RunConfig.from_json(config.to_json()) == config
+    assert RunConfig().lora_rank == 4 and RunConfig(lora_rank=1).lora_rank == 1 and RunConfig(lora_rank=4096)
+
+
+def test_a_preset_directory_or_url_names_a_run_by_its_last_part():
+    assert RunConfig(model="kaggle://keras/gemma3/keras/gemma3_instruct_1b", dataset="pydoc").run_name == \
+        "gemma3_instruct_1b-pydoc"
+    assert RunConfig(model="/tmp/presets/tiny_gemma/", dataset="pydoc").run_name == "tiny_gemma-pydoc"
+    assert RunConfig(model="hf://google/gemma-3-1b-it").run_name == "gemma-3-1b-it-mnist5k"
+    assert RunConfig(model="pkg.models:build_cnn", dataset="pkg.data").run_name == "build_cnn-data"
 
 
 def test_json_round_trip_and_replace():

@@ -144,6 +144,8 @@ MAX_SEED = 2**32 - 1
 MAX_EPOCHS = 1_000_000
 MAX_EXAMPLES = 100_000_000
 MAX_NAME = 100
+MAX_LORA_RANK = 4096
+MAX_SEQUENCE_LENGTH = 1_048_576
 _RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}
 
 
@@ -171,6 +173,8 @@ class RunConfig:
     uncompiled. `validation_split` holds out that fraction of the training
     data (seeded) for validation; the test split stays for the final evaluation.
     `init_from` is a run directory whose final weights the model starts from (fine-tuning).
+    `lora_rank` and `sequence_length` apply to a pretrained model (a KerasHub preset): the rank of its LoRA
+    adapters (None: every weight trains), and the tokens per row its text is packed into.
 
     >>> RunConfig(batch_size=32, replicas=8).global_batch_size
     256
@@ -201,6 +205,8 @@ class RunConfig:
     logdir: str = "runs"
     name: str = ""
     init_from: Optional[str] = None
+    lora_rank: Optional[int] = 4
+    sequence_length: int = 128
 
     def __post_init__(self):
         _check_choice("backend", self.backend, BACKENDS)
@@ -252,6 +258,11 @@ class RunConfig:
             object.__setattr__(self, "init_from", str(self.init_from.__fspath__()))
         if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from.strip()):
             _fail("init_from", self.init_from, "None or the directory of a run whose final weights start this one")
+        rank = self.lora_rank
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= MAX_LORA_RANK):
+            _fail("lora_rank", rank, f"an integer from 1 to {MAX_LORA_RANK:,} (the LoRA adapters' rank; 4, 8 or 16 "
+                                     "are usual), or None to train every weight")
+        _check_int("sequence_length", self.sequence_length, 1, maximum=MAX_SEQUENCE_LENGTH)
         self.check_for(self.accelerator, self.replicas or 1)
         advice = padding_advice(self.batch_size, self.accelerator) if _ADVISE.get() else None
         if advice:
@@ -357,8 +368,10 @@ RunConfig.__init__ = _init_with_field_check(RunConfig.__init__)
 
 
 def short_name(name: str) -> str:
-    """A run-name-friendly form of a model or dataset name: `pkg.mod:build_cnn` -> `build_cnn`."""
-    tail = name.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+    """A run-name-friendly form of a model or dataset name: `pkg.mod:build_cnn` -> `build_cnn`; a preset's directory
+    or URL -> its last part (`kaggle://keras/gemma3/keras/gemma3_instruct_1b` -> `gemma3_instruct_1b`)."""
+    tail = name.rstrip("/\\").rsplit(":", 1)[-1]
+    tail = re.split(r"[/\\]", tail)[-1] if re.search(r"[/\\]", tail) else tail.rsplit(".", 1)[-1]
     return re.sub(r"[^A-Za-z0-9_.\-]+", "", tail).strip(".-") or "run"
 
 

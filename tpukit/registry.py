@@ -123,9 +123,15 @@ def resolve(kind: str, name: str) -> Entry:
         return entry
     if is_import_path(name):
         return Entry(name, _import(kind, name), f"imported from {name}")
+    for provider in NAME_RESOLVERS.get(kind, ()):
+        target = importlib.import_module(provider).resolve_name(name)
+        if target is not None:
+            return Entry(name, target, target.description)
     choices = ", ".join(names(kind))
     hint = (f"register it with tpukit.register_{kind}({name!r}, ...), pass it as {kind}= to train(), "
             f"or give an import path 'package.module:function'")
+    for provider in NAME_RESOLVERS.get(kind, ()):
+        hint += f", {importlib.import_module(provider).NAME_HINT}"
     if name.startswith("__main__:") or name.startswith("<"):
         hint = f"it came from a notebook or script, so pass the same object again as {kind}= to train() or resume()"
     raise RegistryError(f"unknown {kind} {name!r}: {hint}. Known {kind}s: {choices}. Received: {kind}={name!r}.")
@@ -197,6 +203,10 @@ global_state.register("registry", lambda: (dict(_MODELS), dict(_DATASETS), _buil
 # Where the built-in names come from: modules above this one (the registry is the bottom layer, beside config), so
 # they are imported by name when a name is first looked up. Each offers `entries()`: (name, target, description).
 BUILTIN_PROVIDERS = {"model": "tpukit.models.zoo", "dataset": "tpukit.data.builtin"}
+# Names no table holds, such as a pretrained model's preset (a directory, a URL, a KerasHub name), are asked of these
+# modules, imported by name like the providers: `resolve_name(name)` gives the target (with a `description`) or None,
+# and `NAME_HINT` says, for an unknown name, what else they take.
+NAME_RESOLVERS = {"model": ("tpukit.models.pretrained",)}
 
 
 def _load_builtins() -> None:
@@ -235,7 +245,7 @@ def with_labels(config, model, data):
     if isinstance(data, str):
         changes["dataset"], data = data, None
     elif isinstance(data, (tuple, list)):
-        changes["dataset"] = "<arrays>"
+        changes["dataset"] = "<text>" if data and all(isinstance(d, str) for d in data) else "<arrays>"
     elif data is not None:
         changes["dataset"] = label(data)
     if changes:

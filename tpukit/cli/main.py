@@ -44,6 +44,16 @@ def _profile_window(text: str):
     return (start, stop)
 
 
+def _rank(text: str):
+    """--lora-rank: a whole number (RunConfig checks its range), or none (every weight trains)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or none. Received: {text!r}") from None
+
+
 def _fraction(text: str):
     if text.lower() in ("none", "off", ""):
         return None
@@ -123,8 +133,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--dataset-size", type=int, default=default["dataset_size"],
                    help="training examples (generated sets: any size); default: the dataset's own size")
     t.add_argument("--model", default=default["model"],
-                   help=f"a zoo or registered name: {_names('model')}; or an import path package.module:function "
-                        "returning a keras.Model")
+                   help=f"a zoo or registered name: {_names('model')}; an import path package.module:function "
+                        "returning a keras.Model; or a KerasHub preset: a preset directory, kaggle://..., hf://... "
+                        "or a name such as gemma3_instruct_1b (downloaded when the run starts)")
     t.add_argument("--loss", default=default["loss"], help="for models that come uncompiled")
     t.add_argument("--metrics", default=",".join(default["metrics"]), help="comma-separated metric names, e.g. mae,mse")
     t.add_argument("--validation-split", type=_fraction, default=default["validation_split"], metavar="FRACTION",
@@ -162,6 +173,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="continue a stopped or killed run (or, with --epochs N, extend a completed one)")
     t.add_argument("--init-from", default=None, metavar="RUN_DIR",
                    help="start from that run's final weights (fine-tuning: e.g. more epochs at a lower learning rate)")
+    t.add_argument("--lora-rank", type=_rank, default=default["lora_rank"], metavar="RANK|none",
+                   help="a pretrained model's LoRA rank (its weights frozen in bfloat16); none: every weight trains")
+    t.add_argument("--sequence-length", type=int, default=default["sequence_length"],
+                   help="tokens per row that text is packed into, for a pretrained model")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
 
     x = sub.add_parser("export", parents=[common],
@@ -293,7 +308,7 @@ def _config_from(args):
         deterministic=args.deterministic, seed=args.seed, learning_rate=args.learning_rate,
         optimizer=args.optimizer, steps_per_execution=args.steps_per_execution, jit_compile=jit,
         early_stopping=args.early_stopping, profile=args.profile, logdir=args.logdir, name=args.name,
-        init_from=args.init_from,
+        init_from=args.init_from, lora_rank=args.lora_rank, sequence_length=args.sequence_length,
     )
 
 

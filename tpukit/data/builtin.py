@@ -14,7 +14,7 @@ import threading
 from typing import Optional, Tuple
 
 from tpukit.config import check_one_batch
-from tpukit.data import pipeline
+from tpukit.data import pipeline, text
 from tpukit.data.shapes import SHAPE_CLASSES, make_shapes  # noqa: F401  (the labels' names, for callers)
 from tpukit.data.types import Arrays, Splits, frozen
 from tpukit import backend
@@ -331,4 +331,4 @@ def _check_batch(data: ImageData, global_batch) -> None:
 
 def entries():
     """The bundled and downloadable datasets for `tpukit.registry`: (name, loader, description) of each."""
-    return [(name, loader(name), info(name).description) for name in DATASETS]
+    return [(name, loader(name), info(name).description) for name in DATASETS] + text.entries()

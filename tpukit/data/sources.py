@@ -22,10 +22,11 @@ import hashlib
 import math
 import os
 import warnings
-from typing import Optional
+from typing import Callable, Optional, Tuple
 
 from tpukit import registry
 from tpukit.data import builtin
+from tpukit.data import text as texts
 from tpukit.data import tfds
 from tpukit.data.builtin import DatasetUnavailable
 from tpukit.data.types import (Arrays, Batched, DataError, DataSpec, Part, Splits, Stream,  # noqa: F401
@@ -49,6 +50,7 @@ class Source:
     spec: DataSpec
     validation_from: str  # "split" (seeded, from the training data), "given", or "none"
     fingerprint: Optional[str]
+    notes: Tuple[str, ...] = ()  # what preparing it did, for the run's notes (text: tokens, rows, padding)
 
     @property
     def ordered(self) -> bool:
@@ -78,16 +80,19 @@ def inputs_of(part: "Part", n: int):
 # ---- the dispatcher ------------------------------------------------------------
 
 def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
-            validation_split: Optional[float] = 0.1, validation_data=None, test_data=None) -> Source:
+            validation_split: Optional[float] = 0.1, validation_data=None, test_data=None,
+            encoder: Optional[Callable[[], Optional["texts.Encoder"]]] = None) -> Source:
     """Turn what the user handed over (or a dataset name) into a `Source`.
 
     Args:
-        data: arrays, a dataset, a PyDataset, a callable returning one, a `Splits`, or a name.
+        data: arrays, a dataset, a PyDataset, a callable returning one, a `Splits`, a name, or text (a list of
+            strings, or a `text.Text`), which `encoder` turns into token ids.
         name: what the run's config records for this data.
         seed: seeds the validation split (and picks a generated built-in set).
         size: keep at most this many training examples (before the validation split).
         validation_split: the fraction of the training data held out for validation,
             with a seeded split; None for no validation. Ignored when validation data is given.
+        encoder: gives the model's `text.Encoder` (None: the model has no tokenizer); asked only for text.
 
     Raises:
         DataError: data that cannot be trained on, in one line.
@@ -97,6 +102,12 @@ def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
         data = _load_named(data, seed=seed, size=size)
     elif callable(data) and not _is_dataset(data) and not _is_py_dataset(data):
         data = _call_loader(data, name)
+    notes = ()
+    if isinstance(data, (list, tuple)) and data and all(isinstance(d, str) for d in data):
+        data = texts.Text(tuple(data), name)  # the user's own documents
+    if isinstance(data, texts.Text):
+        packed = texts.tokenize(data, _encoder_for(encoder, name))
+        data, notes = packed.arrays, (packed.note(),)
     splits = data if isinstance(data, Splits) else Splits(data)
     if validation_data is not None:
         splits = dataclasses.replace(splits, validation=validation_data)
@@ -122,7 +133,17 @@ def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
             "unbatched (x, y) elements or arrays for exact resume.", UnorderedDataWarning, stacklevel=3)
     spec = _spec(train, validation, test)
     return Source(name=name, train=train, validation=validation, test=test, spec=spec,
-                  validation_from=validation_from, fingerprint=_fingerprint(train, validation))
+                  validation_from=validation_from, fingerprint=_fingerprint(train, validation), notes=notes)
+
+
+def _encoder_for(encoder, name: str) -> "texts.Encoder":
+    """The model's text encoder; DataError (one line) for text and a model without a tokenizer."""
+    found = encoder() if encoder is not None else None
+    if found is None:
+        raise DataError(f"dataset {name!r} is text, and the model has no tokenizer to turn it into token ids: train "
+                        f"a pretrained language model on it (a KerasHub preset, e.g. model='gemma3_instruct_1b' or a "
+                        f"preset directory). Received: dataset={name!r}.")
+    return found
 
 
 def _load_named(name: str, *, seed: int, size: Optional[int]):
@@ -225,10 +246,11 @@ def planned_train_examples(config, data=None, validation_data=None) -> Optional[
     """
     if data is None:
         entry = registry.lookup("dataset", config.dataset)
-        if entry is None or not entry.builtin:
-            return None
+        if entry is None or not entry.builtin or config.dataset not in builtin.DATASETS:
+            return None  # text is counted in rows once tokenized
         n = builtin.train_size(config.dataset, config.dataset_size)
-    elif isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[1], "__len__"):
+    elif isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[1], "__len__") and not isinstance(
+            data[1], str):  # (x, y), not two documents
         n = min(len(data[1]), config.dataset_size or len(data[1]))
     else:
         return None

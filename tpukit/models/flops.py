@@ -15,7 +15,11 @@ than none. The count comes from, in order:
 4. nothing: `None`, with the reason.
 
 Training FLOPs are 3x the forward pass (forward, and about twice that
-backward), the usual convention for model FLOPs utilization.
+backward), the usual convention for model FLOPs utilization. With LoRA adapters
+the frozen weights get no gradient of their own: a step is the forward pass, the
+activations' gradients (about one more), and the weight gradients of what trains
+only, so 2x plus the share of the weights that train (about 4N FLOPs a token for
+N parameters, not 6N; counted as 3x, LoRA's MFU would read 1.5x too high).
 """
 
 from __future__ import annotations
@@ -46,11 +50,34 @@ def training_flops_per_example(model, sample) -> Tuple[Optional[int], str]:
         model: a built Keras model.
         sample: a few example inputs (NumPy; a dict for named inputs), batch first.
     """
+    times, basis = training_multiple(model)
+    count, how = _training_flops(model, sample, times)
+    return count, (how + basis if count else how)
+
+
+def training_multiple(model) -> Tuple[float, str]:
+    """(forward passes a training step costs, how that was counted, to add to the source): 3, or with LoRA
+    adapters 2 plus the share of the weights that train."""
+    flatten = getattr(model, "_flatten_layers", None)  # Keras' private walk of every nested layer
+    if flatten is None or not any(getattr(layer, "lora_enabled", False) for layer in flatten(include_self=False)):
+        return 3.0, ""
+    trainable = sum(_size(w.shape) for w in model.trainable_weights)
+    total = trainable + sum(_size(w.shape) for w in model.non_trainable_weights if _floating(w))
+    share = trainable / total if total else 1.0
+    return 2.0 + share, (f"; LoRA basis: {2 + share:.3g}x the forward pass (the frozen weights get no gradient; "
+                         f"{share:.2%} of the weights train)")
+
+
+def _floating(variable) -> bool:
+    return "float" in str(variable.dtype)
+
+
+def _training_flops(model, sample, times: float) -> Tuple[Optional[int], str]:
     import keras
 
     forward = layer_count(model) if _known_layers_only(model) else None
     if forward:
-        return 3 * forward, LAYERS
+        return int(round(times * forward)), LAYERS
     batch = _batch_size(sample)
     errors = []
     counter = _jax_forward if keras.backend.backend() == "jax" else _tf_forward
@@ -58,13 +85,13 @@ def training_flops_per_example(model, sample) -> Tuple[Optional[int], str]:
         try:
             forward = counter(model, sample)
             if forward and forward > 0:
-                return int(round(3 * forward / batch)), counter.__doc__.strip().splitlines()[0].rstrip(".")
+                return int(round(times * forward / batch)), counter.__doc__.strip().splitlines()[0].rstrip(".")
             errors.append("the compiler counted no floating-point operations")
         except Exception as e:  # a model the tracer cannot take: fall back to the layers
             errors.append(f"the compiler could not count it ({type(e).__name__})")
     layers = layer_count(model)
     if layers:
-        return 3 * layers, LAYERS
+        return int(round(times * layers)), LAYERS
     reason = "; ".join(errors + ["its layers cannot be counted (a subclassed model has no layer shapes)"])
     return None, f"FLOPs unknown: {reason}, so MFU is not reported"
 

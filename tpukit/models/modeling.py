@@ -71,8 +71,10 @@ def build(model_arg, config, spec, in_place: bool = False, policy=None) -> Tuple
             warnings.warn(note, TrainedInPlace, stacklevel=4)
             return model_arg, f"your {name} object, trained in place"
         return _clone(model_arg, why), "a clone of the model handed over (weights copied)"
-    factory = model_arg if model_arg is not None else registry.resolve("model", config.model).target
+    factory = source(model_arg, config)
     check_model_arg(model_arg)
+    if callable(getattr(factory, "build_for", None)):  # a pretrained preset: it reads the run's config itself
+        return factory.build_for(config)
     name = config.model
     try:
         model = factory(spec) if registry.takes_argument(factory) else factory()
@@ -94,6 +96,12 @@ def build(model_arg, config, spec, in_place: bool = False, policy=None) -> Tuple
         raise ModelError(f"the model factory {name!r} returned {type(model).__name__}; expected a keras.Model "
                          f"(a Sequential, functional or subclassed model). Received: {_short_repr(model)}.")
     return model, "built by the factory inside the run's scope"
+
+
+def source(model_arg, config):
+    """What builds the run's model: the object handed to train(), else what `config.model` names (a factory, or a
+    pretrained preset)."""
+    return model_arg if model_arg is not None else registry.resolve("model", config.model).target
 
 
 def _clone_reason(model):
@@ -165,6 +173,7 @@ def compile(model, config) -> str:
 
     user = getattr(model, "_tpukit_compile_args", None) or (compile_args(model) if model.compiled else None)
     if user:
+        built = getattr(model, "_tpukit_compiled_by", None)  # compiled for this run where it was built (a preset)
         optimizer = precisions.get(config.precision).wrap(
             user.get("optimizer") or precisions.make_optimizer(config.optimizer, config.learning_rate,
                                                                config.precision))
@@ -172,6 +181,8 @@ def compile(model, config) -> str:
         model.compile(optimizer=optimizer, **args, steps_per_execution=config.steps_per_execution,
                       jit_compile=config.jit_compile)
         inner = getattr(optimizer, "inner_optimizer", optimizer)
+        if built:
+            return built
         return (f"the model came compiled: its own optimizer ({type(inner).__name__}), loss and metrics were kept "
                 "(RunConfig.optimizer, learning_rate, loss and metrics apply to uncompiled models)")
     try:

@@ -25,8 +25,18 @@ except ImportError:  # pragma: no cover
 CONFIG_FILE = "config.json"
 RESULT_FILE = "result.json"
 WEIGHTS_FILE = "model.weights.h5"  # the final weights of a completed run
+# A completed LoRA run's final weights instead: its adapters alone, in KerasHub's format (`save_lora_weights`); the
+# frozen weights are the preset's, which config.json names. Keras' save_weights would merge each adapter into its
+# bfloat16 kernel, where an update smaller than the kernel's rounding step is lost.
+ADAPTERS_FILE = "adapters.lora.h5"
 BACKUP_DIR = "backup"  # one file per whole epoch, named by backup/latest.json
 STATE_SUFFIX = ".state.npz"  # an epoch backup's file (tpukit.runs.model_state); older runs' backups are Keras' .weights.h5
+
+
+def final_weights(run_dir) -> Path:
+    """The file that holds (or would hold) `run_dir`'s final weights: its adapters where it kept only those."""
+    adapters = Path(run_dir) / ADAPTERS_FILE
+    return adapters if adapters.is_file() else Path(run_dir) / WEIGHTS_FILE
 
 
 @contextlib.contextmanager

@@ -7,7 +7,8 @@ the variables that training changes, which are exactly the ones `save_weights` w
 `model.weights`, and the optimizer's `variables`), read in a fixed order and written with NumPy (4-7 ms for
 the mlp, 19-38 ms for the resnet). Only tpukit reads these files back, into a model built the same way.
 
-The final weights of a run stay in Keras' own format (`model.weights.h5`), which any Keras user can load.
+The final weights of a run stay in Keras' own format (`model.weights.h5`), which any Keras user can load; a LoRA
+run's are its adapters alone, in KerasHub's format (`adapters.lora.h5`), which `backbone.load_lora_weights` reads.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from typing import List, Tuple
 
 import numpy as np
 
-from tpukit.runs.directory import STATE_SUFFIX
+from tpukit.runs.directory import ADAPTERS_FILE, STATE_SUFFIX
 from tpukit.errors import TpukitError
 
+ADAPTERS_SUFFIX = ADAPTERS_FILE[ADAPTERS_FILE.index("."):]  # .lora.h5, as KerasHub insists
 _META = "__meta__"  # each variable's (key, path, dtype, shape, stored as bits), as JSON
 _BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -110,6 +112,11 @@ def _pairs(model, path, optimizer):
 
 
 def _model_variables(model) -> List:
+    """The model's variables a backup holds: all, but where only LoRA adapters train, not the frozen weights (the
+    preset's, which never change, and which the resumed run loads from it again): a backup of a 1 B model is then a
+    few MB, not 2 GB. Non-float variables (seed generators' states) are kept either way."""
+    if adapters_only(model):
+        return [w for w in model.weights if w.trainable or "float" not in str(w.dtype)]
     return list(model.weights)
 
 
@@ -134,8 +141,8 @@ def _numpy_dtype(name: str):
 
 
 def nbytes(model) -> int:
-    """About how many bytes `model.save_weights` writes: every weight and optimizer variable."""
-    variables = list(model.weights)
+    """About how many bytes a backup or the final weights take: the variables a backup holds, and the optimizer's."""
+    variables = _model_variables(model)
     optimizer = getattr(model, "optimizer", None)
     variables += list(getattr(optimizer, "variables", None) or [])
     total = 0
@@ -146,6 +153,25 @@ def nbytes(model) -> int:
         digits = "".join(c for c in str(v.dtype) if c.isdigit())
         total += count * (int(digits) // 8 if digits else 4)
     return total
+
+
+def adapters_only(model) -> bool:
+    """Whether only `model`'s LoRA adapters train (a KerasHub backbone after `enable_lora`): its final weights are
+    then the adapters alone, and the rest is the preset's."""
+    backbone = getattr(model, "backbone", None)
+    trainable = list(getattr(model, "trainable_weights", None) or [])
+    return (bool(getattr(backbone, "_lora_enabled_layers", None)) and callable(getattr(backbone, "save_lora_weights",
+                                                                                        None))
+            and bool(trainable) and all("lora_kernel" in w.path for w in trainable))
+
+
+def save_final(model, path) -> None:
+    """Write a run's final weights to `path`: the adapters (KerasHub's `.lora.h5`) where only they train, else
+    Keras' `save_weights`."""
+    if adapters_only(model):
+        model.backbone.save_lora_weights(str(path))
+    else:
+        model.save_weights(str(path))
 
 
 def load_into(model, path, optimizer: bool = True) -> "str | None":
@@ -161,6 +187,15 @@ def load_into(model, path, optimizer: bool = True) -> "str | None":
             restore(model, path, optimizer=optimizer)
         except StateMismatch as e:
             return str(e)
+        return None
+    if str(path).endswith(ADAPTERS_SUFFIX):
+        load = getattr(getattr(model, "backbone", None), "load_lora_weights", None)
+        if load is None:
+            return f"{path} holds LoRA adapters, and this {type(model).__name__} has no KerasHub backbone to take them"
+        try:
+            load(str(path))
+        except Exception as e:
+            return f"{type(e).__name__}: {str(e).strip()}"
         return None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tpukit.config import global_batch
 from tpukit.runs import backups, saving
-from tpukit.runs.directory import (BACKUP_DIR, CONFIG_FILE, RESULT_FILE, WEIGHTS_FILE, RunDirError, in_use,
+from tpukit.runs.directory import (BACKUP_DIR, CONFIG_FILE, RESULT_FILE, WEIGHTS_FILE, RunDirError, final_weights, in_use,
                                   recorded, write_json)
 
 History = Dict[str, List[float]]  # {metric: [value per epoch]}
@@ -238,7 +238,7 @@ def resume_check(run_dir, result: Optional[RunResult] = None, verify: bool = Fal
             parent = load(result.parent)
         except (OSError, RunDirError):
             parent = None
-        if parent is not None and parent.status == "completed" and Path(result.parent, WEIGHTS_FILE).is_file():
+        if parent is not None and parent.status == "completed" and final_weights(result.parent).is_file():
             return _yes(run_dir, status, parent.epochs_done, total)
         return no(f"Cannot resume: {result.parent}, the run this one extends, has no final weights.")
     return no(f"Nothing to resume: the run {status} before its first whole epoch ended, so no epoch was kept; "

@@ -49,7 +49,7 @@ def weights_file(run_dir) -> Tuple[Path, str]:
     except FileNotFoundError:
         raise directory.RunDirError(f"{run_dir} is not a tpukit run directory (no config.json); pass the directory "
                                   "of a run (tpukit.list_runs(logdir) lists them).") from None
-    final = run_dir / directory.WEIGHTS_FILE
+    final = directory.final_weights(run_dir)
     status = result.get("status", "running")
     if status == "completed" and final.is_file():
         return final, f"final weights of {run_dir.name} ({result.get('epochs_done', 0)} epochs)"
@@ -132,9 +132,11 @@ def rebuild(run_dir, model=None, config=None):
                     "which config.json cannot name; pass it again: tpukit.load(run_dir, model=<the same factory or "
                     "a built model>).") from None
         spec = _spec(result)
+        build_for = getattr(factory, "build_for", None)  # a pretrained preset: built as its run's config says
         try:
             with precisions.policy(policy):
-                target = factory(spec) if registry.takes_argument(factory) else factory()
+                target = (build_for(config)[0] if callable(build_for) else
+                          factory(spec) if registry.takes_argument(factory) else factory())
         except Exception as e:
             raise ModelError(f"cannot rebuild the model of {run_dir}: its factory {config.model!r} raised "
                              f"{one_line(e, 160)}.") from None

@@ -12,7 +12,6 @@ import tempfile
 import threading
 import time
 import warnings
-from pathlib import Path
 from typing import Callable, Optional
 
 from tpukit import precision as precisions
@@ -159,7 +158,8 @@ class Run:
         source = sources.prepare(self.data_arg if self.data_arg is not None else config.dataset, name=config.dataset,
                                  seed=config.seed, size=config.dataset_size,
                                  validation_split=config.validation_split, validation_data=self.validation_data,
-                                 test_data=self.test_data)
+                                 test_data=self.test_data, encoder=self._text_encoder)
+        self.notes.extend(source.notes)
         if self.previous is not None:
             recorded = self.previous.data.get("fingerprint")
             if recorded and source.fingerprint and recorded != source.fingerprint:
@@ -171,6 +171,12 @@ class Run:
             self.notes.append(f"validation: {config.validation_split:.0%} of the training data "
                               f"({source.spec.num_validation} examples, split with seed {config.seed})")
         return source
+
+    def _text_encoder(self):
+        """How the model turns text into token ids (a pretrained preset's tokenizer), or None; asked only for text."""
+        from tpukit.models import pretrained
+
+        return pretrained.encoder_for(modeling.source(self.model_arg, self.config), self.config.sequence_length)
 
     def _steps_per_epoch(self, config) -> Optional[int]:
         """The steps in an epoch of `config`'s batch on the loaded data (None where only the run can count them);
@@ -307,7 +313,7 @@ class Run:
         if self.parent is None:
             return 0, {}, None
         parent = self.previous if not self.resuming else records.load(self.parent)  # an extension was read already
-        weights = Path(self.parent) / directory.WEIGHTS_FILE
+        weights = directory.final_weights(self.parent)
         if parent.status != "completed" or not weights.is_file():
             raise backups.RestoreError(f"{self.parent}, the run this one extends, has no final weights "
                                           f"({parent.status}); it cannot be continued exactly.")
@@ -408,8 +414,9 @@ class Run:
         backup_dir = self.run_dir / directory.BACKUP_DIR
         backups.room_for(self.run_dir, backups.size_needed(model_state.nbytes(self.model), backup_dir),
                          "write the final weights")
-        with directory.atomic(self.run_dir / directory.WEIGHTS_FILE) as tmp:
-            self.model.save_weights(str(tmp))
+        final = directory.ADAPTERS_FILE if model_state.adapters_only(self.model) else directory.WEIGHTS_FILE
+        with directory.atomic(self.run_dir / final) as tmp:
+            model_state.save_final(self.model, tmp)
         flops, flops_source = self._flops(self.model)
         examples_per_sec = self.recorder.examples_per_sec()
         precision = self.plan.config.precision

@@ -193,7 +193,7 @@ class TrainActions:
         inputs = self.inputs_for(config)
         entry = registry.lookup("dataset", config.dataset)
         # A fresh classifier's loss sets the plot's first height; the axes grow for anything else.
-        first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if entry and entry.builtin else 1.0
+        first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if entry and entry.builtin and config.dataset in data.DATASETS else 1.0
         sink = status  # the view's progress sink, and the status line's phase, from one progress model
         sink.start(config.run_name, self.context == _context.COLAB, first_loss)  # sized when fit begins
         callback = progress.make_callback(sink, global_batch=config.global_batch(runtime.replicas), clock=self.clock,

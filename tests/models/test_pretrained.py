@@ -1,0 +1,261 @@
+"""Pretrained models: a KerasHub preset trains through train() like any model, with LoRA, on JAX, offline.
+
+No registry package ships Gemma weights, so each test builds a tiny Gemma (keras-hub's own test size) with a
+SentencePiece tokenizer trained here on the help topics, at the backbone's vocabulary, and saves it with
+`save_to_preset`: `from_preset` then loads it through the same loader as a Kaggle or Hugging Face download. Nothing
+here calls `from_preset` on a remote name. Keras fixes its backend at import, so training runs in a JAX process.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+pytest.importorskip("keras_hub")
+pytest.importorskip("sentencepiece")
+pytest.importorskip("jax")
+
+VOCABULARY = 256
+
+# Builds the tiny preset at sys.argv[1] (any backend).
+BUILD = f"""
+import sys
+import keras, keras_hub
+from tpukit.data import text
+
+keras.utils.set_random_seed(0)  # the same tiny Gemma in every session: the loss tests see the same start
+
+proto = text.train_sentencepiece(text.pydoc_topics().documents, {VOCABULARY})
+tokenizer = keras_hub.models.GemmaTokenizer(proto=proto)
+backbone = keras_hub.models.GemmaBackbone(vocabulary_size={VOCABULARY}, num_layers=2, num_query_heads=4,
+                                          num_key_value_heads=1, hidden_dim=16, intermediate_dim=32, head_dim=4)
+preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(tokenizer, sequence_length=32)
+keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(sys.argv[1])
+"""
+
+# Trains the preset at sys.argv[1] through tpukit.train() on the help topics, then compares its weights with the
+# preset's: one JSON line.
+TRAIN = """
+import json, sys
+import numpy as np
+import keras, keras_hub
+import tpukit
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=256, sequence_length=32, batch_size=16,
+                          epochs=3, learning_rate=1e-2, backend="jax", replicas=1, validation_split=None,
+                          logdir=logdir, seed=3)
+result = tpukit.train(config, verbose=0)
+before = keras_hub.models.CausalLM.from_preset(preset, dtype="bfloat16", preprocessor=None)
+was = {w.path: np.asarray(w.numpy(), dtype="float32") for w in before.weights}
+changed, lora, frozen_dtypes = [], {}, set()
+for w in result.model.weights:
+    now = np.asarray(w.numpy(), dtype="float32")
+    if "lora_kernel" in w.path:
+        lora[w.path] = [w.trainable, str(w.dtype), float(np.abs(now).max())]
+    else:
+        frozen_dtypes.add(str(w.dtype))
+        if not np.array_equal(now, was[w.path]):
+            changed.append(w.path)
+record = json.load(open(f"{result.run_dir}/result.json"))
+from tpukit.models import flops
+sample = {"token_ids": np.zeros((8, 32), "int32"), "padding_mask": np.ones((8, 32), "int32")}
+forward = flops._jax_forward(result.model, sample) / 8
+print(json.dumps({"status": result.status, "message": result.message, "loss": result.history["loss"],
+                  "notes": list(result.notes), "recorded_notes": record.get("notes"), "changed": changed,
+                  "lora": lora, "frozen_dtypes": sorted(frozen_dtypes), "model": result.config["model"],
+                  "backend": keras.backend.backend(), "tensorflow_for_text": "tensorflow_text" in sys.modules,
+                  "flops": [record["flops_per_example"], record["flops_source"], forward]}))
+"""
+
+# A run stopped in its second epoch and resumed, against the same run uninterrupted; then load() of the latter.
+RESUME = """
+import json, os, sys, threading
+sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+import numpy as np
+import tpukit
+from run_support import CallAt
+from tpukit.training import determinism
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=256, sequence_length=32, batch_size=16,
+                          epochs=3, learning_rate=1e-2, backend="jax", replicas=1, validation_split=None,
+                          logdir=logdir, seed=3, steps_per_execution=4)
+whole = tpukit.train(config.replace(name="whole"), verbose=0)
+stop = threading.Event()
+cut = tpukit.train(config.replace(name="cut"), verbose=0, stop=stop, callbacks=[CallAt(5, stop.set)])  # step 20 of 48
+(state,) = [os.path.join(cut.run_dir, "backup", f) for f in os.listdir(os.path.join(cut.run_dir, "backup"))
+            if f.endswith(".state.npz")]
+with np.load(state) as stored:
+    backup = [[path, dtype] for key, path, dtype, shape, bits in json.loads(str(stored["__meta__"])) if key[0] == "m"]
+resumed = tpukit.resume(cut.run_dir, verbose=0)
+loaded = tpukit.load(whole.run_dir).model
+from tpukit.models import pretrained
+said = [pretrained.Preset(preset).generate(m, "The import statement", 24) for m in (whole.model, loaded)]
+print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_done], "resumed": resumed.fingerprint,
+                  "loaded": determinism.fingerprint(loaded), "files": sorted(os.listdir(whole.run_dir)),
+                  "adapters_bytes": os.path.getsize(os.path.join(whole.run_dir, "adapters.lora.h5")),
+                  "preset_bytes": os.path.getsize(os.path.join(preset, "model.weights.h5")),
+                  "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights), "backup": backup, "said": said}))
+"""
+
+
+def _env():
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), "KERAS_BACKEND": "jax"}
+
+
+def _python(code, *args, timeout=300):
+    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=_env(), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def preset(tmp_path_factory):
+    """A tiny Gemma preset directory (vocabulary 256, 7,696 parameters), saved once for the module."""
+    path = tmp_path_factory.mktemp("hub") / "tiny_gemma"
+    _python(BUILD, path)
+    return path
+
+
+@pytest.mark.slow
+def test_a_preset_fine_tunes_with_lora_through_train_on_jax(preset, tmp_path):
+    out = json.loads(_python(TRAIN, preset, tmp_path).strip().splitlines()[-1])
+    assert out["status"] == "completed", out["message"]
+    assert out["backend"] == "jax" and out["model"] == str(preset)
+    loss = out["loss"]
+    assert len(loss) == 3 and loss[-1] < loss[0] - 0.02, loss  # the loss falls on the help topics
+    # only the adapters trained: every other weight is the preset's, bit for bit, and stays bfloat16
+    assert out["changed"] == [] and out["frozen_dtypes"] == ["bfloat16"]
+    assert len(out["lora"]) == 8  # a and b, for query and value, in 2 layers
+    assert all(trainable and dtype == "float32" for trainable, dtype, _ in out["lora"].values())
+    assert all(biggest > 0 for path, (_, _, biggest) in out["lora"].items() if path.endswith("lora_kernel_b"))
+    model_note = next(n for n in out["notes"] if n.startswith("model: "))
+    assert (f"KerasHub preset {preset} (GemmaCausalLM), LoRA rank 4: 704 of 7,696 parameters train (9.1%), "
+            "frozen weights in bfloat16; compiled by tpukit: adam at learning rate 0.01") in model_note, model_note
+    assert any(n.startswith("text: 79 documents") and "padding" in n for n in out["notes"]), out["notes"]
+    assert out["recorded_notes"] == out["notes"]  # result.json keeps them
+    assert not out["tensorflow_for_text"]
+    # MFU on the LoRA basis: forward, activation gradients, and weight gradients for the adapters only
+    counted, how, forward = out["flops"]
+    assert counted == round((2 + 704 / 7696) * forward) and forward > 0
+    assert how.endswith("; LoRA basis: 2.09x the forward pass (the frozen weights get no gradient; 9.15% of the "
+                        "weights train)"), how
+
+
+@pytest.mark.slow
+def test_a_preset_fine_tunes_on_tensorflow_too(preset, tmp_path):
+    """This pytest process runs Keras on TensorFlow: the same preset, fed by tf.data."""
+    import keras
+
+    import tpukit
+
+    assert keras.backend.backend() == "tensorflow"
+    config = tpukit.RunConfig(model=str(preset), dataset="pydoc", dataset_size=256, sequence_length=32, batch_size=16,
+                              epochs=3, learning_rate=1e-2, backend="tensorflow", replicas=1, validation_split=None,
+                              logdir=str(tmp_path))
+    result = tpukit.train(config, verbose=0)
+    assert result.status == "completed", result.message
+    loss = result.history["loss"]
+    assert loss[-1] < loss[0] - 0.02, loss
+    assert os.path.isfile(os.path.join(result.run_dir, "adapters.lora.h5"))
+    assert sum(w.trainable for w in result.model.weights) == 8
+
+
+@pytest.mark.slow
+def test_adapters_alone_are_kept_resume_reproduces_them_and_load_brings_them_back(preset, tmp_path):
+    out = json.loads(_python(RESUME, preset, tmp_path).strip().splitlines()[-1])
+    assert out["cut"] == ["stopped", 1]
+    assert out["resumed"] == out["whole"]  # bit for bit: the adapters and the frozen weights
+    # the final weights are the adapters alone (Keras' save_weights would merge them into the bfloat16 kernels,
+    # and load() would then differ from the trained model)
+    assert "adapters.lora.h5" in out["files"] and "model.weights.h5" not in out["files"]
+    assert out["adapters_bytes"] < out["preset_bytes"] / 4
+    # an epoch backup holds the adapters (and the optimizer's state), not the frozen weights, which the preset holds
+    backup = out["backup"]
+    assert len(backup) >= 8 and all("lora_kernel" in path or "float" not in dtype for path, dtype in backup), backup
+    assert sum("lora_kernel" in path for path, _ in backup) == 8
+    assert out["loaded"] == out["whole"] and out["lora_loaded"] == 8
+    before, after = out["said"]
+    assert before == after and len(before) > 10, out["said"]  # load() then generate says what the trained model said
+
+
+@pytest.mark.slow
+def test_the_cli_fine_tunes_a_preset(preset, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tpukit", "train", "--backend", "jax", "--model", str(preset),
+                           "--dataset", "pydoc", "--dataset-size", "64", "--sequence-length", "16", "--lora-rank", "2",
+                           "--batch-size", "16", "--epochs", "1", "--validation-split", "none", "--logdir",
+                           str(tmp_path), "--json"], capture_output=True, text=True, timeout=300, env=_env(), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["status"] == "completed" and out["model"] == str(preset) and out["dataset"] == "pydoc"
+    assert out["run_dir"].endswith("-tiny_gemma-pydoc")
+    assert os.path.isfile(os.path.join(out["run_dir"], "adapters.lora.h5"))
+    config = json.load(open(os.path.join(out["run_dir"], "config.json")))
+    assert (config["lora_rank"], config["sequence_length"]) == (2, 16)
+
+
+def test_preset_names_resolve_without_loading_or_downloading(preset):
+    from tpukit import registry
+    from tpukit.models import pretrained
+
+    for name in (str(preset), "kaggle://keras/gemma3/keras/gemma3_instruct_1b", "hf://google/gemma-3-1b-it",
+                 "gemma3_instruct_1b"):
+        entry = registry.resolve("model", name)
+        assert entry.target == pretrained.Preset(name) and entry.description == f"KerasHub preset {name}"
+    assert pretrained.resolve_name(str(preset.parent)) is None  # a directory, but not a preset's
+    assert pretrained.resolve_name("gemma_but_not_a_preset") is None
+
+
+def test_a_tokenizer_larger_than_the_backbone_is_one_line_naming_both_sizes(preset, tmp_path):
+    import shutil
+
+    from tpukit import RunConfig
+    from tpukit.data import text
+    from tpukit.models import pretrained
+    from tpukit.models.modeling import ModelError
+
+    wrong = tmp_path / "wrong_vocabulary"
+    shutil.copytree(preset, wrong)
+    larger = text.train_sentencepiece(text.pydoc_topics().documents, VOCABULARY + 64)
+    (wrong / "assets" / "tokenizer" / "vocabulary.spm").write_bytes(larger)
+    with pytest.raises(ModelError) as info:
+        pretrained.Preset(str(wrong)).build_for(RunConfig(model=str(wrong)))
+    message = str(info.value)
+    assert "\n" not in message and message == (
+        f"preset {str(wrong)!r}: its tokenizer has {VOCABULARY + 64} tokens, and the backbone's embedding only "
+        f"{VOCABULARY}: ids past it cannot be embedded; use a tokenizer of at most {VOCABULARY} tokens.")
+
+
+def test_a_prompt_longer_than_generates_max_length_is_one_line(preset):
+    from tpukit.models import pretrained
+    from tpukit.models.modeling import ModelError
+
+    with pytest.raises(ModelError, match=r"^the prompt is \d+ tokens, and generate's max_length=4 leaves it no room: "
+                                         r"give a max_length above \d+\.$"):
+        pretrained.Preset(str(preset)).generate(None, "The import statement binds names in a module", max_length=4)
+
+
+def test_an_unknown_model_name_says_presets_are_taken_too():
+    from tpukit import registry
+
+    with pytest.raises(registry.RegistryError) as info:
+        registry.resolve("model", "gemma9_nonexistent")
+    message = str(info.value)
+    assert "\n" not in message and "a KerasHub preset directory, kaggle://, hf:// or a KerasHub preset name" in message
+    assert message.endswith("Received: model='gemma9_nonexistent'.")
+
+
+def test_the_cli_takes_a_preset_with_its_lora_rank_and_sequence_length(preset):
+    from tpukit.cli import main
+
+    args = main._parser().parse_args(["train", "--model", str(preset), "--dataset", "pydoc", "--lora-rank", "8",
+                                      "--sequence-length", "256"])
+    config = main._config_from(args)
+    assert (config.model, config.dataset, config.lora_rank, config.sequence_length) == (str(preset), "pydoc", 8, 256)
+    assert main._config_from(main._parser().parse_args(["train", "--lora-rank", "none"])).lora_rank is None

@@ -1,0 +1,160 @@
+"""Text for fine-tuning a language model: an offline default, token ids, and packing into fixed-length rows.
+
+The default text is the English help topics every Python ships (`pydoc_data.topics`: 79 topics, about 0.5 MB), so
+a fine-tune runs with no network. Text becomes token ids through the model's tokenizer (an `Encoder`, which
+`tpukit.models.pretrained` makes from a preset's SentencePiece model): no TensorFlow, so it works on Colab's TPU
+runtime, which has none. The documents are packed end to end into rows of `sequence_length` tokens: a row per
+document would be mostly padding, and the run's notes say how much padding is left.
+
+Importing this module is cheap: sentencepiece and NumPy load when text is tokenized.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from tpukit.data.types import Arrays, DataError, frozen
+
+PYDOC = "pydoc"
+
+
+@dataclasses.dataclass(frozen=True)
+class Text:
+    """Documents to train a language model on; tokenized once the model (its tokenizer) is known."""
+
+    documents: Tuple[str, ...]
+    name: str = "text"
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoder:
+    """How a model turns documents into token ids: `encode(documents)` gives one list of ids per document, and
+    `decode(ids)` (where known) text again.
+
+    `pad_id` fills the end of the last row, and is the label the loss ignores; `bos_id`/`eos_id` (None: none)
+    open and close each document, so packed documents stay apart.
+    """
+
+    encode: Callable[[Sequence[str]], List[List[int]]]
+    sequence_length: int
+    pad_id: int
+    vocabulary_size: int
+    bos_id: Optional[int] = None
+    eos_id: Optional[int] = None
+    decode: Optional[Callable[[List[int]], str]] = None  # token ids back to text (generated samples)
+
+
+@dataclasses.dataclass(frozen=True)
+class Packed:
+    """Token ids packed into rows: `arrays` (x: token_ids and padding_mask; y: the next token), and the padding.
+
+    `padding` is the share of the rows' positions that are padding; `unpacked_padding` the share a row per document
+    (the same rows cut at each document's end) would have had.
+    """
+
+    arrays: Arrays
+    tokens: int
+    documents: int
+    padding: float
+    unpacked_padding: float
+
+    def note(self) -> str:
+        rows, length = self.arrays.y.shape
+        return (f"text: {self.documents} documents, {self.tokens:,} tokens packed into {rows} rows of {length}; "
+                f"padding {self.padding:.1%} of the positions (one document per row: {self.unpacked_padding:.1%})")
+
+
+def pydoc_topics() -> Text:
+    """Python's help topics in English (`help('topics')`), in a fixed order: the offline default text."""
+    from pydoc_data.topics import topics
+
+    return Text(tuple(topics[name] for name in sorted(topics)), PYDOC)
+
+
+def _load_pydoc(size: Optional[int] = None, seed: int = 0) -> Text:
+    """Python's help topics (79 English documents, ~0.5 MB): offline text for fine-tuning a language model."""
+    return pydoc_topics()
+
+
+def entries():
+    """The bundled text for `tpukit.registry`: (name, loader, description)."""
+    return [(PYDOC, _load_pydoc, "Python's help topics: 79 English documents (~0.5 MB), for fine-tuning a "
+                                 "language model offline")]
+
+
+def train_sentencepiece(documents: Sequence[str], vocabulary_size: int, *, model_type: str = "unigram") -> bytes:
+    """A SentencePiece model of `vocabulary_size` pieces trained on `documents` (its serialized proto).
+
+    Ids 0-3 are <pad>, <eos>, <bos>, <unk>, as Gemma's tokenizer has them. For tests and offline demos: a
+    tokenizer whose vocabulary equals a freshly built backbone's (one larger than it makes `generate` fail).
+    """
+    import io
+
+    import sentencepiece
+
+    lines = [line for doc in documents for line in doc.splitlines() if line.strip()]
+    out = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=out, vocab_size=vocabulary_size, model_type=model_type,
+        pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
+        unk_piece="<unk>", hard_vocab_limit=True, minloglevel=2, num_threads=1)
+    return out.getvalue()
+
+
+def sentencepiece_encoder(proto: bytes, sequence_length: int, **ids) -> Encoder:
+    """An `Encoder` from a SentencePiece model (its serialized proto); `ids` override its pad/bos/eos ids."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
+
+    def known(i):
+        return i if i is not None and i >= 0 else None
+
+    found = dict(pad_id=known(processor.pad_id()), bos_id=known(processor.bos_id()), eos_id=known(processor.eos_id()))
+    found.update(ids)
+    if found["pad_id"] is None:
+        found["pad_id"] = 0
+    return Encoder(lambda docs: processor.encode(list(docs)), sequence_length,
+                   vocabulary_size=processor.vocab_size(), decode=processor.decode, **found)
+
+
+def tokenize(text: Text, encoder: Encoder) -> Packed:
+    """`text`'s documents as token ids packed into rows of `encoder.sequence_length` (see `pack`)."""
+    documents = [d for d in text.documents if d.strip()]
+    if not documents:
+        raise DataError(f"text {text.name!r} has no document with any text in it. Received: "
+                        f"{len(text.documents)} empty documents.")
+    wrap = ([encoder.bos_id] if encoder.bos_id is not None else [], [encoder.eos_id] if encoder.eos_id is not None
+            else [])
+    ids = [wrap[0] + list(doc) + wrap[1] for doc in encoder.encode(documents)]
+    return pack(ids, encoder.sequence_length, encoder.pad_id)
+
+
+def pack(documents: Sequence[Sequence[int]], sequence_length: int, pad_id: int) -> Packed:
+    """Documents' token ids, end to end, cut into rows: each row's inputs are `sequence_length` tokens and its
+    labels the same tokens one later (the next token), so every token but the first is a label once.
+
+    The last row is filled with `pad_id` (its padding_mask 0 there, its labels `pad_id`, which the loss ignores).
+    """
+    import numpy as np
+
+    if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or sequence_length < 1:
+        raise DataError(f"sequence_length: expected an integer >= 1. Received: sequence_length={sequence_length!r}.")
+    stream = np.fromiter((t for doc in documents for t in doc), dtype=np.int32)
+    if len(stream) < 2:
+        raise DataError(f"the text has {len(stream)} token(s): at least 2 are needed for one label.")
+    length = sequence_length
+    rows = -(-(len(stream) - 1) // length)
+    padded = np.full(rows * length + 1, pad_id, dtype=np.int32)
+    padded[: len(stream)] = stream
+    starts = np.arange(rows)[:, None] * length + np.arange(length)[None, :]
+    token_ids, labels = padded[starts], padded[starts + 1]
+    mask = (starts < len(stream)).astype(np.int32)
+    padding = 1.0 - mask.sum() / mask.size
+    lengths = np.array([len(d) for d in documents if len(d) > 1])
+    per_doc_rows = -(-(lengths - 1) // length)
+    unpacked = 1.0 - (lengths - 1).sum() / max(1, per_doc_rows.sum() * length)
+    x = {"token_ids": token_ids, "padding_mask": mask}
+    frozen(token_ids, mask, labels)
+    return Packed(Arrays(x, labels), int(len(stream)), len(documents), float(padding), float(unpacked))

@@ -1,0 +1,198 @@
+"""Pretrained language models from KerasHub presets: a preset is a model like any other.
+
+`RunConfig(model=...)` and the CLI's `--model` take a preset where they take a zoo name: a local preset directory
+(what `save_to_preset` writes), `kaggle://owner/model/keras/variant`, `hf://owner/name`, or a KerasHub name such as
+`gemma3_instruct_1b`. The registry asks `resolve_name` about a name it does not know, and gets a `Preset`: the run
+builds it through `build_for` (the seam `modeling.build` calls), and text data is tokenized with its tokenizer
+(`encoder`). Nothing is downloaded until a run builds the model.
+
+With `RunConfig.lora_rank` set (the default, 4), the weights load in bfloat16 (not mixed: frozen weights need no
+float32 copy) and only the LoRA adapters, which KerasHub keeps in float32, train. Importing this module loads no
+KerasHub.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import os
+from typing import Optional, Tuple
+
+from tpukit.data import text as texts
+from tpukit.errors import one_line
+from tpukit.models.modeling import ModelError
+
+SCHEMES = ("kaggle://", "hf://", "modelscope://", "gs://")
+_PRESET_FILES = ("config.json", "metadata.json")  # what every KerasHub preset directory holds
+NAME_HINT = "a KerasHub preset directory, kaggle://, hf:// or a KerasHub preset name"  # the registry's unknown name
+
+
+def is_preset_dir(path: str) -> bool:
+    """Whether `path` is a directory KerasHub's `save_to_preset` wrote."""
+    return os.path.isdir(path) and all(os.path.isfile(os.path.join(path, f)) for f in _PRESET_FILES)
+
+
+def resolve_name(name: str) -> Optional["Preset"]:
+    """The `Preset` that `name` points at, or None where it names no preset (the registry then says so).
+
+    A directory or a URL is taken as it is; a bare name is looked up in KerasHub's list of presets, which
+    loads KerasHub (where it is installed), so this is asked only about names the registry does not know.
+    """
+    if name.startswith(SCHEMES) or is_preset_dir(name):
+        return Preset(name)
+    if os.sep in name or importlib.util.find_spec("keras_hub") is None:
+        return None
+    try:
+        import keras_hub
+
+        known = keras_hub.models.CausalLM.presets
+    except Exception:  # a KerasHub that cannot load here (a Keras too old for it): the name stays unknown
+        return None
+    return Preset(name) if name in known else None
+
+
+def _keras_hub():
+    """KerasHub, or a one-line ModelError naming the install (it is an extra: tpukit[hub])."""
+    try:
+        import keras_hub
+    except ImportError as e:
+        raise ModelError(f"pretrained models need KerasHub, which is not installed ({one_line(e)}): "
+                         "pip install 'tpukit[hub]' (on Colab's TPU runtime: keras==3.15.1, then keras-hub==0.32.0 "
+                         "with --no-deps).") from None
+    return keras_hub
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A KerasHub causal language model preset, named by `source` (a directory, a URL or a KerasHub name)."""
+
+    source: str
+
+    @property
+    def description(self) -> str:
+        return f"KerasHub preset {self.source}"
+
+    def __call__(self):
+        """Build it as a plain factory would (no LoRA, the run's dtype policy), for callers that know no config."""
+        return self._load(None)
+
+    # ---- the run's seam (modeling.build) ----------------------------------------------------------------------
+    def build_for(self, config) -> Tuple["keras.Model", str]:
+        """The model for a run of `config`, compiled for it, and a sentence on what was built.
+
+        LoRA adapters of rank `config.lora_rank` on KerasHub's default targets (the attention's query and value
+        projections), the frozen weights in bfloat16; `config.lora_rank=None` trains every weight, in the run's
+        dtype policy. Compiled with the config's optimizer and learning rate, and a next-token loss that ignores
+        the tokenizer's padding id.
+        """
+        import keras
+
+        from tpukit import precision as precisions
+
+        rank = config.lora_rank
+        model = self._load("bfloat16" if rank else None)
+        tokenizer = self.tokenizer()
+        vocabulary = int(tokenizer.vocabulary_size())
+        if vocabulary > model.backbone.vocabulary_size:
+            raise ModelError(f"preset {self.source!r}: its tokenizer has {vocabulary} tokens, and the backbone's "
+                             f"embedding only {model.backbone.vocabulary_size}: ids past it cannot be embedded; use "
+                             f"a tokenizer of at most {model.backbone.vocabulary_size} tokens.")
+        if rank:
+            model.backbone.enable_lora(rank)
+        _feed_as_keras(model)
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=tokenizer.pad_token_id)
+        # Unwrapped: `modeling.compile` wraps it for the precision the run resolves (loss scaling), as for any model.
+        optimizer = precisions.make_optimizer(config.optimizer, config.learning_rate, precisions.FLOAT32.name)
+        model.compile(optimizer=optimizer, loss=loss, weighted_metrics=[])
+        model._tpukit_compiled_by = (f"compiled by tpukit: {config.optimizer} at learning rate "
+                                     f"{config.learning_rate}, next-token loss ignoring padding (id "
+                                     f"{tokenizer.pad_token_id})")
+        return model, f"{self.description} ({type(model).__name__}), {trainable_note(model, rank)}"
+
+    def encoder(self, sequence_length: int) -> texts.Encoder:
+        """How text becomes token ids for this model: its tokenizer's SentencePiece model, run by sentencepiece
+        (no TensorFlow), with its padding, start and end ids."""
+        tokenizer = self.tokenizer()
+        proto = getattr(tokenizer, "proto", None)
+        if not isinstance(proto, (bytes, bytearray)):
+            raise ModelError(f"preset {self.source!r}: its tokenizer ({type(tokenizer).__name__}) is not a "
+                             "SentencePiece model, which is what tpukit tokenizes text with; pass token ids as "
+                             "arrays ({'token_ids', 'padding_mask'}, next-token labels) instead.")
+        return texts.sentencepiece_encoder(bytes(proto), sequence_length, pad_id=tokenizer.pad_token_id,
+                                           bos_id=getattr(tokenizer, "start_token_id", None),
+                                           eos_id=getattr(tokenizer, "end_token_id", None))
+
+    def generate(self, model, prompt: str, max_length: int = 64) -> str:
+        """The text `model` (this preset, as a run trained or `load()` rebuilt it) continues `prompt` with, greedily,
+        up to `max_length` tokens in all: the same weights give the same text. Tokenized with sentencepiece, so no
+        preprocessor (and no TensorFlow) is needed.
+
+        >>> Preset("./my_preset").generate(tpukit.load(run_dir).model, "The import statement")
+        """
+        import numpy as np
+
+        keras_hub = _keras_hub()
+        encoder = self.encoder(max_length)
+        ids = ([encoder.bos_id] if encoder.bos_id is not None else []) + list(encoder.encode([prompt])[0])
+        if len(ids) >= max_length:
+            raise ModelError(f"the prompt is {len(ids)} tokens, and generate's max_length={max_length} leaves it no "
+                             f"room: give a max_length above {len(ids)}.")
+        token_ids = np.full((1, max_length), encoder.pad_id, dtype="int32")
+        token_ids[0, :len(ids)] = ids
+        mask = (np.arange(max_length) < len(ids)).astype("int32")[None, :]
+        model.sampler = keras_hub.samplers.get("greedy")  # what compile(sampler=) sets, without a new optimizer
+        model.generate_function = None
+        out = model.generate({"token_ids": token_ids, "padding_mask": mask}, stop_token_ids=None)
+        generated = np.asarray(out["token_ids"][0])[np.asarray(out["padding_mask"][0]).astype(bool)][len(ids):]
+        return encoder.decode([int(i) for i in generated])
+
+    @functools.cached_property
+    def _tokenizer(self):
+        keras_hub = _keras_hub()
+        try:
+            return keras_hub.tokenizers.Tokenizer.from_preset(self.source)
+        except Exception as e:
+            raise ModelError(f"preset {self.source!r}: its tokenizer did not load: {one_line(e)}") from e
+
+    def tokenizer(self):
+        """The preset's tokenizer (loaded once)."""
+        return self._tokenizer
+
+    def _load(self, dtype: Optional[str]):
+        keras_hub = _keras_hub()
+        try:
+            return keras_hub.models.CausalLM.from_preset(self.source, preprocessor=None,
+                                                         **({"dtype": dtype} if dtype else {}))
+        except Exception as e:
+            raise ModelError(f"preset {self.source!r} did not load as a causal language model: {one_line(e)}") from e
+
+
+def _feed_as_keras(model) -> None:
+    """Give `model` Keras' own fit, evaluate and predict: it takes token ids (no preprocessor), and KerasHub's
+    (`PipelineModel`) turn every input into a tf.data or grain dataset, refusing the `keras.utils.PyDataset` that
+    tpukit feeds on JAX. With nothing to preprocess, Keras' own are what KerasHub's end up calling."""
+    import types
+
+    import keras
+
+    for name in ("fit", "evaluate", "predict"):
+        setattr(model, name, types.MethodType(getattr(keras.Model, name), model))
+
+
+def trainable_note(model, rank: Optional[int]) -> str:
+    """`LoRA rank 4: 704 of 7,696 parameters train (9.1%), frozen weights in bfloat16`: what trains, in one line."""
+    import math
+
+    trainable = sum(math.prod(w.shape) for w in model.trainable_weights)
+    total = sum(math.prod(w.shape) for w in model.weights)
+    frozen = {w.dtype for w in model.weights if not w.trainable}
+    what = f"LoRA rank {rank}" if rank else "full fine-tuning"
+    where = f", frozen weights in {', '.join(sorted(frozen))}" if frozen else ""
+    return f"{what}: {trainable:,} of {total:,} parameters train ({trainable / max(1, total):.1%}){where}"
+
+
+def encoder_for(model_source, sequence_length: int) -> Optional[texts.Encoder]:
+    """The text encoder of what a run trains (a `Preset`), or None for a model without a tokenizer."""
+    make = getattr(model_source, "encoder", None)
+    return make(sequence_length) if callable(make) else None
