@@ -111,26 +111,26 @@ def is_import_path(name) -> bool:
     return isinstance(name, str) and bool(_IMPORT_PATH.match(name)) and not name.startswith("__main__:")
 
 
-def resolve(kind: str, name: str) -> Entry:
+def entry(kind: str, name: str) -> Entry:
     """The factory or loader behind `name`: registered, built in, or imported from `module:attr`.
 
     Raises:
         RegistryError: unknown name, or an import path that fails (one line: what failed and why).
     """
     _load_builtins()
-    entry = _TABLES[kind].get(name)
-    if entry is not None:
-        return entry
+    found = _TABLES[kind].get(name)
+    if found is not None:
+        return found
     if is_import_path(name):
         return Entry(name, _import(kind, name), f"imported from {name}")
-    for provider in NAME_RESOLVERS.get(kind, ()):
-        target = importlib.import_module(provider).resolve_name(name)
+    for provider in NAME_PROVIDERS.get(kind, ()):
+        target = importlib.import_module(provider).named(name)
         if target is not None:
             return Entry(name, target, target.description)
     choices = ", ".join(names(kind))
     hint = (f"register it with tpukit.register_{kind}({name!r}, ...), pass it as {kind}= to train(), "
             f"or give an import path 'package.module:function'")
-    for provider in NAME_RESOLVERS.get(kind, ()):
+    for provider in NAME_PROVIDERS.get(kind, ()):
         hint += f", {importlib.import_module(provider).NAME_HINT}"
     if name.startswith("__main__:") or name.startswith("<"):
         hint = f"it came from a notebook or script, so pass the same object again as {kind}= to train() or resume()"
@@ -157,7 +157,7 @@ def label(obj) -> str:
     """The name a config records for an object handed to train(): its import path when it has one.
 
     A function or class defined at module level gets `module:qualname`, which
-    `resolve` can import in another process; anything else gets a label that
+    `entry` can import in another process; anything else gets a label that
     says where it came from (`__main__:build`, `<MyModel instance>`, `<arrays>`).
     """
     module = getattr(obj, "__module__", None)
@@ -204,9 +204,9 @@ global_state.register("registry", lambda: (dict(_MODELS), dict(_DATASETS), _buil
 # they are imported by name when a name is first looked up. Each offers `entries()`: (name, target, description).
 BUILTIN_PROVIDERS = {"model": "tpukit.models.zoo", "dataset": "tpukit.data.builtin"}
 # Names no table holds, such as a pretrained model's preset (a directory, a URL, a KerasHub name), are asked of these
-# modules, imported by name like the providers: `resolve_name(name)` gives the target (with a `description`) or None,
+# modules, imported by name like the providers: `named(name)` gives the target (with a `description`) or None,
 # and `NAME_HINT` says, for an unknown name, what else they take.
-NAME_RESOLVERS = {"model": ("tpukit.models.pretrained",)}
+NAME_PROVIDERS = {"model": ("tpukit.models.pretrained",)}
 
 
 def _load_builtins() -> None:
@@ -229,9 +229,9 @@ def lookup(kind: str, name: str) -> Optional[Entry]:
 def check_names(config: RunConfig, model=None, data=None) -> None:
     """Resolve the config's model and dataset names (unless objects stand in for them); RegistryError if unknown."""
     if model is None:
-        resolve("model", config.model)
+        entry("model", config.model)
     if data is None and not config.dataset.startswith("tfds:"):
-        resolve("dataset", config.dataset)
+        entry("dataset", config.dataset)
 
 
 def with_labels(config, model, data):

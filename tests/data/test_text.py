@@ -27,7 +27,7 @@ def test_pydoc_topics_are_the_offline_text_and_a_builtin_dataset():
     assert topics.name == "pydoc" and len(topics.documents) >= 70  # 79 in CPython 3.11-3.13
     assert sum(map(len, topics.documents)) > 300_000 and "the" in topics.documents[0]
     assert topics == text.pydoc_topics()  # a fixed order
-    entry = registry.resolve("dataset", "pydoc")
+    entry = registry.entry("dataset", "pydoc")
     assert entry.builtin and "Python's help topics" in entry.description
     assert "pydoc" in registry.names("dataset")
 

@@ -206,10 +206,10 @@ def test_preset_names_resolve_without_loading_or_downloading(preset):
 
     for name in (str(preset), "kaggle://keras/gemma3/keras/gemma3_instruct_1b", "hf://google/gemma-3-1b-it",
                  "gemma3_instruct_1b"):
-        entry = registry.resolve("model", name)
+        entry = registry.entry("model", name)
         assert entry.target == pretrained.Preset(name) and entry.description == f"KerasHub preset {name}"
-    assert pretrained.resolve_name(str(preset.parent)) is None  # a directory, but not a preset's
-    assert pretrained.resolve_name("gemma_but_not_a_preset") is None
+    assert pretrained.named(str(preset.parent)) is None  # a directory, but not a preset's
+    assert pretrained.named("gemma_but_not_a_preset") is None
 
 
 def test_a_tokenizer_larger_than_the_backbone_is_one_line_naming_both_sizes(preset, tmp_path):
@@ -245,7 +245,7 @@ def test_an_unknown_model_name_says_presets_are_taken_too():
     from tpukit import registry
 
     with pytest.raises(registry.RegistryError) as info:
-        registry.resolve("model", "gemma9_nonexistent")
+        registry.entry("model", "gemma9_nonexistent")
     message = str(info.value)
     assert "\n" not in message and "a KerasHub preset directory, kaggle://, hf:// or a KerasHub preset name" in message
     assert message.endswith("Received: model='gemma9_nonexistent'.")

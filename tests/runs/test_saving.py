@@ -127,7 +127,7 @@ def test_users_model_loads_in_a_fresh_process_and_its_export_predicts_the_same(t
 import json, numpy as np, keras, tpukit, usermodels
 from tpukit import registry
 x = np.load({str(tmp_path / 'x.npy')!r})
-loaded = tpukit.load({result.run_dir!r}, model=registry.resolve("model", {factory!r}).target).model
+loaded = tpukit.load({result.run_dir!r}, model=registry.entry("model", {factory!r}).target).model
 plain = keras.saving.load_model({exported.keras_path!r})
 print(json.dumps({{"loaded": loaded.predict(x, verbose=0).tolist(), "plain": plain.predict(x, verbose=0).tolist()}}))
 """)

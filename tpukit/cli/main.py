@@ -422,7 +422,7 @@ def _export(args) -> int:
         return _bad(f"--backend: expected one of {', '.join(backend.BACKENDS)}. Received: {args.backend!r}")
     saving.weights_file(args.run_dir)  # no run or no weights: one line before Keras loads
     backend.select(backend_for(args.backend)[0])
-    run = store.load(args.run_dir, model=registry.resolve("model", args.model).target if args.model else None)
+    run = store.load(args.run_dir, model=registry.entry("model", args.model).target if args.model else None)
     print(run.export(args.path).note)
     return 0
 

@@ -150,7 +150,7 @@ def _load_named(name: str, *, seed: int, size: Optional[int]):
     """A built-in, registered, tfds: or imported dataset, loaded."""
     if name.startswith("tfds:"):
         return tfds.load(name[len("tfds:"):])
-    entry = registry.resolve("dataset", name)
+    entry = registry.entry("dataset", name)
     if entry.builtin:
         return entry.target(size=size, seed=seed)
     return _call_loader(entry.target, name)

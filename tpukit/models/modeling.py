@@ -101,7 +101,7 @@ def build(model_arg, config, spec, in_place: bool = False, policy=None) -> Tuple
 def source(model_arg, config):
     """What builds the run's model: the object handed to train(), else what `config.model` names (a factory, or a
     pretrained preset)."""
-    return model_arg if model_arg is not None else registry.resolve("model", config.model).target
+    return model_arg if model_arg is not None else registry.entry("model", config.model).target
 
 
 def _clone_reason(model):

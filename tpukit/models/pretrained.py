@@ -2,7 +2,7 @@
 
 `RunConfig(model=...)` and the CLI's `--model` take a preset where they take a zoo name: a local preset directory
 (what `save_to_preset` writes), `kaggle://owner/model/keras/variant`, `hf://owner/name`, or a KerasHub name such as
-`gemma3_instruct_1b`. The registry asks `resolve_name` about a name it does not know, and gets a `Preset`: the run
+`gemma3_instruct_1b`. The registry asks `named` about a name it does not know, and gets a `Preset`: the run
 builds it through `build_for` (the seam `modeling.build` calls), and text data is tokenized with its tokenizer
 (`encoder`). Nothing is downloaded until a run builds the model.
 
@@ -17,11 +17,14 @@ import dataclasses
 import functools
 import importlib.util
 import os
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 from tpukit.data import text as texts
 from tpukit.errors import one_line
 from tpukit.models.modeling import ModelError
+
+if TYPE_CHECKING:
+    import keras
 
 SCHEMES = ("kaggle://", "hf://", "modelscope://", "gs://")
 _PRESET_FILES = ("config.json", "metadata.json")  # what every KerasHub preset directory holds
@@ -33,7 +36,7 @@ def is_preset_dir(path: str) -> bool:
     return os.path.isdir(path) and all(os.path.isfile(os.path.join(path, f)) for f in _PRESET_FILES)
 
 
-def resolve_name(name: str) -> Optional["Preset"]:
+def named(name: str) -> Optional["Preset"]:
     """The `Preset` that `name` points at, or None where it names no preset (the registry then says so).
 
     A directory or a URL is taken as it is; a bare name is looked up in KerasHub's list of presets, which

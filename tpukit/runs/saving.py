@@ -125,7 +125,7 @@ def rebuild(run_dir, model=None, config=None):
         factory = model
         if factory is None:
             try:
-                factory = registry.resolve("model", config.model).target
+                factory = registry.entry("model", config.model).target
             except registry.RegistryError:
                 raise ModelError(
                     f"cannot rebuild the model of {run_dir}: it trained {config.model}, an object handed to train(), "
