@@ -411,8 +411,10 @@ if len(verdicts) == 2 and verdicts["naive"].input_percent <= verdicts["tuned"].i
 # `shuffle(buffer_size=B)` does not shuffle the whole dataset: it keeps a buffer of the next `B` elements and
 # picks one of them at random each time, refilling from the stream. Shuffle `range(100)` with `B = 10`.
 # **Predict `LARGEST_FIRST`**, the largest value that can come out *first*. The self-check shuffles 300 times,
-# with 300 seeds, and takes the largest first element it saw: with `tf.data` where there is TensorFlow, else with
-# a buffer written out in a few lines of Python, the same algorithm. (So a buffer much smaller than the dataset
+# with 300 seeds, and takes the largest first element it saw: with `tf.data` where there is TensorFlow; on Colab's
+# TPU runtime, which has no TensorFlow, with grain, the data library JAX users reach for (it ships there), whose
+# `grain.experimental.WindowShuffleMapDataset` shuffles each window of B elements (a buffer that refills a
+# window at a time); with neither, with a buffer written out in a few lines of Python, tf.data's algorithm. (So a buffer much smaller than the dataset
 # barely shuffles sorted data: shuffle the file list too, and use a buffer as large as memory allows. The same
 # reasoning says why `shuffle` goes **before** `repeat`: after it, the buffer mixes the end of one epoch into the
 # next.)
@@ -442,10 +444,18 @@ def buffer_shuffle(stream, buffer_size, rng):
 
 
 if TF:
+    shuffled_by = "tf.data"
     firsts = [int(next(iter(tf.data.Dataset.range(100).shuffle(10, seed=s)))) for s in range(300)]
+elif importlib.util.find_spec("grain") is not None:  # Colab's TPU runtime
+    import grain
+
+    shuffled_by = "grain"
+    firsts = [int(grain.experimental.WindowShuffleMapDataset(grain.MapDataset.range(100), window_size=10, seed=s)[0])
+              for s in range(300)]
 else:
+    shuffled_by = "a buffer in Python"
     firsts = [next(buffer_shuffle(range(100), 10, np.random.default_rng(s))) for s in range(300)]
-print(f"predicted {LARGEST_FIRST}; over 300 seeds the first element was at most {max(firsts)}")
+print(f"predicted {LARGEST_FIRST}; over 300 seeds ({shuffled_by}) the first element was at most {max(firsts)}")
 check(LARGEST_FIRST == max(firsts), "which elements are in the buffer when the first one is picked?")
 print("Exercise 1: correct.")
 
