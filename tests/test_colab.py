@@ -123,3 +123,57 @@ def test_a_conflict_is_one_clear_error():
     with pytest.raises(RuntimeError, match=r"could not install tensorboard without changing any of the 1 packages "
                                            r".*urllib3"):
         colab.setup(run=failing_pip, importable=lambda m: m != "tensorboard", installed=lambda: {"urllib3": "2.5.0"})
+
+
+class RecordingPip:
+    """pip as setup_hub() calls it (fake: Colab's runtimes cannot be installed into here): records each command
+    and moves `installed` to what that command would leave."""
+
+    def __init__(self, state):
+        self.state, self.calls = dict(state), []
+
+    def __call__(self, cmd, **kwargs):
+        self.calls.append(cmd)
+        for arg in cmd:
+            if "==" in arg:
+                name, version = arg.split("==")
+                self.state[name] = version
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+
+COLAB_TPU = {"keras": "3.13.2", "jax": "0.7.2", "sentencepiece": "0.2.2", "regex": "2026.7.19", "numpy": "2.1.3"}
+
+
+def test_hub_on_colabs_tpu_runtime_moves_keras_alone_and_never_installs_tensorflow_fake_colab():
+    pip, said = RecordingPip(COLAB_TPU), []
+    line = colab.setup_hub(run=pip, importable=lambda m: m != "tensorflow", installed=lambda: pip.state,
+                           say=said.append, keras_loaded=lambda: False)
+    installs = [cmd[cmd.index("install") + 1:] for cmd in pip.calls]
+    assert installs == [["-q", "--no-deps", "keras==3.15.1"], ["-q", "--no-deps", "keras-hub==0.32.0"]]
+    assert said == [line] and "added keras-hub 0.32.0" in line and "keras 3.13.2 -> 3.15.1" in line
+    assert "MOVED 1 of the 5" in line and "loads without TensorFlow and needs keras>=3.15" in line
+    assert not any("tensorflow" in arg for cmd in pip.calls for arg in cmd)
+    again = RecordingPip(pip.state)  # a second call: nothing to do, no pip
+    assert "nothing to install" in colab.setup_hub(run=again, importable=lambda m: m != "tensorflow",
+                                                   installed=lambda: again.state, say=said.append)
+    assert again.calls == []
+
+
+def test_hub_after_keras_was_imported_names_the_one_action_fake_colab():
+    from tpukit.hardware.runtime import RestartRequired
+
+    pip = RecordingPip(COLAB_TPU)
+    with pytest.raises(RestartRequired) as info:
+        colab.setup_hub(run=pip, importable=lambda m: m != "tensorflow", installed=lambda: pip.state,
+                        say=lambda line: None, keras_loaded=lambda: True)
+    message = str(info.value)
+    assert "\n" not in message and "keras 3.13.2 to 3.15.1" in message and "restart the runtime" in message
+    assert pip.calls == []
+
+
+def test_hub_where_tensorflow_is_keeps_the_keras_hub_colab_ships_fake_colab():
+    shipped = {**COLAB_TPU, "tensorflow": "2.20.0", "keras-hub": "0.26.0"}
+    pip, said = RecordingPip(shipped), []
+    colab.setup_hub(run=pip, importable=lambda m: True, installed=lambda: pip.state, say=said.append)
+    assert pip.calls == [] and said == ["tpukit.colab: keras-hub 0.26.0 is here, with TensorFlow 2.20.0: nothing to "
+                                        "install."]

@@ -135,8 +135,85 @@ def _xprof_that_fits(run, constraints: str, pins: Dict[str, str], wheels: str) -
     return version, ""
 
 
-def setup(*, run=subprocess.run, importable=None, installed=None, say: Callable[[str], None] = print) -> SetupPlan:
-    """Install what is missing (idempotent: a second call installs nothing and asks pip nothing new); returns the plan it followed.
+def setup(*, hub: bool = False, run=subprocess.run, importable=None, installed=None,
+          say: Callable[[str], None] = print, keras_loaded: Optional[Callable[[], bool]] = None) -> SetupPlan:
+    """Install what is missing (idempotent: a second call installs nothing and asks pip nothing new); returns the
+    plan it followed for the viewing tools. `hub=True` also makes KerasHub importable here (`setup_hub`).
+    """
+    the_plan = _viewing_tools(run=run, importable=importable, installed=installed, say=say)
+    if hub:
+        setup_hub(run=run, importable=importable, installed=installed, say=say, keras_loaded=keras_loaded)
+    return the_plan
+
+
+# keras-hub 0.22-0.31 import TensorFlow when they load, so they fail on Colab's TPU runtime (no TensorFlow there);
+# 0.32.0 is the first that does not (keras-hub#2891), and it declares keras>=3.15.
+HUB_WITHOUT_TENSORFLOW = "0.32.0"
+KERAS_FOR_HUB = "3.15.1"
+
+
+def setup_hub(*, run=subprocess.run, importable=None, installed=None, say: Callable[[str], None] = print,
+              keras_loaded: Optional[Callable[[], bool]] = None) -> str:
+    """Make KerasHub importable on this runtime, moving as little as it can; returns the line it said.
+
+    Where TensorFlow is installed (Colab's CPU and GPU runtimes ship keras-hub 0.26 with tensorflow-text), the
+    keras-hub there does the job: nothing moves (one is installed under pins only where none is). Without
+    TensorFlow (Colab's TPU runtime), keras-hub 0.32.0 is installed with `--no-deps` (its declared tensorflow-text
+    and kagglesdk pins would bring TensorFlow and move kagglesdk; it imports neither), and keras moves to 3.15.1,
+    which it needs: the one package of the runtime that moves. Keras cannot be replaced under a kernel that has
+    imported it: then `RestartRequired` names the one action.
+    """
+    from tpukit.hardware.runtime import RestartRequired
+
+    importable = importable or (lambda m: importlib.util.find_spec(m) is not None)
+    installed = installed or _installed
+    keras_loaded = keras_loaded or (lambda: "keras" in sys.modules)
+    before = dict(installed())
+    hub, keras = before.get("keras-hub"), before.get("keras", "")
+    if importable("tensorflow"):
+        if hub:
+            return _said(say, f"tpukit.colab: keras-hub {hub} is here, with TensorFlow {before.get('tensorflow', '')}"
+                              ": nothing to install.")
+        commands = [("keras-hub",)]
+    else:
+        if hub and _version(hub) >= _version(HUB_WITHOUT_TENSORFLOW):
+            return _said(say, f"tpukit.colab: keras-hub {hub} (which loads without TensorFlow) and keras {keras} "
+                              "are here: nothing to install.")
+        commands = []
+        if _version(keras) < _version(KERAS_FOR_HUB):
+            if keras_loaded():
+                raise RestartRequired(
+                    f"tpukit.colab.setup(hub=True) must move keras {keras} to {KERAS_FOR_HUB} (keras-hub "
+                    f"{HUB_WITHOUT_TENSORFLOW}, the first that loads without TensorFlow, needs keras>=3.15), and "
+                    "this kernel has imported keras already: restart the runtime (Runtime > Restart session), then "
+                    "run tpukit.colab.setup(hub=True) first, before anything imports keras.")
+            commands.append(("--no-deps", f"keras=={KERAS_FOR_HUB}"))
+        commands.append(("--no-deps", f"keras-hub=={HUB_WITHOUT_TENSORFLOW}"))
+    with tempfile.NamedTemporaryFile("w", suffix="-constraints.txt", delete=False) as f:
+        f.write("".join(f"{d}=={v}\n" for d, v in sorted(before.items()) if d not in ("keras", "keras-hub")))
+    for args in commands:
+        proc = run(_pip("install", "-q", *(() if "--no-deps" in args else ("-c", f.name)), *args),
+                   capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"pip could not install {args[-1]} here: {_last_line(proc)}")
+    importlib.invalidate_caches()
+    return _said(say, _after_install(before, installed()) + (
+        f" (keras-hub {HUB_WITHOUT_TENSORFLOW} loads without TensorFlow and needs keras>=3.15; its TensorFlow "
+        "dependencies were left out)" if not importable("tensorflow") else ""))
+
+
+def _said(say: Callable[[str], None], line: str) -> str:
+    say(line)
+    return line
+
+
+def _version(text: str) -> Tuple[int, ...]:
+    """"3.13.2" as (3, 13, 2); what is not a number counts as 0 ("" is older than any release)."""
+    return tuple(int(part) if part.isdigit() else 0 for part in re.split(r"[.+-]", text or "0")[:3])
+
+
+def _viewing_tools(*, run, importable, installed, say) -> SetupPlan:
+    """TensorBoard and xprof where missing (the module docstring).
 
     xprof is installed only where a release imports on the protobuf installed here (see `_xprof_that_fits`);
     where none does, the rest is installed, `say` gets one line on why TensorBoard's profile tab is unavailable,
