@@ -280,7 +280,7 @@ if SOLUTIONS:
             w = tf.constant(w_start)
             with tf.GradientTape() as tape:
                 tape.watch(w)
-                per_example = keras.losses.mean_squared_error(y, tf.matmul(x, w))
+                per_example = tf.reduce_mean(tf.square(y - tf.matmul(x, w)), axis=-1)  # squared errors, TF ops
                 loss = tf.nn.compute_average_loss(per_example, global_batch_size=64)  # over the global batch
             return tape.gradient(loss, w)
 
@@ -305,7 +305,7 @@ def full_batch_gradient(x, y, divide_by):
     if HAS_TF:
         w = tf.Variable(w_start)
         with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(keras.losses.mean_squared_error(y, tf.matmul(x, w))) / divide_by
+            loss = tf.reduce_sum(tf.reduce_mean(tf.square(y - tf.matmul(x, w)), axis=-1)) / divide_by
         return tape.gradient(loss, w).numpy()
     import jax
 

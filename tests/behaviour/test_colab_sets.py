@@ -255,3 +255,42 @@ def test_tensorboard_magic_reads_the_runs(tmp_path, monkeypatch):
         assert f"{name}/train" in runs and "epoch_loss" in runs[f"{name}/train"]
     finally:
         os.kill(info.pid, 15)
+
+
+@tpu_set
+def test_zz_hub_setup_moves_keras_alone_and_a_preset_fine_tunes_without_tensorflow(tmp_path):
+    """`tpukit.colab.setup(hub=True)` on Colab's TPU set (real pip): keras 3.13.2 -> 3.15.1 and keras-hub added,
+    nothing else moved, no TensorFlow; then a tiny Gemma preset (built offline in the test) fine-tunes with LoRA
+    through train() on JAX. Last in the module, and it puts Colab's keras back: what runs after it (the notebooks)
+    sees the set as Colab ships it."""
+    from hub_support import BUILD, TRAIN
+
+    from tpukit import colab
+
+    before = colab._installed()
+    assert "keras-hub" not in before and "tensorflow" not in before  # Colab's TPU runtime ships neither
+
+    def python(*args):
+        done = subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "KERAS_BACKEND": "jax"})
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    try:
+        said = python("from tpukit import colab; colab.setup(hub=True)").strip().splitlines()
+        after = colab._installed()
+        moved = {name: (version, after.get(name)) for name, version in before.items() if after.get(name) != version}
+        assert moved == {"keras": (before["keras"], colab.KERAS_FOR_HUB)}, moved
+        assert set(after) - set(before) == {"keras-hub"} and "tensorflow" not in after
+        assert said[-1].startswith("tpukit.colab: added keras-hub 0.32.0") and "loads without TensorFlow" in said[-1]
+        preset = tmp_path / "tiny_gemma"
+        python(BUILD, str(preset))
+        out = json.loads(python(TRAIN, str(preset), str(tmp_path / "runs")).strip().splitlines()[-1])
+        assert out["status"] == "completed" and out["backend"] == "jax", out["message"]
+        assert out["loss"][-1] < out["loss"][0] and out["changed"] == [], out
+        assert not out["tensorflow_for_text"]
+    finally:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", f"keras=={before['keras']}"],
+                       check=True)
+        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-q", "-y", "keras-hub"], check=True)
+    assert colab._installed() == before

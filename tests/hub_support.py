@@ -1,0 +1,88 @@
+"""What the pretrained-model tests run in their own processes: a tiny Gemma preset built offline, and a LoRA fine-tune
+of it through tpukit.train() (tests/models/test_pretrained.py; tests/behaviour/test_colab_sets.py in Colab's TPU set,
+after `tpukit.colab.setup(hub=True)`). Plain strings: importing this module imports no framework.
+"""
+
+VOCABULARY = 256
+
+# Builds the tiny preset at sys.argv[1] (any backend).
+BUILD = f"""
+import sys
+import keras, keras_hub
+from tpukit.data import text
+
+keras.utils.set_random_seed(0)  # the same tiny Gemma in every session: the loss tests see the same start
+
+proto = text.train_sentencepiece(text.pydoc_topics().documents, {VOCABULARY})
+tokenizer = keras_hub.models.GemmaTokenizer(proto=proto)
+backbone = keras_hub.models.GemmaBackbone(vocabulary_size={VOCABULARY}, num_layers=2, num_query_heads=4,
+                                          num_key_value_heads=1, hidden_dim=16, intermediate_dim=32, head_dim=4)
+preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(tokenizer, sequence_length=32)
+keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(sys.argv[1])
+"""
+
+# Trains the preset at sys.argv[1] through tpukit.train() on the help topics, then compares its weights with the
+# preset's: one JSON line.
+TRAIN = """
+import json, sys
+import numpy as np
+import keras, keras_hub
+import tpukit
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=256, sequence_length=32, batch_size=16,
+                          epochs=3, learning_rate=1e-2, backend="jax", replicas=1, validation_split=None,
+                          logdir=logdir, seed=3)
+result = tpukit.train(config, verbose=0)
+before = keras_hub.models.CausalLM.from_preset(preset, dtype="bfloat16", preprocessor=None)
+was = {w.path: np.asarray(w.numpy(), dtype="float32") for w in before.weights}
+changed, lora, frozen_dtypes = [], {}, set()
+for w in result.model.weights:
+    now = np.asarray(w.numpy(), dtype="float32")
+    if "lora_kernel" in w.path:
+        lora[w.path] = [w.trainable, str(w.dtype), float(np.abs(now).max())]
+    else:
+        frozen_dtypes.add(str(w.dtype))
+        if not np.array_equal(now, was[w.path]):
+            changed.append(w.path)
+record = json.load(open(f"{result.run_dir}/result.json"))
+from tpukit.models import flops
+sample = {"token_ids": np.zeros((8, 32), "int32"), "padding_mask": np.ones((8, 32), "int32")}
+forward = flops._jax_forward(result.model, sample) / 8
+print(json.dumps({"status": result.status, "message": result.message, "loss": result.history["loss"],
+                  "notes": list(result.notes), "recorded_notes": record.get("notes"), "changed": changed,
+                  "lora": lora, "frozen_dtypes": sorted(frozen_dtypes), "model": result.config["model"],
+                  "backend": keras.backend.backend(), "tensorflow_for_text": "tensorflow_text" in sys.modules,
+                  "flops": [record["flops_per_example"], record["flops_source"], forward]}))
+"""
+
+# A run stopped in its second epoch and resumed, against the same run uninterrupted; then load() of the latter.
+RESUME = """
+import json, os, sys, threading
+sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+import numpy as np
+import tpukit
+from run_support import CallAt
+from tpukit.training import determinism
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=256, sequence_length=32, batch_size=16,
+                          epochs=3, learning_rate=1e-2, backend="jax", replicas=1, validation_split=None,
+                          logdir=logdir, seed=3, steps_per_execution=4)
+whole = tpukit.train(config.replace(name="whole"), verbose=0)
+stop = threading.Event()
+cut = tpukit.train(config.replace(name="cut"), verbose=0, stop=stop, callbacks=[CallAt(5, stop.set)])  # step 20 of 48
+(state,) = [os.path.join(cut.run_dir, "backup", f) for f in os.listdir(os.path.join(cut.run_dir, "backup"))
+            if f.endswith(".state.npz")]
+with np.load(state) as stored:
+    backup = [[path, dtype] for key, path, dtype, shape, bits in json.loads(str(stored["__meta__"])) if key[0] == "m"]
+resumed = tpukit.resume(cut.run_dir, verbose=0)
+loaded = tpukit.load(whole.run_dir).model
+from tpukit.models import pretrained
+said = [pretrained.Preset(preset).generate(m, "The import statement", 24) for m in (whole.model, loaded)]
+print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_done], "resumed": resumed.fingerprint,
+                  "loaded": determinism.fingerprint(loaded), "files": sorted(os.listdir(whole.run_dir)),
+                  "adapters_bytes": os.path.getsize(os.path.join(whole.run_dir, "adapters.lora.h5")),
+                  "preset_bytes": os.path.getsize(os.path.join(preset, "model.weights.h5")),
+                  "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights), "backup": backup, "said": said}))
+"""
