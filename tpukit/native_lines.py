@@ -71,7 +71,7 @@ def dropped_from_stderr():
     lines = Filter(original)
 
     def pump():
-        while lines.feed(_read(read)):
+        while lines.feed(read_chunk(read)):
             pass
 
     copier = threading.Thread(target=pump, name="tpukit-native-lines", daemon=True)
@@ -86,7 +86,8 @@ def dropped_from_stderr():
         os.close(original)
 
 
-def _read(fd: int) -> bytes:
+def read_chunk(fd: int) -> bytes:
+    """What the pipe holds now (b"": its end, or an error)."""
     try:
         return os.read(fd, 65536)
     except OSError:

@@ -35,7 +35,7 @@ import select
 import signal
 import sys
 
-from tpukit.native_lines import Filter
+from tpukit.native_lines import Filter, read_chunk
 
 # Passed on to the program. SIGINT only when sent by a process: the terminal's Ctrl-C reaches the program itself.
 _FORWARD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -155,7 +155,7 @@ def _supervise(child: int, read: int) -> None:
         if open_:
             ready, _, _ = select.select([read], [], [], _POLL_S)
             if ready:
-                open_ = filt.feed(_read(read))
+                open_ = filt.feed(read_chunk(read))
         else:  # the pipe's end came first: wait for the program's exit (SIGCHLD) or a signal to pass on
             waiting.append(signal.sigtimedwait(_WAIT, _POLL_S))
         while waiting[-1:] != [None]:
@@ -191,13 +191,6 @@ def _send(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except OSError:
         pass
-
-
-def _read(fd: int) -> bytes:
-    try:
-        return os.read(fd, 65536)
-    except OSError:
-        return b""
 
 
 def _leave(status: int) -> None:
