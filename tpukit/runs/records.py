@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tpukit.config import global_batch
 from tpukit.runs import backups, saving
-from tpukit.runs.directory import (BACKUP_DIR, CONFIG_FILE, RESULT_FILE, WEIGHTS_FILE, RunDirError, final_weights, in_use,
+from tpukit.runs.directory import (BACKUP_DIR, CONFIG_FILE, RESULT_FILE, RunDirError, final_weights, in_use,
                                   recorded, write_json)
 
 History = Dict[str, List[float]]  # {metric: [value per epoch]}
@@ -270,13 +270,8 @@ def load(run_dir) -> RunResult:
 
 def list_runs(logdir: str = "runs") -> List[RunResult]:
     """Every run under `logdir`, oldest first. A run whose record is damaged is listed as failed, saying why."""
-    root = Path(logdir)
-    if not root.is_dir():
-        return []
     runs = []
-    for d in sorted(root.iterdir()):
-        if not (d / CONFIG_FILE).exists():
-            continue
+    for d in sorted(_run_dirs(logdir)):
         try:
             runs.append(load(d))
         except RunDirError as e:
@@ -285,12 +280,19 @@ def list_runs(logdir: str = "runs") -> List[RunResult]:
 
 
 def has_runs(logdir: str) -> bool:
-    """Whether `logdir` holds a run (a folder with its config): cheap enough to ask on every refresh of a view."""
+    """Whether `logdir` holds a run: cheap enough to ask on every refresh of a view (it stops at the first)."""
+    return next(_run_dirs(logdir), None) is not None
+
+
+def _run_dirs(logdir: str):
+    """The run directories in `logdir` (folders with a config), in no order; none where it is no folder."""
     try:
         with os.scandir(logdir) as entries:
-            return any(e.is_dir() and os.path.exists(os.path.join(e.path, CONFIG_FILE)) for e in entries)
+            for e in entries:
+                if e.is_dir() and os.path.exists(os.path.join(e.path, CONFIG_FILE)):
+                    yield Path(e.path)
     except OSError:
-        return False
+        return
 
 
 def compare(results) -> List[Dict[str, Any]]:
