@@ -104,8 +104,7 @@ class Runtime:
         peak = self.peak_flops(precision)
         if not peak:
             return ""
-        names = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-        kind = names.get(precisions.get(precision).key, precisions.get(precision).key)
+        kind = precisions.get(precision).compute  # the dtype the peak is for: float32, bfloat16, float16
         if self.kind == "cpu":
             return f"this CPU's {kind} matmul peak as tpukit's probe measured it ({peak / 1e9:,.1f} GFLOP/s)"
         chips = len(self.device_facts) * self.workers
