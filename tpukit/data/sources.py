@@ -245,9 +245,8 @@ def planned_train_examples(config, data=None, validation_data=None) -> Optional[
     counted only when the run loads it.
     """
     if data is None:
-        entry = registry.lookup("dataset", config.dataset)
-        if entry is None or not entry.builtin or config.dataset not in builtin.DATASETS:
-            return None  # text is counted in rows once tokenized
+        if config.dataset not in builtin.DATASETS:  # a built-in image set (its name cannot be registered over)
+            return None  # anything else is counted when loaded; text, in rows once tokenized
         n = builtin.train_size(config.dataset, config.dataset_size)
     elif isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[1], "__len__") and not isinstance(
             data[1], str):  # (x, y), not two documents

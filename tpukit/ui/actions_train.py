@@ -184,16 +184,16 @@ class TrainActions:
             self._run_status = None
 
     def _train(self, config: RunConfig, run_dir: Optional[str], runtime, epochs: Optional[int], status):
-        from tpukit import registry
         from tpukit.data import builtin as data
         from tpukit.training import api as training
         from tpukit.ui import progress
 
         runtime = runtime or self._connect(config)
         inputs = self.inputs_for(config)
-        entry = registry.lookup("dataset", config.dataset)
-        # A fresh classifier's loss sets the plot's first height; the axes grow for anything else.
-        first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if entry and entry.builtin and config.dataset in data.DATASETS else 1.0
+        # A fresh classifier's loss sets the plot's first height; the axes grow for anything else (the user's data,
+        # text). A built-in image set's name cannot be registered over, so the name alone says which it is.
+        images = config.dataset in data.DATASETS
+        first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if images else 1.0
         sink = status  # the view's progress sink, and the status line's phase, from one progress model
         sink.start(config.run_name, self.context == _context.COLAB, first_loss)  # sized when fit begins
         callback = progress.make_callback(sink, global_batch=config.global_batch(runtime.replicas), clock=self.clock,
