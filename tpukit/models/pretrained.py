@@ -61,8 +61,8 @@ def _keras_hub():
         import keras_hub
     except ImportError as e:
         raise ModelError(f"pretrained models need KerasHub, which is not installed ({one_line(e)}): "
-                         "pip install 'tpukit[hub]' (on Colab's TPU runtime: keras==3.15.1, then keras-hub==0.32.0 "
-                         "with --no-deps).") from None
+                         "pip install 'tpukit[hub]' (on Colab's TPU runtime: tpukit.colab.setup(hub=True), first in "
+                         "a fresh runtime).") from None
     return keras_hub
 
 

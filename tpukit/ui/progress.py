@@ -79,6 +79,7 @@ class ProgressRecord:
         self.latest: Optional[Progress] = None
         self.line = ""
         self.curves = None
+        self.total_steps = None  # the run's steps, as Keras counts them when fit begins (`sized`)
 
     def start(self, name: str, foreground: bool, loss_top: float, lead: str = "") -> None:
         self.latest, self.line = None, f"{lead or 'Starting ' + name}: building the model and the input pipeline…"
@@ -178,7 +179,7 @@ class ProgressView:
 def ended_early(result) -> str:
     """" (early stopping after epoch 2 …)" for a completed run that ended before its last epoch: the progress
     line's "epoch 2/3" then says why; "" otherwise."""
-    epochs = (getattr(result, "config", None) or {}).get("epochs")
+    epochs = result.config.get("epochs")
     if result.status != "completed" or not result.message or not epochs or result.epochs_done >= epochs:
         return ""
     return f" ({result.message})"
