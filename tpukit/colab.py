@@ -170,11 +170,14 @@ def setup_hub(*, run=subprocess.run, importable=None, installed=None, say: Calla
     keras_loaded = keras_loaded or (lambda: "keras" in sys.modules)
     before = dict(installed())
     hub, keras = before.get("keras-hub"), before.get("keras", "")
-    if importable("tensorflow"):
+    with_tensorflow = importable("tensorflow")
+    if with_tensorflow:
         if hub:
             return _said(say, f"tpukit.colab: keras-hub {hub} is here, with TensorFlow {before.get('tensorflow', '')}"
                               ": nothing to install.")
-        commands = [("keras-hub",)]
+        with tempfile.NamedTemporaryFile("w", suffix="-constraints.txt", delete=False) as f:  # every other pinned
+            f.write("".join(f"{d}=={v}\n" for d, v in sorted(before.items()) if d not in ("keras", "keras-hub")))
+        commands = [("-c", f.name, "keras-hub")]
     else:
         if hub and _version(hub) >= _version(HUB_WITHOUT_TENSORFLOW):
             return _said(say, f"tpukit.colab: keras-hub {hub} (which loads without TensorFlow) and keras {keras} "
@@ -189,17 +192,14 @@ def setup_hub(*, run=subprocess.run, importable=None, installed=None, say: Calla
                     "run tpukit.colab.setup(hub=True) first, before anything imports keras.")
             commands.append(("--no-deps", f"keras=={KERAS_FOR_HUB}"))
         commands.append(("--no-deps", f"keras-hub=={HUB_WITHOUT_TENSORFLOW}"))
-    with tempfile.NamedTemporaryFile("w", suffix="-constraints.txt", delete=False) as f:
-        f.write("".join(f"{d}=={v}\n" for d, v in sorted(before.items()) if d not in ("keras", "keras-hub")))
     for args in commands:
-        proc = run(_pip("install", "-q", *(() if "--no-deps" in args else ("-c", f.name)), *args),
-                   capture_output=True, text=True)
+        proc = run(_pip("install", "-q", *args), capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"pip could not install {args[-1]} here: {_last_line(proc)}")
     importlib.invalidate_caches()
     return _said(say, _after_install(before, installed()) + (
         f" (keras-hub {HUB_WITHOUT_TENSORFLOW} loads without TensorFlow and needs keras>=3.15; its TensorFlow "
-        "dependencies were left out)" if not importable("tensorflow") else ""))
+        "dependencies were left out)" if not with_tensorflow else ""))
 
 
 def _said(say: Callable[[str], None], line: str) -> str:
