@@ -41,6 +41,12 @@ from tpukit.config import ConfigError, PaddingWarning, RunConfig, padding_advice
         (dict(lora_rank=5000), "lora_rank", "lora_rank=5000"),
         (dict(lora_rank=4.0), "lora_rank", "lora_rank=4.0"),
         (dict(sequence_length=0), "sequence_length", "sequence_length=0"),
+        (dict(lora_alpha=0), "lora_alpha", "a positive number (the adapters' update is scaled by alpha / rank; "
+                                           "2 x rank is usual), or None for Keras' default, alpha = rank. "
+                                           "Received: lora_alpha=0."),
+        (dict(lora_alpha=True), "lora_alpha", "lora_alpha=True"),
+        (dict(lora_targets=()), "lora_targets", "lora_targets=()"),
+        (dict(lora_targets=("query", "")), "lora_targets", "such as ('query', 'value')"),
     ],
 )
 def test_bad_values_name_field_value_and_choices(changes, field, shown):
@@ -108,6 +114,9 @@ def test_padding_advice_is_said_once_where_the_batch_is_chosen():
 def test_lora_rank_and_sequence_length_edges_and_json():
     config = RunConfig(lora_rank=None, sequence_length=512)
     assert RunConfig.from_json(config.to_json()) == config
+    config = RunConfig(lora_alpha=8, lora_targets=["query", "value"])  # JSON's lists come back as the tuple
+    assert config.lora_targets == ("query", "value") and RunConfig.from_json(config.to_json()) == config
+    assert RunConfig(lora_targets="query").lora_targets == ("query",)
     assert RunConfig().lora_rank == 4 and RunConfig(lora_rank=1).lora_rank == 1 and RunConfig(lora_rank=4096)
 
 

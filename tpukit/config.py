@@ -174,7 +174,9 @@ class RunConfig:
     data (seeded) for validation; the test split stays for the final evaluation.
     `init_from` is a run directory whose final weights the model starts from (fine-tuning).
     `lora_rank` and `sequence_length` apply to a pretrained model (a KerasHub preset): the rank of its LoRA
-    adapters (None: every weight trains), and the tokens per row its text is packed into.
+    adapters (None: every weight trains), and the tokens per row its text is packed into. `lora_alpha` scales the
+    adapters' update by alpha / rank (None: Keras' default, alpha = rank), and `lora_targets` names the layers that
+    get adapters (None: KerasHub's default, the attention's query and value projections).
 
     >>> RunConfig(batch_size=32, replicas=8).global_batch_size
     256
@@ -207,6 +209,8 @@ class RunConfig:
     init_from: Optional[str] = None
     lora_rank: Optional[int] = 4
     sequence_length: int = 128
+    lora_alpha: Optional[float] = None
+    lora_targets: Optional[Tuple[str, ...]] = None
 
     def __post_init__(self):
         _check_choice("backend", self.backend, BACKENDS)
@@ -263,6 +267,19 @@ class RunConfig:
             _fail("lora_rank", rank, f"an integer from 1 to {MAX_LORA_RANK:,} (the LoRA adapters' rank; 4, 8 or 16 "
                                      "are usual), or None to train every weight")
         _check_int("sequence_length", self.sequence_length, 1, maximum=MAX_SEQUENCE_LENGTH)
+        alpha = self.lora_alpha
+        if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, (int, float))
+                                  or not 0 < alpha < math.inf):
+            _fail("lora_alpha", alpha, "a positive number (the adapters' update is scaled by alpha / rank; 2 x rank "
+                                       "is usual), or None for Keras' default, alpha = rank")
+        targets = self.lora_targets
+        if isinstance(targets, (list, str)):
+            targets = (targets,) if isinstance(targets, str) else tuple(targets)
+            object.__setattr__(self, "lora_targets", targets)
+        if targets is not None and (not isinstance(targets, tuple) or not targets
+                                    or not all(isinstance(t, str) and t for t in targets)):
+            _fail("lora_targets", self.lora_targets, "None (KerasHub's default: the attention's query and value "
+                                                     "projections) or layer names such as ('query', 'value')")
         self.check_for(self.accelerator, self.replicas or 1)
         advice = padding_advice(self.batch_size, self.accelerator) if _ADVISE.get() else None
         if advice:

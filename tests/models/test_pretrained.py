@@ -7,6 +7,7 @@ here calls `from_preset` on a remote name. Keras fixes its backend at import, so
 """
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -177,3 +178,43 @@ def test_the_cli_takes_a_preset_with_its_lora_rank_and_sequence_length(preset):
     config = main._config_from(args)
     assert (config.model, config.dataset, config.lora_rank, config.sequence_length) == (str(preset), "pydoc", 8, 256)
     assert main._config_from(main._parser().parse_args(["train", "--lora-rank", "none"])).lora_rank is None
+
+
+def test_lora_targets_and_alpha_reach_the_adapted_layers(preset):
+    """Adapters on the named layers only, each scaling its update by alpha / rank, and the note says so."""
+    from tpukit import RunConfig
+    from tpukit.models import pretrained
+
+    config = RunConfig(model=str(preset), lora_rank=2, lora_alpha=8, lora_targets=["query"])
+    model, note = pretrained.Preset(str(preset)).build_for(config)
+    adapted = [layer for layer in model.backbone._flatten_layers() if getattr(layer, "lora_enabled", False)]
+    assert [layer.name for layer in adapted] == ["query", "query"]  # 2 decoder layers; value keeps no adapter
+    assert all(layer.lora_rank == 2 and layer.lora_alpha == 8 for layer in adapted)
+    adapters = sum(math.prod(w.shape) for layer in adapted for w in (layer.lora_kernel_a, layer.lora_kernel_b))
+    assert sum(math.prod(w.shape) for w in model.trainable_weights) == adapters
+    assert f"LoRA rank 2, alpha 8: {adapters:,} of " in note, note
+    default, note = pretrained.Preset(str(preset)).build_for(RunConfig(model=str(preset)))
+    assert sorted({layer.name for layer in default.backbone._flatten_layers() if getattr(layer, "lora_enabled", 0)}) \
+        == ["query", "value"] and "LoRA rank 4: 704 of 7,696" in note
+
+
+def test_lora_targets_that_match_no_layer_are_one_line_naming_those_that_do(preset):
+    from tpukit import RunConfig
+    from tpukit.models import pretrained
+    from tpukit.models.modeling import ModelError
+
+    with pytest.raises(ModelError) as info:
+        pretrained.Preset(str(preset)).build_for(RunConfig(model=str(preset), lora_targets=("qkv",)))
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"preset {str(preset)!r}: no layer is named qkv, so LoRA "
+                                                      "adapted none; layers that take adapters: ")
+    assert "query" in message and "value" in message
+
+
+def test_the_cli_takes_lora_alpha_and_targets():
+    from tpukit.cli import main
+
+    config = main._config_from(main._parser().parse_args(["train", "--lora-alpha", "16", "--lora-targets",
+                                                          "query, value,ffw_gating"]))
+    assert (config.lora_alpha, config.lora_targets) == (16.0, ("query", "value", "ffw_gating"))
+    assert (main._config_from(main._parser().parse_args(["train"])).lora_targets) is None

@@ -84,8 +84,8 @@ class Preset:
     def build_for(self, config) -> Tuple["keras.Model", str]:
         """The model for a run of `config`, compiled for it, and a sentence on what was built.
 
-        LoRA adapters of rank `config.lora_rank` on KerasHub's default targets (the attention's query and value
-        projections), the frozen weights in bfloat16; `config.lora_rank=None` trains every weight, in the run's
+        LoRA adapters of rank `config.lora_rank` (scaled by `lora_alpha` / rank) on `config.lora_targets` (None:
+        KerasHub's default, the attention's query and value projections), the frozen weights in bfloat16; `config.lora_rank=None` trains every weight, in the run's
         dtype policy. Compiled with the config's optimizer and learning rate, and a next-token loss that ignores
         the tokenizer's padding id.
         """
@@ -102,7 +102,7 @@ class Preset:
                              f"embedding only {model.backbone.vocabulary_size}: ids past it cannot be embedded; use "
                              f"a tokenizer of at most {model.backbone.vocabulary_size} tokens.")
         if rank:
-            model.backbone.enable_lora(rank)
+            _enable_lora(model.backbone, rank, config.lora_alpha, config.lora_targets, self.source)
         _feed_as_keras(model)
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=tokenizer.pad_token_id)
         # Unwrapped: `modeling.compile` wraps it for the precision the run resolves (loss scaling), as for any model.
@@ -111,7 +111,7 @@ class Preset:
         model._tpukit_compiled_by = (f"compiled by tpukit: {config.optimizer} at learning rate "
                                      f"{config.learning_rate}, next-token loss ignoring padding (id "
                                      f"{tokenizer.pad_token_id})")
-        return model, f"{self.description} ({type(model).__name__}), {trainable_note(model, rank)}"
+        return model, f"{self.description} ({type(model).__name__}), {trainable_note(model, rank, config.lora_alpha)}"
 
     def encoder(self, sequence_length: int) -> texts.Encoder:
         """How text becomes token ids for this model: its tokenizer's SentencePiece model, run by sentencepiece
@@ -171,6 +171,28 @@ class Preset:
             raise ModelError(f"preset {self.source!r} did not load as a causal language model: {one_line(e)}") from e
 
 
+def _enable_lora(backbone, rank: int, alpha: Optional[float], targets, source: str) -> None:
+    """KerasHub's `enable_lora` on `targets`, then alpha on each adapted layer (KerasHub's call takes no alpha; Keras'
+    layers read theirs at every call). Targets that match no layer are a one-line ModelError naming the layers that
+    would take adapters."""
+    backbone.enable_lora(rank, target_layer_names=list(targets) if targets else None)
+    adapted = [layer for layer in backbone._flatten_layers(include_self=False) if getattr(layer, "lora_enabled", False)]
+    if not adapted:
+        names = sorted({layer.name for layer in backbone._flatten_layers(include_self=False)
+                        if hasattr(layer, "enable_lora") and layer.weights})
+        raise ModelError(f"preset {source!r}: no layer is named {', '.join(targets or ())}, so LoRA adapted none; "
+                         f"layers that take adapters: {', '.join(names)}.")
+    if alpha is not None:
+        missing = [layer.name for layer in adapted if not hasattr(layer, "lora_alpha")]
+        if missing:
+            import keras
+
+            raise ModelError(f"lora_alpha={alpha}: Keras {keras.__version__}'s layers have no LoRA alpha; leave "
+                             "lora_alpha=None (alpha = rank) or install a newer Keras.")
+        for layer in adapted:
+            layer.lora_alpha = alpha
+
+
 def _feed_as_keras(model) -> None:
     """Give `model` Keras' own fit, evaluate and predict: it takes token ids (no preprocessor), and KerasHub's
     (`PipelineModel`) turn every input into a tf.data or grain dataset, refusing the `keras.utils.PyDataset` that
@@ -183,14 +205,15 @@ def _feed_as_keras(model) -> None:
         setattr(model, name, types.MethodType(getattr(keras.Model, name), model))
 
 
-def trainable_note(model, rank: Optional[int]) -> str:
-    """`LoRA rank 4: 704 of 7,696 parameters train (9.1%), frozen weights in bfloat16`: what trains, in one line."""
+def trainable_note(model, rank: Optional[int], alpha: Optional[float] = None) -> str:
+    """`LoRA rank 4: 704 of 7,696 parameters train (9.1%), frozen weights in bfloat16`: what trains, in one line
+    (`LoRA rank 4, alpha 8` where alpha is set)."""
     import math
 
     trainable = sum(math.prod(w.shape) for w in model.trainable_weights)
     total = sum(math.prod(w.shape) for w in model.weights)
     frozen = {w.dtype for w in model.weights if not w.trainable}
-    what = f"LoRA rank {rank}" if rank else "full fine-tuning"
+    what = (f"LoRA rank {rank}" + (f", alpha {alpha:g}" if alpha is not None else "")) if rank else "full fine-tuning"
     where = f", frozen weights in {', '.join(sorted(frozen))}" if frozen else ""
     return f"{what}: {trainable:,} of {total:,} parameters train ({trainable / max(1, total):.1%}){where}"
 
