@@ -53,7 +53,8 @@ print(json.dumps({"status": result.status, "message": result.message, "loss": re
                   "notes": list(result.notes), "recorded_notes": record.get("notes"), "changed": changed,
                   "lora": lora, "frozen_dtypes": sorted(frozen_dtypes), "model": result.config["model"],
                   "backend": keras.backend.backend(), "tensorflow_for_text": "tensorflow_text" in sys.modules,
-                  "flops": [record["flops_per_example"], record["flops_source"], forward]}))
+                  "flops": [record["flops_per_example"], record["flops_source"], forward],
+                  "samples": result.samples, "recorded_samples": record.get("samples"), "summary": result.summary()}))
 """
 
 # A run stopped in its second epoch and resumed, against the same run uninterrupted; then load() of the latter.
@@ -84,5 +85,6 @@ print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_don
                   "loaded": determinism.fingerprint(loaded), "files": sorted(os.listdir(whole.run_dir)),
                   "adapters_bytes": os.path.getsize(os.path.join(whole.run_dir, "adapters.lora.h5")),
                   "preset_bytes": os.path.getsize(os.path.join(preset, "model.weights.h5")),
-                  "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights), "backup": backup, "said": said}))
+                  "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights), "backup": backup, "said": said,
+                  "samples": [whole.samples, cut.samples, resumed.samples]}))
 """

@@ -176,7 +176,9 @@ class RunConfig:
     `lora_rank` and `sequence_length` apply to a pretrained model (a KerasHub preset): the rank of its LoRA
     adapters (None: every weight trains), and the tokens per row its text is packed into. `lora_alpha` scales the
     adapters' update by alpha / rank (None: Keras' default, alpha = rank), and `lora_targets` names the layers that
-    get adapters (None: KerasHub's default, the attention's query and value projections).
+    get adapters (None: KerasHub's default, the attention's query and value projections). `sample_prompt` is the
+    text a pretrained model continues before and after training, in the run's summary (None: the first words of
+    the training text; "": no samples).
 
     >>> RunConfig(batch_size=32, replicas=8).global_batch_size
     256
@@ -211,6 +213,7 @@ class RunConfig:
     sequence_length: int = 128
     lora_alpha: Optional[float] = None
     lora_targets: Optional[Tuple[str, ...]] = None
+    sample_prompt: Optional[str] = None
 
     def __post_init__(self):
         _check_choice("backend", self.backend, BACKENDS)
@@ -272,6 +275,9 @@ class RunConfig:
                                   or not 0 < alpha < math.inf):
             _fail("lora_alpha", alpha, "a positive number (the adapters' update is scaled by alpha / rank; 2 x rank "
                                        "is usual), or None for Keras' default, alpha = rank")
+        if self.sample_prompt is not None and not isinstance(self.sample_prompt, str):
+            _fail("sample_prompt", self.sample_prompt, "text for the model to continue, \"\" for no samples, or None "
+                                                       "for the first words of the training text")
         targets = self.lora_targets
         if isinstance(targets, (list, str)):
             targets = (targets,) if isinstance(targets, str) else tuple(targets)

@@ -181,6 +181,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="scale LoRA's update by ALPHA / RANK; default: Keras' (ALPHA = RANK)")
     t.add_argument("--lora-targets", default=None, metavar="NAMES",
                    help="comma-separated layer names that get LoRA adapters; default: KerasHub's (query,value)")
+    t.add_argument("--sample-prompt", default=None, metavar="TEXT",
+                   help="text a pretrained model continues before and after training; default: the first words of "
+                        "the training text; '' for none")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
 
     x = sub.add_parser("export", parents=[common],
@@ -313,7 +316,7 @@ def _config_from(args):
         optimizer=args.optimizer, steps_per_execution=args.steps_per_execution, jit_compile=jit,
         early_stopping=args.early_stopping, profile=args.profile, logdir=args.logdir, name=args.name,
         init_from=args.init_from, lora_rank=args.lora_rank, sequence_length=args.sequence_length,
-        lora_alpha=args.lora_alpha,
+        lora_alpha=args.lora_alpha, sample_prompt=args.sample_prompt,
         lora_targets=tuple(n.strip() for n in args.lora_targets.split(",") if n.strip()) if args.lora_targets else None,
     )
 

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 SCHEMES = ("kaggle://", "hf://", "modelscope://", "gs://")
 _PRESET_FILES = ("config.json", "metadata.json")  # what every KerasHub preset directory holds
+PROMPT_TOKENS = 8  # a run's sample prompt, taken from its data: the first tokens of the first row
+SAMPLE_TOKENS = 24  # what a run's sample adds to its prompt, at most
 NAME_HINT = "a KerasHub preset directory, kaggle://, hf:// or a KerasHub preset name"  # the registry's unknown name
 
 
@@ -144,11 +146,19 @@ class Preset:
         token_ids = np.full((1, max_length), encoder.pad_id, dtype="int32")
         token_ids[0, :len(ids)] = ids
         mask = (np.arange(max_length) < len(ids)).astype("int32")[None, :]
-        model.sampler = keras_hub.samplers.get("greedy")  # what compile(sampler=) sets, without a new optimizer
-        model.generate_function = None
+        if not isinstance(getattr(model, "sampler", None), keras_hub.samplers.GreedySampler):
+            model.sampler = keras_hub.samplers.get("greedy")  # what compile(sampler=) sets, without a new optimizer
+            model.generate_function = None  # built again for this sampler (else kept: a second call compiles nothing)
         out = model.generate({"token_ids": token_ids, "padding_mask": mask}, stop_token_ids=None)
         generated = np.asarray(out["token_ids"][0])[np.asarray(out["padding_mask"][0]).astype(bool)][len(ids):]
         return encoder.decode([int(i) for i in generated])
+
+    def prompt_from(self, token_ids, sequence_length: int) -> str:
+        """The first words of a training row (`token_ids`), as text: the prompt a run's samples continue when the
+        config names none."""
+        encoder = self.encoder(sequence_length)
+        skip = {encoder.pad_id, encoder.bos_id, encoder.eos_id}
+        return encoder.decode([int(i) for i in token_ids if int(i) not in skip][:PROMPT_TOKENS]).strip()
 
     @functools.cached_property
     def _tokenizer(self):
@@ -216,6 +226,11 @@ def trainable_note(model, rank: Optional[int], alpha: Optional[float] = None) ->
     what = (f"LoRA rank {rank}" + (f", alpha {alpha:g}" if alpha is not None else "")) if rank else "full fine-tuning"
     where = f", frozen weights in {', '.join(sorted(frozen))}" if frozen else ""
     return f"{what}: {trainable:,} of {total:,} parameters train ({trainable / max(1, total):.1%}){where}"
+
+
+def sampler_for(model_source) -> Optional[Preset]:
+    """What generates a run's samples (a `Preset`), or None for a model that writes no text."""
+    return model_source if isinstance(model_source, Preset) else None
 
 
 def encoder_for(model_source, sequence_length: int) -> Optional[texts.Encoder]:

@@ -80,6 +80,7 @@ class RunResult:
     test_metrics: Dict[str, float] = dataclasses.field(default_factory=dict)
     data: Dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: Tuple[str, ...] = ()
+    samples: Dict[str, str] = dataclasses.field(default_factory=dict)  # a language model's text: prompt, before, after
     model_policy: str = ""  # the trained model's dtype policy (a built model keeps its own): load() rebuilds with it
     model_slot: ModelSlot = dataclasses.field(default_factory=ModelSlot, init=False, repr=False, compare=False)
 
@@ -173,11 +174,20 @@ class RunResult:
                 lines.append(f"MFU: the model's counted FLOPs at this rate, as a share of {self.mfu_basis}")
             if self.mfu is None and "MFU not reported: " in self.flops_source:
                 lines.append("MFU not reported: " + self.flops_source.split("MFU not reported: ", 1)[1])
+        lines.extend(sample_lines(self.samples))
         if self.fingerprint:
             lines.append(f"weights fingerprint {self.fingerprint}")
         if self.profile_files:
             lines.append(f"profile capture: {self.profile_files[0]}")
         return "\n".join(lines)
+
+
+def sample_lines(samples: Dict[str, str]) -> List[str]:
+    """A language model's continuation of the run's prompt before and after training, as the summary shows it."""
+    if not samples.get("prompt"):
+        return []
+    return [f"sample: {samples['prompt']!r} continued"] + [f"  {when:<6} {samples[when]!r}" for when in
+                                                          ("before", "after") if when in samples]
 
 
 def save_result(result: RunResult) -> None:

@@ -62,6 +62,7 @@ class Run:
         self.notes = []  # why each choice the plan made, then what the run did with the model
         self.record = None  # the Recording, once the run's directory exists
         self.test_metrics = {}
+        self.samples = {}  # a language model's continuation of the run's prompt: prompt, before, after
         self.fitting = self.terminated = False
 
     # ---- the steps -----------------------------------------------------------
@@ -83,6 +84,7 @@ class Run:
             self.model = self._build_model(config, in_place=True)
             self.plan = self._plan(self.model, config, steps)
             self._compile(self.model, self.plan)
+            self._sample("before")
             self._open_run_dir(held)
             try:
                 return self._fit()
@@ -227,6 +229,32 @@ class Run:
 
             self.notes.append(saving.init_from(model, config.init_from))
 
+    def _sample(self, when: str) -> None:
+        """What a language model writes after the run's prompt, `when` "before" or "after" training (greedy: the same
+        weights write the same text). A resume keeps the "before" its run wrote. Nothing for a model that writes no
+        text, or with `sample_prompt=""`."""
+        from tpukit.models import pretrained
+
+        config = self.config
+        sampler = pretrained.sampler_for(modeling.source(self.model_arg, config))
+        if sampler is None or config.sample_prompt == "":
+            return
+        kept = self.previous.samples if self.previous is not None else {}
+        if when == "before" and kept.get("before") is not None and config.sample_prompt in (None, kept.get("prompt")):
+            self.samples.update(prompt=kept["prompt"], before=kept["before"])
+            return
+        if "prompt" not in self.samples:
+            self.samples["prompt"] = config.sample_prompt or sampler.prompt_from(
+                self.source.sample(1)["token_ids"][0], config.sequence_length)
+        prompt = self.samples["prompt"]
+        length = len(sampler.encoder(config.sequence_length).encode([prompt])[0]) + 1 + pretrained.SAMPLE_TOKENS
+        try:
+            self.samples[when] = sampler.generate(self.model, prompt, max_length=length)
+        except Exception as e:  # noqa: BLE001 - a sample is a view of the model: the run goes on without it
+            from tpukit.errors import one_line
+
+            self.notes.append(f"sample {when} training: not generated ({one_line(e)})")
+
     def _flops(self, model):
         """(training FLOPs per example or None, how counted), counted once a run (the step-time estimate for
         steps_per_execution on the CPU, and MFU at the end)."""
@@ -246,7 +274,7 @@ class Run:
         self.record = Recording(self.run_dir, self.kept_history, self.notes, config=config.to_dict(),
                                 steps_per_epoch=self.plan.steps_per_epoch, precision_reason=self.plan.precision_reason,
                                 runtime=self.runtime.to_dict(), data=self.source.describe(), started=self.started,
-                                parent=self.parent, model_policy=self.model.dtype_policy.name)
+                                parent=self.parent, model_policy=self.model.dtype_policy.name, samples=self.samples)
 
     def _fit(self) -> RunResult:
 
@@ -417,6 +445,7 @@ class Run:
         final = directory.ADAPTERS_FILE if model_state.adapters_only(self.model) else directory.WEIGHTS_FILE
         with directory.atomic(self.run_dir / final) as tmp:
             model_state.save_final(self.model, tmp)
+        self._sample("after")
         flops, flops_source = self._flops(self.model)
         examples_per_sec = self.recorder.examples_per_sec()
         precision = self.plan.config.precision

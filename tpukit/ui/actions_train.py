@@ -254,6 +254,10 @@ class TrainActions:
             line += f". {message}"
         if result.status in ("stopped", "failed"):  # what Resume can do, as the button shows it
             line += f". {resumable.check(result.run_dir).reason}"
+        samples = result.samples
+        if samples.get("after") is not None:  # a language model: what training changed in its writing
+            line += (f". {samples['prompt']!r} continued: before {samples.get('before', '')!r}, "
+                     f"after {samples['after']!r}")
         self._say(line, kind)
         self.render_runs()
 
