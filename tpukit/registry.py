@@ -104,7 +104,20 @@ def describe(kind: str, name: str) -> str:
         return entry.description
     if is_import_path(name):
         return f"imported from {name}"
-    return f"handed to train() as {name}"
+    target = provided(kind, name)
+    return target.description if target is not None else f"handed to train() as {name}"
+
+
+def provided(kind: str, name: str):
+    """What a name provider (`NAME_PROVIDERS`) makes of `name`, such as a pretrained model's `Preset`, or None;
+    nothing registered, built in or imported is asked."""
+    if not isinstance(name, str) or lookup(kind, name) is not None or is_import_path(name):
+        return None
+    for provider in NAME_PROVIDERS.get(kind, ()):
+        target = importlib.import_module(provider).named(name)
+        if target is not None:
+            return target
+    return None
 
 
 def is_import_path(name) -> bool:
@@ -123,10 +136,9 @@ def entry(kind: str, name: str) -> Entry:
         return found
     if is_import_path(name):
         return Entry(name, _import(kind, name), f"imported from {name}")
-    for provider in NAME_PROVIDERS.get(kind, ()):
-        target = importlib.import_module(provider).named(name)
-        if target is not None:
-            return Entry(name, target, target.description)
+    target = provided(kind, name)
+    if target is not None:
+        return Entry(name, target, target.description)
     choices = ", ".join(names(kind))
     hint = (f"register it with tpukit.register_{kind}({name!r}, ...), pass it as {kind}= to train(), "
             f"or give an import path 'package.module:function'")

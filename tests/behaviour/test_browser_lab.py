@@ -20,6 +20,7 @@ import warnings
 
 import pytest
 
+from conftest import REPO
 from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MISSING, RUN_TIMEOUT_MS, SETUP, SKIP_ENV, VIEWPORT,
                           PanelPage, _children, _free_port, jupyter_env, log_tail, stop_server, wait_listening)
 
@@ -43,7 +44,7 @@ START = dict(dataset="digits", model="mlp", epochs=1, batch_size=32)  # 40 steps
 def _notebook(path, config: dict) -> None:
     """A notebook (with kernelspec metadata, which JupyterLab needs) whose one cell builds the panel."""
     source = ("import tpukit\n"
-              f"panel = tpukit.panel(tpukit.RunConfig(**{json.dumps(config)}))")
+              f"panel = tpukit.panel(tpukit.RunConfig(**{config!r}))")
     path.write_text(json.dumps({
         "cells": [{"cell_type": "code", "execution_count": None, "id": "panel", "metadata": {}, "outputs": [],
                    "source": source}],
@@ -345,3 +346,31 @@ def test_in_jupyterlab_the_runs_table_fits_beside_the_file_browser_and_compare_s
     sizes = _runs_table_fits(ui, "TensorFlow, two runs and Compare")
     print("runs table in JupyterLab:", json.dumps(sizes))
     _shot(ui, tmp_path, "lab-runs-compare-tf.png")
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("keras_hub"), reason="KerasHub is not installed (tpukit[hub])")
+def test_in_jupyterlab_a_pretrained_panel_shows_its_lora_settings_and_fine_tunes_on_jax(lab, browser, tmp_path):
+    """A tiny KerasHub preset (built offline) in the panel: its LoRA rank and sequence length beside the model,
+    then a fine-tune whose line says what the model wrote before and after."""
+    from hub_support import BUILD
+
+    preset = lab.root / "tiny_gemma"
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    subprocess.run([sys.executable, "-c", BUILD, str(preset)], check=True, env=env, timeout=300,
+                   capture_output=True)
+    _notebook(lab.root / "hub.ipynb", dict(model=str(preset), dataset="pydoc", dataset_size=64, sequence_length=16,
+                                           batch_size=16, epochs=2, backend="jax", validation_split=None,
+                                           name="lab-hub", logdir=str(lab.logdir)))
+    ui = _open(browser, lab, "hub.ipynb")
+    settings = ui.section("Settings")
+    expect(ui.field("LoRA rank")).to_have_value("4")
+    expect(ui.field("sequence length")).to_have_value("16")
+    expect(settings).to_contain_text(f"KerasHub preset {preset}")
+    expect(settings).to_contain_text("LoRA adapters of rank 4 (alpha = rank) on the attention's query and value")
+    expect(settings).to_contain_text("text packed end to end into rows of 16 tokens")
+    _main_view_fits(ui, "a pretrained model's settings")
+    _shot(ui, tmp_path, "lab-pretrained-settings.png")
+    ui.button("Train").click()
+    expect(ui.run_row("lab-hub")).to_contain_text("completed", timeout=RUN_TIMEOUT_MS)
+    expect(ui.section("Run")).to_contain_text(re.compile(r"continued: before '.*', after '.*'"))
+    _shot(ui, tmp_path, "lab-pretrained-trained.png")

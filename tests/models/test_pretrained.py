@@ -9,6 +9,7 @@ here calls `from_preset` on a remote name. Keras fixes its backend at import, so
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -64,6 +65,7 @@ def test_a_preset_fine_tunes_with_lora_through_train_on_jax(preset, tmp_path):
     samples = out["samples"]
     assert set(samples) == {"prompt", "before", "after"} and samples["prompt"] and samples["before"] != samples["after"]
     assert out["recorded_samples"] == samples
+    assert re.search(r"\n[\d,]+ tokens/s \([\d,]+ examples/s, [\d.]+ ms/step", out["summary"]), out["summary"]
     assert f"sample: {samples['prompt']!r} continued\n  before {samples['before']!r}\n  after  {samples['after']!r}" \
         in out["summary"], out["summary"]
     # MFU on the LoRA basis: forward, activation gradients, and weight gradients for the adapters only
@@ -236,3 +238,33 @@ def test_the_cli_takes_lora_alpha_and_targets():
                                                           "query, value,ffw_gating"]))
     assert (config.lora_alpha, config.lora_targets) == (16.0, ("query", "value", "ffw_gating"))
     assert (main._config_from(main._parser().parse_args(["train"])).lora_targets) is None
+
+
+def test_the_panel_shows_a_preset_with_its_lora_and_text_settings_and_hides_them_for_other_models(preset, tmp_path):
+    import html
+    import re
+
+    import tpukit
+    from tpukit import RunConfig
+
+    def note(field):
+        return html.unescape(re.sub(r"<[^>]+>", "", panel.form.notes[field].value))
+
+    panel = tpukit.panel(RunConfig(model=str(preset), dataset="pydoc", logdir=str(tmp_path)), display=False, runs=[])
+    try:
+        form = panel.form
+        assert form.widgets["model"].value == str(preset) and note("model") == f"KerasHub preset {preset}"
+        assert form.rows["lora_rank"].layout.display == form.rows["sequence_length"].layout.display == ""
+        assert note("lora_rank") == ("LoRA adapters of rank 4 (alpha = rank) on the attention's query and value; "
+                                     "the other weights frozen, in bfloat16")
+        assert note("sequence_length") == "text packed end to end into rows of 128 tokens"
+        form.widgets["lora_rank"].value = "8"
+        form.widgets["sequence_length"].value = "256"
+        assert (panel.config.lora_rank, panel.config.sequence_length) == (8, 256)
+        assert "rank 8" in note("lora_rank") and "rows of 256 tokens" in note("sequence_length")
+        form.widgets["lora_rank"].value = ""  # none: every weight trains
+        assert panel.config.lora_rank is None and note("lora_rank") == "every weight trains, in the run's precision"
+        form.widgets["model"].value = "mlp"
+        assert form.rows["lora_rank"].layout.display == form.rows["sequence_length"].layout.display == "none"
+    finally:
+        panel.close()

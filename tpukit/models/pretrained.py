@@ -78,6 +78,16 @@ class Preset:
     def description(self) -> str:
         return f"KerasHub preset {self.source}"
 
+    def settings_note(self, config) -> Tuple[str, str]:
+        """What `config` makes of this preset, before anything loads: (its LoRA, its text), a line each."""
+        if config.lora_rank:
+            alpha = "alpha = rank" if config.lora_alpha is None else f"alpha {config.lora_alpha:g}"
+            where = ", ".join(config.lora_targets) if config.lora_targets else "the attention's query and value"
+            lora = f"LoRA adapters of rank {config.lora_rank} ({alpha}) on {where}; the other weights frozen, in bfloat16"
+        else:
+            lora = "every weight trains, in the run's precision"
+        return lora, f"text packed end to end into rows of {config.sequence_length:,} tokens"
+
     def __call__(self):
         """Build it as a plain factory would (no LoRA, the run's dtype policy), for callers that know no config."""
         return self._load(None)

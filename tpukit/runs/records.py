@@ -60,6 +60,7 @@ class RunResult:
     epochs_done: int = 0
     steps_per_epoch: Optional[int] = None
     examples_per_sec: Optional[float] = None
+    tokens_per_sec: Optional[float] = None  # a language model's: examples/s times the tokens in a row
     step_time_ms: Optional[float] = None
     time_to_first_step_s: Optional[float] = None
     compiles: Optional[int] = None  # train_step compilations in this process's execution (JAX; None on TensorFlow)
@@ -162,6 +163,8 @@ class RunResult:
                 lines.append(f"{label}: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
         if self.examples_per_sec:
             perf = f"{self.examples_per_sec:,.0f} examples/s, {self.step_time_ms:.1f} ms/step"
+            if self.tokens_per_sec:
+                perf = f"{self.tokens_per_sec:,.0f} tokens/s ({perf})"
             if self.time_to_first_step_s is not None:
                 perf += f", first step after {self.time_to_first_step_s:.1f} s"
             if self.compiles is not None:

@@ -450,7 +450,9 @@ class Run:
         examples_per_sec = self.recorder.examples_per_sec()
         precision = self.plan.config.precision
         mfu, flops_source = _mfu(flops, examples_per_sec, self.runtime.peak_flops(precision), flops_source)
+        tokens = _tokens_per_example(self.source.sample(1))
         result = self.record.save(status, message, **self._ended(), fingerprint=determinism.fingerprint(self.model),
+                                  tokens_per_sec=examples_per_sec * tokens if examples_per_sec and tokens else None,
                                   flops_per_example=flops, flops_source=flops_source, mfu=mfu, ended=time.time(),
                                   mfu_basis=self.runtime.peak_basis(precision) if mfu is not None else "",
                                   profile_files=tuple(self.profiler.files) if self.profiler is not None else ())
@@ -458,6 +460,12 @@ class Run:
         if status == "completed":
             shutil.rmtree(self.run_dir / directory.BACKUP_DIR, ignore_errors=True)
         return result
+
+
+def _tokens_per_example(inputs) -> Optional[int]:
+    """The tokens in one example of a language model's inputs (its `token_ids` row), else None."""
+    ids = inputs.get("token_ids") if isinstance(inputs, dict) else None
+    return int(ids.shape[-1]) if getattr(ids, "ndim", 0) == 2 else None
 
 
 def _mfu(flops, examples_per_sec, peak, how: str):

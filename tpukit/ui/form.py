@@ -34,6 +34,8 @@ FIELDS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("tpu", "TPU address", "optional_str", "from the environment"),
     ("dataset", "dataset", "name", "dataset"),
     ("model", "model", "name", "model"),
+    ("lora_rank", "LoRA rank", "optional_int", "none: every weight trains"),  # shown for a pretrained model
+    ("sequence_length", "sequence length", "int", None),
     ("precision", "precision", "choice", precisions.CHOICES),
     ("batch_size", "batch / replica", "int", None),
     ("epochs", "epochs", "int", None),
@@ -49,6 +51,7 @@ FIELDS: Tuple[Tuple[str, str, str, Any], ...] = (
     ("init_from", "start from run", "optional_str", "none: fresh weights"),
 )
 ACCELERATOR_FIELDS = ("accelerator", "backend", "replicas", "tpu")
+PRETRAINED_FIELDS = ("lora_rank", "sequence_length")  # shown only while the model is a pretrained one
 _INT = re.compile(r"\s*[+-]?\d+\s*")
 _FLOAT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
 _WINDOW = re.compile(r"\s*(\d+)\s*[:\-,]\s*(\d+)\s*")
@@ -149,11 +152,25 @@ class Form:
             self.note("deterministic", "seeded; ops may differ in the last bits between runs")
         self._explain_steps_per_execution(config, runtime)
         self.note("dataset", registry.describe("dataset", config.dataset))
-        self.note("model", registry.describe("model", config.model))
+        self._explain_pretrained(config)
         simulated = config.replicas is not None and config.accelerator in ("auto", "cpu")
         self.note("replicas", "on a CPU: simulated replicas (logical devices)" if simulated else "")
         self.note("accelerator", "changed since connect: Train reconnects" if stale else "")
         self.note("backend", _backend_note(config.backend))
+
+    def _explain_pretrained(self, config) -> None:
+        """The model's line; for a pretrained model (a KerasHub preset) its LoRA and text settings, shown only then."""
+        target = registry.provided("model", config.model)
+        settings = getattr(target, "settings_note", None)
+        for name in PRETRAINED_FIELDS:
+            self.rows[name].layout.display = "" if settings else "none"
+        if not settings:
+            self.note("model", registry.describe("model", config.model))
+            return
+        lora, text = settings(config)
+        self.note("model", target.description)
+        self.note("lora_rank", lora)
+        self.note("sequence_length", text)
 
     def _explain_steps_per_execution(self, config, runtime) -> None:
         """What "auto" steps per call becomes here, the whole reason on hover (the run records it too)."""

@@ -30,7 +30,7 @@ SECTION_TIPS = ("The run's settings (a RunConfig)", "Live curves of the current 
                 "The profile capture's summary",
                 "TensorBoard inline (starts when opened)", "What Connect found, and why it skipped the rest")
 # Settings in two columns: what a run is about, then where and how it runs.
-CORE_FIELDS = ("dataset", "model", "precision", "batch_size", "epochs", "steps_per_epoch", "learning_rate",
+CORE_FIELDS = ("dataset", "model", "lora_rank", "sequence_length", "precision", "batch_size", "epochs", "steps_per_epoch", "learning_rate",
                "optimizer")
 ADVANCED_FIELDS = ("accelerator", "backend", "replicas", "tpu", "steps_per_execution", "deterministic", "seed",
                    "profile", "logdir", "name")

@@ -70,6 +70,8 @@ class LiveCurves:
             (self.lines["mean_" + key],) = ax.plot([], [], "o", mfc="white", mec=_BLUE, ms=5, mew=1.2,
                                                    label="train, epoch mean", animated=True, clip_on=False)
         self.acc_ax.set_ylim(0, 1.02)
+        self._none_note = self.acc_ax.text(0.5, 0.5, "", ha="center", va="center", fontsize=9, color="#666",
+                                           transform=self.acc_ax.transAxes)
         self._limits = (0, 0.0)
         self._background = None
         self._means = None  # whether the legend names the epoch means (only where some are drawn)
@@ -97,11 +99,16 @@ class LiveCurves:
         last = max([p[0] for p in points] + [s for s, _ in epochs] + [1])
         x_max, y_max = self._limits
         limits = (max(x_max, last), y_max if top <= y_max else _nice_ceiling(top))
-        if limits != self._limits or self._background is None or means != self._means:
+        # A model compiled without accuracy (a language model's next-token loss): say so, not an empty chart.
+        none = "no accuracy: the model measures none" if data["loss"][0] and not any(
+            data[k][0] for k in ("accuracy", "val_accuracy", "mean_accuracy")) else ""
+        if (limits != self._limits or self._background is None or means != self._means
+                or none != self._none_note.get_text()):
+            self._none_note.set_text(none)
             self._limits, self._means = limits, means
             shown = ["accuracy", "val_accuracy"] + (["mean_accuracy"] if means else [])
             self.acc_ax.legend([self.lines[k] for k in shown], [self.lines[k].get_label() for k in shown],
-                               fontsize=8, loc="lower right")
+                               fontsize=8, loc="lower right").set_visible(not none)
             for ax in (self.loss_ax, self.acc_ax):
                 ax.set_xlim(0, limits[0])
             self.loss_ax.set_ylim(0, limits[1])
