@@ -1,0 +1,220 @@
+"""Fine-tuning a KerasHub preset with LoRA: tpukit against a careful plain keras-hub script, side by side, on JAX.
+
+The baseline is what the KerasHub LoRA guides write: `CausalLM.from_preset(preset, dtype="bfloat16",
+preprocessor=None)`, `backbone.enable_lora(rank)`, the text tokenized with the preset's SentencePiece model
+(`sentencepiece`, no TensorFlow) and packed end to end into rows, `compile` with Adam and a next-token loss that
+ignores padding, and `fit` on the token ids (shuffled every epoch) with KerasHub's own `fit`. tpukit trains the
+same preset, rank, text (Python's help topics), rows, batch, epochs, optimizer and learning rate through
+`tpukit.train` (no validation split, no samples: the baseline has neither).
+
+Every run is a fresh process; rounds interleave (plain then tpukit, the other order in every second round). The
+figures, each a ratio where above 1 means tpukit is faster (medians of the per-round ratios):
+
+- steady tokens/s, tpukit/plain: every epoch after the first (which holds the compilation), from its start to
+  the end of its last step, every step counted;
+- whole-process wall time, plain/tpukit: imports, loading the preset, tokenizing, compiling, training, and for
+  tpukit its records (run directory, backups of the adapters, TensorBoard scalars, FLOPs).
+
+Each run also reports its train-step compiles (JAX's events), its peak memory (the device's
+`peak_bytes_in_use` where JAX reports it, else the process's peak RSS), and MFU on the LoRA basis (tpukit's count:
+forward 2N, activation gradients 2N, weight gradients for the adapters only, attention included) against the peak
+tpukit measured or knows for the device.
+
+    python benchmarks/llm.py --dry-run                       # a tiny Gemma built here, on this CPU
+    python benchmarks/llm.py --preset DIR_OR_NAME --batch-size 8 --sequence-length 512 [--rounds 3]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+KINDS = ("plain", "tpukit")
+# --dry-run's model: a small Gemma (about 0.2 M parameters), big enough that a step is not all overhead on a CPU.
+DRY_RUN = dict(vocabulary_size=256, num_layers=2, num_query_heads=4, num_key_value_heads=1, hidden_dim=64,
+               intermediate_dim=128, head_dim=16)
+
+
+def _parse(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", help="a KerasHub preset (directory, kaggle://, hf:// or name)")
+    parser.add_argument("--dry-run", action="store_true", help="build a tiny Gemma preset here and run on it")
+    parser.add_argument("--rank", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--sequence-length", type=int, default=64)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+# ---- one run (a child process) ---------------------------------------------------------------------------------
+
+def _epoch_clock(tokens_per_step):
+    import keras
+
+    class EpochClock(keras.callbacks.Callback):
+        """A stopwatch on the epochs after the first, from each one's start to its end (no validation here)."""
+
+        def __init__(self):
+            super().__init__()
+            self.seconds, self.steps, self.start = 0.0, 0, None
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.start = time.perf_counter() if epoch > 0 else None
+
+        def on_epoch_end(self, epoch, logs=None):
+            if self.start is None:
+                return
+            keras.ops.convert_to_numpy(self.model.trainable_weights[-1])  # the last step's update has landed
+            self.seconds += time.perf_counter() - self.start
+            self.steps += self.params["steps"]
+
+        def tokens_per_sec(self):
+            return tokens_per_step * self.steps / self.seconds
+
+    return EpochClock()
+
+
+def _peak_memory():
+    """(bytes, what): the device's peak where JAX reports it (GPU, TPU), else this process's peak RSS."""
+    import resource
+
+    import jax
+
+    stats = jax.devices()[0].memory_stats() or {}
+    if stats.get("peak_bytes_in_use"):
+        return stats["peak_bytes_in_use"], "device peak"
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "process peak RSS"
+
+
+def plain_keras_hub(args):
+    """The careful user's script: from_preset in bfloat16, enable_lora, sentencepiece, packed rows, fit."""
+    import keras
+    import keras_hub
+    import numpy as np
+    import sentencepiece
+    from pydoc_data.topics import topics
+
+    from tpukit.training import compiles  # the instrument only: JAX's compile events, counted as for tpukit
+
+    keras.utils.set_random_seed(args.seed)
+    model = keras_hub.models.CausalLM.from_preset(args.preset, dtype="bfloat16", preprocessor=None)
+    model.backbone.enable_lora(args.rank)
+    tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(args.preset)
+    pieces = sentencepiece.SentencePieceProcessor(model_proto=tokenizer.proto)
+    stream = np.concatenate([[tokenizer.start_token_id] + pieces.encode(topics[name]) + [tokenizer.end_token_id]
+                             for name in sorted(topics)]).astype("int32")
+    length = args.sequence_length
+    rows = (len(stream) - 1) // length // args.batch_size * args.batch_size  # whole rows, whole batches: one compile
+    x = stream[: rows * length].reshape(rows, length)
+    y = stream[1: rows * length + 1].reshape(rows, length)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=tokenizer.pad_token_id)
+    model.compile(optimizer=keras.optimizers.Adam(args.learning_rate), loss=loss, weighted_metrics=[])
+    clock = _epoch_clock(args.batch_size * length)
+    watch = compiles.Watch(True)
+    watch.start()
+    model.fit({"token_ids": x, "padding_mask": np.ones_like(x)}, y, batch_size=args.batch_size, epochs=args.epochs,
+              shuffle=True, callbacks=[clock], verbose=0)
+    watch.stop()
+    return {"tokens_per_sec": clock.tokens_per_sec(), "compiles": watch.count, "memory": _peak_memory()}
+
+
+def with_tpukit(args):
+    import tpukit
+
+    with tempfile.TemporaryDirectory() as logdir:
+        config = tpukit.RunConfig(model=args.preset, dataset="pydoc", lora_rank=args.rank,
+                                  sequence_length=args.sequence_length, batch_size=args.batch_size,
+                                  epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
+                                  validation_split=None, sample_prompt="", backend="jax", logdir=logdir)
+        clock = _epoch_clock(args.batch_size * args.sequence_length)
+        result = tpukit.train(config, callbacks=[clock], verbose=0)
+        assert result.status == "completed", result.message
+        peak = result.flops_per_example * result.examples_per_sec / result.mfu if result.mfu else None
+    return {"tokens_per_sec": clock.tokens_per_sec(), "compiles": result.compiles, "memory": _peak_memory(),
+            "flops_per_token": result.flops_per_example / args.sequence_length if result.flops_per_example else None,
+            "peak": peak, "basis": result.mfu_basis}
+
+
+# ---- the comparison (the parent process) -----------------------------------------------------------------------
+
+def _run(kind, args):
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    command = [sys.executable, os.path.abspath(__file__), "--child", kind, "--preset", args.preset, "--rank",
+               str(args.rank), "--batch-size", str(args.batch_size), "--sequence-length", str(args.sequence_length),
+               "--epochs", str(args.epochs), "--learning-rate", str(args.learning_rate), "--seed", str(args.seed)]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{kind} failed: {done.stderr.strip()[-2000:]}")
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "wall": wall}
+
+
+def _tiny_preset(path):
+    """A small Gemma with a SentencePiece tokenizer trained on the help topics, saved as a preset (offline)."""
+    code = f"""
+import sys, keras, keras_hub
+from tpukit.data import text
+keras.utils.set_random_seed(0)
+proto = text.train_sentencepiece(text.pydoc_topics().documents, {DRY_RUN['vocabulary_size']})
+backbone = keras_hub.models.GemmaBackbone(**{DRY_RUN!r})
+preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(keras_hub.models.GemmaTokenizer(proto=proto))
+keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(sys.argv[1])
+"""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    subprocess.run([sys.executable, "-c", code, path], check=True, env=env, capture_output=True)
+
+
+def main(argv=None):
+    args = _parse(argv)
+    if args.child:
+        print(json.dumps((plain_keras_hub if args.child == "plain" else with_tpukit)(args)))
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.dry_run:
+            args.preset = os.path.join(scratch, "tiny_gemma")
+            _tiny_preset(args.preset)
+        elif not args.preset:
+            raise SystemExit("give --preset DIR_OR_NAME, or --dry-run")
+        _compare(args)
+
+
+def _compare(args):
+    _run("tpukit", args)  # untimed: fills the caches both use (the CPU probe, the OS file cache)
+    runs = {kind: [] for kind in KINDS}
+    for r in range(args.rounds):
+        for kind in (KINDS if r % 2 == 0 else KINDS[::-1]):
+            runs[kind].append(_run(kind, args))
+        p, t = runs["plain"][-1], runs["tpukit"][-1]
+        print(f"round {r + 1}: plain {p['tokens_per_sec']:9,.0f} tokens/s {p['wall']:5.1f} s   tpukit "
+              f"{t['tokens_per_sec']:9,.0f} tokens/s {t['wall']:5.1f} s   ratios "
+              f"{t['tokens_per_sec'] / p['tokens_per_sec']:.3f}, {p['wall'] / t['wall']:.3f}", flush=True)
+    plain, ours = runs["plain"], runs["tpukit"]
+    steady = statistics.median(t["tokens_per_sec"] / p["tokens_per_sec"] for p, t in zip(plain, ours))
+    wall = statistics.median(p["wall"] / t["wall"] for p, t in zip(plain, ours))
+    last = ours[-1]
+    print(f"\n{args.preset}: LoRA rank {args.rank}, batch {args.batch_size} x {args.sequence_length} tokens, "
+          f"{args.epochs} epochs, JAX; {args.rounds} interleaved rounds in fresh processes, medians; above 1 "
+          "means tpukit is faster\n")
+    print("| | tokens/s (steady) | wall s | train-step compiles | peak memory | MFU (LoRA basis) |")
+    print("|---|---|---|---|---|---|")
+    for kind in KINDS:
+        speed = statistics.median(r["tokens_per_sec"] for r in runs[kind])
+        mfu = (f"{100 * last['flops_per_token'] * speed / last['peak']:.2f}% of {last['basis']}"
+               if last.get("peak") else "not reported")
+        memory, what = runs[kind][-1]["memory"]
+        print(f"| {kind} | {speed:,.0f} | {statistics.median(r['wall'] for r in runs[kind]):.1f} | "
+              f"{runs[kind][-1]['compiles']} | {memory / 2**20:,.0f} MiB ({what}) | {mfu} |")
+    print(f"\nsteady ratio (tpukit/plain tokens/s): {steady:.2f}; wall ratio (plain/tpukit seconds): {wall:.2f}")
+
+
+if __name__ == "__main__":
+    main()
