@@ -86,3 +86,28 @@ print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_don
                   "preset_bytes": os.path.getsize(os.path.join(preset, "model.weights.h5")),
                   "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights), "backup": backup, "said": said}))
 """
+
+# For each size in sys.argv[1] (JSON: vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence), a
+# Gemma with LoRA rank 4 and bfloat16 weights, compiled as tpukit compiles a preset: the estimate before compiling
+# against XLA's own figure for the compiled step (on the CPU, where XLA computes bfloat16 in float32). JSON lines.
+MEMORY = """
+import json, sys
+import numpy as np
+import keras, keras_hub
+from tpukit.models import memory
+
+for vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence in json.loads(sys.argv[1]):
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub.models.GemmaBackbone(vocabulary_size=vocabulary, num_layers=layers, num_query_heads=heads,
+                                              num_key_value_heads=1, hidden_dim=hidden, intermediate_dim=intermediate,
+                                              head_dim=head_dim, dtype="bfloat16")
+    model = keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=None)
+    backbone.enable_lora(4)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), weighted_metrics=[],
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
+    x = {"token_ids": np.zeros((batch, sequence), "int32"), "padding_mask": np.ones((batch, sequence), "int32")}
+    found = memory.estimate(model, batch_size=batch, sequence_length=sequence, upcast=True)
+    xla = memory.xla_step_bytes(model, x, np.zeros((batch, sequence), "int32"))
+    print(json.dumps({"estimate": found.total, "xla": xla, "note": found.note(),
+                      "terms": [found.weights, found.activations, found.logits]}), flush=True)
+"""
