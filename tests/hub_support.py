@@ -111,3 +111,25 @@ for vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence i
     print(json.dumps({"estimate": found.total, "xla": xla, "note": found.note(),
                       "terms": [found.weights, found.activations, found.logits]}), flush=True)
 """
+
+# Trains the preset at sys.argv[1] for an epoch with remat=True and gradient_accumulation=2, and once as by default
+# (remat "auto": on the CPU there is no device limit, so nothing changes): one JSON line.
+REMAT = """
+import json, sys
+import numpy as np
+import tpukit
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=128, sequence_length=32, batch_size=16,
+                          epochs=1, learning_rate=1e-2, backend="jax", replicas=1, validation_split=None,
+                          logdir=logdir, seed=3)
+out = {}
+for name, changes in (("remat", dict(remat=True, gradient_accumulation=2)), ("default", {})):
+    result = tpukit.train(config.replace(name=name, **changes), verbose=0)
+    blocks = result.model.backbone.transformer_layers
+    out[name] = {"status": result.status, "loss": result.history["loss"], "notes": list(result.notes),
+                 "remat": [getattr(b, "_remat_mode", None) is not None for b in blocks],  # Keras' private record
+                 "accumulation": result.model.optimizer.gradient_accumulation_steps,
+                 "config": [result.config["remat"], result.config["gradient_accumulation"]]}
+print(json.dumps(out))
+"""

@@ -26,6 +26,8 @@ BACKENDS = ("auto", "tensorflow", "jax")
 ACCELERATORS = ("auto", "tpu", "gpu", "cpu")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 JIT_CHOICES = ("auto", True, False)
+REMAT_CHOICES = ("auto", True, False)
+MAX_ACCUMULATION = 1024
 
 # The multiple a per-replica batch should be. A TPU tiles each array's two minor dimensions, one to a multiple of 8
 # and another to 128 (Cloud TPU performance guide, "Consequences of tiling"); in a layer's [batch, features] the
@@ -175,6 +177,11 @@ class RunConfig:
     `init_from` is a run directory whose final weights the model starts from (fine-tuning).
     `lora_rank` and `sequence_length` apply to a pretrained model (a KerasHub preset): the rank of its LoRA
     adapters (None: every weight trains), and the tokens per row its text is packed into.
+    `remat` rematerializes a KerasHub transformer's blocks (`keras.RematScope`: each keeps only its input for the
+    backward pass, which computes it again); "auto" turns it on only where the step's estimated memory does not fit
+    the device (`models.memory`). `gradient_accumulation` applies the optimizer's update every that many steps,
+    over their batches together (Keras' `gradient_accumulation_steps`); "auto" is 1, and where a step does not fit
+    the run's notes say which smaller batch_size and accumulation fit.
 
     >>> RunConfig(batch_size=32, replicas=8).global_batch_size
     256
@@ -207,6 +214,8 @@ class RunConfig:
     init_from: Optional[str] = None
     lora_rank: Optional[int] = 4
     sequence_length: int = 128
+    remat: Any = "auto"
+    gradient_accumulation: Any = "auto"
 
     def __post_init__(self):
         _check_choice("backend", self.backend, BACKENDS)
@@ -263,6 +272,12 @@ class RunConfig:
             _fail("lora_rank", rank, f"an integer from 1 to {MAX_LORA_RANK:,} (the LoRA adapters' rank; 4, 8 or 16 "
                                      "are usual), or None to train every weight")
         _check_int("sequence_length", self.sequence_length, 1, maximum=MAX_SEQUENCE_LENGTH)
+        _check_choice("remat", self.remat, REMAT_CHOICES)
+        steps = self.gradient_accumulation
+        if steps != "auto" and (isinstance(steps, bool) or not isinstance(steps, int) or not
+                                1 <= steps <= MAX_ACCUMULATION):
+            _fail("gradient_accumulation", steps, f"'auto' or an integer from 1 to {MAX_ACCUMULATION:,} (steps whose "
+                                                  "gradients one update applies)")
         self.check_for(self.accelerator, self.replicas or 1)
         advice = padding_advice(self.batch_size, self.accelerator) if _ADVISE.get() else None
         if advice:
@@ -277,6 +292,11 @@ class RunConfig:
     def global_batch(self, replicas: int) -> int:
         """Examples per step when this config runs on `replicas` replicas (`global_batch`)."""
         return global_batch(self.batch_size, replicas)
+
+    @property
+    def accumulation_steps(self) -> int:
+        """Steps whose gradients one optimizer update applies: `gradient_accumulation`, "auto" being 1."""
+        return 1 if self.gradient_accumulation == "auto" else self.gradient_accumulation
 
     @property
     def run_name(self) -> str:

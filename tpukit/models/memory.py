@@ -209,7 +209,7 @@ def out_of_memory_message(error: BaseException, fix: Optional[str]) -> str:
 
 def remat_scope(model):
     """A `keras.RematScope` naming `model`'s transformer blocks: a model built again inside it rematerializes
-    each block (Keras reads the scope when a layer is made). `RematScope` came in Keras 3.8."""
+    each block (Keras reads the scope when a layer is made). `RematScope` came in Keras 3.8 (keras#20743)."""
     import keras
 
     blocks = getattr(getattr(model, "backbone", None), "transformer_layers", None) or []

@@ -106,7 +106,8 @@ class Preset:
         _feed_as_keras(model)
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=tokenizer.pad_token_id)
         # Unwrapped: `modeling.compile` wraps it for the precision the run resolves (loss scaling), as for any model.
-        optimizer = precisions.make_optimizer(config.optimizer, config.learning_rate, precisions.FLOAT32.name)
+        optimizer = precisions.make_optimizer(config.optimizer, config.learning_rate, precisions.FLOAT32.name,
+                                              config.accumulation_steps)
         model.compile(optimizer=optimizer, loss=loss, weighted_metrics=[])
         model._tpukit_compiled_by = (f"compiled by tpukit: {config.optimizer} at learning rate "
                                      f"{config.learning_rate}, next-token loss ignoring padding (id "
