@@ -127,3 +127,23 @@ def test_the_device_memory_a_runtime_knows():
     assert runtime("cpu", name="cpu").device_memory is None and runtime("cpu").upcasts
     assert runtime("tpu", name="TPU v9").device_memory is None and not runtime("tpu").upcasts
 
+
+
+def test_auto_remat_turns_on_only_where_the_step_does_not_fit_the_device():
+    from tpukit.config import RunConfig
+    from tpukit.hardware.runtime import Runtime
+
+    model = _tiny_gemma(layers=8)  # 8 layers of attention scores at 4,096 tokens: 40 GiB without remat, 5.3 with
+    v5e = Runtime(backend="jax", kind="tpu", devices=("d",), replicas=1, strategy=None,
+                  device_facts=({"name": "TPU v5 lite", "tpu_type": "TPU v5e"},))
+    cpu = Runtime(backend="jax", kind="cpu", devices=("d",), replicas=1, strategy=None)
+    config = RunConfig(batch_size=8, sequence_length=4096)
+    remat, line, fix = memory.decide(model, config, v5e)
+    assert remat and fix is None
+    assert line.startswith("memory: about ") and " of 16 GiB (" in line and "remat on): fits; remat=auto turned " \
+        "remat on, since the step does not fit without it" in line, line
+    remat, line, fix = memory.decide(model, config.replace(remat=False), v5e)
+    assert not remat and ": does not fit; remat=True brings it to about " in line and fix.startswith("remat=True")
+    remat, line, _ = memory.decide(model, config, cpu)  # no device limit: auto changes nothing
+    assert not remat and line.endswith("no device limit here (the CPU trains in host memory)")
+    assert memory.decide(model, config.replace(sequence_length=128), v5e)[0] is False  # fits as it is
