@@ -128,6 +128,25 @@ def test_the_device_memory_a_runtime_knows():
     assert runtime("tpu", name="TPU v9").device_memory is None and not runtime("tpu").upcasts
 
 
+def test_a_jax_gpu_reports_the_memory_jax_may_allocate():
+    import jax
+
+    from tpukit.hardware.jax_devices import _memory_mib
+
+    class Device:  # what jax_devices reads of a GPU device: its memory stats
+        def __init__(self, stats):
+            self.stats = stats
+
+        def memory_stats(self):
+            if isinstance(self.stats, Exception):
+                raise self.stats
+            return self.stats
+
+    assert _memory_mib(Device({"bytes_limit": 80 * 2**30, "bytes_in_use": 0})) == 80 * 1024
+    assert _memory_mib(Device(None)) is None and _memory_mib(Device(RuntimeError("no stats"))) is None
+    assert _memory_mib(jax.devices("cpu")[0]) is None  # the CPU has none
+
+
 
 def test_auto_remat_turns_on_only_where_the_step_does_not_fit_the_device():
     from tpukit.config import RunConfig
