@@ -88,3 +88,50 @@ print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_don
                   "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights), "backup": backup, "said": said,
                   "samples": [whole.samples, cut.samples, resumed.samples]}))
 """
+
+# For each size in sys.argv[1] (JSON: vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence), a
+# Gemma with LoRA rank 4 and bfloat16 weights, compiled as tpukit compiles a preset: the estimate before compiling
+# against XLA's own figure for the compiled step (on the CPU, where XLA computes bfloat16 in float32). JSON lines.
+MEMORY = """
+import json, sys
+import numpy as np
+import keras, keras_hub
+from tpukit.models import memory
+
+for vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence in json.loads(sys.argv[1]):
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub.models.GemmaBackbone(vocabulary_size=vocabulary, num_layers=layers, num_query_heads=heads,
+                                              num_key_value_heads=1, hidden_dim=hidden, intermediate_dim=intermediate,
+                                              head_dim=head_dim, dtype="bfloat16")
+    model = keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=None)
+    backbone.enable_lora(4)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), weighted_metrics=[],
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
+    x = {"token_ids": np.zeros((batch, sequence), "int32"), "padding_mask": np.ones((batch, sequence), "int32")}
+    found = memory.estimate(model, batch_size=batch, sequence_length=sequence, upcast=True)
+    xla = memory.xla_step_bytes(model, x, np.zeros((batch, sequence), "int32"))
+    print(json.dumps({"estimate": found.total, "xla": xla, "note": found.note(),
+                      "terms": [found.weights, found.activations, found.logits]}), flush=True)
+"""
+
+# Trains the preset at sys.argv[1] for an epoch with remat=True and gradient_accumulation=2, and once as by default
+# (remat "auto": on the CPU there is no device limit, so nothing changes): one JSON line.
+REMAT = """
+import json, sys
+import numpy as np
+import tpukit
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=128, sequence_length=32, batch_size=16,
+                          epochs=1, learning_rate=1e-2, backend="jax", replicas=1, validation_split=None,
+                          logdir=logdir, seed=3)
+out = {}
+for name, changes in (("remat", dict(remat=True, gradient_accumulation=2)), ("default", {})):
+    result = tpukit.train(config.replace(name=name, **changes), verbose=0)
+    blocks = result.model.backbone.transformer_layers
+    out[name] = {"status": result.status, "loss": result.history["loss"], "notes": list(result.notes),
+                 "remat": [getattr(b, "_remat_mode", None) is not None for b in blocks],  # Keras' private record
+                 "accumulation": result.model.optimizer.gradient_accumulation_steps,
+                 "config": [result.config["remat"], result.config["gradient_accumulation"]]}
+print(json.dumps(out))
+"""

@@ -47,6 +47,14 @@ from tpukit.config import ConfigError, PaddingWarning, RunConfig, padding_advice
         (dict(lora_alpha=True), "lora_alpha", "lora_alpha=True"),
         (dict(lora_targets=()), "lora_targets", "lora_targets=()"),
         (dict(lora_targets=("query", "")), "lora_targets", "such as ('query', 'value')"),
+        (dict(remat="on"), "remat", "one of 'auto', True, False. Received: remat='on'."),
+        (dict(remat=1), "remat", "remat=1"),
+        (dict(gradient_accumulation=0), "gradient_accumulation", "'auto' or an integer from 1 to 1,024 (steps "
+                                                                  "whose gradients one update applies). Received: "
+                                                                  "gradient_accumulation=0."),
+        (dict(gradient_accumulation=True), "gradient_accumulation", "gradient_accumulation=True"),
+        (dict(gradient_accumulation=2.0), "gradient_accumulation", "gradient_accumulation=2.0"),
+        (dict(gradient_accumulation=2000), "gradient_accumulation", "gradient_accumulation=2000"),
     ],
 )
 def test_bad_values_name_field_value_and_choices(changes, field, shown):
@@ -118,6 +126,15 @@ def test_lora_rank_and_sequence_length_edges_and_json():
     assert config.lora_targets == ("query", "value") and RunConfig.from_json(config.to_json()) == config
     assert RunConfig(lora_targets="query").lora_targets == ("query",)
     assert RunConfig().lora_rank == 4 and RunConfig(lora_rank=1).lora_rank == 1 and RunConfig(lora_rank=4096)
+
+
+def test_remat_and_gradient_accumulation_round_trip_and_an_old_config_without_them_loads():
+    config = RunConfig(remat=True, gradient_accumulation=4)
+    assert RunConfig.from_json(config.to_json()) == config and config.accumulation_steps == 4
+    old = RunConfig().to_dict()
+    del old["remat"], old["gradient_accumulation"]  # a config.json written before these settings
+    loaded = RunConfig.from_dict(old)
+    assert (loaded.remat, loaded.gradient_accumulation, loaded.accumulation_steps) == ("auto", "auto", 1)
 
 
 def test_a_preset_directory_or_url_names_a_run_by_its_last_part():

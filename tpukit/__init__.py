@@ -32,6 +32,7 @@ _EXPORTS = {
     "DataSpec": "tpukit.data.sources",
     "DataError": "tpukit.data.sources",
     "ModelError": "tpukit.models.modeling",
+    "OutOfMemory": "tpukit.models.memory",
     "resume": "tpukit.training.api",
     "tune_batch_size": "tpukit.training.tuning",
     "RunResult": "tpukit.runs.records",

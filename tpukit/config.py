@@ -26,6 +26,8 @@ BACKENDS = ("auto", "tensorflow", "jax")
 ACCELERATORS = ("auto", "tpu", "gpu", "cpu")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 JIT_CHOICES = ("auto", True, False)
+REMAT_CHOICES = ("auto", True, False)
+MAX_ACCUMULATION = 1024
 
 # The multiple a per-replica batch should be. A TPU tiles each array's two minor dimensions, one to a multiple of 8
 # and another to 128 (Cloud TPU performance guide, "Consequences of tiling"); in a layer's [batch, features] the
@@ -179,6 +181,11 @@ class RunConfig:
     get adapters (None: KerasHub's default, the attention's query and value projections). `sample_prompt` is the
     text a pretrained model continues before and after training, in the run's summary (None: the first words of
     the training text; "": no samples).
+    `remat` rematerializes a KerasHub transformer's blocks (`keras.RematScope`: each keeps only its input for the
+    backward pass, which computes it again); "auto" turns it on only where the step's estimated memory does not fit
+    the device (`models.memory`). `gradient_accumulation` applies the optimizer's update every that many steps,
+    over their batches together (Keras' `gradient_accumulation_steps`); "auto" is 1, and where a step does not fit
+    the run's notes say which smaller batch_size and accumulation fit.
 
     >>> RunConfig(batch_size=32, replicas=8).global_batch_size
     256
@@ -214,6 +221,8 @@ class RunConfig:
     lora_alpha: Optional[float] = None
     lora_targets: Optional[Tuple[str, ...]] = None
     sample_prompt: Optional[str] = None
+    remat: Any = "auto"
+    gradient_accumulation: Any = "auto"
 
     def __post_init__(self):
         _check_choice("backend", self.backend, BACKENDS)
@@ -286,6 +295,12 @@ class RunConfig:
                                     or not all(isinstance(t, str) and t for t in targets)):
             _fail("lora_targets", self.lora_targets, "None (KerasHub's default: the attention's query and value "
                                                      "projections) or layer names such as ('query', 'value')")
+        _check_choice("remat", self.remat, REMAT_CHOICES)
+        steps = self.gradient_accumulation
+        if steps != "auto" and (isinstance(steps, bool) or not isinstance(steps, int) or not
+                                1 <= steps <= MAX_ACCUMULATION):
+            _fail("gradient_accumulation", steps, f"'auto' or an integer from 1 to {MAX_ACCUMULATION:,} (steps whose "
+                                                  "gradients one update applies)")
         self.check_for(self.accelerator, self.replicas or 1)
         advice = padding_advice(self.batch_size, self.accelerator) if _ADVISE.get() else None
         if advice:
@@ -300,6 +315,11 @@ class RunConfig:
     def global_batch(self, replicas: int) -> int:
         """Examples per step when this config runs on `replicas` replicas (`global_batch`)."""
         return global_batch(self.batch_size, replicas)
+
+    @property
+    def accumulation_steps(self) -> int:
+        """Steps whose gradients one optimizer update applies: `gradient_accumulation`, "auto" being 1."""
+        return 1 if self.gradient_accumulation == "auto" else self.gradient_accumulation
 
     @property
     def run_name(self) -> str:

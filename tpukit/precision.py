@@ -121,8 +121,9 @@ def policy(name: str):
     return get(name).scope()
 
 
-def make_optimizer(name: str, learning_rate: float, precision: str):
-    """The named Keras optimizer, wrapped in a LossScaleOptimizer where `precision` scales the loss.
+def make_optimizer(name: str, learning_rate: float, precision: str, accumulation: int = 1):
+    """The named Keras optimizer, wrapped in a LossScaleOptimizer where `precision` scales the loss; `accumulation`
+    above 1 applies an update every that many steps (Keras' `gradient_accumulation_steps`).
 
     `fit` would wrap it too; doing it here lets custom loops share the same
     object and makes the loss scaling visible.
@@ -133,7 +134,8 @@ def make_optimizer(name: str, learning_rate: float, precision: str):
                "sgd": keras.optimizers.SGD, "rmsprop": keras.optimizers.RMSprop}
     if name not in classes:
         raise ValueError(f"Unknown optimizer {name!r}. Choices: {', '.join(classes)}.")
-    return get(precision).wrap(classes[name](learning_rate=learning_rate))
+    extra = {"gradient_accumulation_steps": accumulation} if accumulation > 1 else {}
+    return get(precision).wrap(classes[name](learning_rate=learning_rate, **extra))
 
 
 def scale_loss(optimizer, loss):

@@ -203,6 +203,30 @@ def test_a_completed_run_extends_into_a_new_directory_that_records_its_parent(tm
     assert not records.load(first.run_dir).resumable  # a completed run is extended, not resumed
 
 
+def test_a_simulated_oom_ends_the_run_failed_with_what_to_change_and_keeps_its_directory(tmp_path):
+    """A callback raises TensorFlow's own out-of-memory error, as a device that runs out does."""
+    import tensorflow as tf
+
+    from tpukit.models.memory import OutOfMemory
+
+    def simulated_oom():
+        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor with shape[32,256000] and "
+                                               "type float on /job:localhost/replica:0/task:0/device:GPU:0\nmore")
+
+    config = RunConfig(**{**SMALL, "logdir": str(tmp_path)})
+    with pytest.raises(OutOfMemory) as info:
+        train(config, callbacks=[CallAt(3, simulated_oom)])
+    (run_dir,) = tmp_path.iterdir()
+    result = records.load(run_dir)
+    assert result.status == "failed" and str(info.value) == result.message
+    assert result.message.startswith("the device ran out of memory: try remat=True, a smaller batch_size with "
+                                     "gradient_accumulation (the same examples per update), or a shorter "
+                                     "sequence_length (ResourceExhaustedError: OOM when allocating tensor"), \
+        result.message
+    assert "\n" not in result.message and not directory.in_use(run_dir)
+    assert isinstance(info.value.__cause__, tf.errors.ResourceExhaustedError)
+
+
 def test_a_stopped_run_keeps_its_epochs(tmp_path):
     run_dir = _stopped_run(tmp_path)
     with pytest.raises(directory.RunDirError, match="epochs= extends only completed runs"):

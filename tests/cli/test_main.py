@@ -522,3 +522,13 @@ def test_a_profiled_runs_summary_names_layers_and_states_its_coverage_once(tmp_p
     # next step to take
     assert re.search(r"^Input    \d+\.\d% of step time (waiting for input|fetching the next batch)", block, re.M), block
     assert re.search(r"^Next     \S", block, re.MULTILINE), block
+
+
+def test_remat_and_gradient_accumulation_flags_make_the_config():
+    from tpukit.cli.main import _config_from, _parser
+
+    config = _config_from(_parser().parse_args(["train", "--remat", "on", "--gradient-accumulation", "4"]))
+    assert (config.remat, config.gradient_accumulation) == (True, 4)
+    config = _config_from(_parser().parse_args(["train"]))
+    assert (config.remat, config.gradient_accumulation) == ("auto", "auto")
+    assert _config_from(_parser().parse_args(["train", "--remat", "off"])).remat is False

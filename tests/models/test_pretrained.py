@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import REPO
@@ -21,7 +22,7 @@ pytest.importorskip("keras_hub")
 pytest.importorskip("sentencepiece")
 pytest.importorskip("jax")
 
-from hub_support import BUILD, RESUME, TRAIN, VOCABULARY  # noqa: E402
+from hub_support import BUILD, REMAT, RESUME, TRAIN, VOCABULARY  # noqa: E402
 
 
 def _env():
@@ -73,6 +74,21 @@ def test_a_preset_fine_tunes_with_lora_through_train_on_jax(preset, tmp_path):
     assert counted == round((2 + 704 / 7696) * forward) and forward > 0
     assert how.endswith("; LoRA basis: 2.09x the forward pass (the frozen weights get no gradient; 9.15% of the "
                         "weights train)"), how
+
+
+@pytest.mark.slow
+def test_remat_and_gradient_accumulation_apply_to_a_preset_and_auto_changes_nothing_on_the_cpu(preset, tmp_path):
+    out = json.loads(_python(REMAT, preset, tmp_path).strip().splitlines()[-1])
+    remat, default = out["remat"], out["default"]
+    assert remat["status"] == default["status"] == "completed"
+    assert remat["remat"] == [True, True] and remat["accumulation"] == 2 and remat["config"] == [True, 2]
+    assert default["remat"] == [False, False] and default["accumulation"] is None
+    assert default["config"] == ["auto", "auto"]
+    for run in (remat, default):
+        assert all(np.isfinite(run["loss"])), run["loss"]
+        (line,) = [n for n in run["notes"] if n.startswith("memory: about ")]
+        assert line.endswith("; no device limit here (the CPU trains in host memory)"), line
+    assert "remat on" in next(n for n in remat["notes"] if n.startswith("memory: "))
 
 
 @pytest.mark.slow

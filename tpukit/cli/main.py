@@ -63,7 +63,7 @@ def _fraction(text: str):
         raise argparse.ArgumentTypeError(f"expected a fraction such as 0.1, or none. Received: {text!r}") from None
 
 
-def _steps_per_execution(text: str):
+def _count_or_auto(text: str):
     if text.strip().lower() == "auto":
         return "auto"
     try:
@@ -153,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=default["seed"], help="for the weights and the data's order")
     t.add_argument("--learning-rate", type=float, default=default["learning_rate"], help="the optimizer's")
     t.add_argument("--optimizer", default=default["optimizer"], help=f"one of {', '.join(OPTIMIZERS)}")
-    t.add_argument("--steps-per-execution", type=_steps_per_execution, default=default["steps_per_execution"],
+    t.add_argument("--steps-per-execution", type=_count_or_auto, default=default["steps_per_execution"],
                    metavar="N|auto",
                    help="training steps per call of the compiled train function; auto: the largest divisor of the "
                    f"steps per epoch up to {AUTO_STEPS_PER_EXECUTION}, on the CPU only while a call stays under "
@@ -184,6 +184,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--sample-prompt", default=None, metavar="TEXT",
                    help="text a pretrained model continues before and after training; default: the first words of "
                         "the training text; '' for none")
+    t.add_argument("--remat", choices=("auto", "on", "off"), default="auto",
+                   help="rematerialize a pretrained model's transformer blocks (less memory, one more forward pass); "
+                        "auto: on only where the step's estimated memory does not fit the device")
+    t.add_argument("--gradient-accumulation", type=_count_or_auto, default=default["gradient_accumulation"],
+                   metavar="N|auto", help="apply the optimizer's update every N steps, over their batches together; "
+                                          "auto: 1")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
 
     x = sub.add_parser("export", parents=[common],
@@ -318,6 +324,7 @@ def _config_from(args):
         init_from=args.init_from, lora_rank=args.lora_rank, sequence_length=args.sequence_length,
         lora_alpha=args.lora_alpha, sample_prompt=args.sample_prompt,
         lora_targets=tuple(n.strip() for n in args.lora_targets.split(",") if n.strip()) if args.lora_targets else None,
+        remat={"auto": "auto", "on": True, "off": False}[args.remat], gradient_accumulation=args.gradient_accumulation,
     )
 
 

@@ -245,6 +245,15 @@ def _backends_started() -> bool:
         return False
 
 
+def _memory_mib(device) -> Optional[int]:
+    """The memory JAX may allocate on `device` (its memory stats' bytes_limit), in MiB, or None."""
+    try:
+        limit = (device.memory_stats() or {}).get("bytes_limit")
+    except Exception:  # a platform without memory stats
+        return None
+    return int(limit) // 2**20 if limit else None
+
+
 def _jax_facts(device, kind) -> Dict[str, Any]:
     name = getattr(device, "device_kind", kind)
     if kind == "tpu":
@@ -252,5 +261,5 @@ def _jax_facts(device, kind) -> Dict[str, Any]:
                 "peak_flops": PEAK_FLOPS.get(tpu_type_from_kind(name), {})}
     if kind == "gpu":
         cc = getattr(device, "compute_capability", None)
-        return gpu.facts(name, str(cc) if cc else None)
+        return gpu.facts(name, str(cc) if cc else None, _memory_mib(device))
     return cpu.facts()

@@ -155,6 +155,24 @@ class Runtime:
         names = sorted({f.get("name", "") for f in self.device_facts if f.get("name")})
         return names[0] if names and self.kind != "cpu" else None
 
+    @property
+    def device_memory(self) -> Optional[int]:
+        """Bytes of memory one device (a replica) has: a TPU's HBM by its generation, a GPU's as it reported it;
+        None on the CPU (it trains in host memory) and where unknown."""
+        from tpukit.hardware.specs import HBM_BYTES
+
+        if self.kind == "cpu" or not self.device_facts:
+            return None
+        facts = self.device_facts[0]
+        if facts.get("memory_mib"):
+            return int(facts["memory_mib"]) * 2**20
+        return HBM_BYTES.get(facts.get("tpu_type") or facts.get("name"))
+
+    @property
+    def upcasts(self) -> bool:
+        """Whether XLA computes 16-bit math in float32 here (the CPU), holding float32 copies (`models.memory`)."""
+        return self.kind == "cpu"
+
     def check(self, config) -> None:
         """ConfigError unless `config` can run here: its backend, and a precision this hardware takes."""
         from tpukit.config import ConfigError

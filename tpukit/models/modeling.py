@@ -176,7 +176,7 @@ def compile(model, config) -> str:
         built = getattr(model, "_tpukit_compiled_by", None)  # compiled for this run where it was built (a preset)
         optimizer = precisions.get(config.precision).wrap(
             user.get("optimizer") or precisions.make_optimizer(config.optimizer, config.learning_rate,
-                                                               config.precision))
+                                                               config.precision, config.accumulation_steps))
         args = {k: user.get(k) for k in ("loss", "loss_weights", "metrics", "weighted_metrics")}
         model.compile(optimizer=optimizer, **args, steps_per_execution=config.steps_per_execution,
                       jit_compile=config.jit_compile)
@@ -193,7 +193,8 @@ def compile(model, config) -> str:
     except (ValueError, TypeError) as e:
         raise ModelError(f"RunConfig.loss/metrics: {one_line(e)}. Received: loss={config.loss!r}, "
                          f"metrics={config.metrics!r}.") from None
-    model.compile(optimizer=precisions.make_optimizer(config.optimizer, config.learning_rate, config.precision),
+    model.compile(optimizer=precisions.make_optimizer(config.optimizer, config.learning_rate, config.precision,
+                                                      config.accumulation_steps),
                   loss=config.loss, metrics=list(config.metrics), steps_per_execution=config.steps_per_execution,
                   jit_compile=config.jit_compile)
     return f"compiled by tpukit: {config.optimizer} at learning rate {config.learning_rate}, loss {config.loss}"

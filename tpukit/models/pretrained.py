@@ -97,8 +97,8 @@ class Preset:
         """The model for a run of `config`, compiled for it, and a sentence on what was built.
 
         LoRA adapters of rank `config.lora_rank` (scaled by `lora_alpha` / rank) on `config.lora_targets` (None:
-        KerasHub's default, the attention's query and value projections), the frozen weights in bfloat16; `config.lora_rank=None` trains every weight, in the run's
-        dtype policy. Compiled with the config's optimizer and learning rate, and a next-token loss that ignores
+        KerasHub's default, the attention's query and value projections), the frozen weights in bfloat16;
+        `config.lora_rank=None` trains every weight, in the run's dtype policy. Compiled with the config's optimizer and learning rate, and a next-token loss that ignores
         the tokenizer's padding id.
         """
         import keras
@@ -118,7 +118,8 @@ class Preset:
         _feed_as_keras(model)
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=tokenizer.pad_token_id)
         # Unwrapped: `modeling.compile` wraps it for the precision the run resolves (loss scaling), as for any model.
-        optimizer = precisions.make_optimizer(config.optimizer, config.learning_rate, precisions.FLOAT32.name)
+        optimizer = precisions.make_optimizer(config.optimizer, config.learning_rate, precisions.FLOAT32.name,
+                                              config.accumulation_steps)
         model.compile(optimizer=optimizer, loss=loss, weighted_metrics=[])
         model._tpukit_compiled_by = (f"compiled by tpukit: {config.optimizer} at learning rate "
                                      f"{config.learning_rate}, next-token loss ignoring padding (id "

@@ -18,7 +18,7 @@ from tpukit import precision as precisions
 from tpukit.config import ConfigError, PaddingWarning
 from tpukit.data import pipeline, sources
 from tpukit.hardware.connect import connect_for
-from tpukit.models import modeling
+from tpukit.models import memory, modeling
 from tpukit.registry import check_names, with_labels
 from tpukit.runs import backups, directory, model_state, records
 from tpukit.runs.records import RunResult
@@ -64,6 +64,7 @@ class Run:
         self.test_metrics = {}
         self.samples = {}  # a language model's continuation of the run's prompt: prompt, before, after
         self.fitting = self.terminated = False
+        self.memory_fix = None  # what to change where the step's estimate does not fit the device
 
     # ---- the steps -----------------------------------------------------------
     def execute(self) -> RunResult:
@@ -93,7 +94,10 @@ class Run:
                     self._end_badly(*self._ending(e))
                 raise  # a resume refused before any file changed
             except BaseException as e:
-                self._end_badly(*self._ending(e))
+                status, message = self._ending(e)
+                self._end_badly(status, message)
+                if memory.out_of_memory(e):
+                    raise memory.OutOfMemory(message) from e
                 raise
 
     def prepare(self, held, writes: bool = True) -> None:
@@ -195,6 +199,28 @@ class Run:
         model, self.built_note = modeling.build(self.model_arg, config, self.source.spec, in_place=in_place,
                                                 policy=self.policy)
         modeling.check_fits(model, self.source, modeling.loss_name(model, config))  # builds it, symbolically
+        return self._within_memory(model, config, in_place)
+
+    def _within_memory(self, model, config, in_place: bool):
+        """`model`, or the same built again with its transformer blocks rematerialized where `config.remat` asks or
+        ("auto") the step's estimated memory does not fit the device without it (`models.memory`); the estimate
+        goes into the run's notes, and what to change into `self.memory_fix` (said where the device runs out)."""
+        import keras
+
+        remat, line, self.memory_fix = memory.decide(model, config, self.runtime)
+        if in_place and line:
+            self.notes.append(line)
+        if not remat:
+            return model
+        scope = memory.remat_scope(model)
+        if not scope.layer_names or isinstance(self.model_arg, keras.Model):
+            if in_place:
+                self.notes.append("remat: not applied: only a KerasHub transformer that tpukit builds is "
+                                  "rematerialized (build your own inside keras.RematScope)")
+            return model
+        with scope:
+            model, self.built_note = modeling.build(self.model_arg, config, self.source.spec, in_place=in_place,
+                                                    policy=self.policy)
         return model
 
     def _plan(self, model, config, steps) -> RunPlan:
@@ -404,13 +430,15 @@ class Run:
 
     def _ending(self, error: BaseException):
         """(status, one-line message) for a run ended by `error`: an interrupt or SIGTERM stops it, anything else
-        fails it."""
+        fails it; a device out of memory says what to change."""
         from tpukit.errors import one_line
 
         if isinstance(error, Terminated):
             return "stopped", self._stopped_message("terminated (SIGTERM)")
         if isinstance(error, KeyboardInterrupt):
             return "stopped", self._stopped_message("interrupted (KeyboardInterrupt)")
+        if memory.out_of_memory(error):
+            return "failed", memory.out_of_memory_message(error, self.memory_fix)
         return "failed", one_line(error, limit=300)
 
     def _stopped_message(self, cause: str) -> str:
