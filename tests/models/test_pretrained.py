@@ -86,6 +86,33 @@ def test_a_preset_fine_tunes_on_tensorflow_too(preset, tmp_path):
 
 
 @pytest.mark.slow
+def test_the_users_prompt_response_pairs_from_a_jsonl_file_fine_tune_a_preset(preset, tmp_path):
+    """This pytest process runs Keras on TensorFlow; the text is tokenized with the preset's own SentencePiece model."""
+    import numpy as np
+
+    import tpukit
+    from tpukit.data import text, user_text
+    from tpukit.models import pretrained
+
+    rows = [{"prompt": d.split("\n", 1)[0][:80], "response": d[:400]} for d in text.pydoc_topics().documents[:40]]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = tpukit.RunConfig(model=str(preset), sequence_length=32, batch_size=16, epochs=2, learning_rate=1e-2,
+                              backend="tensorflow", replicas=1, validation_split=None, logdir=str(tmp_path / "runs"))
+    result = tpukit.train(config, data=str(path), verbose=0)
+    assert result.status == "completed", result.message
+    assert result.config["dataset"] == str(path)
+    (note,) = [n for n in result.notes if n.startswith("text: 40 documents")]
+    assert "prompt tokens are no label (the loss sees the responses only)" in note, note
+    # the labels the loss saw: each prompt's tokens are the padding id, the ids the preset's tokenizer gives
+    encoder = pretrained.Preset(str(preset)).encoder(32)
+    packed = text.tokenize(user_text.read_jsonl(str(path)), encoder)
+    first_prompt = encoder.encode([rows[0]["prompt"] + "\n"])[0]
+    assert packed.arrays.y[0, :len(first_prompt)].tolist() == [encoder.pad_id] * len(first_prompt)
+    assert (packed.arrays.y != encoder.pad_id).sum() > 0 and np.isfinite(result.history["loss"]).all()
+
+
+@pytest.mark.slow
 def test_adapters_alone_are_kept_resume_reproduces_them_and_load_brings_them_back(preset, tmp_path):
     out = json.loads(_python(RESUME, preset, tmp_path).strip().splitlines()[-1])
     assert out["cut"] == ["stopped", 1]
