@@ -175,6 +175,9 @@ class RunConfig:
     `init_from` is a run directory whose final weights the model starts from (fine-tuning).
     `lora_rank` and `sequence_length` apply to a pretrained model (a KerasHub preset): the rank of its LoRA
     adapters (None: every weight trains), and the tokens per row its text is packed into.
+    `compilation_cache` is where a JAX run keeps its compiled programs for the next run (JAX's persistent cache):
+    "auto" (`JAX_COMPILATION_CACHE_DIR` where set, else `<logdir>/.jax-cache`), a directory (on Colab, one on
+    Drive survives a runtime restart), or None/"off" (`training.compile_cache`).
 
     >>> RunConfig(batch_size=32, replicas=8).global_batch_size
     256
@@ -207,6 +210,7 @@ class RunConfig:
     init_from: Optional[str] = None
     lora_rank: Optional[int] = 4
     sequence_length: int = 128
+    compilation_cache: Optional[str] = "auto"
 
     def __post_init__(self):
         _check_choice("backend", self.backend, BACKENDS)
@@ -263,6 +267,11 @@ class RunConfig:
             _fail("lora_rank", rank, f"an integer from 1 to {MAX_LORA_RANK:,} (the LoRA adapters' rank; 4, 8 or 16 "
                                      "are usual), or None to train every weight")
         _check_int("sequence_length", self.sequence_length, 1, maximum=MAX_SEQUENCE_LENGTH)
+        if hasattr(self.compilation_cache, "__fspath__"):
+            object.__setattr__(self, "compilation_cache", str(self.compilation_cache.__fspath__()))
+        cache = self.compilation_cache
+        if cache is not None and (not isinstance(cache, str) or not cache.strip() or any(c in cache for c in "\n\r")):
+            _fail("compilation_cache", cache, "'auto', a directory for JAX's compiled programs, or None or 'off'")
         self.check_for(self.accelerator, self.replicas or 1)
         advice = padding_advice(self.batch_size, self.accelerator) if _ADVISE.get() else None
         if advice:

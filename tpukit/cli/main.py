@@ -177,6 +177,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="a pretrained model's LoRA rank (its weights frozen in bfloat16); none: every weight trains")
     t.add_argument("--sequence-length", type=int, default=default["sequence_length"],
                    help="tokens per row that text is packed into, for a pretrained model")
+    t.add_argument("--compilation-cache", default=default["compilation_cache"], metavar="DIR|auto|off",
+                   help="where a JAX run keeps its compiled programs for the next run; auto: "
+                        "$JAX_COMPILATION_CACHE_DIR, else LOGDIR/.jax-cache")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
 
     x = sub.add_parser("export", parents=[common],
@@ -309,6 +312,7 @@ def _config_from(args):
         optimizer=args.optimizer, steps_per_execution=args.steps_per_execution, jit_compile=jit,
         early_stopping=args.early_stopping, profile=args.profile, logdir=args.logdir, name=args.name,
         init_from=args.init_from, lora_rank=args.lora_rank, sequence_length=args.sequence_length,
+        compilation_cache=args.compilation_cache,
     )
 
 

@@ -23,7 +23,7 @@ from tpukit.registry import check_names, with_labels
 from tpukit.runs import backups, directory, model_state, records
 from tpukit.runs.records import RunResult
 from tpukit.runs.records import Recording, first_epochs
-from tpukit.training import compiles, determinism
+from tpukit.training import compile_cache, compiles, determinism
 from tpukit.training.plan import (RunPlan, check_profile_window, estimated_step_seconds,
                                   resolve_steps_per_execution, steps_per_epoch)
 from tpukit.training.plan import resolve as resolve_plan
@@ -58,6 +58,7 @@ class Run:
         self.policy = self.precision_reason = self.logdir = None  # resolved by `prepare`
         self.initial_epoch, self.kept_history, self.restore_from = 0, {}, None  # where a resume or extension starts
         self.compiles = None
+        self.cache_dir = None  # JAX's persistent compilation cache this run uses (None: off, or TensorFlow)
         self.flops = None
         self.notes = []  # why each choice the plan made, then what the run did with the model
         self.record = None  # the Recording, once the run's directory exists
@@ -119,6 +120,11 @@ class Run:
         self.compiles = compiles.Watch(runtime.counts_compiles)
         determinism.setup(config.seed, config.deterministic, runtime)
         self.source = self._load_data()
+        # JAX's persistent cache for the compiles from here on (JAX's settings come back when the run ends). "auto"
+        # is in the logdir this process writes: a worker other than the chief keeps its own aside, as its run.
+        self.cache_dir = compile_cache.directory_for(config.compilation_cache, self.logdir or config.logdir) \
+            if runtime.caches_compiles else None
+        held.enter_context(compile_cache.used(self.cache_dir))
 
     def trial(self, batch_size: int, timer: Callable[[int, int], object], steps: int) -> None:
         """One trial of `tune_batch_size`: this run's recipe at `batch_size` per replica and one step per call (the
@@ -271,6 +277,7 @@ class Run:
         finally:
             self.fitting = False
             self.compiles.stop()
+            self.notes.extend(filter(None, [self.compiles.note(self.cache_dir)]))
             self._close_profiler()
             if self.logger is not None:  # ends a live line that Ctrl-C or an error left open
                 self.logger.close()
