@@ -87,3 +87,4 @@ def test_where_each_setting_keeps_the_cache(monkeypatch, tmp_path):
     monkeypatch.setenv(compile_cache.ENVIRONMENT, str(tmp_path))
     assert compile_cache.directory_for("auto", "runs") == str(tmp_path)
     assert compile_cache.directory_for("/elsewhere", "runs") == "/elsewhere"  # a path set in the config wins
+    assert compile_cache.directory_for("auto", "runs", configured="/set/in/jax.config") == "/set/in/jax.config"

@@ -6,8 +6,8 @@ read it back in a later process (`jax_compilation_cache_dir`); it is off unless 
 keeps only programs that took a second to compile. A run sets it for its own compiles, with no threshold, so a small
 model's step is served too, and puts JAX's settings back after: the user's own JAX code sees them as it set them.
 
-Where (`RunConfig.compilation_cache`): "auto" is `JAX_COMPILATION_CACHE_DIR` where the user set it (JAX's own
-variable), else `<logdir>/.jax-cache`: the cache sits with the runs it served, so a logdir kept on Google Drive keeps
+Where (`RunConfig.compilation_cache`): "auto" is the directory the user gave JAX already (`JAX_COMPILATION_CACHE_DIR`,
+JAX's own variable, or `jax.config`), else `<logdir>/.jax-cache`: the cache sits with the runs it served, so a logdir kept on Google Drive keeps
 it across Colab's runtime restarts with no second setting, and a test's temporary logdir keeps its own (no writes to
 the home directory). A path puts it there; None or "off" turns it off. Only JAX runs use it; TensorFlow has no such
 cache. The run's notes say whether the cache served the step (`compiles.Watch`).
@@ -31,13 +31,21 @@ SETTINGS = {"jax_persistent_cache_min_compile_time_secs": 0.0, "jax_persistent_c
 DIRECTORY = "jax_compilation_cache_dir"
 
 
-def directory_for(setting: Optional[str], logdir: str) -> Optional[str]:
-    """The cache directory a run of `setting` (`RunConfig.compilation_cache`) in `logdir` uses, or None (off)."""
+def directory_for(setting: Optional[str], logdir: str, configured: Optional[str] = None) -> Optional[str]:
+    """The cache directory a run of `setting` (`RunConfig.compilation_cache`) in `logdir` uses, or None (off);
+    `configured` is the directory JAX is set to already (`jax_configured()`), which "auto" keeps."""
     if setting is None or setting == OFF:
         return None
     if setting == AUTO:
-        return os.environ.get(ENVIRONMENT) or os.path.join(logdir, FOLDER)
+        return configured or os.environ.get(ENVIRONMENT) or os.path.join(logdir, FOLDER)
     return os.path.expanduser(setting)
+
+
+def jax_configured() -> Optional[str]:
+    """The directory the user set JAX's cache to (`jax.config` or JAX_COMPILATION_CACHE_DIR), or None."""
+    import jax
+
+    return getattr(jax.config, DIRECTORY) or None
 
 
 @contextlib.contextmanager

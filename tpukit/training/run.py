@@ -120,11 +120,6 @@ class Run:
         self.compiles = compiles.Watch(runtime.counts_compiles)
         determinism.setup(config.seed, config.deterministic, runtime)
         self.source = self._load_data()
-        # JAX's persistent cache for the compiles from here on (JAX's settings come back when the run ends). "auto"
-        # is in the logdir this process writes: a worker other than the chief keeps its own aside, as its run.
-        self.cache_dir = compile_cache.directory_for(config.compilation_cache, self.logdir or config.logdir) \
-            if runtime.caches_compiles else None
-        held.enter_context(compile_cache.used(self.cache_dir))
 
     def trial(self, batch_size: int, timer: Callable[[int, int], object], steps: int) -> None:
         """One trial of `tune_batch_size`: this run's recipe at `batch_size` per replica and one step per call (the
@@ -249,10 +244,21 @@ class Run:
             self.run_dir = directory.new_run_dir(config.logdir, config.run_name)
             held.enter_context(directory.locked(self.run_dir))
             directory.write_json(self.run_dir / directory.CONFIG_FILE, config.to_dict())
+        self._use_compile_cache(held)
         self.record = Recording(self.run_dir, self.kept_history, self.notes, config=config.to_dict(),
                                 steps_per_epoch=self.plan.steps_per_epoch, precision_reason=self.plan.precision_reason,
                                 runtime=self.runtime.to_dict(), data=self.source.describe(), started=self.started,
                                 parent=self.parent, model_policy=self.model.dtype_policy.name)
+
+    def _use_compile_cache(self, held) -> None:
+        """JAX's persistent cache for the compiles from here on: fit's and evaluate's (JAX's settings come back when
+        the run ends). Only once the run's directory exists, so a bad input still leaves nothing in the logdir; the
+        build's small compiles before it are not kept. "auto" is in the logdir this process writes: a worker other
+        than the chief keeps its own aside, as its run."""
+        if self.runtime.caches_compiles:
+            self.cache_dir = compile_cache.directory_for(self.config.compilation_cache, self.logdir or
+                                                         self.config.logdir, compile_cache.jax_configured())
+        held.enter_context(compile_cache.used(self.cache_dir))
 
     def _fit(self) -> RunResult:
 
