@@ -269,6 +269,8 @@ class RunConfig:
         _check_int("sequence_length", self.sequence_length, 1, maximum=MAX_SEQUENCE_LENGTH)
         if hasattr(self.compilation_cache, "__fspath__"):
             object.__setattr__(self, "compilation_cache", str(self.compilation_cache.__fspath__()))
+        if self.compilation_cache == "off":  # the CLI's word for None: one value means off
+            object.__setattr__(self, "compilation_cache", None)
         cache = self.compilation_cache
         if cache is not None and (not isinstance(cache, str) or not cache.strip() or any(c in cache for c in "\n\r")):
             _fail("compilation_cache", cache, "'auto', a directory for JAX's compiled programs, or None or 'off'")

@@ -522,3 +522,13 @@ def test_a_profiled_runs_summary_names_layers_and_states_its_coverage_once(tmp_p
     # next step to take
     assert re.search(r"^Input    \d+\.\d% of step time (waiting for input|fetching the next batch)", block, re.M), block
     assert re.search(r"^Next     \S", block, re.MULTILINE), block
+
+
+def test_the_cli_sets_where_jax_keeps_compiled_programs():
+    from tpukit.cli import main
+
+    def parsed(*args):
+        return main._config_from(main._parser().parse_args(["train", *args])).compilation_cache
+
+    assert parsed() == "auto" and parsed("--compilation-cache", "off") is None
+    assert parsed("--compilation-cache", "/content/drive/MyDrive/jax-cache") == "/content/drive/MyDrive/jax-cache"
