@@ -205,3 +205,17 @@ def test_steps_per_execution_defaults_to_auto_and_keeps_explicit_values():
     assert RunConfig.from_json(RunConfig().to_json()).steps_per_execution == "auto"
     assert RunConfig(steps_per_execution=16).replace(steps_per_execution="auto").steps_per_execution == "auto"
     assert RunConfig.from_dict({"steps_per_execution": 8}).steps_per_execution == 8
+
+
+def test_compilation_cache_is_auto_a_directory_or_off():
+    from pathlib import Path
+
+    assert RunConfig().compilation_cache == "auto"
+    assert RunConfig(compilation_cache=Path("/tmp/jax")).compilation_cache == "/tmp/jax"
+    for off in (None, "off"):
+        config = RunConfig(compilation_cache=off)
+        assert config.compilation_cache is None and RunConfig.from_json(config.to_json()) == config
+    for bad in ("", "  ", 3, "a\nb"):
+        with pytest.raises(ConfigError, match=r"^RunConfig\.compilation_cache: expected 'auto', a directory for JAX's "
+                                              r"compiled programs, or None or 'off'\. Received: compilation_cache="):
+            RunConfig(compilation_cache=bad)

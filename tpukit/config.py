@@ -186,6 +186,9 @@ class RunConfig:
     the device (`models.memory`). `gradient_accumulation` applies the optimizer's update every that many steps,
     over their batches together (Keras' `gradient_accumulation_steps`); "auto" is 1, and where a step does not fit
     the run's notes say which smaller batch_size and accumulation fit.
+    `compilation_cache` is where a JAX run keeps its compiled programs for the next run (JAX's persistent cache):
+    "auto" (`JAX_COMPILATION_CACHE_DIR` where set, else `<logdir>/.jax-cache`), a directory (on Colab, one on
+    Drive survives a runtime restart), or None/"off" (`training.compile_cache`).
 
     >>> RunConfig(batch_size=32, replicas=8).global_batch_size
     256
@@ -223,6 +226,7 @@ class RunConfig:
     sample_prompt: Optional[str] = None
     remat: Any = "auto"
     gradient_accumulation: Any = "auto"
+    compilation_cache: Optional[str] = "auto"
 
     def __post_init__(self):
         _check_choice("backend", self.backend, BACKENDS)
@@ -301,6 +305,13 @@ class RunConfig:
                                 1 <= steps <= MAX_ACCUMULATION):
             _fail("gradient_accumulation", steps, f"'auto' or an integer from 1 to {MAX_ACCUMULATION:,} (steps whose "
                                                   "gradients one update applies)")
+        if hasattr(self.compilation_cache, "__fspath__"):
+            object.__setattr__(self, "compilation_cache", str(self.compilation_cache.__fspath__()))
+        if self.compilation_cache == "off":  # the CLI's word for None: one value means off
+            object.__setattr__(self, "compilation_cache", None)
+        cache = self.compilation_cache
+        if cache is not None and (not isinstance(cache, str) or not cache.strip() or any(c in cache for c in "\n\r")):
+            _fail("compilation_cache", cache, "'auto', a directory for JAX's compiled programs, or None or 'off'")
         self.check_for(self.accelerator, self.replicas or 1)
         advice = padding_advice(self.batch_size, self.accelerator) if _ADVISE.get() else None
         if advice:

@@ -218,7 +218,7 @@ BUILTIN_PROVIDERS = {"model": "tpukit.models.zoo", "dataset": "tpukit.data.built
 # Names no table holds, such as a pretrained model's preset (a directory, a URL, a KerasHub name), are asked of these
 # modules, imported by name like the providers: `named(name)` gives the target (with a `description`) or None,
 # and `NAME_HINT` says, for an unknown name, what else they take.
-NAME_PROVIDERS = {"model": ("tpukit.models.pretrained",)}
+NAME_PROVIDERS = {"model": ("tpukit.models.pretrained",), "dataset": ("tpukit.data.user_text",)}
 
 
 def _load_builtins() -> None:
@@ -256,8 +256,10 @@ def with_labels(config, model, data):
         changes["model"] = label(model)
     if isinstance(data, str):
         changes["dataset"], data = data, None
+    elif data is not None and importlib.import_module("tpukit.data.user_text").is_text(data):  # data is above
+        changes["dataset"] = "<text>"
     elif isinstance(data, (tuple, list)):
-        changes["dataset"] = "<text>" if data and all(isinstance(d, str) for d in data) else "<arrays>"
+        changes["dataset"] = "<arrays>"
     elif data is not None:
         changes["dataset"] = label(data)
     if changes:

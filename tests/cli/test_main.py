@@ -532,3 +532,13 @@ def test_remat_and_gradient_accumulation_flags_make_the_config():
     config = _config_from(_parser().parse_args(["train"]))
     assert (config.remat, config.gradient_accumulation) == ("auto", "auto")
     assert _config_from(_parser().parse_args(["train", "--remat", "off"])).remat is False
+
+
+def test_the_cli_sets_where_jax_keeps_compiled_programs():
+    from tpukit.cli import main
+
+    def parsed(*args):
+        return main._config_from(main._parser().parse_args(["train", *args])).compilation_cache
+
+    assert parsed() == "auto" and parsed("--compilation-cache", "off") is None
+    assert parsed("--compilation-cache", "/content/drive/MyDrive/jax-cache") == "/content/drive/MyDrive/jax-cache"

@@ -104,3 +104,21 @@ def test_tokenizing_loads_no_tensorflow_or_keras():
             "assert not {'tensorflow', 'keras', 'jax'} & set(sys.modules), sorted(sys.modules)\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO},
                    timeout=120)
+
+
+def word_encoder(sequence_length=8):
+    """An `Encoder` that reads whitespace words as ids (a word's length + 3), so tests can count tokens by eye."""
+    return text.Encoder(lambda docs: [[len(w) + 3 for w in d.split()] for d in docs], sequence_length, pad_id=0,
+                        vocabulary_size=100, bos_id=2, eos_id=1)
+
+
+def test_a_prompt_is_an_input_and_no_label_the_response_is_both():
+    packed = text.tokenize(text.Text(("a bb", "ccc"), prompts=("dddd", "e")), word_encoder())
+    # <bos> dddd | a bb <eos> <bos> e | ccc <eos>: the prompts' words (7, 4) and each <bos> are inputs
+    stream = [2, 7, 4, 5, 1, 2, 4, 6, 1]  # 9 tokens, 8 labels: one row of 8
+    assert packed.arrays.x["token_ids"].tolist() == [stream[:8]]
+    labels = [t if trained else 0 for t, trained in zip(stream[1:], [0, 1, 1, 1, 0, 0, 1, 1])]
+    assert packed.arrays.y.tolist() == [labels] and packed.untrained == 3  # dddd, the second <bos>, e
+    assert "3 prompt tokens are no label (the loss sees the responses only)" in packed.note()
+    plain = text.tokenize(text.Text(("a bb", "ccc")), word_encoder())
+    assert plain.untrained == 0 and "prompt" not in plain.note()

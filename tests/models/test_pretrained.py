@@ -29,9 +29,9 @@ def _env():
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), "KERAS_BACKEND": "jax"}
 
 
-def _python(code, *args, timeout=300):
+def _python(code, *args, timeout=300, env=None):
     proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=_env(), cwd=REPO)
+                          timeout=timeout, env={**_env(), **(env or {})}, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
@@ -46,7 +46,10 @@ def preset(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_preset_fine_tunes_with_lora_through_train_on_jax(preset, tmp_path):
-    out = json.loads(_python(TRAIN, preset, tmp_path).strip().splitlines()[-1])
+    secrets = {"KAGGLE_KEY": "kaggle-key-never-written-7f3a", "HF_TOKEN": "hf_token_never_written_9c1e"}
+    out = json.loads(_python(TRAIN, preset, tmp_path, env=secrets).strip().splitlines()[-1])
+    for path in (p for p in tmp_path.rglob("*") if p.is_file()):  # the run, and JAX's compilation cache beside it
+        assert not any(v.encode() in path.read_bytes() for v in secrets.values()), f"{path} holds a credential"
     assert out["status"] == "completed", out["message"]
     assert out["backend"] == "jax" and out["model"] == str(preset)
     loss = out["loss"]
@@ -117,6 +120,55 @@ def test_a_preset_fine_tunes_on_tensorflow_too(preset, tmp_path):
                                        f"{samples['after']!r}"), controller.message
     assert os.path.isfile(os.path.join(result.run_dir, "adapters.lora.h5"))
     assert sum(w.trainable for w in result.model.weights) == 8
+
+
+@pytest.mark.slow
+def test_the_users_prompt_response_pairs_from_a_jsonl_file_fine_tune_a_preset(preset, tmp_path):
+    """This pytest process runs Keras on TensorFlow; the text is tokenized with the preset's own SentencePiece model."""
+    import numpy as np
+
+    import tpukit
+    from tpukit.data import text, user_text
+    from tpukit.models import pretrained
+
+    rows = [{"prompt": d.split("\n", 1)[0][:80], "response": d[:400]} for d in text.pydoc_topics().documents[:40]]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = tpukit.RunConfig(model=str(preset), sequence_length=32, batch_size=16, epochs=2, learning_rate=1e-2,
+                              backend="tensorflow", replicas=1, validation_split=None, logdir=str(tmp_path / "runs"))
+    result = tpukit.train(config, data=str(path), verbose=0)
+    assert result.status == "completed", result.message
+    assert result.config["dataset"] == str(path)
+    (note,) = [n for n in result.notes if n.startswith("text: 40 documents")]
+    assert "prompt tokens are no label (the loss sees the responses only)" in note, note
+    # the labels the loss saw: each prompt's tokens are the padding id, the ids the preset's tokenizer gives
+    encoder = pretrained.Preset(str(preset)).encoder(32)
+    packed = text.tokenize(user_text.read_jsonl(str(path)), encoder)
+    first_prompt = encoder.encode([rows[0]["prompt"] + "\n"])[0]
+    assert packed.arrays.y[0, :len(first_prompt)].tolist() == [encoder.pad_id] * len(first_prompt)
+    assert (packed.arrays.y != encoder.pad_id).sum() > 0 and np.isfinite(result.history["loss"]).all()
+
+
+@pytest.mark.slow
+def test_credentials_in_the_environment_are_written_nowhere_in_the_run_directory(preset, tmp_path, monkeypatch):
+    """KAGGLE_KEY and HF_TOKEN are what a Colab user sets to download a gated preset: no file of the run holds them."""
+    import uuid
+
+    import tpukit
+
+    secrets = {name: f"{name.lower()}-{uuid.uuid4().hex}" for name in ("KAGGLE_USERNAME", "KAGGLE_KEY", "HF_TOKEN")}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    config = tpukit.RunConfig(model=str(preset), dataset="pydoc", dataset_size=64, sequence_length=16, batch_size=16,
+                              epochs=2, backend="tensorflow", replicas=1, logdir=str(tmp_path), profile=(1, 2))
+    result = tpukit.train(config, verbose=0)
+    assert result.status == "completed", result.message
+    files = [p for p in (tmp_path).rglob("*") if p.is_file()]
+    assert len(files) >= 4 and any(p.name == "result.json" for p in files)  # config, result, adapters, events, trace
+    for path in files:
+        content = path.read_bytes()
+        for name, value in secrets.items():
+            assert value.encode() not in content, f"{path} holds {name}"
 
 
 @pytest.mark.slow

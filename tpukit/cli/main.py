@@ -190,6 +190,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--gradient-accumulation", type=_count_or_auto, default=default["gradient_accumulation"],
                    metavar="N|auto", help="apply the optimizer's update every N steps, over their batches together; "
                                           "auto: 1")
+    t.add_argument("--compilation-cache", default=default["compilation_cache"], metavar="DIR|auto|off",
+                   help="where a JAX run keeps its compiled programs for the next run; auto: "
+                        "$JAX_COMPILATION_CACHE_DIR, else LOGDIR/.jax-cache")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
 
     x = sub.add_parser("export", parents=[common],
@@ -325,6 +328,7 @@ def _config_from(args):
         lora_alpha=args.lora_alpha, sample_prompt=args.sample_prompt,
         lora_targets=tuple(n.strip() for n in args.lora_targets.split(",") if n.strip()) if args.lora_targets else None,
         remat={"auto": "auto", "on": True, "off": False}[args.remat], gradient_accumulation=args.gradient_accumulation,
+        compilation_cache=args.compilation_cache,
     )
 
 

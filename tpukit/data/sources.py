@@ -27,7 +27,7 @@ from typing import Callable, Optional, Tuple
 from tpukit import registry
 from tpukit.data import builtin
 from tpukit.data import text as texts
-from tpukit.data import tfds
+from tpukit.data import tfds, user_text
 from tpukit.data.builtin import DatasetUnavailable
 from tpukit.data.types import (Arrays, Batched, DataError, DataSpec, Part, Splits, Stream,  # noqa: F401
                                UnorderedDataWarning, map_x as _map_x)
@@ -85,8 +85,9 @@ def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
     """Turn what the user handed over (or a dataset name) into a `Source`.
 
     Args:
-        data: arrays, a dataset, a PyDataset, a callable returning one, a `Splits`, a name, or text (a list of
-            strings, or a `text.Text`), which `encoder` turns into token ids.
+        data: arrays, a dataset, a PyDataset, a callable returning one, a `Splits`, a name, or text (a `text.Text`,
+            or a form `user_text.is_text` takes: strings, prompt/response pairs, dicts, a Hugging Face dataset; a
+            JSONL path is a name), which `encoder` turns into token ids.
         name: what the run's config records for this data.
         seed: seeds the validation split (and picks a generated built-in set).
         size: keep at most this many training examples (before the validation split).
@@ -103,8 +104,8 @@ def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
     elif callable(data) and not _is_dataset(data) and not _is_py_dataset(data):
         data = _call_loader(data, name)
     notes = ()
-    if isinstance(data, (list, tuple)) and data and all(isinstance(d, str) for d in data):
-        data = texts.Text(tuple(data), name)  # the user's own documents
+    if user_text.is_text(data):  # the user's own documents: strings, prompt/response pairs, a HF dataset
+        data = user_text.text_of(data, name)
     if isinstance(data, texts.Text):
         packed = texts.tokenize(data, _encoder_for(encoder, name))
         data, notes = packed.arrays, (packed.note(),)
@@ -248,8 +249,8 @@ def planned_train_examples(config, data=None, validation_data=None) -> Optional[
         if config.dataset not in builtin.DATASETS:  # a built-in image set (its name cannot be registered over)
             return None  # anything else is counted when loaded; text, in rows once tokenized
         n = builtin.train_size(config.dataset, config.dataset_size)
-    elif isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[1], "__len__") and not isinstance(
-            data[1], str):  # (x, y), not two documents
+    elif isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[1], "__len__") and not (
+            user_text.is_text(data)):  # (x, y), not two documents or two prompt/response pairs
         n = min(len(data[1]), config.dataset_size or len(data[1]))
     else:
         return None

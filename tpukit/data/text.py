@@ -19,12 +19,22 @@ from tpukit.data.types import Arrays, DataError, frozen
 PYDOC = "pydoc"
 
 
+# How a prompt and its response become one document: the prompt, a newline, the response. Kept plain (no model's chat
+# template), so any preset's tokenizer reads it; generate from a trained model with the prompt and this newline.
+PROMPT_END = "\n"
+
+
 @dataclasses.dataclass(frozen=True)
 class Text:
-    """Documents to train a language model on; tokenized once the model (its tokenizer) is known."""
+    """Documents to train a language model on; tokenized once the model (its tokenizer) is known.
+
+    `prompts`, where given, pair each document with the prompt it responds to: the document is the prompt,
+    `PROMPT_END` and the response, and only the response's tokens (and its end) are labels the loss sees.
+    """
 
     documents: Tuple[str, ...]
     name: str = "text"
+    prompts: Optional[Tuple[str, ...]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,11 +68,15 @@ class Packed:
     documents: int
     padding: float
     unpacked_padding: float
+    untrained: int = 0  # labels the loss ignores though they are text: the prompts' tokens
 
     def note(self) -> str:
         rows, length = self.arrays.y.shape
+        prompts = (f"; {self.untrained:,} prompt tokens are no label (the loss sees the responses only)"
+                   if self.untrained else "")
         return (f"text: {self.documents} documents, {self.tokens:,} tokens packed into {rows} rows of {length}; "
-                f"padding {self.padding:.1%} of the positions (one document per row: {self.unpacked_padding:.1%})")
+                f"padding {self.padding:.1%} of the positions (one document per row: {self.unpacked_padding:.1%})"
+                f"{prompts}")
 
 
 def pydoc_topics() -> Text:
@@ -120,22 +134,32 @@ def sentencepiece_encoder(proto: bytes, sequence_length: int, **ids) -> Encoder:
 
 
 def tokenize(text: Text, encoder: Encoder) -> Packed:
-    """`text`'s documents as token ids packed into rows of `encoder.sequence_length` (see `pack`)."""
-    documents = [d for d in text.documents if d.strip()]
-    if not documents:
+    """`text`'s documents as token ids packed into rows of `encoder.sequence_length` (see `pack`); with prompts, the
+    prompt's tokens (and the `<bos>` before them) are no label."""
+    pairs = list(zip(text.prompts or [""] * len(text.documents), text.documents))
+    pairs = [(p, d) for p, d in pairs if d.strip()]
+    if not pairs:
         raise DataError(f"text {text.name!r} has no document with any text in it. Received: "
                         f"{len(text.documents)} empty documents.")
-    wrap = ([encoder.bos_id] if encoder.bos_id is not None else [], [encoder.eos_id] if encoder.eos_id is not None
-            else [])
-    ids = [wrap[0] + list(doc) + wrap[1] for doc in encoder.encode(documents)]
-    return pack(ids, encoder.sequence_length, encoder.pad_id)
+    bos = [encoder.bos_id] if encoder.bos_id is not None else []
+    eos = [encoder.eos_id] if encoder.eos_id is not None else []
+    responses = encoder.encode([d for _, d in pairs])
+    if text.prompts is None:
+        return pack([bos + list(doc) + eos for doc in responses], encoder.sequence_length, encoder.pad_id)
+    prompts = encoder.encode([p + PROMPT_END for p, _ in pairs])  # apart, so the boundary is a token boundary
+    ids = [bos + list(p) + list(r) + eos for p, r in zip(prompts, responses)]
+    trained = [[False] * (len(bos) + len(p)) + [True] * (len(r) + len(eos)) for p, r in zip(prompts, responses)]
+    return pack(ids, encoder.sequence_length, encoder.pad_id, trained)
 
 
-def pack(documents: Sequence[Sequence[int]], sequence_length: int, pad_id: int) -> Packed:
+def pack(documents: Sequence[Sequence[int]], sequence_length: int, pad_id: int,
+         trained: Optional[Sequence[Sequence[bool]]] = None) -> Packed:
     """Documents' token ids, end to end, cut into rows: each row's inputs are `sequence_length` tokens and its
     labels the same tokens one later (the next token), so every token but the first is a label once.
 
     The last row is filled with `pad_id` (its padding_mask 0 there, its labels `pad_id`, which the loss ignores).
+    `trained` (one flag per token, None: all) marks the tokens that are labels: an untrained one (a prompt's) is
+    still an input, and its label is `pad_id`, which the loss ignores, as padding's.
     """
     import numpy as np
 
@@ -150,6 +174,13 @@ def pack(documents: Sequence[Sequence[int]], sequence_length: int, pad_id: int) 
     padded[: len(stream)] = stream
     starts = np.arange(rows)[:, None] * length + np.arange(length)[None, :]
     token_ids, labels = padded[starts], padded[starts + 1]
+    untrained = 0
+    if trained is not None:
+        flags = np.zeros(rows * length + 1, dtype=bool)
+        flags[: len(stream)] = np.fromiter((f for doc in trained for f in doc), dtype=bool, count=len(stream))
+        ignored = ~flags[starts + 1] & (starts + 1 < len(stream))
+        labels = np.where(ignored, np.int32(pad_id), labels)
+        untrained = int(ignored.sum())
     mask = (starts < len(stream)).astype(np.int32)
     padding = 1.0 - mask.sum() / mask.size
     lengths = np.array([len(d) for d in documents if len(d) > 1])
@@ -157,4 +188,4 @@ def pack(documents: Sequence[Sequence[int]], sequence_length: int, pad_id: int) 
     unpacked = 1.0 - (lengths - 1).sum() / max(1, per_doc_rows.sum() * length)
     x = {"token_ids": token_ids, "padding_mask": mask}
     frozen(token_ids, mask, labels)
-    return Packed(Arrays(x, labels), int(len(stream)), len(documents), float(padding), float(unpacked))
+    return Packed(Arrays(x, labels), int(len(stream)), len(documents), float(padding), float(unpacked), untrained)

@@ -27,6 +27,7 @@ class JaxRuntime(Runtime):
 
     feeder = "numpy"
     counts_compiles = True
+    caches_compiles = True
     determinism_by_xla = True
 
     @property

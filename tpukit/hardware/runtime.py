@@ -129,6 +129,7 @@ class Runtime:
     feeder = "tf.data"  # the input pipeline that suits the path (`tpukit.data.pipeline`); TPUKIT_FEEDER may force one
     feeder_fixed = False  # True where no other feeder can serve (several JAX processes cut their own shares)
     counts_compiles = False  # whether the backend reports each compile of the train step (JAX's monitoring events)
+    caches_compiles = False  # whether compiled programs can be kept on disk for the next run (JAX's persistent cache)
     # Where determinism comes from: False, TensorFlow's op determinism, switched on in the process by a run; True,
     # XLA's own kernels (deterministic on CPU and TPU, XLA's GPU flag set at connect), so a run switches nothing on
     # and seeds no TensorFlow.

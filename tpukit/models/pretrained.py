@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 from tpukit.data import text as texts
 from tpukit.errors import one_line
+from tpukit.models import preset_access
 from tpukit.models.modeling import ModelError
 
 if TYPE_CHECKING:
@@ -58,14 +59,57 @@ def named(name: str) -> Optional["Preset"]:
 
 
 def _keras_hub():
-    """KerasHub, or a one-line ModelError naming the install (it is an extra: tpukit[hub])."""
+    """KerasHub, or a one-line ModelError: not installed (it is an extra: tpukit[hub]), or installed beside a Keras
+    older than it declares (its import would fail somewhere inside, or worse, half work)."""
+    too_old = _keras_too_old()
+    if too_old:
+        raise ModelError(too_old)
     try:
         import keras_hub
     except ImportError as e:
+        if importlib.util.find_spec("keras_hub") is not None:
+            raise ModelError(f"KerasHub is installed but did not import ({one_line(e)}): reinstall it with "
+                             f"pip install 'tpukit[hub]' (on Colab's TPU runtime: {preset_access.SETUP_HUB}).") from e
         raise ModelError(f"pretrained models need KerasHub, which is not installed ({one_line(e)}): "
                          "pip install 'tpukit[hub]' (on Colab's TPU runtime: tpukit.colab.setup(hub=True), first in "
                          "a fresh runtime).") from None
     return keras_hub
+
+
+def _installed_version(distribution: str) -> Optional[str]:
+    """The installed version of `distribution` (None: not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _keras_too_old() -> Optional[str]:
+    """The line for a Keras older than the installed keras-hub declares, or None (read from the packages' metadata)."""
+    from importlib import metadata
+
+    hub, keras = _installed_version("keras-hub"), _installed_version("keras")
+    if hub is None or keras is None:
+        return None
+    return preset_access.keras_too_old(metadata.requires("keras-hub"), keras, hub)
+
+
+def _kaggle_handle(name: str) -> Optional[str]:
+    """A KerasHub preset name's Kaggle handle (`kaggle://keras/gemma3/keras/gemma3_instruct_1b/3`), or None."""
+    try:
+        return _keras_hub().models.CausalLM.presets.get(name, {}).get("kaggle_handle")
+    except Exception:
+        return None
+
+
+def _not_loaded(source: str, what: str, error: BaseException) -> ModelError:
+    """The one-line ModelError for a preset (or its tokenizer) that did not load: why the download failed where it
+    did (`preset_access`), else KerasHub's own words."""
+    problem = preset_access.download_problem(source, error, reach=preset_access.reachable,
+                                             kaggle_handle=_kaggle_handle)
+    return ModelError(problem or f"preset {source!r}{what}: {one_line(error)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +151,11 @@ class Preset:
 
         rank = config.lora_rank
         model = self._load("bfloat16" if rank else None)
+        longest = getattr(model.backbone, "max_sequence_length", None)  # learned positions end there (GPT-2, OPT)
+        if longest and config.sequence_length > longest:
+            raise ModelError(f"RunConfig.sequence_length={config.sequence_length} is longer than preset "
+                             f"{self.source!r} takes: its backbone's max_sequence_length is {longest}; use "
+                             f"sequence_length={longest} or less.")
         tokenizer = self.tokenizer()
         vocabulary = int(tokenizer.vocabulary_size())
         if vocabulary > model.backbone.vocabulary_size:
@@ -177,7 +226,7 @@ class Preset:
         try:
             return keras_hub.tokenizers.Tokenizer.from_preset(self.source)
         except Exception as e:
-            raise ModelError(f"preset {self.source!r}: its tokenizer did not load: {one_line(e)}") from e
+            raise _not_loaded(self.source, ": its tokenizer did not load", e) from e
 
     def tokenizer(self):
         """The preset's tokenizer (loaded once)."""
@@ -189,7 +238,7 @@ class Preset:
             return keras_hub.models.CausalLM.from_preset(self.source, preprocessor=None,
                                                          **({"dtype": dtype} if dtype else {}))
         except Exception as e:
-            raise ModelError(f"preset {self.source!r} did not load as a causal language model: {one_line(e)}") from e
+            raise _not_loaded(self.source, " did not load as a causal language model", e) from e
 
 
 def _enable_lora(backbone, rank: int, alpha: Optional[float], targets, source: str) -> None:

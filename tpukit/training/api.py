@@ -48,7 +48,10 @@ def train(
             place where its variables can serve the run, else cloned; `result.model` is the trained one).
         data: what to train on instead of `config.dataset`: arrays `(x, y)` (x may be a dict of
             named inputs), a tf.data.Dataset of unbatched `(x, y)`, a batched dataset or PyDataset,
-            a callable returning one of these, or a `tpukit.Splits`.
+            a callable returning one of these, or a `tpukit.Splits`. For a pretrained language model, text:
+            a list of strings, of (prompt, response) pairs or of dicts ({"text"} or {"prompt", "response"}), a
+            JSONL file's path (lines of such dicts), or a Hugging Face `datasets.Dataset` with such columns;
+            a pair's prompt is no label (`tpukit.data.user_text`).
         validation_data: arrays or a dataset to validate on (default: `config.validation_split`
             of the training data, split with the run's seed).
         test_data: arrays or a dataset evaluated once, after training (built-in datasets bring their test split).

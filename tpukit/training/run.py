@@ -23,7 +23,7 @@ from tpukit.registry import check_names, with_labels
 from tpukit.runs import backups, directory, model_state, records
 from tpukit.runs.records import RunResult
 from tpukit.runs.records import Recording, first_epochs
-from tpukit.training import compiles, determinism
+from tpukit.training import compile_cache, compiles, determinism
 from tpukit.training.plan import (RunPlan, check_profile_window, estimated_step_seconds,
                                   resolve_steps_per_execution, steps_per_epoch)
 from tpukit.training.plan import resolve as resolve_plan
@@ -58,6 +58,7 @@ class Run:
         self.policy = self.precision_reason = self.logdir = None  # resolved by `prepare`
         self.initial_epoch, self.kept_history, self.restore_from = 0, {}, None  # where a resume or extension starts
         self.compiles = None
+        self.cache_dir = None  # JAX's persistent compilation cache this run uses (None: off, or TensorFlow)
         self.flops = None
         self.notes = []  # why each choice the plan made, then what the run did with the model
         self.record = None  # the Recording, once the run's directory exists
@@ -297,10 +298,21 @@ class Run:
             self.run_dir = directory.new_run_dir(config.logdir, config.run_name)
             held.enter_context(directory.locked(self.run_dir))
             directory.write_json(self.run_dir / directory.CONFIG_FILE, config.to_dict())
+        self._use_compile_cache(held)
         self.record = Recording(self.run_dir, self.kept_history, self.notes, config=config.to_dict(),
                                 steps_per_epoch=self.plan.steps_per_epoch, precision_reason=self.plan.precision_reason,
                                 runtime=self.runtime.to_dict(), data=self.source.describe(), started=self.started,
                                 parent=self.parent, model_policy=self.model.dtype_policy.name, samples=self.samples)
+
+    def _use_compile_cache(self, held) -> None:
+        """JAX's persistent cache for the compiles from here on: fit's and evaluate's (JAX's settings come back when
+        the run ends). Only once the run's directory exists, so a bad input still leaves nothing in the logdir; the
+        build's small compiles before it are not kept. "auto" is in the logdir this process writes: a worker other
+        than the chief keeps its own aside, as its run."""
+        if self.runtime.caches_compiles:
+            self.cache_dir = compile_cache.directory_for(self.config.compilation_cache, self.logdir or
+                                                         self.config.logdir, compile_cache.jax_configured())
+        held.enter_context(compile_cache.used(self.cache_dir))
 
     def _fit(self) -> RunResult:
 
@@ -325,6 +337,7 @@ class Run:
         finally:
             self.fitting = False
             self.compiles.stop()
+            self.notes.extend(filter(None, [self.compiles.note(self.cache_dir)]))
             self._close_profiler()
             if self.logger is not None:  # ends a live line that Ctrl-C or an error left open
                 self.logger.close()

@@ -1,0 +1,173 @@
+"""The user's own text, in the forms people keep it, as `text.Text`: what `train(data=...)` takes for a language model.
+
+A fine-tune's data rarely starts as token ids. People hold a list of strings, prompt/response pairs (tuples, or dicts
+as most instruction sets are written), a JSONL file (one JSON object a line, as Hugging Face, OpenAI and most
+fine-tuning tools write them) or a Hugging Face `datasets.Dataset`. Each becomes a `Text` here, and the model's
+tokenizer makes token ids of it (`text.tokenize`); a pair's prompt is no label, so the loss sees the responses only.
+
+`datasets` is never imported: a Hugging Face dataset is recognised by what it has (`column_names`, and rows that are
+dicts), so tpukit needs no such dependency. A JSONL path is a dataset name (`RunConfig(dataset="train.jsonl")`, the
+CLI's `--dataset`): the registry asks `named` about it, as it asks `pretrained.named` about a preset, so a resumed
+run reads it again by itself. Bad input is one `DataError` line naming the value and the forms taken.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterable, Optional
+
+from tpukit.data.text import Text
+from tpukit.data.types import DataError
+
+FORMS = ("a list of strings, of (prompt, response) pairs or of dicts with a 'text' field or 'prompt' and "
+         "'response' fields; a JSONL file of such objects; or a Hugging Face datasets.Dataset with such columns")
+NAME_HINT = "a JSONL file path (lines of {\"text\": ...} or {\"prompt\": ..., \"response\": ...})"  # registry's hint
+SUFFIXES = (".jsonl",)
+
+
+def is_text(data) -> bool:
+    """Whether `data` is one of the text forms (not arrays `(x, y)`): decides before anything is read or checked.
+
+    A list or tuple is text when each element is a string, a dict or a pair of strings (a mix is refused by
+    `text_of`, which names the row); a Hugging Face dataset when it has `column_names` (a `DatasetDict` too, which
+    `text_of` refuses, naming the split to pick).
+    """
+    if hasattr(data, "column_names") and not isinstance(data, (list, tuple, dict, str)):
+        return True
+    if not isinstance(data, (list, tuple)) or not data:
+        return False
+    return all(isinstance(d, (str, dict)) or _is_pair(d) for d in data)
+
+
+def _is_pair(value) -> bool:
+    return isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, str) for v in value)
+
+
+def text_of(data, name: str) -> Text:
+    """The `Text` in `data` (one of the forms `is_text` recognises), checked: DataError naming the first bad row."""
+    if hasattr(data, "column_names") and not isinstance(data, (list, tuple)):
+        return _from_hugging_face(data, name)
+    return from_rows(data, name, where="data")
+
+
+def from_rows(rows: Iterable, name: str, *, where: str) -> Text:
+    """A `Text` from rows that are all strings, all (prompt, response) pairs, or all dicts ('text', or 'prompt' and
+    'response'); `where` names them in an error (`data`, `train.jsonl`), and each row is named by its index there."""
+    documents, prompts = [], []
+    kind = None
+    for i, row in enumerate(rows):
+        if isinstance(row, str):
+            found, document = "strings", (None, row)
+        elif _is_pair(row):
+            found, document = "pairs", tuple(row)
+        elif isinstance(row, dict):
+            document = _from_dict(row, f"{where}[{i}]")
+            found = "strings" if document[0] is None else "pairs"
+        else:
+            raise DataError(f"{where}[{i}]: expected a string, a (prompt, response) pair or a dict; text is "
+                            f"{FORMS}. Received: {_describe(row)}.")
+        if kind is not None and found != kind:
+            raise DataError(f"{where}[{i}]: a {found[:-1]} among {kind}: give every row as text alone or every row "
+                            f"as a prompt and response. Received: {_describe(row)}.")
+        kind = found
+        prompts.append(document[0])
+        documents.append(document[1])
+    if not documents:
+        raise DataError(f"{where}: no rows of text. Received: 0 rows; text is {FORMS}.")
+    return Text(tuple(documents), name, tuple(prompts) if kind == "pairs" else None)
+
+
+def _from_dict(row: dict, where: str):
+    """(prompt or None, document) from a dict row: DataError naming the missing or non-string field."""
+    if "text" in row:
+        fields = ("text",)
+    elif "prompt" in row or "response" in row:
+        fields = ("prompt", "response")
+    else:
+        raise DataError(f"{where} has no 'text' field and no 'prompt' and 'response' fields. Received: keys "
+                        f"{sorted(map(str, row))[:6]}.")
+    for field in fields:
+        if field not in row:
+            raise DataError(f"{where} has no {field!r} field beside {fields[1 - fields.index(field)]!r}. "
+                            f"Received: keys {sorted(map(str, row))[:6]}.")
+        if not isinstance(row[field], str):
+            raise DataError(f"{where}: field {field!r} must be a string. Received: {_describe(row[field])}.")
+    return (None, row["text"]) if fields == ("text",) else (row["prompt"], row["response"])
+
+
+def _from_hugging_face(dataset, name: str) -> Text:
+    """A Hugging Face `datasets.Dataset` (duck-typed: `column_names`, rows that are dicts), read row by row.
+
+    What is read, as datasets 5.2.0 has it (`arrow_dataset.py`): `Dataset.column_names` is a list, iterating gives
+    dicts; a `DatasetDict`'s `column_names` is a dict of splits; an `IterableDataset`'s may be None.
+    """
+    columns = dataset.column_names
+    if isinstance(columns, dict):  # a DatasetDict: one list of columns per split
+        raise DataError(f"data is a Hugging Face DatasetDict (splits {sorted(columns)}): pass one split, e.g. "
+                        f"data=dataset[{sorted(columns)[0]!r}]. Received: {type(dataset).__name__}.")
+    if columns is None:  # an IterableDataset whose columns are known only from its rows
+        return from_rows(dataset, name, where="dataset")
+    if "text" not in columns and not {"prompt", "response"} <= set(columns):
+        raise DataError(f"the Hugging Face dataset has no 'text' column and no 'prompt' and 'response' columns: "
+                        f"rename them (dataset.rename_column(...)). Received: columns {list(columns)[:8]}.")
+    wanted = ("text",) if "text" in columns else ("prompt", "response")
+    return from_rows(({k: row[k] for k in wanted} for row in dataset), name, where="dataset")
+
+
+# ---- JSONL files, as dataset names --------------------------------------------------
+
+class JsonLines:
+    """A JSONL file as the registry's dataset loader: calling it reads the file into a `Text`."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.description = f"text from the JSONL file {path}"
+
+    def __call__(self) -> Text:
+        return read_jsonl(self.path)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, JsonLines) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+
+def named(name: str) -> Optional[JsonLines]:
+    """The loader of a JSONL file `name` (a path ending in .jsonl, found or not: reading says which), else None."""
+    return JsonLines(name) if name.lower().endswith(SUFFIXES) else None
+
+
+def read_jsonl(path: str) -> Text:
+    """A JSONL file's rows as `Text`: each line a JSON object with 'text', or 'prompt' and 'response' (blank lines
+    skipped). DataError naming the file and the line (counted from 1) that is not such an object."""
+    if not os.path.isfile(path):
+        raise DataError(f"the JSONL file {path!r} does not exist. Received: dataset={path!r}.")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as e:
+                raise DataError(f"{path} line {number} is not JSON ({str(e).splitlines()[0][:80]}); each line must "
+                                "be an object such as {\"text\": ...} or {\"prompt\": ..., \"response\": ...}.") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{path} line {number}: expected a JSON object with a 'text' field or 'prompt' and "
+                                f"'response' fields. Received: a JSON {type(row).__name__}.")
+            prompt, document = _from_dict(row, f"{path} line {number}")
+            if rows and (prompt is None) != (rows[0][1] is None):
+                raise DataError(f"{path} line {number}: its fields differ from line {rows[0][0]}'s ('text' against "
+                                "'prompt' and 'response'): give every line the same fields.")
+            rows.append((number, prompt, document))
+    if not rows:
+        raise DataError(f"{path} has no lines of text. Received: an empty file.")
+    prompts = None if rows[0][1] is None else tuple(p for _, p, _ in rows)
+    return Text(tuple(d for _, _, d in rows), os.path.basename(path), prompts)
+
+
+def _describe(value) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'…' if len(text) > 60 else ''}"
