@@ -45,8 +45,8 @@
 # - tokenize with `sentencepiece` and feed the model `{"token_ids", "padding_mask"}` with no preprocessor (Colab's
 #   TPU runtime has no TensorFlow), compile a next-token loss, `fit`, and `generate` before and after;
 # - count the memory: bfloat16 weights, Gemma's 256k-token vocabulary of logits, a v5e-1's 16 GB and a v6e-1's 32 GB;
-# - do the same with `tpukit.train`: its notes (what trains, padding, the MFU basis for LoRA), extending a run,
-#   the adapters-only checkpoint, `tpukit.load` and `generate`.
+# - do the same with `tpukit.train`: its notes (what trains, padding, the MFU basis for LoRA), what packing saves,
+#   extending a run, the adapters-only checkpoint, `tpukit.load` and `generate`.
 
 # %% [markdown]
 # ## Setup
@@ -434,6 +434,39 @@ print("FLOPs per example:", result.flops_per_example, "|", result.flops_source)
 print("MFU:", f"{result.mfu:.1%} of {result.mfu_basis}" if result.mfu else "not measured on this device")
 
 # %% [markdown]
+# ### Exercise 3: what packing saves
+#
+# The help topics are long, so they waste little padding either way. Short documents (chat turns, one-line
+# examples) are where packing matters. `tpukit.data.text.pack` lays documents' token ids end to end and cuts them
+# into rows of `L` positions; each position's label is the next token, so a document of `n` tokens brings `n - 1`
+# labels (its first token is nobody's next token), and positions past the end of the text are padding, which the
+# loss ignores. Without packing, each document starts a row of its own and fills as many rows as its labels need.
+#
+# Four documents of 20, 50, 90 and 130 tokens, rows of 64. **Compute `PADDING`**: the share of positions that are
+# padding with one document per row, and packed, as fractions (0.25 is 25%), each within 1.5 points. The
+# self-check packs such documents with tpukit and reads the two shares it reports (`unpacked_padding`, `padding`).
+
+# %% tags=["exercise"]
+PADDING = ...  # YOUR ANSWER: (one document per row, packed)
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["PADDING = (0.0, 0.0)", "PADDING = (1 - (20 + 50 + 64 + 64) / (4 * 64), 1 - 290 / (5 * 64))", "PADDING = (1 - 286 / (7 * 64), 0.0)", "PADDING = (0.094, 0.362)"]
+# @title Solution
+if SOLUTIONS:
+    # one per row: 19, 49, 89 and 129 labels fill 1 + 1 + 2 + 3 = 7 rows of 64; 286 of 448 positions hold one
+    # packed: 290 tokens in 5 rows of 64 (289 labels need 5); 30 of 320 positions are left over
+    PADDING = (1 - 286 / (7 * 64), 30 / (5 * 64))  # about 36% and 9%
+
+# %% tags=["self-check"]
+# Self-check: four documents of the lengths above, packed by tpukit into rows of 64
+answered(PADDING, "count the rows each way first: a document of n tokens needs ceil((n - 1) / 64) rows of its own")
+packed = text.pack([list(range(4, 4 + n)) for n in (20, 50, 90, 130)], 64, pad_id=0)
+measured = (packed.unpacked_padding, packed.padding)
+print(f"your shares: {PADDING[0]:.1%}, {PADDING[1]:.1%} | tpukit's: one document per row {measured[0]:.1%}, "
+      f"packed {measured[1]:.1%} ({packed.arrays.y.shape[0]} rows)")
+check(all(abs(a - b) <= 0.015 for a, b in zip(PADDING, measured)), "compare each share above with yours")
+print("Exercise 3: correct.")
+
+# %% [markdown]
 # ## Extend the run; the adapters-only checkpoint
 #
 # A completed run is never trained again in place: `tpukit.resume(run_dir, epochs=2)` **extends** it into a new
@@ -487,6 +520,7 @@ print("the same:", said[0] == said[1], "| fingerprints:", extended.fingerprint, 
 #   against about 1% with one document per row: the help topics are long documents, so packing saves little on
 #   them), and a LoRA-basis FLOPs count; the extended run with its parent; `adapters.lora.h5` and no
 #   `model.weights.h5`; the trained and the loaded model saying the same text.
+#   Exercise 3: 36% of the positions are padding with one short document per row, 9% packed.
 #
 # ## On a TPU, a GPU or the CPU
 #
