@@ -116,15 +116,15 @@ print(f"keras {keras.__version__}, keras-hub {keras_hub.__version__}, backend {k
 # ## Where the model comes from
 #
 # KerasHub's presets download from Kaggle (or Hugging Face). Gemma is gated: you must accept its terms once, on
-# the model's Kaggle page (kaggle.com/models/google/gemma-3, "Request access"), and give Kaggle your credentials:
+# the Kaggle page KerasHub downloads it from (kaggle.com/models/keras/gemma3), and give Kaggle your credentials:
 #
 # - **In Colab**: Kaggle > Settings > API > "Create New Token" gives a username and a key. In Colab's **Secrets**
 #   (the key icon on the left) add `KAGGLE_USERNAME` and `KAGGLE_KEY` and let this notebook read them. The cell
 #   below copies them into the environment, where KerasHub's downloader (kagglehub) looks.
 # - **Elsewhere**: set the environment variables `KAGGLE_USERNAME` and `KAGGLE_KEY` before starting Python.
 #
-# With credentials but without the terms accepted, the download fails with **403** ("you have not consented to
-# the terms of use"): accept them on the model page with the same account, then run the cell again. Without
+# With credentials but without the terms accepted, the download fails with **403** ("User has not consented to
+# terms of use"): accept them on the model page with the same account, then run the loading cell again. Without
 # credentials, without network, and always in the tests (`TPUKIT_SMOKE=1`), the notebook uses a **tiny Gemma built
 # here**, so it runs offline top to bottom. The real one is `gemma3_instruct_1b`: 1 billion parameters, 2 GB in
 # bfloat16, instruction-tuned.
@@ -288,8 +288,8 @@ print(f"{len(documents)} documents, {len(stream):,} tokens, {rows} rows of {SEQU
 # dataset for its preprocessor (with `grain`, which every Colab runtime ships, or `tf.data`), even when there is
 # none; `fit` cannot shuffle such a dataset, which is why the rows were shuffled above.
 #
-# At full size on a v5e-1 the real model trains 100 steps of 4 x 256 tokens, about a minute after a compile of
-# about a minute; the tiny one, 3 epochs in seconds on a CPU.
+# At full size the real model trains 100 steps of 4 x 256 tokens: on a v5e-1, about a minute after a compile of
+# about a minute (our estimate, not measured); the tiny one trains 3 epochs in seconds on a CPU.
 
 # %%
 BATCH = 4 if REAL_LOADED else 16
