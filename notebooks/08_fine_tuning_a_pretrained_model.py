@@ -302,16 +302,18 @@ model.compile(optimizer=keras.optimizers.Adam(1e-4 if REAL_LOADED else 1e-2),
 
 
 def complete(model, prompt, length=64 if REAL_LOADED else 24):
-    """`prompt` continued greedily to `length` tokens, tokenized with sentencepiece (no preprocessor)."""
+    """`prompt` continued greedily to `length` tokens (tokenized with sentencepiece: no preprocessor), as text and
+    as its first pieces (control pieces such as <eos> decode to no text)."""
     ids = [pieces.bos_id(), *pieces.encode(prompt)]
     row = np.zeros((1, length), "int32")
     row[0, : len(ids)] = ids
     mask = (np.arange(length) < len(ids)).astype("int32")[None, :]
     out = model.generate({"token_ids": row, "padding_mask": mask}, stop_token_ids=None)
-    return pieces.decode(np.asarray(out["token_ids"][0, len(ids):]).tolist())
+    new = np.asarray(out["token_ids"][0, len(ids):]).tolist()
+    return repr(pieces.decode(new)) + f", first pieces {[pieces.id_to_piece(i) for i in new[:6]]}"
 
 
-print("before:", repr(complete(model, PROMPT)))
+print("before:", complete(model, PROMPT))
 
 # %%
 n = STEPS * BATCH
@@ -320,7 +322,7 @@ history = model.fit({"token_ids": token_ids[:n], "padding_mask": np.ones_like(to
                     batch_size=BATCH, epochs=EPOCHS, shuffle=False, verbose=2)
 print(f"{EPOCHS} epoch(s) of {STEPS} steps in {time.perf_counter() - started:.1f} s (compile included); loss "
       + " -> ".join(f"{v:.3f}" for v in history.history["loss"]))
-print("after:", repr(complete(model, PROMPT)))
+print("after:", complete(model, PROMPT))
 
 # %% [markdown]
 # ## Memory on one chip
