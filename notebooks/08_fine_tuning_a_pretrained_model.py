@@ -125,8 +125,8 @@ print(f"keras {keras.__version__}, keras-hub {keras_hub.__version__}, backend {k
 #
 # With credentials but without the terms accepted, the download fails with **403** ("User has not consented to
 # terms of use"): accept them on the model page with the same account, then run the loading cell again. Without
-# credentials, without network, and always in the tests (`TPUKIT_SMOKE=1`), the notebook uses a **tiny Gemma built
-# here**, so it runs offline top to bottom. The real one is `gemma3_instruct_1b`: 1 billion parameters, 2 GB in
+# credentials, without network, on a CPU (too slow for a billion parameters), and always in the tests
+# (`TPUKIT_SMOKE=1`), the notebook uses a **tiny Gemma built here**, so it runs offline top to bottom. The real one is `gemma3_instruct_1b`: 1 billion parameters, 2 GB in
 # bfloat16, instruction-tuned.
 
 # %%
@@ -147,8 +147,10 @@ def kaggle_credentials():
     return all(os.environ.get(n) for n in names)
 
 
-USE_REAL = not SMOKE and kaggle_credentials()
-print(f"Kaggle credentials found: {USE_REAL}" if not SMOKE else "TPUKIT_SMOKE=1: the tiny Gemma, offline")
+ACCELERATOR = runtime.kind in ("tpu", "gpu")  # a 1-billion-parameter fine-tune is hours on a CPU
+USE_REAL = not SMOKE and ACCELERATOR and kaggle_credentials()
+why = "TPUKIT_SMOKE=1" if SMOKE else "no accelerator" if not ACCELERATOR else "no Kaggle credentials"
+print(f"the model: {REAL}, from Kaggle" if USE_REAL else f"the model: the tiny Gemma ({why})")
 
 # %% [markdown]
 # The tiny Gemma is a real `GemmaBackbone`, 2 layers small enough to run anywhere (6,992 parameters, random
@@ -411,11 +413,11 @@ print("Exercise 2: correct.")
 # by hand. `dataset="pydoc"` is the same help topics. The run also writes its record, its TensorBoard logs and a
 # backup after each epoch, in `runs/`.
 #
-# The model trained above is not needed again: `del model` frees its weights (2 GB of chip memory for Gemma 3 1B)
+# The model trained above is not needed again: dropping it frees its weights (2 GB of chip memory for Gemma 3 1B)
 # before tpukit loads its own copy.
 
 # %%
-del model
+model = None
 config = tpukit.RunConfig(model=PRESET, dataset="pydoc", lora_rank=4, sequence_length=SEQUENCE, batch_size=BATCH,
                           epochs=1, steps_per_epoch=STEPS, learning_rate=1e-4 if REAL_LOADED else 1e-2,
                           validation_split=None, logdir="runs", seed=1)
