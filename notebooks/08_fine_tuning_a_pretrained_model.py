@@ -46,7 +46,7 @@
 #   TPU runtime has no TensorFlow), compile a next-token loss, `fit`, and `generate` before and after;
 # - count the memory: bfloat16 weights, Gemma's 256k-token vocabulary of logits, a v5e-1's 16 GB and a v6e-1's 32 GB;
 # - do the same with `tpukit.train`: its notes (what trains, padding, the MFU basis for LoRA), what packing saves,
-#   extending a run, the adapters-only checkpoint, `tpukit.load` and `generate`.
+#   extending a run and resuming a stopped one, the adapters-only checkpoint, `tpukit.load` and `generate`.
 
 # %% [markdown]
 # ## Setup
@@ -93,6 +93,7 @@ if context.detect() == context.COLAB:
     tpukit.colab.setup(hub=True)  # before Keras is imported; nothing to do where it ran already
 
 import math
+import threading
 import time
 
 import keras
@@ -471,7 +472,7 @@ check(all(abs(a - b) <= 0.015 for a, b in zip(PADDING, measured)), "compare each
 print("Exercise 3: correct.")
 
 # %% [markdown]
-# ## Extend the run; the adapters-only checkpoint
+# ## Extend a run, resume a stopped one; the adapters-only checkpoint
 #
 # A completed run is never trained again in place: `tpukit.resume(run_dir, epochs=2)` **extends** it into a new
 # run directory that names it as its `parent`, starting from its adapters and optimizer state. (A run that was
@@ -487,6 +488,38 @@ print(f"extended: {extended.status}, {extended.epochs_done} epochs, parent {exte
 print("files:", sorted(os.listdir(extended.run_dir)))
 adapters = os.path.getsize(os.path.join(extended.run_dir, "adapters.lora.h5"))
 print(f"adapters.lora.h5: {size(adapters)}; the frozen weights in bfloat16: {size(2 * frozen)}")
+
+# %% [markdown]
+# A run that stops before its end (the panel's **Stop**, a `stop` event set, a runtime that went away) keeps a
+# backup of its last whole epoch: the adapters and the optimizer's state, not the frozen weights, which the preset
+# holds. `tpukit.resume(run_dir)` finishes it **in its own directory** from there, and ends with the weights the
+# run would have had without the break, bit for bit (`tests/models/test_pretrained.py` checks it). The cell stops
+# a two-epoch run of the same config one step into its second epoch, then resumes it.
+
+# %%
+class StopInSecondEpoch(keras.callbacks.Callback):
+    """Sets `event` at the end of the second epoch's first step (or first call of several steps)."""
+
+    def __init__(self, event):
+        super().__init__()
+        self.event, self.epoch = event, 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.epoch == 1:
+            self.event.set()
+
+
+stop = threading.Event()
+cut = tpukit.train(config.replace(epochs=2, name="cut", steps_per_execution=1), runtime, [StopInSecondEpoch(stop)],
+                   stop=stop, verbose=2)  # one step a call, so that the stop lands inside the epoch
+print(f"cut: {cut.status} after {cut.epochs_done} whole epoch(s)")
+resumed = tpukit.resume(cut.run_dir, runtime, verbose=2)
+print(f"resumed in the same directory: {resumed.run_dir == cut.run_dir}; {resumed.status}, {resumed.epochs_done} "
+      f"epochs, loss " + " -> ".join(f"{v:.3f}" for v in resumed.history["loss"]))
+cut = resumed = None  # each held a model: free its memory
 
 # %% [markdown]
 # ## Load the run and generate
@@ -523,7 +556,8 @@ print("the same:", said[0] == said[1], "| fingerprints:", extended.fingerprint, 
 # - tpukit: a summary, notes that name the LoRA rank and trainable share, the packing and its padding (0.0%,
 #   against about 1% with one document per row: the help topics are long documents, so packing saves little on
 #   them), and a LoRA-basis FLOPs count; the extended run with its parent; `adapters.lora.h5` and no
-#   `model.weights.h5`; the trained and the loaded model saying the same text.
+#   `model.weights.h5`; the cut run `stopped after 1 whole epoch(s)`, then resumed in the same directory to 2
+#   epochs; the trained and the loaded model saying the same text.
 #   Exercise 3: 36% of the positions are padding with one short document per row, 9% packed.
 #
 # ## On a TPU, a GPU or the CPU
