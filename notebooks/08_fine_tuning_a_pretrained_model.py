@@ -127,8 +127,8 @@ print(f"keras {keras.__version__}, keras-hub {keras_hub.__version__}, backend {k
 # With credentials but without the terms accepted, the download fails with **403** ("User has not consented to
 # terms of use"): accept them on the model page with the same account, then run the loading cell again. Without
 # credentials, without network, on a CPU (too slow for a billion parameters), and always in the tests
-# (`TPUKIT_SMOKE=1`), the notebook uses a **tiny Gemma built here**, so it runs offline top to bottom. The real one is `gemma3_instruct_1b`: 1 billion parameters, 2 GB in
-# bfloat16, instruction-tuned.
+# (`TPUKIT_SMOKE=1`), the notebook uses a **tiny Gemma built here**, so it runs offline top to bottom. The real
+# one is `gemma3_instruct_1b`: 1 billion parameters, 2 GB in bfloat16, instruction-tuned.
 
 # %%
 REAL = "gemma3_instruct_1b"
@@ -549,8 +549,8 @@ print("the same:", said[0] == said[1], "| fingerprints:", extended.fingerprint, 
 #   Exercise 1: 1,304,576 at rank 8.
 # - The pieces of "The import statement", and the help topics as a few thousand rows.
 # - The tiny Gemma's "before" is noise; its loss falls a little (random weights, and LoRA moves only the query and
-#   value) and its "after" repeats common pieces. Gemma 3 1B already writes English before, and after 100 steps
-#   its continuation drifts towards the help topics' style.
+#   value) and its "after" repeats common pieces. Gemma 3 1B writes English before; after 100 steps its
+#   continuation should lean towards the help topics' wording (our expectation: not yet run on a TPU).
 # - Memory: the logits for 8 x 1,024 tokens of Gemma 3 are 4.3 GB in bfloat16, 8.6 GB in float32, more than the
 #   model's 2 GB of weights. Exercise 2: 65,536,000 bytes, bfloat16.
 # - tpukit: a summary, notes that name the LoRA rank and trainable share, the packing and its padding (0.0%,
