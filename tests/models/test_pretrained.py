@@ -321,7 +321,9 @@ def test_the_panel_shows_a_preset_with_its_lora_and_text_settings_and_hides_them
     panel = tpukit.panel(RunConfig(model=str(preset), dataset="pydoc", logdir=str(tmp_path)), display=False, runs=[])
     try:
         form = panel.form
-        assert form.widgets["model"].value == str(preset) and note("model") == f"KerasHub preset {preset}"
+        assert form.widgets["model"].value == str(preset)
+        assert note("model").startswith(f"KerasHub preset {preset}. memory: about ") and note("model").endswith(
+            "; Connect compares it with the device's"), note("model")
         assert form.rows["lora_rank"].layout.display == form.rows["sequence_length"].layout.display == ""
         assert note("lora_rank") == ("LoRA adapters of rank 4 (alpha = rank) on the attention's query and value; "
                                      "the other weights frozen, in bfloat16")
@@ -336,3 +338,17 @@ def test_the_panel_shows_a_preset_with_its_lora_and_text_settings_and_hides_them
         assert form.rows["lora_rank"].layout.display == form.rows["sequence_length"].layout.display == "none"
     finally:
         panel.close()
+
+
+def test_the_memory_estimate_from_a_presets_files_is_the_one_its_built_model_gets(preset):
+    """The panel estimates before anything loads (config.json, metadata.json); a run, from the built model."""
+    from tpukit import RunConfig
+    from tpukit.models import memory, pretrained
+
+    backbone = json.loads((preset / "config.json").read_text())["config"]
+    parameters = json.loads((preset / "metadata.json").read_text())["parameter_count"]
+    for rank, upcast in ((4, False), (4, True), (None, False)):
+        model, _ = pretrained.Preset(str(preset)).build_for(RunConfig(model=str(preset), lora_rank=rank))
+        settings = dict(batch_size=16, sequence_length=32, device=memory.GIB, upcast=upcast)
+        built = memory.estimate(model, **settings)
+        assert memory.estimate_unbuilt(backbone, parameters, lora_rank=rank, **settings) == built, (rank, upcast)

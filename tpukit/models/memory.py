@@ -107,11 +107,41 @@ def estimate(model, *, batch_size: int, sequence_length: int, optimizer: str = "
     shape = shape_of(model)
     if shape is None:
         return None
-    trainable = sum(_bytes(w) for w in model.trainable_weights)
-    slots = OPTIMIZER_SLOTS.get(optimizer, 2) + (1 if accumulation > 1 else 0)
-    c = _itemsize(model.dtype_policy.compute_dtype)
-    a = 4 if upcast else c
     weights = sum(_bytes(w) + (4 * _size(w) if upcast and _itemsize(w.dtype) == 2 else 0) for w in model.weights)
+    return _step(shape, weights, sum(_bytes(w) for w in model.trainable_weights),
+                 _itemsize(model.dtype_policy.compute_dtype), batch_size=batch_size, sequence_length=sequence_length,
+                 optimizer=optimizer, remat=remat, accumulation=accumulation, device=device, upcast=upcast)
+
+
+def estimate_unbuilt(backbone: dict, parameters: int, *, lora_rank: Optional[int], batch_size: int,
+                     sequence_length: int, optimizer: str = "adam", remat: bool = False, accumulation: int = 1,
+                     device: Optional[int] = None, upcast: bool = False) -> Optional[Estimate]:
+    """`estimate` for a preset not loaded yet, from its backbone's config (`config.json`) and parameter count
+    (`metadata.json`), as a run would build it: with LoRA, every weight in bfloat16 and adapters of `lora_rank` on
+    the query and value projections (float32); without, every weight trains, in float32. None where the config
+    lacks a width."""
+    names = ("vocabulary_size", "num_layers", "hidden_dim", "num_query_heads", "head_dim", "intermediate_dim")
+    values = [backbone.get(n) for n in names]
+    if not all(isinstance(v, int) and v > 0 for v in values) or parameters <= 0:
+        return None
+    shape = Shape(*values)
+    if lora_rank:
+        kv_heads = backbone.get("num_key_value_heads") or shape.heads
+        adapters = shape.layers * lora_rank * ((shape.heads + kv_heads) * shape.hidden + 2 * shape.head_dim)
+        weights, trainable, c = parameters * (2 + (4 if upcast else 0)) + 4 * adapters, 4 * adapters, 2
+    else:
+        weights = trainable = 4 * parameters
+        c = 4
+    return _step(shape, weights, trainable, c, batch_size=batch_size, sequence_length=sequence_length,
+                 optimizer=optimizer, remat=remat, accumulation=accumulation, device=device, upcast=upcast)
+
+
+def _step(shape: Shape, weights: int, trainable: int, c: int, *, batch_size: int, sequence_length: int,
+          optimizer: str, remat: bool, accumulation: int, device: Optional[int], upcast: bool) -> Estimate:
+    """The step's terms from the model's shape, its weights' and trainable weights' bytes and its compute dtype's
+    item size `c`."""
+    slots = OPTIMIZER_SLOTS.get(optimizer, 2) + (1 if accumulation > 1 else 0)
+    a = 4 if upcast else c
     tokens = batch_size * sequence_length
     per_token = a * (HIDDEN_COPIES * shape.hidden + HEADS_COPIES * shape.heads * shape.head_dim
                      + FEEDFORWARD_COPIES * shape.feedforward)

@@ -132,6 +132,34 @@ class Preset:
             lora = "every weight trains, in the run's precision"
         return lora, f"text packed end to end into rows of {config.sequence_length:,} tokens"
 
+    def memory_note(self, config, runtime=None) -> str:
+        """A training step's memory, estimated from the preset's own files before anything loads (`memory`), and
+        whether it fits `runtime`'s device: for the panel, beside the model. A preset not on disk yet is estimated
+        when the run loads it (its notes say so)."""
+        import json
+
+        from tpukit.models import memory
+
+        if not is_preset_dir(self.source):
+            return "memory: estimated when the run loads the preset (the run's notes say it)"
+        try:
+            with open(os.path.join(self.source, "config.json")) as f:
+                backbone = json.load(f)["config"]
+            with open(os.path.join(self.source, "metadata.json")) as f:
+                parameters = int(json.load(f)["parameter_count"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
+        found = memory.estimate_unbuilt(
+            backbone, parameters, lora_rank=config.lora_rank, batch_size=config.batch_size,
+            sequence_length=config.sequence_length, optimizer=config.optimizer, remat=config.remat is True,
+            accumulation=config.accumulation_steps, device=runtime.device_memory if runtime else None,
+            upcast=bool(runtime and runtime.upcasts))
+        if found is None:
+            return ""
+        if runtime is None:
+            return f"{found.note()}; Connect compares it with the device's"
+        return memory.verdict(found, None, None)
+
     def __call__(self):
         """Build it as a plain factory would (no LoRA, the run's dtype policy), for callers that know no config."""
         return self._load(None)

@@ -152,14 +152,15 @@ class Form:
             self.note("deterministic", "seeded; ops may differ in the last bits between runs")
         self._explain_steps_per_execution(config, runtime)
         self.note("dataset", registry.describe("dataset", config.dataset))
-        self._explain_pretrained(config)
+        self._explain_pretrained(config, runtime)
         simulated = config.replicas is not None and config.accelerator in ("auto", "cpu")
         self.note("replicas", "on a CPU: simulated replicas (logical devices)" if simulated else "")
         self.note("accelerator", "changed since connect: Train reconnects" if stale else "")
         self.note("backend", _backend_note(config.backend))
 
-    def _explain_pretrained(self, config) -> None:
-        """The model's line; for a pretrained model (a KerasHub preset) its LoRA and text settings, shown only then."""
+    def _explain_pretrained(self, config, runtime) -> None:
+        """The model's line; for a pretrained model (a KerasHub preset) its LoRA and text settings, shown only then,
+        and its step's memory estimate."""
         target = registry.provided("model", config.model)
         settings = getattr(target, "settings_note", None)
         for name in PRETRAINED_FIELDS:
@@ -168,7 +169,8 @@ class Form:
             self.note("model", registry.describe("model", config.model))
             return
         lora, text = settings(config)
-        self.note("model", target.description)
+        memory = target.memory_note(config, runtime)
+        self.note("model", f"{target.description}. {memory}" if memory else target.description)
         self.note("lora_rank", lora)
         self.note("sequence_length", text)
 
