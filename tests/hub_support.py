@@ -135,3 +135,29 @@ for name, changes in (("remat", dict(remat=True, gradient_accumulation=2)), ("de
                  "config": [result.config["remat"], result.config["gradient_accumulation"]]}
 print(json.dumps(out))
 """
+
+# Trains a preset (built with 2 key-value heads, so the layout's "model" axis of 2 divides every sharded dimension)
+# on 8 simulated CPU devices with model_parallel=2, then compares each weight's sharding with the layout map.
+SHARDED = """
+import json, sys
+import keras, keras_hub
+import tpukit
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=64, sequence_length=16, batch_size=4,
+                          epochs=1, backend="jax", accelerator="cpu", replicas=8, model_parallel=2,
+                          validation_split=None, sample_prompt="", logdir=logdir)
+result = tpukit.train(config, verbose=0)
+mesh = keras.distribution.DeviceMesh((4, 2), ("batch", "model"), devices=keras.distribution.list_devices())
+layout_map = keras_hub.models.GemmaBackbone.get_layout_map(mesh)
+shardings = {}
+for w in result.model.weights:
+    spec = tuple(w.value.sharding.spec)
+    layout = layout_map[w.path]
+    expected = tuple(layout.axes) if layout is not None else ()
+    shardings[w.path] = [list(spec + (None,) * (len(w.shape) - len(spec))),
+                         list(expected + (None,) * (len(w.shape) - len(expected))), layout is not None]
+print(json.dumps({"status": result.status, "message": result.message, "notes": list(result.notes),
+                  "strategy": result.runtime.get("strategy_reason"), "replicas": result.runtime.get("replicas"),
+                  "shardings": shardings, "global_batch": result.global_batch_size, "loss": result.history["loss"]}))
+"""

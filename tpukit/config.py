@@ -148,6 +148,7 @@ MAX_EXAMPLES = 100_000_000
 MAX_NAME = 100
 MAX_LORA_RANK = 4096
 MAX_SEQUENCE_LENGTH = 1_048_576
+MAX_MODEL_PARALLEL = 4096
 _RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}
 
 
@@ -188,7 +189,9 @@ class RunConfig:
     the run's notes say which smaller batch_size and accumulation fit.
     `compilation_cache` is where a JAX run keeps its compiled programs for the next run (JAX's persistent cache):
     "auto" (`JAX_COMPILATION_CACHE_DIR` where set, else `<logdir>/.jax-cache`), a directory (on Colab, one on
-    Drive survives a runtime restart), or None/"off" (`training.compile_cache`).
+    Drive survives a runtime restart), or None/"off" (`training.compile_cache`). `model_parallel` splits each copy of
+    the model over that many devices (on JAX, by the model's layout map: `keras.distribution.ModelParallel`), so the
+    replicas are the devices divided by it; 1 is data parallelism.
 
     >>> RunConfig(batch_size=32, replicas=8).global_batch_size
     256
@@ -227,6 +230,7 @@ class RunConfig:
     remat: Any = "auto"
     gradient_accumulation: Any = "auto"
     compilation_cache: Optional[str] = "auto"
+    model_parallel: int = 1
 
     def __post_init__(self):
         _check_choice("backend", self.backend, BACKENDS)
@@ -312,6 +316,7 @@ class RunConfig:
         cache = self.compilation_cache
         if cache is not None and (not isinstance(cache, str) or not cache.strip() or any(c in cache for c in "\n\r")):
             _fail("compilation_cache", cache, "'auto', a directory for JAX's compiled programs, or None or 'off'")
+        _check_int("model_parallel", self.model_parallel, 1, maximum=MAX_MODEL_PARALLEL)
         self.check_for(self.accelerator, self.replicas or 1)
         advice = padding_advice(self.batch_size, self.accelerator) if _ADVISE.get() else None
         if advice:

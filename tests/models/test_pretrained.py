@@ -22,7 +22,7 @@ pytest.importorskip("keras_hub")
 pytest.importorskip("sentencepiece")
 pytest.importorskip("jax")
 
-from hub_support import BUILD, REMAT, RESUME, TRAIN, VOCABULARY  # noqa: E402
+from hub_support import BUILD, REMAT, RESUME, SHARDED, TRAIN, VOCABULARY  # noqa: E402
 
 
 def _env():
@@ -352,3 +352,59 @@ def test_the_memory_estimate_from_a_presets_files_is_the_one_its_built_model_get
         settings = dict(batch_size=16, sequence_length=32, device=memory.GIB, upcast=upcast)
         built = memory.estimate(model, **settings)
         assert memory.estimate_unbuilt(backbone, parameters, lora_rank=rank, **settings) == built, (rank, upcast)
+
+
+@pytest.mark.slow
+def test_on_8_devices_model_parallel_lays_each_weight_out_as_the_presets_layout_map_says(tmp_path):
+    preset = tmp_path / "tiny_gemma_kv2"
+    _python(BUILD.replace("num_key_value_heads=1", "num_key_value_heads=2"), preset)
+    out = json.loads(_python(SHARDED, preset, tmp_path / "runs").strip().splitlines()[-1])
+    assert out["status"] == "completed", out["message"]
+    assert out["strategy"].startswith("keras.distribution.ModelParallel over 8 CPU devices, a mesh of batch 4 x "
+                                      "model 2: the weights laid out by GemmaBackbone (KerasHub "), out["strategy"]
+    assert out["replicas"] == 4 and out["global_batch"] == 16  # the batch axis: 4 per replica x 4
+    laid = {path: (got, want) for path, (got, want, mapped) in out["shardings"].items() if mapped}
+    assert len(laid) == 1 + 2 * 7, sorted(laid)  # the embedding; per layer q, k, v, output, gating x2, linear
+    assert all(got == want for got, want in laid.values()), {p: v for p, v in laid.items() if v[0] != v[1]}
+    assert any("model" in got for got, _ in laid.values())
+    others = [got for path, (got, want, mapped) in out["shardings"].items() if not mapped]
+    assert others and all(set(got) == {None} for got in others)  # norms and LoRA adapters: on every device
+
+
+def test_model_parallel_on_tensorflow_or_not_dividing_the_devices_is_one_line():
+    from tpukit.config import ConfigError
+    from tpukit.hardware.jax_devices import JaxRuntime
+    from tpukit.hardware.runtime import Runtime
+
+    tf_runtime = Runtime(backend="tensorflow", kind="cpu", devices=("cpu:0",), replicas=1, strategy=None)
+    assert tf_runtime.for_model(None, 1) == (tf_runtime, None)
+    with pytest.raises(ConfigError, match=r"^RunConfig.model_parallel: splitting a model over devices is Keras' JAX "
+                                          r"distribution .* Received: model_parallel=2\.$"):
+        tf_runtime.for_model(None, 2)
+    jax_runtime = JaxRuntime(backend="jax", kind="cpu", devices=tuple(f"cpu:{i}" for i in range(8)), replicas=8,
+                             strategy=None)
+    with pytest.raises(ConfigError) as info:
+        jax_runtime.for_model(None, 3)
+    assert str(info.value) == ("RunConfig.model_parallel: expected one of [1, 2, 4, 8] (a divisor of this process's 8 "
+                               "CPU devices). Received: model_parallel=3.")
+
+
+def test_a_model_without_a_layout_map_trains_data_parallel_and_the_note_says_so():
+    """Gemma 3 has no get_layout_map in KerasHub 0.32: its layout_map gives None, and the run says what it did."""
+    from tpukit.hardware.jax_devices import JaxRuntime
+
+    class Gemma3Like:
+        def layout_map(self, mesh):
+            assert tuple(mesh.shape) == (4, 2) and tuple(mesh.axis_names) == ("batch", "model")
+            return None, "Gemma3Backbone (KerasHub 0.32.0)"
+
+    import keras
+
+    class Mesh:  # the DataParallel strategy's mesh, as JaxRuntime keeps it: 8 devices
+        devices = __import__("numpy").array(keras.distribution.list_devices() * 8)[:8]
+
+    runtime = JaxRuntime(backend="jax", kind="cpu", devices=tuple(f"cpu:{i}" for i in range(8)), replicas=8,
+                         strategy=type("DataParallel", (), {"device_mesh": Mesh})())
+    assert runtime.for_model(Gemma3Like(), 2) == (runtime, "model_parallel=2: Gemma3Backbone (KerasHub 0.32.0) has no "
+                                                           "layout map, so the model trains with data parallelism "
+                                                           "over all 8 devices")

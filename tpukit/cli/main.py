@@ -193,6 +193,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--compilation-cache", default=default["compilation_cache"], metavar="DIR|auto|off",
                    help="where a JAX run keeps its compiled programs for the next run; auto: "
                         "$JAX_COMPILATION_CACHE_DIR, else LOGDIR/.jax-cache")
+    t.add_argument("--model-parallel", type=int, default=default["model_parallel"], metavar="N",
+                   help="split each copy of the model over N devices by its layout map (JAX); default: 1, data "
+                        "parallelism")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
 
     x = sub.add_parser("export", parents=[common],
@@ -328,7 +331,7 @@ def _config_from(args):
         lora_alpha=args.lora_alpha, sample_prompt=args.sample_prompt,
         lora_targets=tuple(n.strip() for n in args.lora_targets.split(",") if n.strip()) if args.lora_targets else None,
         remat={"auto": "auto", "on": True, "off": False}[args.remat], gradient_accumulation=args.gradient_accumulation,
-        compilation_cache=args.compilation_cache,
+        compilation_cache=args.compilation_cache, model_parallel=args.model_parallel,
     )
 
 

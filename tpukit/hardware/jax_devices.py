@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import os
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from tpukit.hardware import cpu, gpu, tpu
 from tpukit.hardware.runtime import ConnectError, Request, RestartRequired, Runtime
@@ -45,7 +45,41 @@ class JaxRuntime(Runtime):
 
     def callbacks(self) -> list:
         """Over several simulated CPU devices, a callback that waits for each call's steps (`SyncSteps`)."""
-        return [_sync_steps()] if self.kind == "cpu" and self.replicas > 1 else []
+        return [_sync_steps()] if self.kind == "cpu" and len(self.devices) > 1 else []
+
+    def for_model(self, source, model_parallel: int) -> Tuple[Runtime, Optional[str]]:
+        """With `model_parallel` > 1, the devices as a mesh of (batch, model) = (devices / model_parallel,
+        model_parallel), the model's weights laid out over its "model" axis by the model's own layout map
+        (`source.layout_map(mesh)`: a KerasHub preset's backbone `get_layout_map`), under
+        `keras.distribution.ModelParallel`; the global batch is then split over the "batch" axis alone. A model
+        with no layout map trains with data parallelism over all the devices, and the note says so."""
+        if model_parallel == 1:
+            return self, None
+        import keras
+
+        from tpukit.config import ConfigError
+
+        count = len(self.devices)
+        if self.workers > 1 or count % model_parallel:
+            divisors = [d for d in range(1, count + 1) if count % d == 0]
+            raise ConfigError(f"RunConfig.model_parallel: expected one of {divisors} (a divisor of this process's "
+                              f"{count} {self.kind.upper()} devices{'; one process only' if self.workers > 1 else ''})"
+                              f". Received: model_parallel={model_parallel}.", field="model_parallel",
+                              value=model_parallel, choices=tuple(divisors))
+        devices = getattr(getattr(self.strategy, "device_mesh", None), "devices", None)
+        mesh = keras.distribution.DeviceMesh((count // model_parallel, model_parallel), ("batch", "model"),
+                                             devices=list(devices.flatten()) if devices is not None else None)
+        layout_map = getattr(source, "layout_map", None)
+        layout, named = layout_map(mesh) if callable(layout_map) else (None, "this model")
+        if layout is None:
+            return self, (f"model_parallel={model_parallel}: {named} has no layout map, so the model trains with "
+                          f"data parallelism over all {count} devices")
+        distribution = keras.distribution.ModelParallel(layout_map=layout, batch_dim_name="batch")
+        reason = (f"keras.distribution.ModelParallel over {count} {self.kind.upper()} devices, a mesh of batch "
+                  f"{count // model_parallel} x model {model_parallel}: the weights laid out by {named}, the "
+                  f"global batch split over the batch axis")
+        return dataclasses.replace(self, strategy=distribution, replicas=count // model_parallel,
+                                   strategy_reason=reason), None
 
 
 def _sync_steps():

@@ -197,6 +197,19 @@ class Runtime:
         """Why a deterministic run cannot be deterministic on this runtime (None: it can)."""
         return None
 
+    def for_model(self, source, model_parallel: int) -> Tuple["Runtime", Optional[str]]:
+        """(the runtime `source`'s model trains on, a note where it is not what was asked): this one where
+        `model_parallel` is 1. Splitting a model's weights over devices is Keras' JAX distribution's
+        (`JaxRuntime.for_model`); here it is a one-line ConfigError."""
+        if model_parallel == 1:
+            return self, None
+        from tpukit.config import ConfigError
+
+        raise ConfigError(f"RunConfig.model_parallel: splitting a model over devices is Keras' JAX distribution "
+                          f"(keras.distribution.ModelParallel), and this runtime runs {self.backend}; use "
+                          f"model_parallel=1 or backend='jax'. Received: model_parallel={model_parallel}.",
+                          field="model_parallel", value=model_parallel)
+
     def shard(self) -> Tuple[int, int]:
         """(this process, processes) for the feeds: each process cuts its share of every global batch."""
         return self.process_index, self.workers

@@ -160,6 +160,23 @@ class Preset:
             return f"{found.note()}; Connect compares it with the device's"
         return memory.verdict(found, None, None)
 
+    def layout_map(self, mesh) -> Tuple[Optional["keras.distribution.LayoutMap"], str]:
+        """(how this preset's weights lie over `mesh`'s "model" axis: its backbone's `get_layout_map`, or None where
+        its family has none, such as Gemma 3 in KerasHub 0.32; the backbone's name, for the run's notes)."""
+        keras_hub = _keras_hub()
+        import keras
+
+        try:
+            from keras_hub.src.utils.preset_utils import load_json  # reads (or fetches) config.json alone
+
+            backbone = keras.saving.get_registered_object(load_json(self.source, "config.json")["registered_name"])
+        except Exception as e:
+            raise ModelError(f"preset {self.source!r}: its config did not load: {one_line(e)}") from e
+        named = f"{getattr(backbone, '__name__', backbone)} (KerasHub {keras_hub.__version__})"
+        make = getattr(backbone, "get_layout_map", None)
+        return (make(mesh, model_parallel_dim_name="model", data_parallel_dim_name="batch") if make else None,
+                f"{named}.get_layout_map" if make else named)
+
     def __call__(self):
         """Build it as a plain factory would (no LoRA, the run's dtype policy), for callers that know no config."""
         return self._load(None)

@@ -112,6 +112,9 @@ class Run:
             directory.check_logdir(config.logdir)
         runtime = self.runtime or connect_for(config)
         runtime.check(config)
+        runtime, why = runtime.for_model(modeling.source(self.model_arg, config), config.model_parallel)
+        if why:
+            self.notes.append(why)
         determinism.check_runtime(config.deterministic, runtime)
         self.logdir = self._worker_writes_aside(runtime, held) if writes and runtime.multi_process else config.logdir
         self.policy, self.precision_reason = runtime.resolve_precision(config.precision)
