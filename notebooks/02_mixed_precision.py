@@ -21,7 +21,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/26<br>
+# **Last modified:** 2026/11/27<br>
 # **Description:** Dtype policies, float32 outputs, float16 range vs bfloat16, loss scaling in a custom loop,
 # each policy's speed and the cost of padding, measured on the hardware at hand.<br>
 # **Accelerator:** TPU (bfloat16), GPU (float16) or CPU
@@ -48,7 +48,8 @@
 # - scale the loss in a custom training loop, and watch a step with inf gradients get skipped;
 # - measure each policy's speed here, on a model sized to the device, starting every run from the same initial
 #   weights;
-# - know what a TPU pads (batch to multiples of 8, features to multiples of 128) and measure what padding costs.
+# - after class (the extra at the end): know what a TPU pads (batch to multiples of 8, features to multiples of
+#   128) and measure what padding costs.
 
 # %% [markdown]
 # ## Setup
@@ -487,7 +488,69 @@ check(1 / 1.5 <= BF16_SPEEDUP / speedup <= 1.5, f"measured here: bfloat16 at {sp
 print("Exercise 3: correct.")
 
 # %% [markdown]
-# ## Padding: multiples of 8 and 128
+# ## GPUs: compute capability, `nvidia-smi`, TF32
+#
+# On a GPU runtime, check which GPU you got (`!nvidia-smi -L` in Colab). float16 needs compute capability 7.0
+# or higher (T4 7.5, L4 8.9, A100 8.0; all of Colab's GPUs qualify). On older GPUs (P100, K80) Keras 3 gives no
+# warning: `mixed_float16` runs, but without Tensor Cores it brings no speed-up (often a slow-down), so tpukit's
+# "auto" stays float32 there and `describe()` says why. Ampere and newer GPUs also run float32 matmuls in
+# **TensorFloat-32** (10-bit mantissa) by default, so float32 is already fast and the gain from mixed precision
+# shrinks; `tpukit.set_tf32(False)` turns TF32 off for exact float32 (it returns the previous setting). JAX's knob
+# is the default matmul precision: `jax.default_matmul_precision("highest")` asks for full float32 (on a TPU, where
+# the default computes float32 matmuls in bfloat16 passes, too).
+
+# %%
+import shutil
+import subprocess
+
+for fact in runtime.device_facts[:1]:
+    print(fact.get("name"), "| compute capability:", fact.get("compute_capability", "n/a (not a GPU)"))
+if shutil.which("nvidia-smi"):
+    print(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout)
+if TF:
+    previous = tpukit.set_tf32(False)
+    now = tf.config.experimental.tensor_float_32_execution_enabled()
+    tpukit.set_tf32(previous)  # put it back
+    print("TF32 was", "on" if previous else "off", "| after set_tf32(False):", "on" if now else "off")
+else:
+    with jax.default_matmul_precision("highest"):  # only inside the block
+        print("inside the block:", jax.config.jax_default_matmul_precision)
+    print("after it:", jax.config.jax_default_matmul_precision, "(None: the platform's default)")
+
+# %% [markdown]
+# ## What you should see
+#
+# - Policies: `mixed_*` computes in 16 bits and keeps float32 variables; the `dtype="float32"` layer stays
+#   float32 under `mixed_bfloat16`; the global policy is float32 again after each block.
+# - The float16 softmax gives `p = 0` and `-log p = inf`; float32 gives about 2e-9 and 20.
+# - 70000 becomes `inf` and 1e-8 becomes 0 in float16; bfloat16 keeps both (roughly) and loses `1 + 1/512`.
+# - Loss scaling: the scale doubles every 3 good steps; at step 4 the gradients are not finite, the weights do
+#   not move, `iterations` does not advance and the scale halves.
+# - Speed on this hardware. On a CPU the full model's policies come out close, or bfloat16 ahead where the CPU
+#   has bfloat16 matrix instructions (AMX, AVX512-BF16), and float16 many times slower (CPUs have no fast float16
+#   math). On a T4 GPU the 4096-unit model runs several times faster under `mixed_float16`; on a TPU
+#   `mixed_bfloat16` wins. At smoke size (64 units) the figures are noise.
+# - Exercise 3: `BF16_SPEEDUP` about 2 on a TPU or a GPU, and well under 1 on a CPU (an AMD EPYC with
+#   AVX512-BF16: 0.13x to 0.4x under XLA).
+# - Exercise 4 (the extra at the end): `PADDING_RATIO` about 0.4 to 0.5 on a CPU (measured on an AMD EPYC, with TensorFlow and with JAX);
+#   about 1 on a TPU, where 136 features are padded to 256.
+#
+# ## On a TPU, a GPU or the CPU
+#
+# - **TPU**: use `mixed_bfloat16` (tpukit refuses `mixed_float16` there); no loss scaling is needed, since
+#   bfloat16 has float32's range. Per-replica batch in multiples of 8, features in multiples of 128; XLA always
+#   compiles the step.
+# - **GPU**: `mixed_float16` on compute capability 7.0 or higher, with loss scaling (automatic in `fit`).
+#   Multiples of 8; on Ampere and newer mind TF32.
+# - **CPU**: mixed precision is for learning the mechanics; measure before you use it. CPUs with AMX or
+#   AVX512-BF16 can run bfloat16 matmuls faster, but not always its conv gradients (an AMD EPYC ran them 10x
+#   slower than float32); float16 is emulated and slow. tpukit's run notes say what it measured and chose.
+
+# %% [markdown]
+# ## Extra: padding to multiples of 8 and 128
+#
+# *Not part of the workshop day: for after class. In class, notebook 00 says what a TPU pads (`padding_advice`) and
+# notebook 05 (TPU track) measures it; here is the measurement on any device.*
 #
 # A TPU stores every array in tiles: XLA pads one of the two minor dimensions of a tensor to a multiple of 8 and
 # the other to a multiple of 128, the layout chosen by heuristics (Cloud TPU performance guide, "Consequences of
@@ -576,65 +639,3 @@ print(f"time(136) / time(256) = {ratio:.2f} (yours: {PADDING_RATIO:.2f}); padded
 check(abs(PADDING_RATIO - ratio) <= 0.15, f"measured here: K=136 takes {ratio:.2f} of K=256's time, yours "
       f"{PADDING_RATIO:.2f}; did you read each result back, and divide 136's time by 256's?")
 print("Exercise 4: correct.")
-
-# %% [markdown]
-# ## GPUs: compute capability, `nvidia-smi`, TF32
-#
-# On a GPU runtime, check which GPU you got (`!nvidia-smi -L` in Colab). float16 needs compute capability 7.0
-# or higher (T4 7.5, L4 8.9, A100 8.0; all of Colab's GPUs qualify). On older GPUs (P100, K80) Keras 3 gives no
-# warning: `mixed_float16` runs, but without Tensor Cores it brings no speed-up (often a slow-down), so tpukit's
-# "auto" stays float32 there and `describe()` says why. Ampere and newer GPUs also run float32 matmuls in
-# **TensorFloat-32** (10-bit mantissa) by default, so float32 is already fast and the gain from mixed precision
-# shrinks; `tpukit.set_tf32(False)` turns TF32 off for exact float32 (it returns the previous setting). JAX's knob
-# is the default matmul precision: `jax.default_matmul_precision("highest")` asks for full float32 (on a TPU, where
-# the default computes float32 matmuls in bfloat16 passes, too).
-
-# %%
-import shutil
-import subprocess
-
-for fact in runtime.device_facts[:1]:
-    print(fact.get("name"), "| compute capability:", fact.get("compute_capability", "n/a (not a GPU)"))
-if shutil.which("nvidia-smi"):
-    print(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout)
-if TF:
-    previous = tpukit.set_tf32(False)
-    now = tf.config.experimental.tensor_float_32_execution_enabled()
-    tpukit.set_tf32(previous)  # put it back
-    print("TF32 was", "on" if previous else "off", "| after set_tf32(False):", "on" if now else "off")
-else:
-    with jax.default_matmul_precision("highest"):  # only inside the block
-        print("inside the block:", jax.config.jax_default_matmul_precision)
-    print("after it:", jax.config.jax_default_matmul_precision, "(None: the platform's default)")
-
-# %% [markdown]
-# ## What you should see
-#
-# - Policies: `mixed_*` computes in 16 bits and keeps float32 variables; the `dtype="float32"` layer stays
-#   float32 under `mixed_bfloat16`; the global policy is float32 again after each block.
-# - The float16 softmax gives `p = 0` and `-log p = inf`; float32 gives about 2e-9 and 20.
-# - 70000 becomes `inf` and 1e-8 becomes 0 in float16; bfloat16 keeps both (roughly) and loses `1 + 1/512`.
-# - Loss scaling: the scale doubles every 3 good steps; at step 4 the gradients are not finite, the weights do
-#   not move, `iterations` does not advance and the scale halves.
-# - Speed on this hardware. On a CPU the full model's policies come out close, or bfloat16 ahead where the CPU
-#   has bfloat16 matrix instructions (AMX, AVX512-BF16), and float16 many times slower (CPUs have no fast float16
-#   math). On a T4 GPU the 4096-unit model runs several times faster under `mixed_float16`; on a TPU
-#   `mixed_bfloat16` wins. At smoke size (64 units) the figures are noise.
-# - Exercise 3: `BF16_SPEEDUP` about 2 on a TPU or a GPU, and well under 1 on a CPU (an AMD EPYC with
-#   AVX512-BF16: 0.13x to 0.4x under XLA).
-# - Exercise 4: `PADDING_RATIO` about 0.4 to 0.5 on a CPU (measured on an AMD EPYC, with TensorFlow and with JAX);
-#   about 1 on a TPU, where 136 features are padded to 256.
-#
-# ## On a TPU, a GPU or the CPU
-#
-# - **TPU**: use `mixed_bfloat16` (tpukit refuses `mixed_float16` there); no loss scaling is needed, since
-#   bfloat16 has float32's range. Per-replica batch in multiples of 8, features in multiples of 128; XLA always
-#   compiles the step.
-# - **GPU**: `mixed_float16` on compute capability 7.0 or higher, with loss scaling (automatic in `fit`).
-#   Multiples of 8; on Ampere and newer mind TF32.
-# - **CPU**: mixed precision is for learning the mechanics; measure before you use it. CPUs with AMX or
-#   AVX512-BF16 can run bfloat16 matmuls faster, but not always its conv gradients (an AMD EPYC ran them 10x
-#   slower than float32); float16 is emulated and slow. On TensorFlow, a tpukit run under mixed precision on the
-#   CPU compiles a step of 10 ms or more with XLA where the CPU probe measured XLA faster than TensorFlow's own
-#   kernels for that 16-bit type (a CPU that emulates bfloat16: the zoo CNN 9.5x faster), and keeps Keras' own
-#   kernels where they are faster (AVX512-BF16); the run's notes say which, and what was measured.

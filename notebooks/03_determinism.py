@@ -21,7 +21,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/26<br>
+# **Last modified:** 2026/11/27<br>
 # **Description:** Seeds, op determinism, weight fingerprints, and the price of determinism measured here.<br>
 # **Accelerator:** GPU (where it matters most), TPU or CPU
 #
@@ -182,36 +182,6 @@ orders = {float(np.sum(np.random.default_rng(seed).permutation(values), dtype=np
 print(f"one sum of 100,000 float32 numbers, in 5 orders: {len(orders)} different results")
 
 # %% [markdown]
-# ### Exercise 2: one sum, every order
-#
-# Add the four float32 numbers `1e8, 1, -1e8, 1`, one at a time from 0, in every one of their orders.
-# **Predict `RESULTS`**: how many different totals come out? The self-check tries every order.
-
-# %% tags=["exercise"]
-RESULTS = ...  # YOUR PREDICTION: a count of different totals
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["RESULTS = 1", "RESULTS = 2", "RESULTS = 24"]
-# @title Solution
-if SOLUTIONS:
-    RESULTS = 3  # 0, 1 or 2: a 1 survives only if it is added while the total is not near 1e8
-
-# %% tags=["self-check"]
-# Self-check: every order of the four numbers, summed in float32
-import itertools
-
-answered(RESULTS, "float32 keeps 24 significant bits: near 1e8 its neighbouring values are 8 apart, so 1e8 + 1 "
-                  "rounds back to 1e8")
-totals = set()
-for order in itertools.permutations(np.array([1e8, 1.0, -1e8, 1.0], dtype=np.float32)):
-    total = np.float32(0)
-    for value in order:
-        total = np.float32(total + value)
-    totals.add(float(total))
-print("the different totals:", sorted(totals))
-check(RESULTS == len(totals), "count the different totals above")
-print("Exercise 2: correct.")
-
-# %% [markdown]
 # ## Op determinism, and what it costs
 #
 # **TensorFlow.** The recipe, from TensorFlow's own documentation of the call:
@@ -363,7 +333,7 @@ run_b = tpukit.train(config, runtime)  # the same config again
 print("run a:", run_a.fingerprint, "| run b:", run_b.fingerprint)
 
 # %% [markdown]
-# ### Exercise 3: what the fingerprint depends on
+# ### Exercise 2: what the fingerprint depends on
 #
 # Some fields of a `RunConfig` change the weights a run ends with; others only change how the run is named,
 # recorded or reported. `CANDIDATES` changes one field at a time from a deterministic config like the one above.
@@ -391,7 +361,7 @@ measured = {field for field, value in CANDIDATES.items()
             if tpukit.train(base.replace(**{field: value}), runtime).fingerprint != reference}
 print("you predicted:", sorted(CHANGES_WEIGHTS), "| measured:", sorted(measured))
 check(set(CHANGES_WEIGHTS) == measured, "compare the two lists above")
-print("Exercise 3: correct: the same config gives the same weights, and you know which fields count.")
+print("Exercise 2: correct: the same config gives the same weights, and you know which fields count.")
 
 # %% [markdown]
 # ## Turning determinism off in a running kernel
@@ -413,7 +383,7 @@ print("op determinism on:", determinism.op_determinism_enabled())
 # - Unseeded builds have different weights; builds seeded alike have equal weights and one fingerprint; seeding
 #   once and building twice gives two, and seeding again repeats them.
 # - `(a + b) + c` is 1 and `a + (b + c)` is 0; one sum in five orders gives several results; `1e8, 1, -1e8, 1`
-#   sums to 0, 1 or 2.
+#   sums to 0, 1 or 2 (Exercise 3, the extra at the end).
 # - The cost table (TensorFlow). On a CPU the training step costs about the same either way (CPU kernels are mostly
 #   deterministic already). The stateful `tf.data` pass gets slower with determinism, since its `map` runs
 #   serially, by up to the number of cores; the stateless one keeps its speed. Timings are noisy on a shared or
@@ -436,3 +406,38 @@ print("op determinism on:", determinism.op_determinism_enabled())
 # - **CPU**: mostly deterministic with seeds, but oneDNN and multi-threaded ops can still vary (TensorFlow warns
 #   about round-off from "different computation orders" at start-up); `tf.data` with parallel random `map`s is
 #   the usual cost of determinism here.
+
+# %% [markdown]
+# ## Extra: one sum, every order
+#
+# *Not part of the workshop day: an exercise for after class, on the order of additions shown above.*
+
+# %% [markdown]
+# ### Exercise 3: one sum, every order
+#
+# Add the four float32 numbers `1e8, 1, -1e8, 1`, one at a time from 0, in every one of their orders.
+# **Predict `RESULTS`**: how many different totals come out? The self-check tries every order.
+
+# %% tags=["exercise"]
+RESULTS = ...  # YOUR PREDICTION: a count of different totals
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["RESULTS = 1", "RESULTS = 2", "RESULTS = 24"]
+# @title Solution
+if SOLUTIONS:
+    RESULTS = 3  # 0, 1 or 2: a 1 survives only if it is added while the total is not near 1e8
+
+# %% tags=["self-check"]
+# Self-check: every order of the four numbers, summed in float32
+import itertools
+
+answered(RESULTS, "float32 keeps 24 significant bits: near 1e8 its neighbouring values are 8 apart, so 1e8 + 1 "
+                  "rounds back to 1e8")
+totals = set()
+for order in itertools.permutations(np.array([1e8, 1.0, -1e8, 1.0], dtype=np.float32)):
+    total = np.float32(0)
+    for value in order:
+        total = np.float32(total + value)
+    totals.add(float(total))
+print("the different totals:", sorted(totals))
+check(RESULTS == len(totals), "count the different totals above")
+print("Exercise 3: correct.")

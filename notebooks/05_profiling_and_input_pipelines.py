@@ -21,7 +21,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/26<br>
+# **Last modified:** 2026/11/27<br>
 # **Description:** TensorBoard inside the notebook, a profile of chosen training steps, a naive vs a tuned input
 # pipeline, input-bound vs compute-bound, steps_per_execution, recompiles, XLA and padding.<br>
 # **Accelerator:** TPU, GPU or CPU
@@ -489,57 +489,6 @@ else:
 # `tf.data` that is `map(..., num_parallel_calls=AUTOTUNE)` and `prefetch`; a `keras.utils.PyDataset` gets it from
 # `workers=N` (threads, or processes with `use_multiprocessing=True`), which prepare the next batches while `fit`
 # trains.
-#
-# ### Exercise 2: which change helps?
-#
-# A `PyDataset` takes 60 ms to prepare each batch (a `time.sleep`, standing in for decoding JPEGs) and feeds a
-# small MLP (a Dense layer of 256 units on 32x32x3 images) for 8 steps. Two changes: halve the model (128 units),
-# or keep it and read with `workers=4`. **Predict `FASTER`**: which change makes an epoch faster? The self-check
-# times an epoch of each (after a compiling one), on this device: a few seconds.
-
-# %% tags=["exercise"]
-FASTER = ...  # YOUR PREDICTION: "smaller model" or "workers=4"
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["FASTER = \"smaller model\"", "FASTER = \"both the same\""]
-# @title Solution
-if SOLUTIONS:
-    FASTER = "workers=4"  # each step waits 60 ms for its batch and computes for a few: the input is the slow side
-
-# %% tags=["self-check"]
-# Self-check: time an epoch of each, on this device
-answered(FASTER, "how long does a step wait for its batch, and how long does it compute?")
-check(FASTER in ("smaller model", "workers=4"), 'answer "smaller model" or "workers=4"')
-
-
-class SlowBatches(keras.utils.PyDataset):
-    """8 batches of 64 random images; each takes 60 ms to prepare."""
-
-    def __len__(self):
-        return 8
-
-    def __getitem__(self, index):
-        time.sleep(0.06)
-        rng = np.random.default_rng(index)
-        return rng.random((64, 32, 32, 3), dtype=np.float32), rng.integers(0, 4, 64)
-
-
-def epoch_seconds(units, workers):
-    model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Flatten(),
-                              keras.layers.Dense(units, activation="relu"), keras.layers.Dense(4)])
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    batches = SlowBatches(workers=workers, use_multiprocessing=False)
-    model.fit(batches, epochs=1, verbose=0)  # compiles the step
-    start = time.perf_counter()
-    model.fit(batches, epochs=2, verbose=0)
-    return (time.perf_counter() - start) / 2
-
-
-seconds = {"as it is": epoch_seconds(256, 1), "smaller model": epoch_seconds(128, 1),
-           "workers=4": epoch_seconds(256, 4)}
-print(", ".join(f"{name}: {1000 * s:.0f} ms/epoch" for name, s in seconds.items()))
-measured = min(("smaller model", "workers=4"), key=seconds.get)
-check(FASTER == measured, f"measured here: {measured} is the faster change")
-print("Exercise 2: correct. An input-bound run gains nothing from a faster model.")
 
 # %% [markdown]
 # ## steps_per_execution: several steps per call
@@ -598,38 +547,6 @@ jitted_sum = tf.function(double_sum, jit_compile=True) if TF else jax.jit(double
 for rows in (16, 16, 24):
     jitted_sum(np.ones((rows, 4), "float32"))
 print(f"3 calls, {len(shapes_seen)} traces: {shapes_seen}")
-
-# %% [markdown]
-# ### Exercise 3: count the compiles
-#
-# The same function, fresh, is called on batches of **32, 32, 48, 32, 64 and 48** rows of 8 features.
-# **Predict `TRACES`**: how many times is it traced (and compiled)? The self-check counts them.
-
-# %% tags=["exercise"]
-TRACES = ...  # YOUR PREDICTION: a whole number
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["TRACES = 6", "TRACES = 1", "TRACES = 4"]
-# @title Solution
-if SOLUTIONS:
-    TRACES = 3  # one per new shape: 32, 48, 64; a shape seen before reuses its compiled function
-
-# %% tags=["self-check"]
-# Self-check: a fresh jitted function, a Python counter inside it
-answered(TRACES, "a jitted function is traced once per new input shape")
-traced = []
-
-
-def step(v):
-    traced.append(tuple(v.shape))  # Python: runs only while tracing
-    return keras.ops.sum(v * 2.0)
-
-
-fresh = tf.function(step, jit_compile=True) if TF else jax.jit(step)
-for rows in (32, 32, 48, 32, 64, 48):
-    fresh(np.ones((rows, 8), "float32"))
-print(f"6 calls, {len(traced)} traces: {traced}")
-check(TRACES == len(traced), "count the distinct shapes")
-print("Exercise 3: correct.")
 
 # %% [markdown]
 # ## XLA and padding
@@ -785,3 +702,92 @@ for pool in (keras.ops.average_pool, keras.ops.max_pool):
 if SMOKE and isinstance(board, tensorboard.Launched):
     print("stopped TensorBoard:", tensorboard.stop(board))
 
+# %% [markdown]
+# ## Extra: two exercises for after class
+#
+# *Not part of the workshop day: the exercises on input-bound steps and on recompiles, for after class. Both
+# run in seconds.*
+
+# %% [markdown]
+# ### Exercise 2: which change helps?
+#
+# A `PyDataset` takes 60 ms to prepare each batch (a `time.sleep`, standing in for decoding JPEGs) and feeds a
+# small MLP (a Dense layer of 256 units on 32x32x3 images) for 8 steps. Two changes: halve the model (128 units),
+# or keep it and read with `workers=4`. **Predict `FASTER`**: which change makes an epoch faster? The self-check
+# times an epoch of each (after a compiling one), on this device: a few seconds.
+
+# %% tags=["exercise"]
+FASTER = ...  # YOUR PREDICTION: "smaller model" or "workers=4"
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["FASTER = \"smaller model\"", "FASTER = \"both the same\""]
+# @title Solution
+if SOLUTIONS:
+    FASTER = "workers=4"  # each step waits 60 ms for its batch and computes for a few: the input is the slow side
+
+# %% tags=["self-check"]
+# Self-check: time an epoch of each, on this device
+answered(FASTER, "how long does a step wait for its batch, and how long does it compute?")
+check(FASTER in ("smaller model", "workers=4"), 'answer "smaller model" or "workers=4"')
+
+
+class SlowBatches(keras.utils.PyDataset):
+    """8 batches of 64 random images; each takes 60 ms to prepare."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        time.sleep(0.06)
+        rng = np.random.default_rng(index)
+        return rng.random((64, 32, 32, 3), dtype=np.float32), rng.integers(0, 4, 64)
+
+
+def epoch_seconds(units, workers):
+    model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(units, activation="relu"), keras.layers.Dense(4)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    batches = SlowBatches(workers=workers, use_multiprocessing=False)
+    model.fit(batches, epochs=1, verbose=0)  # compiles the step
+    start = time.perf_counter()
+    model.fit(batches, epochs=2, verbose=0)
+    return (time.perf_counter() - start) / 2
+
+
+seconds = {"as it is": epoch_seconds(256, 1), "smaller model": epoch_seconds(128, 1),
+           "workers=4": epoch_seconds(256, 4)}
+print(", ".join(f"{name}: {1000 * s:.0f} ms/epoch" for name, s in seconds.items()))
+measured = min(("smaller model", "workers=4"), key=seconds.get)
+check(FASTER == measured, f"measured here: {measured} is the faster change")
+print("Exercise 2: correct. An input-bound run gains nothing from a faster model.")
+
+# %% [markdown]
+# ### Exercise 3: count the compiles
+#
+# The same function, fresh, is called on batches of **32, 32, 48, 32, 64 and 48** rows of 8 features.
+# **Predict `TRACES`**: how many times is it traced (and compiled)? The self-check counts them.
+
+# %% tags=["exercise"]
+TRACES = ...  # YOUR PREDICTION: a whole number
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["TRACES = 6", "TRACES = 1", "TRACES = 4"]
+# @title Solution
+if SOLUTIONS:
+    TRACES = 3  # one per new shape: 32, 48, 64; a shape seen before reuses its compiled function
+
+# %% tags=["self-check"]
+# Self-check: a fresh jitted function, a Python counter inside it
+answered(TRACES, "a jitted function is traced once per new input shape")
+traced = []
+
+
+def step(v):
+    traced.append(tuple(v.shape))  # Python: runs only while tracing
+    return keras.ops.sum(v * 2.0)
+
+
+fresh = tf.function(step, jit_compile=True) if TF else jax.jit(step)
+for rows in (32, 32, 48, 32, 64, 48):
+    fresh(np.ones((rows, 8), "float32"))
+print(f"6 calls, {len(traced)} traces: {traced}")
+check(TRACES == len(traced), "count the distinct shapes")
+print("Exercise 3: correct.")
