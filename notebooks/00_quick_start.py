@@ -210,18 +210,14 @@ print(f"here: {panel.runtime.replicas} replica(s), global batch {panel.config.gl
 # %% [markdown]
 # ## On a TPU, a GPU or the CPU
 #
-# - **TPU**: one replica per TPU device (a v5e or v6e chip is one device): 1 on Colab's TPU runtime (one
-#   v5e or one v6e chip), 8 on Kaggle's v5e-8. `batch_size` is per replica, so the global batch is that many
-#   times larger. On Colab's TPU runtime (JAX, no TensorFlow) tpukit runs Keras 3 on JAX, on the TPU, with no
-#   `keras.distribution` for one chip and `DataParallel` for several. Precision "auto" means `mixed_bfloat16`;
-#   `mixed_float16` is refused (float16 is not a TPU compute type).
+# - **TPU**: one replica per chip: 1 on Colab's TPU runtime, 8 on Kaggle's v5e-8. There (JAX, no TensorFlow)
+#   tpukit runs Keras 3 on JAX. Precision "auto" means `mixed_bfloat16`; `mixed_float16` is refused.
 # - **GPU**: one GPU trains under TensorFlow's default strategy, as plain `model.fit` does, so Keras'
 #   `jit_compile="auto"` compiles with XLA; two or more under `MirroredStrategy`, where Keras keeps XLA off (on
 #   JAX: `DataParallel`). "auto" picks `mixed_float16` on Tensor-Core GPUs (compute capability 7.0 or higher, such
 #   as the T4, L4 and A100) and `float32` on older ones.
 # - **CPU**: one replica (or simulated replicas, see notebook 01); "auto" picks `mixed_bfloat16` only where this
-#   very CPU, measured at connect, runs bfloat16 matmuls and conv gradients both more than 20% faster than
-#   float32, else `float32`.
+#   CPU, measured at connect, runs it faster than float32.
 #
 # The panel, the code and the run directories are the same on all three. Next: **TensorBoard** opens inline
 # (never through a public tunnel) with the TensorBoard button; notebook 05 reads a profile capture in detail.

@@ -36,9 +36,8 @@
 # 60% on TPUs. NVIDIA GPUs need compute capability 7.0 or higher (Tensor Cores) to gain from float16; every Cloud
 # TPU computes in bfloat16; on a CPU mixed precision runs, but usually slower (this notebook measures it).
 #
-# Everything here is Keras (`keras.ops` works the same on every backend), so it runs where Keras runs on
-# TensorFlow (Colab's CPU and GPU runtimes) and where it runs on JAX (Colab's TPU runtime, which has no
-# TensorFlow). The one step that differs, a custom training step, is shown both ways.
+# Everything here is Keras (`keras.ops` works the same on every backend), on TensorFlow (Colab's CPU and GPU
+# runtimes) and on JAX (its TPU runtime); a custom training step is shown both ways.
 #
 # **You will learn to:**
 #
@@ -358,8 +357,7 @@ print("Exercise 2: correct. It is the scale keras.optimizers.LossScaleOptimizer 
 # To compare policies fairly, every model starts from **the same initial weights**: build once, keep
 # `get_weights()`, and `set_weights` them into each policy's model (variables are float32 under every policy, so
 # the weights fit). Then a warm-up epoch traces and compiles the step, and the timed epochs run the same batches.
-# On a TPU `mixed_float16` is left out: tpukit refuses it there (`RunConfig(precision="mixed_float16")` on a TPU
-# raises `ConfigError`), since the MXU computes in bfloat16.
+# On a TPU `mixed_float16` is left out: the MXU computes in bfloat16.
 
 # %%
 ACCELERATOR = runtime.kind in ("gpu", "tpu")
@@ -411,10 +409,9 @@ ax.set_xlabel(f"ms per step (2 x Dense {UNITS}, batch {BATCH}, {runtime.kind.upp
 plt.show()
 
 # %% [markdown]
-# tpukit's `RunConfig(precision="auto")` (the default) picks the policy for you, from the hardware or, on a CPU,
-# from a measurement: `mixed_bfloat16` on a TPU, `mixed_float16` on a Tensor-Core GPU, and on a CPU whatever a
-# quick float32-vs-bfloat16 timing of matmuls and conv gradients favours. It refuses `mixed_float16` on a TPU,
-# wraps the optimizer, and puts the global policy back after the run. What it picked here, and why:
+# tpukit's `RunConfig(precision="auto")` (the default) picks the policy for you: `mixed_bfloat16` on a TPU,
+# `mixed_float16` on a Tensor-Core GPU, and on a CPU what a quick timing favours. It refuses `mixed_float16` on a
+# TPU, wraps the optimizer, and puts the global policy back after the run. What it picked here, and why:
 
 # %%
 chosen, why = runtime.resolve_precision("auto")

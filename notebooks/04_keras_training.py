@@ -575,19 +575,14 @@ table[["run", "status", "model", "dataset", "precision", "global_batch_size", "e
 # | Plan used above | 512 per replica, up to 30 epochs | 256 per GPU, up to 12 epochs | 128, 5 epochs on 5,000 images |
 # | First step | XLA compiles the whole step: tens of seconds | a few seconds | a few seconds |
 #
-# Colab's TPU runtime is a TPU VM with JAX and Keras 3 and no TensorFlow. There the first cell picks
-# `KERAS_BACKEND=jax`, and tpukit runs Keras 3 on JAX, on the TPU (`connect()` says `jax` in its first line, and
-# the strategy is `OneDevice` on the one chip, a `keras.distribution.DataParallel` over several). Every cell of
-# this notebook runs there unchanged;
-# notebook 07 goes further on JAX: several devices and several processes.
+# On Colab's TPU runtime (JAX, no TensorFlow) every cell here runs unchanged, on Keras 3 and JAX; notebook 07
+# goes further there: several devices and several processes.
 
 # %% [markdown]
 # ## Your trained model in hand
 #
 # Keras' `fit` trains the model you call it on; `tpukit.train` hands the trained model back too:
-# `result.model` is a `keras.Model`, usable outside the strategy's scope like any other. (A built model you pass
-# to `train` is trained in place where the strategy allows it, and the one-line note says so; where a strategy
-# needs its own copy, your object is left as it was, and `result.model` is the trained copy.)
+# `result.model` is a `keras.Model`, usable outside the strategy's scope like any other.
 #
 # Here is your CNN on a few test images: its prediction above each one, in green where it matches the label.
 
