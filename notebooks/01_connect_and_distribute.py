@@ -21,7 +21,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/26<br>
+# **Last modified:** 2026/11/27<br>
 # **Description:** Place ops on one device, run a function on every replica and split a batch between 8 of them
 # (simulated CPU devices anywhere), in TensorFlow and in JAX; then connect to a TPU, GPUs or the CPU with tpukit.<br>
 # **Accelerator:** TPU, GPU or CPU (the 8-device lessons run on 8 simulated CPU devices where there are fewer)
