@@ -72,17 +72,15 @@ print(f"Keras backend: {os.environ['KERAS_BACKEND']}, because {why}.")
 
 SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: every size shrinks to seconds
 
-# %%
+# %% tags=["jax"]
 import os
 import time
 
 import numpy as np
 
-TF = os.environ["KERAS_BACKEND"] == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
-if not TF:
-    # JAX on a GPU: XLA reads this flag once, when JAX starts, so it goes in before Keras (and JAX) start. XLA's
-    # CPU and TPU kernels are deterministic without it; there it changes nothing.
-    os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), "--xla_gpu_deterministic_ops=true"]))
+# JAX on a GPU: XLA reads this flag once, when JAX starts, so it goes in before Keras (and JAX) start. XLA's
+# CPU and TPU kernels are deterministic without it; there it changes nothing.
+os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), "--xla_gpu_deterministic_ops=true"]))
 
 import keras
 
@@ -91,10 +89,28 @@ from tpukit import data, models
 from tpukit.teaching import SOLUTIONS, answered, check
 from tpukit.training import determinism
 
-if TF:
-    import tensorflow as tf
-else:
-    import jax
+import jax
+
+runtime = tpukit.connect()
+digits = data.load("digits")
+print(runtime.describe())
+
+# Each exercise leaves `...` for you to fill in. Its folded solution cell fills it in only with TPUKIT_SOLUTIONS=1
+# (the tests set it), so the self-check under it tests your answer, not ours.
+
+# %% tags=["tf"]
+import os
+import time
+
+import numpy as np
+import keras
+
+import tpukit
+from tpukit import data, models
+from tpukit.teaching import SOLUTIONS, answered, check
+from tpukit.training import determinism
+
+import tensorflow as tf
 
 runtime = tpukit.connect()
 digits = data.load("digits")
@@ -245,44 +261,48 @@ def train_steps_ms():
     return best_ms(lambda: [model.train_on_batch(x, y) for _ in range(STEPS)]) / STEPS
 
 
-# %%
-if TF:
-    images = data.load("mnist5k").x_train[: 1024 if SMOKE else None]
+# %% tags=["jax"]
+print(f"train step: {train_steps_ms():.1f} ms on {jax.devices()[0].platform.upper()}")  # after its warm-up
+print("XLA_FLAGS:", os.environ["XLA_FLAGS"])
+key = jax.random.key(1)
+again = bool((jax.random.uniform(key, (3,)) == jax.random.uniform(key, (3,))).all())
+other = bool((jax.random.uniform(jax.random.split(key)[0], (3,)) != jax.random.uniform(key, (3,))).any())
+print(f"the same key draws the same numbers: {again}; a key split from it draws others: {other}")
 
-    def augment(batch):
-        pixels = tf.image.resize(tf.cast(batch, tf.float32), (56, 56))
-        return pixels + tf.random.uniform(tf.shape(pixels), -8.0, 8.0)  # stateful: a hidden random state
+# %% tags=["tf"]
+images = data.load("mnist5k").x_train[: 1024 if SMOKE else None]
 
-    def augment_stateless(batch, seed):
-        pixels = tf.image.resize(tf.cast(batch, tf.float32), (56, 56))
-        return pixels + tf.random.stateless_uniform(tf.shape(pixels), seed, -8.0, 8.0)  # a pure function of seed
 
-    def pipeline_ms(stateless=False):
-        batches = tf.data.Dataset.from_tensor_slices(images).batch(32)
-        if stateless:  # one (seed, seed) pair per batch, from a seeded stream
-            batches = tf.data.Dataset.zip(batches, tf.data.Dataset.random(seed=1).batch(2))
-        pipeline = batches.map(augment_stateless if stateless else augment, num_parallel_calls=tf.data.AUTOTUNE)
-        return best_ms(lambda: [None for _ in pipeline])
+def augment(batch):
+    pixels = tf.image.resize(tf.cast(batch, tf.float32), (56, 56))
+    return pixels + tf.random.uniform(tf.shape(pixels), -8.0, 8.0)  # stateful: a hidden random state
 
-    train_steps_ms(), pipeline_ms()  # a throwaway round: the first calls in a process pay one-time costs
-    cost = {"nondeterministic": (train_steps_ms(), pipeline_ms(), pipeline_ms(stateless=True))}
-    keras.utils.set_random_seed(42)
-    tf.config.experimental.enable_op_determinism()  # from here on, for the rest of this process
-    cost["deterministic"] = (train_steps_ms(), pipeline_ms(), pipeline_ms(stateless=True))
 
-    print(f"{'':>17} {'train step':>11} {'tf.data, stateful':>18} {'tf.data, stateless':>19}")
-    for name, (step, stateful, stateless) in cost.items():
-        print(f"{name:>17} {step:8.1f} ms {stateful:15.1f} ms {stateless:16.1f} ms")
-    ratios = [d / n for d, n in zip(cost["deterministic"], cost["nondeterministic"])]
-    print("deterministic / nondeterministic:", ", ".join(f"{r:.2f}x" for r in ratios))
-    print(f"XLA compiled the train step: nondeterministic {XLA_USED[-2]}, deterministic {XLA_USED[-1]}")
-else:
-    print(f"train step: {train_steps_ms():.1f} ms on {jax.devices()[0].platform.upper()}")  # after its warm-up
-    print("XLA_FLAGS:", os.environ["XLA_FLAGS"])
-    key = jax.random.key(1)
-    again = bool((jax.random.uniform(key, (3,)) == jax.random.uniform(key, (3,))).all())
-    other = bool((jax.random.uniform(jax.random.split(key)[0], (3,)) != jax.random.uniform(key, (3,))).any())
-    print(f"the same key draws the same numbers: {again}; a key split from it draws others: {other}")
+def augment_stateless(batch, seed):
+    pixels = tf.image.resize(tf.cast(batch, tf.float32), (56, 56))
+    return pixels + tf.random.stateless_uniform(tf.shape(pixels), seed, -8.0, 8.0)  # a pure function of seed
+
+
+def pipeline_ms(stateless=False):
+    batches = tf.data.Dataset.from_tensor_slices(images).batch(32)
+    if stateless:  # one (seed, seed) pair per batch, from a seeded stream
+        batches = tf.data.Dataset.zip(batches, tf.data.Dataset.random(seed=1).batch(2))
+    pipeline = batches.map(augment_stateless if stateless else augment, num_parallel_calls=tf.data.AUTOTUNE)
+    return best_ms(lambda: [None for _ in pipeline])
+
+
+train_steps_ms(), pipeline_ms()  # a throwaway round: the first calls in a process pay one-time costs
+cost = {"nondeterministic": (train_steps_ms(), pipeline_ms(), pipeline_ms(stateless=True))}
+keras.utils.set_random_seed(42)
+tf.config.experimental.enable_op_determinism()  # from here on, for the rest of this process
+cost["deterministic"] = (train_steps_ms(), pipeline_ms(), pipeline_ms(stateless=True))
+
+print(f"{'':>17} {'train step':>11} {'tf.data, stateful':>18} {'tf.data, stateless':>19}")
+for name, (step, stateful, stateless) in cost.items():
+    print(f"{name:>17} {step:8.1f} ms {stateful:15.1f} ms {stateless:16.1f} ms")
+ratios = [d / n for d, n in zip(cost["deterministic"], cost["nondeterministic"])]
+print("deterministic / nondeterministic:", ", ".join(f"{r:.2f}x" for r in ratios))
+print(f"XLA compiled the train step: nondeterministic {XLA_USED[-2]}, deterministic {XLA_USED[-1]}")
 
 # %% [markdown]
 # On TensorFlow the nondeterministic side ran first, in the same process. For a cleaner comparison run two
