@@ -21,7 +21,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/26<br>
+# **Last modified:** 2026/11/27<br>
 # **Description:** Connect to the accelerator, train a Keras model and read the result from one widget panel.<br>
 # **Accelerator:** TPU, GPU or CPU (any Colab runtime)
 #
@@ -42,7 +42,7 @@
 # - change a setting from code and see the panel follow;
 # - know what a TPU pads a batch to, and pick a batch size that needs no padding;
 # - count the steps of an epoch from the global batch (per-replica batch x replicas), then check with Keras;
-# - check that a deterministic run can be reproduced bit for bit.
+# - after class (the extra at the end): check that a deterministic run can be reproduced bit for bit.
 #
 # The later notebooks open the panel up: 01 connecting and distributing, 02 mixed precision, 03 determinism,
 # 04 Keras training, 05 profiling and input pipelines, and from 06 on scaling out.
@@ -125,15 +125,10 @@ print(result.model.predict(np.zeros((1, *result.data["spec"]["input_shape"]), "u
 # - The accelerator group names what `connect` found, for example `TPU, 1 replica` (Colab's TPU runtime: one v5e
 #   or one v6e chip), `GPU, 1 replica (Tesla T4)` or `CPU`, with the precision tpukit recommends there and why.
 # - While the run goes on: epoch, step, examples per second, an ETA and a loss/accuracy plot that updates.
-# - At the end, a line such as `completed: 20261122-...-mlp-digits, val_accuracy 0.9...` and a row in the runs
-#   table. At smoke size accuracy is low (a few steps). With the defaults (3 epochs of the CNN: about 30 s on a
-#   2-core CPU, less on a GPU or a TPU), training accuracy ends near 0.97 and `val_accuracy` somewhere around 0.8
-#   to 0.95: it still jumps from epoch to epoch.
-# - The printed summary: final metrics, examples/s, step time, MFU (the share of the chip's peak FLOP/s the model
-#   used) and the weights fingerprint. Every run also has a directory under `runs/` with `config.json` and
-#   `result.json`.
-# - The last line: `result.model` is the trained `keras.Model` (also `panel.model`), here predicting the class
-#   probabilities of a blank image; `predict`, `evaluate` and `save` it as any Keras model (notebook 04 does).
+# - At the end, `completed: ...` and a row in the runs table. With the defaults (3 epochs of the CNN: about 30 s
+#   on a 2-core CPU) `val_accuracy` ends somewhere around 0.8 to 0.95; at smoke size it is low.
+# - The summary: final metrics, examples/s, step time, MFU (the share of the chip's peak FLOP/s used) and the
+#   weights fingerprint; each run has a directory under `runs/`. `result.model` is the trained `keras.Model`.
 
 # %% [markdown]
 # ## Change a setting from code
@@ -213,7 +208,27 @@ print("tpukit's steps in an epoch of 5,000:", tpukit.data.pipeline.steps_per_epo
 print(f"here: {panel.runtime.replicas} replica(s), global batch {panel.config.global_batch(panel.runtime.replicas)}")
 
 # %% [markdown]
-# ## Reproduce a run bit for bit
+# ## On a TPU, a GPU or the CPU
+#
+# - **TPU**: one replica per chip: 1 on Colab's TPU runtime, 8 on Kaggle's v5e-8. There (JAX, no TensorFlow)
+#   tpukit runs Keras 3 on JAX. Precision "auto" means `mixed_bfloat16`; `mixed_float16` is refused.
+# - **GPU**: one GPU trains under TensorFlow's default strategy, as plain `model.fit` does, so Keras'
+#   `jit_compile="auto"` compiles with XLA; two or more under `MirroredStrategy`, where Keras keeps XLA off (on
+#   JAX: `DataParallel`). "auto" picks `mixed_float16` on Tensor-Core GPUs (compute capability 7.0 or higher, such
+#   as the T4, L4 and A100) and `float32` on older ones.
+# - **CPU**: one replica (or simulated replicas, see notebook 01); "auto" picks `mixed_bfloat16` only where this
+#   CPU, measured at connect, runs it faster than float32.
+#
+# The panel, the code and the run directories are the same on all three. Next: **TensorBoard** opens inline
+# (never through a public tunnel) with the TensorBoard button; notebook 05 reads a profile capture in detail.
+# Colab's TPU runtime ships no TensorBoard: there the button says to run `tpukit.colab.setup()` first (a cell of
+# its own; it adds TensorBoard and its profile plugin with pip, in tens of seconds, and moves nothing Colab
+# ships), then press it again. On the CPU and GPU runtimes TensorBoard is there already.
+
+# %% [markdown]
+# ## Extra: reproduce a run bit for bit
+#
+# *Not part of the workshop day: for after class (notebook 03 teaches determinism in full).*
 #
 # With **deterministic** on, tpukit seeds everything (`keras.utils.set_random_seed`) and makes the ops
 # deterministic. On TensorFlow that is `tf.config.experimental.enable_op_determinism()`. On JAX, XLA's CPU and TPU
@@ -260,7 +275,7 @@ check(set(SAME_AS_A) == {name for name in "BC" if fingerprints[name] == fingerpr
 print("Exercise 2: correct.")
 
 # %% [markdown]
-# ## Compare the runs
+# ### Compare the runs
 #
 # **Compare** (or `panel.compare()`) lists the runs of this kernel side by side, with a chart of step time and
 # accuracy. The rows are plain dicts, so a notebook can sort or plot them too.
@@ -268,25 +283,3 @@ print("Exercise 2: correct.")
 # %%
 for row in panel.compare():
     print(row["run"], row["status"], row["batch_size"], row["deterministic"], row["fingerprint"])
-
-# %% [markdown]
-# ## On a TPU, a GPU or the CPU
-#
-# - **TPU**: one replica per TPU device (a v5e or v6e chip is one device): 1 on Colab's TPU runtime (one
-#   v5e or one v6e chip), 8 on Kaggle's v5e-8. `batch_size` is per replica, so the global batch is that many
-#   times larger. On Colab's TPU runtime (JAX, no TensorFlow) tpukit runs Keras 3 on JAX, on the TPU, with no
-#   `keras.distribution` for one chip and `DataParallel` for several. Precision "auto" means `mixed_bfloat16`;
-#   `mixed_float16` is refused (float16 is not a TPU compute type).
-# - **GPU**: one GPU trains under TensorFlow's default strategy, as plain `model.fit` does, so Keras'
-#   `jit_compile="auto"` compiles with XLA; two or more under `MirroredStrategy`, where Keras keeps XLA off (on
-#   JAX: `DataParallel`). "auto" picks `mixed_float16` on Tensor-Core GPUs (compute capability 7.0 or higher, such
-#   as the T4, L4 and A100) and `float32` on older ones.
-# - **CPU**: one replica (or simulated replicas, see notebook 01); "auto" picks `mixed_bfloat16` only where this
-#   very CPU, measured at connect, runs bfloat16 matmuls and conv gradients both more than 20% faster than
-#   float32, else `float32`.
-#
-# The panel, the code and the run directories are the same on all three. Next: **TensorBoard** opens inline
-# (never through a public tunnel) with the TensorBoard button; notebook 05 reads a profile capture in detail.
-# Colab's TPU runtime ships no TensorBoard: there the button says to run `tpukit.colab.setup()` first (a cell of
-# its own; it adds TensorBoard and its profile plugin with pip, in tens of seconds, and moves nothing Colab
-# ships), then press it again. On the CPU and GPU runtimes TensorBoard is there already.

@@ -21,7 +21,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/26<br>
+# **Last modified:** 2026/11/27<br>
 # **Description:** Place ops on one device, run a function on every replica and split a batch between 8 of them
 # (simulated CPU devices anywhere), in TensorFlow and in JAX; then connect to a TPU, GPUs or the CPU with tpukit.<br>
 # **Accelerator:** TPU, GPU or CPU (the 8-device lessons run on 8 simulated CPU devices where there are fewer)
@@ -100,8 +100,7 @@ print(f"Keras backend: {os.environ['KERAS_BACKEND']}, because {why}.")
 
 SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: every size shrinks to seconds
 
-# %%
-import contextlib
+# %% tags=["jax"]
 import os
 import shutil
 
@@ -111,45 +110,56 @@ COUNT_FLAG = "--xla_force_host_platform_device_count"
 flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(COUNT_FLAG)]
 os.environ["XLA_FLAGS"] = " ".join(flags + [f"{COUNT_FLAG}={SIMULATED}"])
 
+import jax
+import jax.numpy as jnp
 import keras
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 import tpukit
 from tpukit.hardware import tpu
 from tpukit.teaching import SOLUTIONS, answered, check  # the exercises' self-checks
 
-TF = keras.backend.backend() == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
-if TF:
-    import tensorflow as tf
-
-    tf.get_logger().setLevel("WARNING")  # MirroredStrategy logs every reduction at INFO level
-    # TensorFlow: split the CPU into 8 logical devices, before TensorFlow's first op
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    with contextlib.suppress(RuntimeError):  # TensorFlow already started: it keeps the devices it has
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * SIMULATED)
-    has_accelerator = tpu.tpu_address() is not None or bool(tf.config.list_physical_devices("GPU"))
-else:
-    import jax
-    import jax.numpy as jnp
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-    has_accelerator = tpu.tpu_vm_present() or shutil.which("nvidia-smi") is not None
-
 # tpukit's connect() (last section): the TPU or GPU as it is; a CPU-only runtime gets the 8 simulated devices.
+has_accelerator = tpu.tpu_vm_present() or shutil.which("nvidia-smi") is not None
 runtime = tpukit.connect(replicas=None if has_accelerator else SIMULATED)
 
-# The lessons' 8 devices, with the real APIs: one replica per device.
-if TF:
-    strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")][:SIMULATED])
-    REPLICAS = strategy.num_replicas_in_sync
-else:
-    # The runtime's own devices where it has 8 (a v5e-8), else JAX's 8 CPU devices (Colab's TPU has one chip)
-    DEVICES = (jax.devices() if len(jax.devices()) >= SIMULATED else jax.devices("cpu"))[:SIMULATED]
-    strategy = keras.distribution.DataParallel(devices=DEVICES)  # Keras' data parallelism over them
-    REPLICAS = len(DEVICES)
+# The lessons' 8 devices: the runtime's own where it has 8 (a v5e-8), else JAX's 8 CPU devices (Colab's TPU has one
+# chip). One replica per device.
+DEVICES = (jax.devices() if len(jax.devices()) >= SIMULATED else jax.devices("cpu"))[:SIMULATED]
+strategy = keras.distribution.DataParallel(devices=DEVICES)  # Keras' data parallelism over them
+REPLICAS = len(DEVICES)
 print(f"lessons: {type(strategy).__name__} over {REPLICAS} devices"
       + ("" if REPLICAS == SIMULATED else " (fewer than 8: restart the runtime and run this cell first)"))
 
+# %% tags=["tf"]
+import contextlib
+
+SIMULATED = 8  # devices for the lessons: the 8 cores of a v2-8/v3-8 board, or Kaggle's v5e-8
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import tpukit
+from tpukit.hardware import tpu
+from tpukit.teaching import SOLUTIONS, answered, check  # the exercises' self-checks
+
+tf.get_logger().setLevel("WARNING")  # MirroredStrategy logs every reduction at INFO level
+# Split the CPU into 8 logical devices, before TensorFlow's first op
+cpu = tf.config.list_physical_devices("CPU")[0]
+with contextlib.suppress(RuntimeError):  # TensorFlow already started: it keeps the devices it has
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * SIMULATED)
+
+# tpukit's connect() (last section): the TPU or GPU as it is; a CPU-only runtime gets the 8 simulated devices.
+has_accelerator = tpu.tpu_address() is not None or bool(tf.config.list_physical_devices("GPU"))
+runtime = tpukit.connect(replicas=None if has_accelerator else SIMULATED)
+
+# The lessons' 8 devices, one replica per device
+strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")][:SIMULATED])
+REPLICAS = strategy.num_replicas_in_sync
+print(f"lessons: {type(strategy).__name__} over {REPLICAS} devices"
+      + ("" if REPLICAS == SIMULATED else " (fewer than 8: restart the runtime and run this cell first)"))
 
 # %% [markdown]
 # ## Devices, and one op on one device
@@ -160,19 +170,19 @@ print(f"lessons: {type(strategy).__name__} over {REPLICAS} devices"
 # JAX, `jax.device_put` puts an array on a device, and the ops on it run there. Both use the runtime's first
 # device: the TPU or GPU where there is one.
 
-# %%
-if TF:
-    for device in tf.config.list_logical_devices():
-        print(device.name, device.device_type)
-    with tf.device(runtime.devices[0]):
-        a = tf.random.stateless_normal((256, 256), seed=(1, 2))
-        product = tf.matmul(a, a)
-    print("the matmul ran on", product.device)
-else:
-    print("default:", jax.devices(), "| cpu:", jax.devices("cpu"))
-    a = jax.device_put(jax.random.normal(jax.random.key(1), (256, 256)), jax.devices()[0])
-    product = a @ a
-    print("the matmul ran on", product.devices())
+# %% tags=["jax"]
+print("default:", jax.devices(), "| cpu:", jax.devices("cpu"))
+a = jax.device_put(jax.random.normal(jax.random.key(1), (256, 256)), jax.devices()[0])
+product = a @ a
+print("the matmul ran on", product.devices())
+
+# %% tags=["tf"]
+for device in tf.config.list_logical_devices():
+    print(device.name, device.device_type)
+with tf.device(runtime.devices[0]):
+    a = tf.random.stateless_normal((256, 256), seed=(1, 2))
+    product = tf.matmul(a, a)
+print("the matmul ran on", product.device)
 
 # %% [markdown]
 # ## `strategy.run` and `PerReplica`
@@ -188,27 +198,28 @@ else:
 # the result is one global array whose *shards* are the per-replica values: `addressable_shards` unpacks it,
 # and an ordinary `sum` reduces it. The mesh here spans the setup's 8 `DEVICES`.
 
-# %%
-if TF:
-    @tf.function
-    def replica_ids():
-        def whoami():
-            return tf.distribute.get_replica_context().replica_id_in_sync_group * 10
+# %% tags=["jax"]
+mesh = Mesh(np.array(DEVICES), ("batch",))  # one axis named "batch", one device per replica
+whoami = jax.shard_map(lambda: jax.lax.axis_index("batch")[None] * 10, mesh=mesh, in_specs=(),
+                       out_specs=PartitionSpec("batch"))
+per_replica = whoami()
+print(type(per_replica).__name__, "with", len(per_replica.addressable_shards), "shard(s)")
+print([int(shard.data[0]) for shard in per_replica.addressable_shards])
+print("sum:", int(per_replica.sum()))
 
-        return strategy.run(whoami)
+# %% tags=["tf"]
+@tf.function
+def replica_ids():
+    def whoami():
+        return tf.distribute.get_replica_context().replica_id_in_sync_group * 10
 
-    per_replica = replica_ids()
-    print(type(per_replica).__name__ if REPLICAS > 1 else "one replica: a plain tensor")
-    print([int(t) for t in strategy.experimental_local_results(per_replica)])
-    print("sum:", int(strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)))
-else:
-    mesh = Mesh(np.array(DEVICES), ("batch",))  # one axis named "batch", one device per replica
-    whoami = jax.shard_map(lambda: jax.lax.axis_index("batch")[None] * 10, mesh=mesh, in_specs=(),
-                           out_specs=PartitionSpec("batch"))
-    per_replica = whoami()
-    print(type(per_replica).__name__, "with", len(per_replica.addressable_shards), "shard(s)")
-    print([int(shard.data[0]) for shard in per_replica.addressable_shards])
-    print("sum:", int(per_replica.sum()))
+    return strategy.run(whoami)
+
+
+per_replica = replica_ids()
+print(type(per_replica).__name__ if REPLICAS > 1 else "one replica: a plain tensor")
+print([int(t) for t in strategy.experimental_local_results(per_replica)])
+print("sum:", int(strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)))
 
 # %% [markdown]
 # On a real TPU under TensorFlow, the TPU system keeps its state (variables, compiled programs) between cells.
@@ -233,28 +244,32 @@ else:
 # shard of shape (per-replica batch, ...). tpukit's `RunConfig.batch_size` is per replica and
 # `global_batch_size` is derived from it, so changing the hardware never silently changes what a replica sees.
 
-# %%
+# %% tags=["jax"]
 PER_REPLICA_BATCH = 4
 GLOBAL_BATCH = PER_REPLICA_BATCH * REPLICAS  # what you batch the dataset with
 config = tpukit.RunConfig(dataset="digits", batch_size=PER_REPLICA_BATCH, replicas=REPLICAS)
 print(f"{PER_REPLICA_BATCH} per replica x {REPLICAS} replicas = {GLOBAL_BATCH} per step "
       f"(tpukit's RunConfig derives the same: {config.global_batch_size})")
 
-if TF:
-    dataset = tf.data.Dataset.range(10 * GLOBAL_BATCH).batch(GLOBAL_BATCH)
-    first = next(iter(strategy.experimental_distribute_dataset(dataset)))
-    slices = [t.numpy().tolist() for t in strategy.experimental_local_results(first)]
-else:
-    by_rows = NamedSharding(mesh, PartitionSpec("batch"))  # axis 0 split over the mesh's "batch" axis
-    first = jax.device_put(np.arange(GLOBAL_BATCH), by_rows)  # the first global batch of range(...)
-    shards = sorted(first.addressable_shards, key=lambda shard: shard.index[0].start or 0)
-    slices = [shard.data.tolist() for shard in shards]
-for i, rows in enumerate(slices):
-    print(f"replica {i}: {rows}")
-if TF:
-    print("per-replica shapes:", [tuple(t.shape) for t in strategy.experimental_local_results(first)])
-else:
-    print("per-device shapes:", [s.data.shape for s in first.addressable_shards], "of", first.shape)
+by_rows = NamedSharding(mesh, PartitionSpec("batch"))  # axis 0 split over the mesh's "batch" axis
+first = jax.device_put(np.arange(GLOBAL_BATCH), by_rows)  # the first global batch of range(...)
+shards = sorted(first.addressable_shards, key=lambda shard: shard.index[0].start or 0)
+for i, shard in enumerate(shards):
+    print(f"replica {i}: {shard.data.tolist()}")
+print("per-device shapes:", [s.data.shape for s in first.addressable_shards], "of", first.shape)
+
+# %% tags=["tf"]
+PER_REPLICA_BATCH = 4
+GLOBAL_BATCH = PER_REPLICA_BATCH * REPLICAS  # what you batch the dataset with
+config = tpukit.RunConfig(dataset="digits", batch_size=PER_REPLICA_BATCH, replicas=REPLICAS)
+print(f"{PER_REPLICA_BATCH} per replica x {REPLICAS} replicas = {GLOBAL_BATCH} per step "
+      f"(tpukit's RunConfig derives the same: {config.global_batch_size})")
+
+dataset = tf.data.Dataset.range(10 * GLOBAL_BATCH).batch(GLOBAL_BATCH)
+first = next(iter(strategy.experimental_distribute_dataset(dataset)))
+for i, rows in enumerate(strategy.experimental_local_results(first)):
+    print(f"replica {i}: {rows.numpy().tolist()}")
+print("per-replica shapes:", [tuple(t.shape) for t in strategy.experimental_local_results(first)])
 
 # %% [markdown]
 # The loss must follow the same rule. Each replica averages its per-example losses over the **global** batch
@@ -262,19 +277,22 @@ else:
 # the mean over the global batch, whatever the number of replicas. In JAX you write the mean over the whole
 # sharded array, and XLA adds the cross-device sum for you.
 
-# %%
-if TF:
-    @tf.function
-    def mean_loss(batch):
-        def per_replica(x):
-            per_example = tf.cast(x, tf.float32) ** 2
-            return tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+# %% tags=["jax"]
+distributed = float(jax.jit(lambda x: jnp.mean(x.astype(jnp.float32) ** 2))(first))
+one_device = float(np.mean(np.arange(GLOBAL_BATCH, dtype=np.float32) ** 2))
+print("distributed:", distributed, "| one device:", one_device)
 
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(per_replica, args=(batch,)), axis=None)
+# %% tags=["tf"]
+@tf.function
+def mean_loss(batch):
+    def per_replica(x):
+        per_example = tf.cast(x, tf.float32) ** 2
+        return tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
 
-    distributed = float(mean_loss(first))
-else:
-    distributed = float(jax.jit(lambda x: jnp.mean(x.astype(jnp.float32) ** 2))(first))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(per_replica, args=(batch,)), axis=None)
+
+
+distributed = float(mean_loss(first))
 one_device = float(np.mean(np.arange(GLOBAL_BATCH, dtype=np.float32) ** 2))
 print("distributed:", distributed, "| one device:", one_device)
 
@@ -296,20 +314,32 @@ if SOLUTIONS:
     GLOBAL_16 = 16 * 8  # 16 per replica x 8 replicas
     LAST_ROWS = (128 + 7 * 16, 2 * 128 - 1)  # the second batch is rows 128..255; replicas 0-6 take 16 rows each first
 
-# %% tags=["self-check"]
+# %% tags=["self-check", "jax"]
 # Self-check: distribute the second batch of range(...), 16 per replica, over the 8 devices; read the slices
 answered(GLOBAL_16, "global batch = per-replica batch x replicas")
 answered(LAST_ROWS, "the second batch holds rows GLOBAL_16 .. 2*GLOBAL_16-1; each replica takes 16 in a row")
 per = 16
-if TF:
-    n = strategy.num_replicas_in_sync
-    batches = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.range(4 * per * n).batch(per * n)))
-    next(batches)
-    slices = [t.numpy() for t in strategy.experimental_local_results(next(batches))]
-else:
-    split = NamedSharding(Mesh(np.array(DEVICES), ("batch",)), PartitionSpec("batch"))
-    second = jax.device_put(np.arange(per * len(DEVICES), 2 * per * len(DEVICES)), split)
-    slices = [shard.data for shard in sorted(second.addressable_shards, key=lambda shard: shard.index[0].start or 0)]
+split = NamedSharding(Mesh(np.array(DEVICES), ("batch",)), PartitionSpec("batch"))
+second = jax.device_put(np.arange(per * len(DEVICES), 2 * per * len(DEVICES)), split)
+slices = [shard.data for shard in sorted(second.addressable_shards, key=lambda shard: shard.index[0].start or 0)]
+measured = (int(slices[-1][0]), int(slices[-1][-1]))
+per_step = sum(len(rows) for rows in slices)
+print(f"{len(slices)} replicas of {[len(rows) for rows in slices][0]} rows: {per_step} per step, "
+      f"the last replica got rows {measured}")
+check(GLOBAL_16 == per_step, f"one step took {per_step} examples: multiply the per-replica batch by the replicas")
+check(isinstance(LAST_ROWS, (tuple, list)) and tuple(LAST_ROWS) == measured,
+      f"the last replica got rows {measured}: give (first, last) of the second batch's last slice")
+print("Exercise 1: correct.")
+
+# %% tags=["self-check", "tf"]
+# Self-check: distribute the second batch of range(...), 16 per replica, over the 8 devices; read the slices
+answered(GLOBAL_16, "global batch = per-replica batch x replicas")
+answered(LAST_ROWS, "the second batch holds rows GLOBAL_16 .. 2*GLOBAL_16-1; each replica takes 16 in a row")
+per = 16
+n = strategy.num_replicas_in_sync
+batches = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.range(4 * per * n).batch(per * n)))
+next(batches)
+slices = [t.numpy() for t in strategy.experimental_local_results(next(batches))]
 measured = (int(slices[-1][0]), int(slices[-1][-1]))
 per_step = sum(len(rows) for rows in slices)
 print(f"{len(slices)} replicas of {[len(rows) for rows in slices][0]} rows: {per_step} per step, "
@@ -379,15 +409,17 @@ for make in [sequential] if SMOKE else [sequential, functional, Subclassed]:
         probabilities = model.predict(x[:GLOBAL_BATCH], batch_size=GLOBAL_BATCH, verbose=0)
     print(f"{make.__name__:>10}: loss {loss:.3f}, accuracy {accuracy:.3f}, predictions {probabilities.shape}")
 
+# %% tags=["jax"]
 kernel = model.weights[0]
-if TF:
-    print(f"{kernel.path}: a {type(kernel.value).__name__} with {len(kernel.value.values)} copies, one per replica")
-else:
-    print(f"{kernel.path}: laid out as {kernel.value.sharding.spec} (nothing split: replicated) "
-          f"on {len(kernel.value.sharding.device_set)} devices")
-    # What fit does to each batch under the distribution: split axis 0 over the mesh's "batch" axis
-    fed = keras.distribution.distribute_tensor(x[:GLOBAL_BATCH], strategy.get_data_layout(x[:GLOBAL_BATCH].shape))
-    print("a batch of", fed.shape, "-> per device", [s.data.shape for s in fed.addressable_shards])
+print(f"{kernel.path}: laid out as {kernel.value.sharding.spec} (nothing split: replicated) "
+      f"on {len(kernel.value.sharding.device_set)} devices")
+# What fit does to each batch under the distribution: split axis 0 over the mesh's "batch" axis
+fed = keras.distribution.distribute_tensor(x[:GLOBAL_BATCH], strategy.get_data_layout(x[:GLOBAL_BATCH].shape))
+print("a batch of", fed.shape, "-> per device", [s.data.shape for s in fed.addressable_shards])
+
+# %% tags=["tf"]
+kernel = model.weights[0]
+print(f"{kernel.path}: a {type(kernel.value).__name__} with {len(kernel.value.values)} copies, one per replica")
 
 # %% [markdown]
 # ## Gradient descent by hand, on one device
@@ -398,41 +430,41 @@ else:
 # Everything sits on one device (`tf.device`, or `jax.default_device`), the way the first Colab TPU posts ran it
 # on a single TPU core.
 
-# %%
+# %% tags=["jax"]
 LEARNING_RATE = 0.1  # try changing this
 STEPS = 100
 
 xs = np.random.default_rng(3).uniform(-1.0, 1.0, (256, 1)).astype(np.float32)
 ys = 3.0 * xs + 2.0
-if TF:
-    one_device = tf.device(runtime.devices[0])
-    w, b = tf.Variable(0.0), tf.Variable(0.0)
-    optimizer = keras.optimizers.SGD(learning_rate=LEARNING_RATE)
+params = {"w": jnp.float32(0.0), "b": jnp.float32(0.0)}
+loss_and_gradients = jax.jit(jax.value_and_grad(lambda p: jnp.mean((p["w"] * xs + p["b"] - ys) ** 2)))
 
-    def step():
+with jax.default_device(jax.devices()[0]):
+    for i in range(STEPS):
+        loss, gradients = loss_and_gradients(params)
+        params = {k: params[k] - LEARNING_RATE * gradients[k] for k in params}
+        if i % 25 == 0 or i == STEPS - 1:
+            print(f"step {i:3d}: loss {float(loss):.6f}, w {float(params['w']):.3f}, b {float(params['b']):.3f}")
+print("w lives on", params["w"].devices())
+
+# %% tags=["tf"]
+LEARNING_RATE = 0.1  # try changing this
+STEPS = 100
+
+xs = np.random.default_rng(3).uniform(-1.0, 1.0, (256, 1)).astype(np.float32)
+ys = 3.0 * xs + 2.0
+w, b = tf.Variable(0.0), tf.Variable(0.0)
+optimizer = keras.optimizers.SGD(learning_rate=LEARNING_RATE)
+
+with tf.device(runtime.devices[0]):
+    for i in range(STEPS):
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean((w * xs + b - ys) ** 2)
         gradients = tape.gradient(loss, [w, b])
         optimizer.apply_gradients(zip(gradients, [w, b]))
-        return loss
-else:
-    one_device = jax.default_device(jax.devices()[0])
-    params = {"w": jnp.float32(0.0), "b": jnp.float32(0.0)}
-    loss_and_gradients = jax.jit(jax.value_and_grad(lambda p: jnp.mean((p["w"] * xs + p["b"] - ys) ** 2)))
-
-    def step():
-        global params
-        loss, gradients = loss_and_gradients(params)
-        params = {k: params[k] - LEARNING_RATE * gradients[k] for k in params}
-        return loss
-
-with one_device:
-    for i in range(STEPS):
-        loss = step()
         if i % 25 == 0 or i == STEPS - 1:
-            w_now, b_now = (w, b) if TF else (params["w"], params["b"])
-            print(f"step {i:3d}: loss {float(loss):.6f}, w {float(w_now):.3f}, b {float(b_now):.3f}")
-print("w lives on", w.device if TF else params["w"].devices())
+            print(f"step {i:3d}: loss {float(loss):.6f}, w {float(w):.3f}, b {float(b):.3f}")
+print("w lives on", w.device)
 
 # %% [markdown]
 # ### Exercise 2: the fastest learning rate that still converges
@@ -491,11 +523,14 @@ print("Exercise 2: correct.")
 # without CUDA, which is what tpukit's `[cpu]` extra installs on laptops and in CI. JAX comes as one package
 # too, with the TPU (`libtpu`) or CUDA support as extras.
 
-# %%
-if TF:
-    print("TensorFlow", tf.__version__, "built with CUDA:", tf.test.is_built_with_cuda())
-else:
-    print("JAX", jax.__version__, "| platform:", jax.default_backend(), "| devices:", len(jax.devices()))
+# %% tags=["jax"]
+print("JAX", jax.__version__, "| platform:", jax.default_backend(), "| devices:", len(jax.devices()))
+print(runtime.describe())  # what was found, the precision to train in, and why each other kind was skipped
+print("kind:", runtime.kind, "| replicas:", runtime.replicas, "| simulated:", runtime.simulated,
+      "| strategy:", type(runtime.strategy).__name__, "| skipped:", list(runtime.skipped_reasons))
+
+# %% tags=["tf"]
+print("TensorFlow", tf.__version__, "built with CUDA:", tf.test.is_built_with_cuda())
 print(runtime.describe())  # what was found, the precision to train in, and why each other kind was skipped
 print("kind:", runtime.kind, "| replicas:", runtime.replicas, "| simulated:", runtime.simulated,
       "| strategy:", type(runtime.strategy).__name__, "| skipped:", list(runtime.skipped_reasons))

@@ -21,7 +21,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/26<br>
+# **Last modified:** 2026/11/27<br>
 # **Description:** Dtype policies, float32 outputs, float16 range vs bfloat16, loss scaling in a custom loop,
 # each policy's speed and the cost of padding, measured on the hardware at hand.<br>
 # **Accelerator:** TPU (bfloat16), GPU (float16) or CPU
@@ -36,9 +36,8 @@
 # 60% on TPUs. NVIDIA GPUs need compute capability 7.0 or higher (Tensor Cores) to gain from float16; every Cloud
 # TPU computes in bfloat16; on a CPU mixed precision runs, but usually slower (this notebook measures it).
 #
-# Everything here is Keras (`keras.ops` works the same on every backend), so it runs where Keras runs on
-# TensorFlow (Colab's CPU and GPU runtimes) and where it runs on JAX (Colab's TPU runtime, which has no
-# TensorFlow). The one step that differs, a custom training step, is shown both ways.
+# Everything here is Keras (`keras.ops` works the same on every backend), on TensorFlow (Colab's CPU and GPU
+# runtimes) and on JAX (its TPU runtime); a custom training step is shown both ways.
 #
 # **You will learn to:**
 #
@@ -48,7 +47,8 @@
 # - scale the loss in a custom training loop, and watch a step with inf gradients get skipped;
 # - measure each policy's speed here, on a model sized to the device, starting every run from the same initial
 #   weights;
-# - know what a TPU pads (batch to multiples of 8, features to multiples of 128) and measure what padding costs.
+# - after class (the extra at the end): know what a TPU pads (batch to multiples of 8, features to multiples of
+#   128) and measure what padding costs.
 
 # %% [markdown]
 # ## Setup
@@ -77,7 +77,7 @@ print(f"Keras backend: {os.environ['KERAS_BACKEND']}, because {why}.")
 
 SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: every size shrinks to seconds
 
-# %%
+# %% tags=["jax"]
 import contextlib
 import time
 import warnings
@@ -92,11 +92,7 @@ from tpukit import models
 from tpukit.teaching import SOLUTIONS, answered, check
 from tpukit import precision
 
-TF = keras.backend.backend() == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
-if TF:
-    import tensorflow as tf
-else:
-    import jax
+import jax
 
 runtime = tpukit.connect()
 print(runtime.describe())
@@ -106,7 +102,35 @@ def on_float16_device():
     """Where the float16 demos run: here, except on a TPU, which has no float16 math (they run on its host CPU)."""
     if runtime.kind != "tpu":
         return contextlib.nullcontext()
-    return tf.device("/CPU:0") if TF else jax.default_device(jax.devices("cpu")[0])
+    return jax.default_device(jax.devices("cpu")[0])
+
+
+# %% tags=["tf"]
+import contextlib
+import time
+import warnings
+
+import keras
+import ml_dtypes
+import numpy as np
+from keras import ops
+
+import tpukit
+from tpukit import models
+from tpukit.teaching import SOLUTIONS, answered, check
+from tpukit import precision
+
+import tensorflow as tf
+
+runtime = tpukit.connect()
+print(runtime.describe())
+
+
+def on_float16_device():
+    """Where the float16 demos run: here, except on a TPU, which has no float16 math (they run on its host CPU)."""
+    if runtime.kind != "tpu":
+        return contextlib.nullcontext()
+    return tf.device("/CPU:0")
 
 
 # %% [markdown]
@@ -256,7 +280,7 @@ with on_float16_device():
 # model's `stateless_call`, then `optimizer.stateless_apply`, and the new values are assigned back. On the TPU
 # runtime the whole loop runs on the CPU (`on_float16_device()`): a TPU trains in bfloat16, which needs no scaling.
 
-# %%
+# %% tags=["jax"]
 with on_float16_device():
     keras.utils.set_random_seed(0)
     with precision.policy("mixed_float16"):
@@ -267,27 +291,53 @@ with on_float16_device():
 xs = np.random.default_rng(5).standard_normal((32, 8)).astype("float32")
 ys = 0.1 * xs.sum(axis=1, keepdims=True)
 
-if TF:
-    def train_step(x, y):
-        with tf.GradientTape() as tape:
-            loss = ops.mean((net(x) - y) ** 2)
-            scaled = optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled, net.trainable_variables)
-        optimizer.apply(grads, net.trainable_variables)  # unscales; skips the step if a gradient is inf or NaN
-        return loss, grads
-else:
-    def scaled_loss(trainable, x, y):
-        outputs, _ = net.stateless_call(trainable, [v.value for v in net.non_trainable_variables], x)
-        loss = ops.mean((outputs - y) ** 2)
-        return optimizer.scale_loss(loss), loss
 
-    def train_step(x, y):
-        trainable = [v.value for v in net.trainable_variables]
-        (_, loss), grads = jax.value_and_grad(scaled_loss, has_aux=True)(trainable, x, y)
-        trainable, state = optimizer.stateless_apply([v.value for v in optimizer.variables], grads, trainable)
-        for variable, value in zip(net.trainable_variables + optimizer.variables, trainable + state):
-            variable.assign(value)
-        return loss, grads
+def scaled_loss(trainable, x, y):
+    outputs, _ = net.stateless_call(trainable, [v.value for v in net.non_trainable_variables], x)
+    loss = ops.mean((outputs - y) ** 2)
+    return optimizer.scale_loss(loss), loss
+
+
+def train_step(x, y):
+    trainable = [v.value for v in net.trainable_variables]
+    (_, loss), grads = jax.value_and_grad(scaled_loss, has_aux=True)(trainable, x, y)
+    trainable, state = optimizer.stateless_apply([v.value for v in optimizer.variables], grads, trainable)
+    for variable, value in zip(net.trainable_variables + optimizer.variables, trainable + state):
+        variable.assign(value)
+    return loss, grads
+
+
+with on_float16_device():
+    for step in range(8):
+        targets = ys * 1e4 if step == 4 else ys  # an outlier batch
+        before = [ops.convert_to_numpy(w) for w in net.trainable_weights]
+        scale = float(optimizer.dynamic_scale)
+        loss, grads = train_step(xs, targets)
+        finite = all(np.isfinite(ops.convert_to_numpy(g)).all() for g in grads)
+        moved = any(not np.array_equal(b, ops.convert_to_numpy(w)) for b, w in zip(before, net.trainable_weights))
+        print(f"step {step}: loss {float(loss):10.4g}, scale {scale:>7.0f} -> {float(optimizer.dynamic_scale):>7.0f}, "
+              f"grads finite {finite!s:>5}, weights updated {moved!s:>5}, iterations {int(optimizer.iterations)}")
+
+# %% tags=["tf"]
+with on_float16_device():
+    keras.utils.set_random_seed(0)
+    with precision.policy("mixed_float16"):
+        net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1),
+                                keras.layers.Activation("linear", dtype="float32")])
+    optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.01), dynamic_growth_steps=3)
+    optimizer.build(net.trainable_variables)
+xs = np.random.default_rng(5).standard_normal((32, 8)).astype("float32")
+ys = 0.1 * xs.sum(axis=1, keepdims=True)
+
+
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = ops.mean((net(x) - y) ** 2)
+        scaled = optimizer.scale_loss(loss)
+    grads = tape.gradient(scaled, net.trainable_variables)
+    optimizer.apply(grads, net.trainable_variables)  # unscales; skips the step if a gradient is inf or NaN
+    return loss, grads
+
 
 with on_float16_device():
     for step in range(8):
@@ -357,8 +407,7 @@ print("Exercise 2: correct. It is the scale keras.optimizers.LossScaleOptimizer 
 # To compare policies fairly, every model starts from **the same initial weights**: build once, keep
 # `get_weights()`, and `set_weights` them into each policy's model (variables are float32 under every policy, so
 # the weights fit). Then a warm-up epoch traces and compiles the step, and the timed epochs run the same batches.
-# On a TPU `mixed_float16` is left out: tpukit refuses it there (`RunConfig(precision="mixed_float16")` on a TPU
-# raises `ConfigError`), since the MXU computes in bfloat16.
+# On a TPU `mixed_float16` is left out: the MXU computes in bfloat16.
 
 # %%
 ACCELERATOR = runtime.kind in ("gpu", "tpu")
@@ -410,10 +459,9 @@ ax.set_xlabel(f"ms per step (2 x Dense {UNITS}, batch {BATCH}, {runtime.kind.upp
 plt.show()
 
 # %% [markdown]
-# tpukit's `RunConfig(precision="auto")` (the default) picks the policy for you, from the hardware or, on a CPU,
-# from a measurement: `mixed_bfloat16` on a TPU, `mixed_float16` on a Tensor-Core GPU, and on a CPU whatever a
-# quick float32-vs-bfloat16 timing of matmuls and conv gradients favours. It refuses `mixed_float16` on a TPU,
-# wraps the optimizer, and puts the global policy back after the run. What it picked here, and why:
+# tpukit's `RunConfig(precision="auto")` (the default) picks the policy for you: `mixed_bfloat16` on a TPU,
+# `mixed_float16` on a Tensor-Core GPU, and on a CPU what a quick timing favours. It refuses `mixed_float16` on a
+# TPU, wraps the optimizer, and puts the global policy back after the run. What it picked here, and why:
 
 # %%
 chosen, why = runtime.resolve_precision("auto")
@@ -436,12 +484,21 @@ except tpukit.ConfigError as error:
 # Read a result back (`float(...)`) inside each timing, or you time only the dispatch. The self-check measures the
 # same chain with its own code and accepts your figure within a factor of 1.5.
 
-# %% tags=["exercise"]
+# %% tags=["exercise", "jax"]
 def chain(v):
     return ops.max(ops.relu(v * 1.5 - 0.5) * 0.9)
 
 
-jitted_chain = tf.function(chain, jit_compile=True) if TF else jax.jit(chain)
+jitted_chain = jax.jit(chain)
+SIZE = 1 << (26 if runtime.kind in ("tpu", "gpu") else 24)
+BF16_SPEEDUP = ...  # YOUR MEASUREMENT: float32's median time / bfloat16's, for jitted_chain over SIZE values
+
+# %% tags=["exercise", "tf"]
+def chain(v):
+    return ops.max(ops.relu(v * 1.5 - 0.5) * 0.9)
+
+
+jitted_chain = tf.function(chain, jit_compile=True)
 SIZE = 1 << (26 if runtime.kind in ("tpu", "gpu") else 24)
 BF16_SPEEDUP = ...  # YOUR MEASUREMENT: float32's median time / bfloat16's, for jitted_chain over SIZE values
 
@@ -458,7 +515,7 @@ if SOLUTIONS:
     seconds(jitted_chain, v32), seconds(jitted_chain, v16)  # the first calls compile
     BF16_SPEEDUP = float(np.median([seconds(jitted_chain, v32) / seconds(jitted_chain, v16) for _ in range(15)]))
 
-# %% tags=["self-check"]
+# %% tags=["self-check", "jax"]
 # Self-check: time a jitted elementwise chain in float32 and in bfloat16 on this device, with its own code
 answered(BF16_SPEEDUP, "time jitted_chain on a float32 and on a bfloat16 array of SIZE values, and divide")
 check(isinstance(BF16_SPEEDUP, (int, float)) and not isinstance(BF16_SPEEDUP, bool) and BF16_SPEEDUP > 0,
@@ -469,7 +526,35 @@ def _chain(v):
     return ops.max(ops.relu(v * 1.5 - 0.5) * 0.9)
 
 
-_jitted = tf.function(_chain, jit_compile=True) if TF else jax.jit(_chain)
+_jitted = jax.jit(_chain)
+values = {dtype: keras.random.normal((SIZE,), dtype=dtype, seed=0) for dtype in ("float32", "bfloat16")}
+for v in values.values():
+    float(_jitted(v))  # compile
+tries = {"float32": [], "bfloat16": []}
+for i in range(15):
+    for dtype in ("float32", "bfloat16") if i % 2 else ("bfloat16", "float32"):  # in turns, alternating
+        start = time.perf_counter()
+        float(_jitted(values[dtype]))
+        tries[dtype].append(1000 * (time.perf_counter() - start))
+speedup = float(np.median(np.array(tries["float32"]) / np.array(tries["bfloat16"])))
+print(f"{runtime.kind}: float32 {np.median(tries['float32']):.2f} ms, bfloat16 {np.median(tries['bfloat16']):.2f} "
+      f"ms: bfloat16 runs at {speedup:.2f}x float32's speed (yours: {BF16_SPEEDUP:.2f}x)")
+check(1 / 1.5 <= BF16_SPEEDUP / speedup <= 1.5, f"measured here: bfloat16 at {speedup:.2f}x float32's speed, "
+      f"yours {BF16_SPEEDUP:.2f}x; did you divide float32's time by bfloat16's, and read each result back?")
+print("Exercise 3: correct.")
+
+# %% tags=["self-check", "tf"]
+# Self-check: time a jitted elementwise chain in float32 and in bfloat16 on this device, with its own code
+answered(BF16_SPEEDUP, "time jitted_chain on a float32 and on a bfloat16 array of SIZE values, and divide")
+check(isinstance(BF16_SPEEDUP, (int, float)) and not isinstance(BF16_SPEEDUP, bool) and BF16_SPEEDUP > 0,
+      "the answer is a number: float32's time divided by bfloat16's")
+
+
+def _chain(v):
+    return ops.max(ops.relu(v * 1.5 - 0.5) * 0.9)
+
+
+_jitted = tf.function(_chain, jit_compile=True)
 values = {dtype: keras.random.normal((SIZE,), dtype=dtype, seed=0) for dtype in ("float32", "bfloat16")}
 for v in values.values():
     float(_jitted(v))  # compile
@@ -487,7 +572,76 @@ check(1 / 1.5 <= BF16_SPEEDUP / speedup <= 1.5, f"measured here: bfloat16 at {sp
 print("Exercise 3: correct.")
 
 # %% [markdown]
-# ## Padding: multiples of 8 and 128
+# ## GPUs: compute capability, `nvidia-smi`, TF32
+#
+# On a GPU runtime, check which GPU you got (`!nvidia-smi -L` in Colab). float16 needs compute capability 7.0
+# or higher (T4 7.5, L4 8.9, A100 8.0; all of Colab's GPUs qualify). On older GPUs (P100, K80) Keras 3 gives no
+# warning: `mixed_float16` runs, but without Tensor Cores it brings no speed-up (often a slow-down), so tpukit's
+# "auto" stays float32 there and `describe()` says why. Ampere and newer GPUs also run float32 matmuls in
+# **TensorFloat-32** (10-bit mantissa) by default, so float32 is already fast and the gain from mixed precision
+# shrinks; `tpukit.set_tf32(False)` turns TF32 off for exact float32 (it returns the previous setting). JAX's knob
+# is the default matmul precision: `jax.default_matmul_precision("highest")` asks for full float32 (on a TPU, where
+# the default computes float32 matmuls in bfloat16 passes, too).
+
+# %% tags=["jax"]
+import shutil
+import subprocess
+
+for fact in runtime.device_facts[:1]:
+    print(fact.get("name"), "| compute capability:", fact.get("compute_capability", "n/a (not a GPU)"))
+if shutil.which("nvidia-smi"):
+    print(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout)
+with jax.default_matmul_precision("highest"):  # only inside the block
+    print("inside the block:", jax.config.jax_default_matmul_precision)
+print("after it:", jax.config.jax_default_matmul_precision, "(None: the platform's default)")
+
+# %% tags=["tf"]
+import shutil
+import subprocess
+
+for fact in runtime.device_facts[:1]:
+    print(fact.get("name"), "| compute capability:", fact.get("compute_capability", "n/a (not a GPU)"))
+if shutil.which("nvidia-smi"):
+    print(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout)
+previous = tpukit.set_tf32(False)
+now = tf.config.experimental.tensor_float_32_execution_enabled()
+tpukit.set_tf32(previous)  # put it back
+print("TF32 was", "on" if previous else "off", "| after set_tf32(False):", "on" if now else "off")
+
+# %% [markdown]
+# ## What you should see
+#
+# - Policies: `mixed_*` computes in 16 bits and keeps float32 variables; the `dtype="float32"` layer stays
+#   float32 under `mixed_bfloat16`; the global policy is float32 again after each block.
+# - The float16 softmax gives `p = 0` and `-log p = inf`; float32 gives about 2e-9 and 20.
+# - 70000 becomes `inf` and 1e-8 becomes 0 in float16; bfloat16 keeps both (roughly) and loses `1 + 1/512`.
+# - Loss scaling: the scale doubles every 3 good steps; at step 4 the gradients are not finite, the weights do
+#   not move, `iterations` does not advance and the scale halves.
+# - Speed on this hardware. On a CPU the full model's policies come out close, or bfloat16 ahead where the CPU
+#   has bfloat16 matrix instructions (AMX, AVX512-BF16), and float16 many times slower (CPUs have no fast float16
+#   math). On a T4 GPU the 4096-unit model runs several times faster under `mixed_float16`; on a TPU
+#   `mixed_bfloat16` wins. At smoke size (64 units) the figures are noise.
+# - Exercise 3: `BF16_SPEEDUP` about 2 on a TPU or a GPU, and well under 1 on a CPU (an AMD EPYC with
+#   AVX512-BF16: 0.13x to 0.4x under XLA).
+# - Exercise 4 (the extra at the end): `PADDING_RATIO` about 0.4 to 0.5 on a CPU (measured on an AMD EPYC, with TensorFlow and with JAX);
+#   about 1 on a TPU, where 136 features are padded to 256.
+#
+# ## On a TPU, a GPU or the CPU
+#
+# - **TPU**: use `mixed_bfloat16` (tpukit refuses `mixed_float16` there); no loss scaling is needed, since
+#   bfloat16 has float32's range. Per-replica batch in multiples of 8, features in multiples of 128; XLA always
+#   compiles the step.
+# - **GPU**: `mixed_float16` on compute capability 7.0 or higher, with loss scaling (automatic in `fit`).
+#   Multiples of 8; on Ampere and newer mind TF32.
+# - **CPU**: mixed precision is for learning the mechanics; measure before you use it. CPUs with AMX or
+#   AVX512-BF16 can run bfloat16 matmuls faster, but not always its conv gradients (an AMD EPYC ran them 10x
+#   slower than float32); float16 is emulated and slow. tpukit's run notes say what it measured and chose.
+
+# %% [markdown]
+# ## Extra: padding to multiples of 8 and 128
+#
+# *Not part of the workshop day: for after class. In class, notebook 00 says what a TPU pads (`padding_advice`) and
+# notebook 05 (TPU track) measures it; here is the measurement on any device.*
 #
 # A TPU stores every array in tiles: XLA pads one of the two minor dimensions of a tensor to a multiple of 8 and
 # the other to a multiple of 128, the layout chosen by heuristics (Cloud TPU performance guide, "Consequences of
@@ -529,13 +683,13 @@ ROWS = 1 << 20 if runtime.kind in ("tpu", "gpu") else 4096
 DTYPE = {"tpu": "bfloat16", "gpu": "float16"}.get(runtime.kind, "float32")
 PADDING_RATIO = ...  # YOUR MEASUREMENT: time of [ROWS, 136] x [136, 136] / time of [ROWS, 256] x [256, 256]
 
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["PADDING_RATIO = 1.0", "PADDING_RATIO = 'same'"]
+# %% tags=["solution", "jax"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["PADDING_RATIO = 1.0", "PADDING_RATIO = 'same'"]
 # @title Solution
 if SOLUTIONS:
     def timed(k):
         x = keras.random.normal((ROWS, k), dtype=DTYPE, seed=0)
         w = keras.random.normal((k, k), dtype=DTYPE, seed=1)
-        fn = tf.function(dense_like, jit_compile=True) if TF else jax.jit(dense_like)
+        fn = jax.jit(dense_like)
         float(fn(x, w))  # the first call compiles
 
         def once():
@@ -547,7 +701,25 @@ if SOLUTIONS:
     t136, t256 = timed(136), timed(256)
     PADDING_RATIO = float(np.median([t136() / t256() for _ in range(21)]))
 
-# %% tags=["self-check"]
+# %% tags=["solution", "tf"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["PADDING_RATIO = 1.0", "PADDING_RATIO = 'same'"]
+# @title Solution
+if SOLUTIONS:
+    def timed(k):
+        x = keras.random.normal((ROWS, k), dtype=DTYPE, seed=0)
+        w = keras.random.normal((k, k), dtype=DTYPE, seed=1)
+        fn = tf.function(dense_like, jit_compile=True)
+        float(fn(x, w))  # the first call compiles
+
+        def once():
+            start = time.perf_counter()
+            float(fn(x, w))
+            return time.perf_counter() - start
+        return once
+
+    t136, t256 = timed(136), timed(256)
+    PADDING_RATIO = float(np.median([t136() / t256() for _ in range(21)]))
+
+# %% tags=["self-check", "jax"]
 # Self-check: time [rows, K] x [K, K] on this device, K=136 against K=256 in pairs, with its own code
 answered(PADDING_RATIO, "time the matmul at K=136 and at K=256 in turns, and take the median of the ratios")
 check(isinstance(PADDING_RATIO, (int, float)) and not isinstance(PADDING_RATIO, bool) and PADDING_RATIO > 0,
@@ -561,7 +733,7 @@ def _dense_like(x, w):
 KS = (100, 128, 136, 200, 256)
 args = {k: (keras.random.normal((ROWS, k), dtype=DTYPE, seed=0), keras.random.normal((k, k), dtype=DTYPE, seed=1))
         for k in KS}
-jitted = {k: tf.function(_dense_like, jit_compile=True) if TF else jax.jit(_dense_like) for k in KS}  # one per K
+jitted = {k: jax.jit(_dense_like) for k in KS}  # one per K
 tries = {k: [] for k in KS}
 for k in KS:
     float(jitted[k](*args[k]))  # compile each shape once
@@ -577,64 +749,32 @@ check(abs(PADDING_RATIO - ratio) <= 0.15, f"measured here: K=136 takes {ratio:.2
       f"{PADDING_RATIO:.2f}; did you read each result back, and divide 136's time by 256's?")
 print("Exercise 4: correct.")
 
-# %% [markdown]
-# ## GPUs: compute capability, `nvidia-smi`, TF32
-#
-# On a GPU runtime, check which GPU you got (`!nvidia-smi -L` in Colab). float16 needs compute capability 7.0
-# or higher (T4 7.5, L4 8.9, A100 8.0; all of Colab's GPUs qualify). On older GPUs (P100, K80) Keras 3 gives no
-# warning: `mixed_float16` runs, but without Tensor Cores it brings no speed-up (often a slow-down), so tpukit's
-# "auto" stays float32 there and `describe()` says why. Ampere and newer GPUs also run float32 matmuls in
-# **TensorFloat-32** (10-bit mantissa) by default, so float32 is already fast and the gain from mixed precision
-# shrinks; `tpukit.set_tf32(False)` turns TF32 off for exact float32 (it returns the previous setting). JAX's knob
-# is the default matmul precision: `jax.default_matmul_precision("highest")` asks for full float32 (on a TPU, where
-# the default computes float32 matmuls in bfloat16 passes, too).
+# %% tags=["self-check", "tf"]
+# Self-check: time [rows, K] x [K, K] on this device, K=136 against K=256 in pairs, with its own code
+answered(PADDING_RATIO, "time the matmul at K=136 and at K=256 in turns, and take the median of the ratios")
+check(isinstance(PADDING_RATIO, (int, float)) and not isinstance(PADDING_RATIO, bool) and PADDING_RATIO > 0,
+      "the answer is a number: K=136's time divided by K=256's")
 
-# %%
-import shutil
-import subprocess
 
-for fact in runtime.device_facts[:1]:
-    print(fact.get("name"), "| compute capability:", fact.get("compute_capability", "n/a (not a GPU)"))
-if shutil.which("nvidia-smi"):
-    print(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout)
-if TF:
-    previous = tpukit.set_tf32(False)
-    now = tf.config.experimental.tensor_float_32_execution_enabled()
-    tpukit.set_tf32(previous)  # put it back
-    print("TF32 was", "on" if previous else "off", "| after set_tf32(False):", "on" if now else "off")
-else:
-    with jax.default_matmul_precision("highest"):  # only inside the block
-        print("inside the block:", jax.config.jax_default_matmul_precision)
-    print("after it:", jax.config.jax_default_matmul_precision, "(None: the platform's default)")
+def _dense_like(x, w):
+    return ops.max(ops.matmul(x, w))
 
-# %% [markdown]
-# ## What you should see
-#
-# - Policies: `mixed_*` computes in 16 bits and keeps float32 variables; the `dtype="float32"` layer stays
-#   float32 under `mixed_bfloat16`; the global policy is float32 again after each block.
-# - The float16 softmax gives `p = 0` and `-log p = inf`; float32 gives about 2e-9 and 20.
-# - 70000 becomes `inf` and 1e-8 becomes 0 in float16; bfloat16 keeps both (roughly) and loses `1 + 1/512`.
-# - Loss scaling: the scale doubles every 3 good steps; at step 4 the gradients are not finite, the weights do
-#   not move, `iterations` does not advance and the scale halves.
-# - Speed on this hardware. On a CPU the full model's policies come out close, or bfloat16 ahead where the CPU
-#   has bfloat16 matrix instructions (AMX, AVX512-BF16), and float16 many times slower (CPUs have no fast float16
-#   math). On a T4 GPU the 4096-unit model runs several times faster under `mixed_float16`; on a TPU
-#   `mixed_bfloat16` wins. At smoke size (64 units) the figures are noise.
-# - Exercise 3: `BF16_SPEEDUP` about 2 on a TPU or a GPU, and well under 1 on a CPU (an AMD EPYC with
-#   AVX512-BF16: 0.13x to 0.4x under XLA).
-# - Exercise 4: `PADDING_RATIO` about 0.4 to 0.5 on a CPU (measured on an AMD EPYC, with TensorFlow and with JAX);
-#   about 1 on a TPU, where 136 features are padded to 256.
-#
-# ## On a TPU, a GPU or the CPU
-#
-# - **TPU**: use `mixed_bfloat16` (tpukit refuses `mixed_float16` there); no loss scaling is needed, since
-#   bfloat16 has float32's range. Per-replica batch in multiples of 8, features in multiples of 128; XLA always
-#   compiles the step.
-# - **GPU**: `mixed_float16` on compute capability 7.0 or higher, with loss scaling (automatic in `fit`).
-#   Multiples of 8; on Ampere and newer mind TF32.
-# - **CPU**: mixed precision is for learning the mechanics; measure before you use it. CPUs with AMX or
-#   AVX512-BF16 can run bfloat16 matmuls faster, but not always its conv gradients (an AMD EPYC ran them 10x
-#   slower than float32); float16 is emulated and slow. On TensorFlow, a tpukit run under mixed precision on the
-#   CPU compiles a step of 10 ms or more with XLA where the CPU probe measured XLA faster than TensorFlow's own
-#   kernels for that 16-bit type (a CPU that emulates bfloat16: the zoo CNN 9.5x faster), and keeps Keras' own
-#   kernels where they are faster (AVX512-BF16); the run's notes say which, and what was measured.
+
+KS = (100, 128, 136, 200, 256)
+args = {k: (keras.random.normal((ROWS, k), dtype=DTYPE, seed=0), keras.random.normal((k, k), dtype=DTYPE, seed=1))
+        for k in KS}
+jitted = {k: tf.function(_dense_like, jit_compile=True) for k in KS}  # one per K
+tries = {k: [] for k in KS}
+for k in KS:
+    float(jitted[k](*args[k]))  # compile each shape once
+for i in range(21):
+    for k in KS if i % 2 else KS[::-1]:  # alternate the order, so a slow moment falls on every K alike
+        start = time.perf_counter()
+        float(jitted[k](*args[k]))
+        tries[k].append(1000 * (time.perf_counter() - start))
+print(f"{runtime.kind}, {ROWS} rows, {DTYPE}: " + ", ".join(f"K={k}: {np.median(t):.2f} ms" for k, t in tries.items()))
+ratio = float(np.median(np.array(tries[136]) / np.array(tries[256])))
+print(f"time(136) / time(256) = {ratio:.2f} (yours: {PADDING_RATIO:.2f}); padded to 256, it would be about 1")
+check(abs(PADDING_RATIO - ratio) <= 0.15, f"measured here: K=136 takes {ratio:.2f} of K=256's time, yours "
+      f"{PADDING_RATIO:.2f}; did you read each result back, and divide 136's time by 256's?")
+print("Exercise 4: correct.")

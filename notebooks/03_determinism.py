@@ -21,7 +21,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/26<br>
+# **Last modified:** 2026/11/27<br>
 # **Description:** Seeds, op determinism, weight fingerprints, and the price of determinism measured here.<br>
 # **Accelerator:** GPU (where it matters most), TPU or CPU
 #
@@ -72,17 +72,15 @@ print(f"Keras backend: {os.environ['KERAS_BACKEND']}, because {why}.")
 
 SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: every size shrinks to seconds
 
-# %%
+# %% tags=["jax"]
 import os
 import time
 
 import numpy as np
 
-TF = os.environ["KERAS_BACKEND"] == "tensorflow"  # False on Colab's TPU runtime, where Keras runs on JAX
-if not TF:
-    # JAX on a GPU: XLA reads this flag once, when JAX starts, so it goes in before Keras (and JAX) start. XLA's
-    # CPU and TPU kernels are deterministic without it; there it changes nothing.
-    os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), "--xla_gpu_deterministic_ops=true"]))
+# JAX on a GPU: XLA reads this flag once, when JAX starts, so it goes in before Keras (and JAX) start. XLA's
+# CPU and TPU kernels are deterministic without it; there it changes nothing.
+os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), "--xla_gpu_deterministic_ops=true"]))
 
 import keras
 
@@ -91,10 +89,28 @@ from tpukit import data, models
 from tpukit.teaching import SOLUTIONS, answered, check
 from tpukit.training import determinism
 
-if TF:
-    import tensorflow as tf
-else:
-    import jax
+import jax
+
+runtime = tpukit.connect()
+digits = data.load("digits")
+print(runtime.describe())
+
+# Each exercise leaves `...` for you to fill in. Its folded solution cell fills it in only with TPUKIT_SOLUTIONS=1
+# (the tests set it), so the self-check under it tests your answer, not ours.
+
+# %% tags=["tf"]
+import os
+import time
+
+import numpy as np
+import keras
+
+import tpukit
+from tpukit import data, models
+from tpukit.teaching import SOLUTIONS, answered, check
+from tpukit.training import determinism
+
+import tensorflow as tf
 
 runtime = tpukit.connect()
 digits = data.load("digits")
@@ -182,36 +198,6 @@ orders = {float(np.sum(np.random.default_rng(seed).permutation(values), dtype=np
 print(f"one sum of 100,000 float32 numbers, in 5 orders: {len(orders)} different results")
 
 # %% [markdown]
-# ### Exercise 2: one sum, every order
-#
-# Add the four float32 numbers `1e8, 1, -1e8, 1`, one at a time from 0, in every one of their orders.
-# **Predict `RESULTS`**: how many different totals come out? The self-check tries every order.
-
-# %% tags=["exercise"]
-RESULTS = ...  # YOUR PREDICTION: a count of different totals
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["RESULTS = 1", "RESULTS = 2", "RESULTS = 24"]
-# @title Solution
-if SOLUTIONS:
-    RESULTS = 3  # 0, 1 or 2: a 1 survives only if it is added while the total is not near 1e8
-
-# %% tags=["self-check"]
-# Self-check: every order of the four numbers, summed in float32
-import itertools
-
-answered(RESULTS, "float32 keeps 24 significant bits: near 1e8 its neighbouring values are 8 apart, so 1e8 + 1 "
-                  "rounds back to 1e8")
-totals = set()
-for order in itertools.permutations(np.array([1e8, 1.0, -1e8, 1.0], dtype=np.float32)):
-    total = np.float32(0)
-    for value in order:
-        total = np.float32(total + value)
-    totals.add(float(total))
-print("the different totals:", sorted(totals))
-check(RESULTS == len(totals), "count the different totals above")
-print("Exercise 2: correct.")
-
-# %% [markdown]
 # ## Op determinism, and what it costs
 #
 # **TensorFlow.** The recipe, from TensorFlow's own documentation of the call:
@@ -275,44 +261,48 @@ def train_steps_ms():
     return best_ms(lambda: [model.train_on_batch(x, y) for _ in range(STEPS)]) / STEPS
 
 
-# %%
-if TF:
-    images = data.load("mnist5k").x_train[: 1024 if SMOKE else None]
+# %% tags=["jax"]
+print(f"train step: {train_steps_ms():.1f} ms on {jax.devices()[0].platform.upper()}")  # after its warm-up
+print("XLA_FLAGS:", os.environ["XLA_FLAGS"])
+key = jax.random.key(1)
+again = bool((jax.random.uniform(key, (3,)) == jax.random.uniform(key, (3,))).all())
+other = bool((jax.random.uniform(jax.random.split(key)[0], (3,)) != jax.random.uniform(key, (3,))).any())
+print(f"the same key draws the same numbers: {again}; a key split from it draws others: {other}")
 
-    def augment(batch):
-        pixels = tf.image.resize(tf.cast(batch, tf.float32), (56, 56))
-        return pixels + tf.random.uniform(tf.shape(pixels), -8.0, 8.0)  # stateful: a hidden random state
+# %% tags=["tf"]
+images = data.load("mnist5k").x_train[: 1024 if SMOKE else None]
 
-    def augment_stateless(batch, seed):
-        pixels = tf.image.resize(tf.cast(batch, tf.float32), (56, 56))
-        return pixels + tf.random.stateless_uniform(tf.shape(pixels), seed, -8.0, 8.0)  # a pure function of seed
 
-    def pipeline_ms(stateless=False):
-        batches = tf.data.Dataset.from_tensor_slices(images).batch(32)
-        if stateless:  # one (seed, seed) pair per batch, from a seeded stream
-            batches = tf.data.Dataset.zip(batches, tf.data.Dataset.random(seed=1).batch(2))
-        pipeline = batches.map(augment_stateless if stateless else augment, num_parallel_calls=tf.data.AUTOTUNE)
-        return best_ms(lambda: [None for _ in pipeline])
+def augment(batch):
+    pixels = tf.image.resize(tf.cast(batch, tf.float32), (56, 56))
+    return pixels + tf.random.uniform(tf.shape(pixels), -8.0, 8.0)  # stateful: a hidden random state
 
-    train_steps_ms(), pipeline_ms()  # a throwaway round: the first calls in a process pay one-time costs
-    cost = {"nondeterministic": (train_steps_ms(), pipeline_ms(), pipeline_ms(stateless=True))}
-    keras.utils.set_random_seed(42)
-    tf.config.experimental.enable_op_determinism()  # from here on, for the rest of this process
-    cost["deterministic"] = (train_steps_ms(), pipeline_ms(), pipeline_ms(stateless=True))
 
-    print(f"{'':>17} {'train step':>11} {'tf.data, stateful':>18} {'tf.data, stateless':>19}")
-    for name, (step, stateful, stateless) in cost.items():
-        print(f"{name:>17} {step:8.1f} ms {stateful:15.1f} ms {stateless:16.1f} ms")
-    ratios = [d / n for d, n in zip(cost["deterministic"], cost["nondeterministic"])]
-    print("deterministic / nondeterministic:", ", ".join(f"{r:.2f}x" for r in ratios))
-    print(f"XLA compiled the train step: nondeterministic {XLA_USED[-2]}, deterministic {XLA_USED[-1]}")
-else:
-    print(f"train step: {train_steps_ms():.1f} ms on {jax.devices()[0].platform.upper()}")  # after its warm-up
-    print("XLA_FLAGS:", os.environ["XLA_FLAGS"])
-    key = jax.random.key(1)
-    again = bool((jax.random.uniform(key, (3,)) == jax.random.uniform(key, (3,))).all())
-    other = bool((jax.random.uniform(jax.random.split(key)[0], (3,)) != jax.random.uniform(key, (3,))).any())
-    print(f"the same key draws the same numbers: {again}; a key split from it draws others: {other}")
+def augment_stateless(batch, seed):
+    pixels = tf.image.resize(tf.cast(batch, tf.float32), (56, 56))
+    return pixels + tf.random.stateless_uniform(tf.shape(pixels), seed, -8.0, 8.0)  # a pure function of seed
+
+
+def pipeline_ms(stateless=False):
+    batches = tf.data.Dataset.from_tensor_slices(images).batch(32)
+    if stateless:  # one (seed, seed) pair per batch, from a seeded stream
+        batches = tf.data.Dataset.zip(batches, tf.data.Dataset.random(seed=1).batch(2))
+    pipeline = batches.map(augment_stateless if stateless else augment, num_parallel_calls=tf.data.AUTOTUNE)
+    return best_ms(lambda: [None for _ in pipeline])
+
+
+train_steps_ms(), pipeline_ms()  # a throwaway round: the first calls in a process pay one-time costs
+cost = {"nondeterministic": (train_steps_ms(), pipeline_ms(), pipeline_ms(stateless=True))}
+keras.utils.set_random_seed(42)
+tf.config.experimental.enable_op_determinism()  # from here on, for the rest of this process
+cost["deterministic"] = (train_steps_ms(), pipeline_ms(), pipeline_ms(stateless=True))
+
+print(f"{'':>17} {'train step':>11} {'tf.data, stateful':>18} {'tf.data, stateless':>19}")
+for name, (step, stateful, stateless) in cost.items():
+    print(f"{name:>17} {step:8.1f} ms {stateful:15.1f} ms {stateless:16.1f} ms")
+ratios = [d / n for d, n in zip(cost["deterministic"], cost["nondeterministic"])]
+print("deterministic / nondeterministic:", ", ".join(f"{r:.2f}x" for r in ratios))
+print(f"XLA compiled the train step: nondeterministic {XLA_USED[-2]}, deterministic {XLA_USED[-1]}")
 
 # %% [markdown]
 # On TensorFlow the nondeterministic side ran first, in the same process. For a cleaner comparison run two
@@ -363,7 +353,7 @@ run_b = tpukit.train(config, runtime)  # the same config again
 print("run a:", run_a.fingerprint, "| run b:", run_b.fingerprint)
 
 # %% [markdown]
-# ### Exercise 3: what the fingerprint depends on
+# ### Exercise 2: what the fingerprint depends on
 #
 # Some fields of a `RunConfig` change the weights a run ends with; others only change how the run is named,
 # recorded or reported. `CANDIDATES` changes one field at a time from a deterministic config like the one above.
@@ -391,7 +381,7 @@ measured = {field for field, value in CANDIDATES.items()
             if tpukit.train(base.replace(**{field: value}), runtime).fingerprint != reference}
 print("you predicted:", sorted(CHANGES_WEIGHTS), "| measured:", sorted(measured))
 check(set(CHANGES_WEIGHTS) == measured, "compare the two lists above")
-print("Exercise 3: correct: the same config gives the same weights, and you know which fields count.")
+print("Exercise 2: correct: the same config gives the same weights, and you know which fields count.")
 
 # %% [markdown]
 # ## Turning determinism off in a running kernel
@@ -413,7 +403,7 @@ print("op determinism on:", determinism.op_determinism_enabled())
 # - Unseeded builds have different weights; builds seeded alike have equal weights and one fingerprint; seeding
 #   once and building twice gives two, and seeding again repeats them.
 # - `(a + b) + c` is 1 and `a + (b + c)` is 0; one sum in five orders gives several results; `1e8, 1, -1e8, 1`
-#   sums to 0, 1 or 2.
+#   sums to 0, 1 or 2 (Exercise 3, the extra at the end).
 # - The cost table (TensorFlow). On a CPU the training step costs about the same either way (CPU kernels are mostly
 #   deterministic already). The stateful `tf.data` pass gets slower with determinism, since its `map` runs
 #   serially, by up to the number of cores; the stateless one keeps its speed. Timings are noisy on a shared or
@@ -436,3 +426,38 @@ print("op determinism on:", determinism.op_determinism_enabled())
 # - **CPU**: mostly deterministic with seeds, but oneDNN and multi-threaded ops can still vary (TensorFlow warns
 #   about round-off from "different computation orders" at start-up); `tf.data` with parallel random `map`s is
 #   the usual cost of determinism here.
+
+# %% [markdown]
+# ## Extra: one sum, every order
+#
+# *Not part of the workshop day: an exercise for after class, on the order of additions shown above.*
+
+# %% [markdown]
+# ### Exercise 3: one sum, every order
+#
+# Add the four float32 numbers `1e8, 1, -1e8, 1`, one at a time from 0, in every one of their orders.
+# **Predict `RESULTS`**: how many different totals come out? The self-check tries every order.
+
+# %% tags=["exercise"]
+RESULTS = ...  # YOUR PREDICTION: a count of different totals
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["RESULTS = 1", "RESULTS = 2", "RESULTS = 24"]
+# @title Solution
+if SOLUTIONS:
+    RESULTS = 3  # 0, 1 or 2: a 1 survives only if it is added while the total is not near 1e8
+
+# %% tags=["self-check"]
+# Self-check: every order of the four numbers, summed in float32
+import itertools
+
+answered(RESULTS, "float32 keeps 24 significant bits: near 1e8 its neighbouring values are 8 apart, so 1e8 + 1 "
+                  "rounds back to 1e8")
+totals = set()
+for order in itertools.permutations(np.array([1e8, 1.0, -1e8, 1.0], dtype=np.float32)):
+    total = np.float32(0)
+    for value in order:
+        total = np.float32(total + value)
+    totals.add(float(total))
+print("the different totals:", sorted(totals))
+check(RESULTS == len(totals), "count the different totals above")
+print("Exercise 3: correct.")

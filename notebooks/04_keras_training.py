@@ -21,7 +21,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/26<br>
+# **Last modified:** 2026/11/27<br>
 # **Description:** Train the classic Colab CIFAR-10 CNN with plain Keras (`fit` with `validation_split` and
 # `EarlyStopping`, then `evaluate`), then through tpukit's engine; your own model; `steps_per_execution`; how batch
 # size scales.<br>
@@ -42,10 +42,11 @@
 #   of runs, and an offline fallback dataset.
 # - How `EarlyStopping` on `val_loss` ends a run and keeps the best weights.
 # - How to train **your own** Keras model on your own NumPy arrays through the same engine.
-# - What `compile(steps_per_execution=...)` changes, and how examples per second change with the global batch
-#   size, measured on the hardware at hand.
+# - What `compile(steps_per_execution=...)` changes; after class (the extra at the end), how examples per second
+#   change with the global batch size, measured on the hardware at hand.
 # - How every run is recorded, and how to compare runs in one table.
-# - How to get the trained model back: predict with it, save it as `.keras`, load it back, and fine-tune from a run.
+# - How to get the trained model back: predict with it, save it as `.keras`, and load it back; after class, fine-tune
+#   from a run.
 # - How to save the plain Keras way, as you will on Monday: `model.save`, `keras.callbacks.ModelCheckpoint` and
 #   `model.export`, into Google Drive, which outlives Colab's VM.
 #
@@ -216,16 +217,11 @@ print(data.info(DATASET).description)
 # ### How long: about 3 minutes a training cell
 #
 # The seeds trained with a per-core batch of 512 on a TPU v2-8 (a global batch of 4,096) for 73 epochs. Here
-# the epochs are capped so that each training cell below takes about 3 minutes at most on a T4 or a v5e-1. The
-# estimate: this CNN costs 0.58 GFLOP per training example (`tpukit.models.flops` counts its convolutions and
-# Dense layers: about 0.19 GFLOP forward, 3 times that with the backward pass), so an epoch of 45,000 images is
-# 26 TFLOP. Small convolutions and BatchNorm are limited by memory more than by the matrix units, so assume a
-# T4 sustains about 2.5 TFLOP/s (4% of its 65 TFLOP/s float16 peak): about 10 s an epoch, and 12 epochs take
-# about 2 minutes, plus validation and the first step's compilation. A v5e-1 at about 10 TFLOP/s (5% of its
-# 197 TFLOP/s bfloat16 peak) needs about 2.6 s an epoch: 30 epochs take under 2 minutes. The CPU plan, 5 epochs
-# of 5,000 images, takes about 90 s on Colab's 2-core CPU. These are estimates: every run prints its own
-# examples per second, which is the figure to trust. For the seeds' accuracy (67.6% after 73 epochs), raise the
-# epochs.
+# the epochs are capped so that each training cell below takes about 3 minutes at most on a T4 or a v5e-1: the CNN
+# costs 0.58 GFLOP per training example (`tpukit.models.flops`), 26 TFLOP an epoch of 45,000 images; at an assumed
+# 2.5 TFLOP/s on a T4 (4% of its float16 peak) that is 12 epochs in about 2 minutes, at 10 TFLOP/s on a v5e-1
+# (5%) 30 epochs in under 2. The CPU plan, 5 epochs of 5,000 images, takes about 90 s on Colab's 2-core CPU.
+# Every run prints its own examples per second, the figure to trust. For the seeds' 67.6%, raise the epochs.
 
 # %%
 PLANS = {  # per-replica batch, epochs (a cap: early stopping may stop sooner), training examples (None: all)
@@ -491,38 +487,10 @@ print(own.summary())
 # every array on a TPU: of a Dense layer's `[batch, features]` it pads the batch to a multiple of 8 and the features
 # to a multiple of 128 (the Cloud TPU performance guide, "Consequences of tiling"). So a per-replica batch that is
 # a multiple of 8 loses nothing to padding, and layer widths do best as multiples of 128; a larger batch (128 and
-# more per replica) keeps the MXUs busier, which is throughput, not padding. The seeds used 512 per core.
-#
-# Here we measure examples per second for a few per-replica batch sizes, for the CNN and for a small MLP.
-# Each run is short (one epoch of a few steps; the first step, which traces, is left out of the figures).
-
-# %%
-BATCHES = (8, 32) if SMOKE else {"tpu": (64, 128, 256, 512, 1024), "gpu": (32, 64, 128, 256, 512),
-                                      "cpu": (8, 16, 32, 64, 128)}[runtime.kind]
-STEPS = 4 if SMOKE else 20
-SCALING_SIZE = 1024 if SMOKE else 20_000  # enough examples for the largest global batch
-scaling = []
-for model_name in ("mlp", "cnn"):
-    for batch in BATCHES:
-        run = tpukit.train(config.replace(model=model_name, dataset="shapes", dataset_size=SCALING_SIZE,
-                                          batch_size=batch, epochs=1, steps_per_epoch=STEPS, early_stopping=None,
-                                          name=f"scaling-{model_name}-{batch}"), runtime)
-        scaling.append({"model": model_name, "global_batch": batch * runtime.replicas,
-                        "examples_per_sec": run.examples_per_sec, "step_time_ms": run.step_time_ms})
-scaling = pd.DataFrame(scaling)
-scaling.pivot(index="global_batch", columns="model", values="examples_per_sec").round(0)
-
-# %%
-ax = scaling.pivot(index="global_batch", columns="model", values="examples_per_sec").plot(marker="o", logx=True)
-ax.set_ylabel("examples / s")
-ax.set_title(f"Throughput vs global batch on {runtime.kind.upper()}")
-plt.show()
+# more per replica) keeps the MXUs busier, which is throughput, not padding. The seeds used 512 per core. The extra
+# at the end of this notebook measures examples per second for a few batch sizes on the hardware at hand.
 
 # %% [markdown]
-# **What you should see:** on a CPU the MLP gets several times faster with bigger batches (its steps are
-# mostly fixed cost), while the CNN stays flat or even slows a little: its convolutions already keep the
-# cores busy at a batch of 8. On a GPU or TPU both curves rise much further, and the CNN's flattens only when the device is full.
-#
 # For context, the seeds' run on a TPU v2-8 (8 cores x 512 = 4,096 per step):
 
 # %%
@@ -607,19 +575,14 @@ table[["run", "status", "model", "dataset", "precision", "global_batch_size", "e
 # | Plan used above | 512 per replica, up to 30 epochs | 256 per GPU, up to 12 epochs | 128, 5 epochs on 5,000 images |
 # | First step | XLA compiles the whole step: tens of seconds | a few seconds | a few seconds |
 #
-# Colab's TPU runtime is a TPU VM with JAX and Keras 3 and no TensorFlow. There the first cell picks
-# `KERAS_BACKEND=jax`, and tpukit runs Keras 3 on JAX, on the TPU (`connect()` says `jax` in its first line, and
-# the strategy is `OneDevice` on the one chip, a `keras.distribution.DataParallel` over several). Every cell of
-# this notebook runs there unchanged;
-# notebook 07 goes further on JAX: several devices and several processes.
+# On Colab's TPU runtime (JAX, no TensorFlow) every cell here runs unchanged, on Keras 3 and JAX; notebook 07
+# goes further there: several devices and several processes.
 
 # %% [markdown]
 # ## Your trained model in hand
 #
 # Keras' `fit` trains the model you call it on; `tpukit.train` hands the trained model back too:
-# `result.model` is a `keras.Model`, usable outside the strategy's scope like any other. (A built model you pass
-# to `train` is trained in place where the strategy allows it, and the one-line note says so; where a strategy
-# needs its own copy, your object is left as it was, and `result.model` is the trained copy.)
+# `result.model` is a `keras.Model`, usable outside the strategy's scope like any other.
 #
 # Here is your CNN on a few test images: its prediction above each one, in green where it matches the label.
 
@@ -697,6 +660,44 @@ assert all(np.array_equal(a, b) for a, b in zip(saved, trained.get_weights()))  
 # **What you should see:** `my_cnn.keras`, one checkpoint per epoch (`my_cnn.epoch01.keras`,
 # `my_cnn.epoch02.keras`) and, where TensorFlow is installed, the `my_cnn_savedmodel` folder. In Colab they are
 # in your Drive, under `tpukit-workshop`.
+
+# %% [markdown]
+# ## Extra: batch sizes measured, and fine-tuning from a run
+#
+# *Not part of the workshop day: for after class. The sweep trains ten short runs (a few minutes on an
+# accelerator); fine-tuning starts from the model you trained above.*
+#
+# ### Examples per second for a few batch sizes
+#
+# Here we measure examples per second for a few per-replica batch sizes, for the CNN and for a small MLP.
+# Each run is short (one epoch of a few steps; the first step, which traces, is left out of the figures).
+
+# %%
+BATCHES = (8, 32) if SMOKE else {"tpu": (64, 128, 256, 512, 1024), "gpu": (32, 64, 128, 256, 512),
+                                      "cpu": (8, 16, 32, 64, 128)}[runtime.kind]
+STEPS = 4 if SMOKE else 20
+SCALING_SIZE = 1024 if SMOKE else 20_000  # enough examples for the largest global batch
+scaling = []
+for model_name in ("mlp", "cnn"):
+    for batch in BATCHES:
+        run = tpukit.train(config.replace(model=model_name, dataset="shapes", dataset_size=SCALING_SIZE,
+                                          batch_size=batch, epochs=1, steps_per_epoch=STEPS, early_stopping=None,
+                                          name=f"scaling-{model_name}-{batch}"), runtime)
+        scaling.append({"model": model_name, "global_batch": batch * runtime.replicas,
+                        "examples_per_sec": run.examples_per_sec, "step_time_ms": run.step_time_ms})
+scaling = pd.DataFrame(scaling)
+scaling.pivot(index="global_batch", columns="model", values="examples_per_sec").round(0)
+
+# %%
+ax = scaling.pivot(index="global_batch", columns="model", values="examples_per_sec").plot(marker="o", logx=True)
+ax.set_ylabel("examples / s")
+ax.set_title(f"Throughput vs global batch on {runtime.kind.upper()}")
+plt.show()
+
+# %% [markdown]
+# **What you should see:** on a CPU the MLP gets several times faster with bigger batches (its steps are
+# mostly fixed cost), while the CNN stays flat or even slows a little: its convolutions already keep the
+# cores busy at a batch of 8. On a GPU or TPU both curves rise much further, and the CNN's flattens only when the device is full.
 
 # %% [markdown]
 # ### Fine-tune from the run

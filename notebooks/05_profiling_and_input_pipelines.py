@@ -21,7 +21,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/26<br>
+# **Last modified:** 2026/11/27<br>
 # **Description:** TensorBoard inside the notebook, a profile of chosen training steps, a naive vs a tuned input
 # pipeline, input-bound vs compute-bound, steps_per_execution, recompiles, XLA and padding.<br>
 # **Accelerator:** TPU, GPU or CPU
@@ -72,7 +72,7 @@ print(f"Keras backend: {os.environ['KERAS_BACKEND']}, because {why}.")
 
 SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"  # the tests set TPUKIT_SMOKE=1: every size shrinks to seconds
 
-# %%
+# %% tags=["jax"]
 import atexit
 import importlib.util
 import os
@@ -96,13 +96,41 @@ from tpukit.observe import tensorboard
 from tpukit.teaching import SOLUTIONS, answered, check
 from tpukit.ui import embed
 
-TF = keras.backend.backend() == "tensorflow"  # tf.data and tf.function here; else Keras 3 and JAX
-if TF:
-    import tensorflow as tf
+import jax
 
-    AUTOTUNE = tf.data.AUTOTUNE
-else:
-    import jax
+HAS_XPROF = importlib.util.find_spec("xprof") is not None  # reads captures (profiling.summarize)
+LOGDIR = "runs"  # every run and capture of this notebook goes under here
+runtime = tpukit.connect()
+print(runtime.describe())
+
+
+# %% tags=["tf"]
+import atexit
+import importlib.util
+import os
+import tempfile
+import time
+import warnings
+
+import keras
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import HTML, Javascript, display
+
+import tpukit
+from tpukit import config as tk_config
+from tpukit.ui import context
+from tpukit import data
+from tpukit import models
+from tpukit.observe import profiling
+from tpukit.observe import tensorboard
+from tpukit.teaching import SOLUTIONS, answered, check
+from tpukit.ui import embed
+
+import tensorflow as tf
+
+AUTOTUNE = tf.data.AUTOTUNE
 HAS_XPROF = importlib.util.find_spec("xprof") is not None  # reads captures (profiling.summarize)
 LOGDIR = "runs"  # every run and capture of this notebook goes under here
 runtime = tpukit.connect()
@@ -175,20 +203,28 @@ show(getattr(board, "url", None))
 # warm-up that compiled them. Either writes a `.xplane.pb` under `log_dir/plugins/profile/<time>/`, which
 # TensorBoard's Profile tab reads. A small CNN on the `shapes` images, a few seconds on any runtime:
 
-# %%
+# %% tags=["jax"]
 shapes_small = data.load("shapes", size=1024)
 x_small, y_small = np.asarray(shapes_small.x_train), np.asarray(shapes_small.y_train)
 keras_logdir = os.path.join(LOGDIR, "keras-profile")
 with runtime.strategy.scope():  # build and fit inside: on JAX, fit reads the distribution from the scope
     cnn = models.build("cnn", input_shape=x_small.shape[1:], num_classes=4)
     cnn.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-    if TF:
-        cnn.fit(x_small, y_small, batch_size=32, epochs=1, steps_per_epoch=10, verbose=0,
-                callbacks=[keras.callbacks.TensorBoard(keras_logdir, profile_batch=(4, 6))])
-    else:
-        cnn.fit(x_small, y_small, batch_size=32, epochs=1, steps_per_epoch=4, verbose=0)  # warm-up: compile
-        with jax.profiler.trace(keras_logdir):
-            cnn.fit(x_small, y_small, batch_size=32, epochs=1, steps_per_epoch=3, verbose=0)
+    cnn.fit(x_small, y_small, batch_size=32, epochs=1, steps_per_epoch=4, verbose=0)  # warm-up: compile
+    with jax.profiler.trace(keras_logdir):
+        cnn.fit(x_small, y_small, batch_size=32, epochs=1, steps_per_epoch=3, verbose=0)
+captured = [os.path.join(d, f) for d, _, files in os.walk(keras_logdir) for f in files if f.endswith(".xplane.pb")]
+print(f"{len(captured)} capture(s):", *captured, sep="\n  ")
+
+# %% tags=["tf"]
+shapes_small = data.load("shapes", size=1024)
+x_small, y_small = np.asarray(shapes_small.x_train), np.asarray(shapes_small.y_train)
+keras_logdir = os.path.join(LOGDIR, "keras-profile")
+with runtime.strategy.scope():  # build and fit inside the strategy's scope
+    cnn = models.build("cnn", input_shape=x_small.shape[1:], num_classes=4)
+    cnn.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    cnn.fit(x_small, y_small, batch_size=32, epochs=1, steps_per_epoch=10, verbose=0,
+            callbacks=[keras.callbacks.TensorBoard(keras_logdir, profile_batch=(4, 6))])
 captured = [os.path.join(d, f) for d, _, files in os.walk(keras_logdir) for f in files if f.endswith(".xplane.pb")]
 print(f"{len(captured)} capture(s):", *captured, sep="\n  ")
 
@@ -278,68 +314,89 @@ else:
 # worker threads prepare the next batches while `fit` trains
 # (`workers=4`: its prefetch).
 
-# %%
+# %% tags=["jax"]
 BATCH = 128
 shapes = data.load("shapes", size=2048 if SMOKE else 8192)
 x, y = np.asarray(shapes.x_train), np.asarray(shapes.y_train)
 
-if TF:
-    spec = (tf.TensorSpec((32, 32, 3), tf.uint8), tf.TensorSpec((), tf.int32))
+padded = np.pad(x, ((0, 0), (4, 4), (4, 4), (0, 0)))  # the deterministic part, done once: the cache
 
-    def examples():
-        for i in np.random.permutation(len(x)):
-            yield x[i], y[i]
 
-    def flip_one(image, label):
-        return tf.image.random_flip_left_right(image), label
+class CropFlips(keras.utils.PyDataset):
+    """Shuffled batches, each image randomly cropped (after 4 pixels of padding) and flipped."""
 
-    def flip_batch(images, labels):
-        return tf.image.random_flip_left_right(images), labels  # 4-D: each image flipped independently
+    def __init__(self, vectorized, **kwargs):
+        super().__init__(**kwargs)
+        self.vectorized, self.rng = vectorized, np.random.default_rng(0)
 
-    pipelines = {
-        "naive": tf.data.Dataset.from_generator(examples, output_signature=spec).map(flip_one).batch(BATCH).repeat(),
-        "parallel per-example map": tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(len(x)).repeat()
-        .map(flip_one, num_parallel_calls=AUTOTUNE).batch(BATCH, drop_remainder=True).prefetch(AUTOTUNE),
-        "tuned": tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(len(x)).repeat()
-        .batch(BATCH, drop_remainder=True).map(flip_batch, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE),
-    }
-else:
-    padded = np.pad(x, ((0, 0), (4, 4), (4, 4), (0, 0)))  # the deterministic part, done once: the cache
+    def __len__(self):
+        return len(x) // BATCH
 
-    class CropFlips(keras.utils.PyDataset):
-        """Shuffled batches, each image randomly cropped (after 4 pixels of padding) and flipped."""
+    def __getitem__(self, index):
+        rows = self.rng.choice(len(x), BATCH, replace=False)
+        flip, (dy, dx) = self.rng.random(BATCH) < 0.5, self.rng.integers(0, 9, (2, BATCH))
+        if self.vectorized:  # whole-batch array ops: every 32x32 window of the padded images is a view
+            windows = np.lib.stride_tricks.sliding_window_view(padded[rows], (32, 32), axis=(1, 2))
+            images = windows[np.arange(BATCH), dy, dx].transpose(0, 2, 3, 1)  # one copy: (batch, 32, 32, 3)
+            images[flip] = images[flip, :, ::-1]
+            return images, y[rows]
+        images = []
+        for i, f, a, b in zip(rows, flip, dy, dx):  # one image at a time: pad, crop, flip
+            image = np.pad(x[i], ((4, 4), (4, 4), (0, 0)))[a:a + 32, b:b + 32]
+            images.append(image[:, ::-1] if f else image)
+        return np.stack(images), y[rows]
 
-        def __init__(self, vectorized, **kwargs):
-            super().__init__(**kwargs)
-            self.vectorized, self.rng = vectorized, np.random.default_rng(0)
 
-        def __len__(self):
-            return len(x) // BATCH
-
-        def __getitem__(self, index):
-            rows = self.rng.choice(len(x), BATCH, replace=False)
-            flip, (dy, dx) = self.rng.random(BATCH) < 0.5, self.rng.integers(0, 9, (2, BATCH))
-            if self.vectorized:  # whole-batch array ops: every 32x32 window of the padded images is a view
-                windows = np.lib.stride_tricks.sliding_window_view(padded[rows], (32, 32), axis=(1, 2))
-                images = windows[np.arange(BATCH), dy, dx].transpose(0, 2, 3, 1)  # one copy: (batch, 32, 32, 3)
-                images[flip] = images[flip, :, ::-1]
-                return images, y[rows]
-            images = []
-            for i, f, a, b in zip(rows, flip, dy, dx):  # one image at a time: pad, crop, flip
-                image = np.pad(x[i], ((4, 4), (4, 4), (0, 0)))[a:a + 32, b:b + 32]
-                images.append(image[:, ::-1] if f else image)
-            return np.stack(images), y[rows]
-
-    pipelines = {"naive": CropFlips(False), "tuned": CropFlips(True, workers=4, use_multiprocessing=False)}
+pipelines = {"naive": CropFlips(False), "tuned": CropFlips(True, workers=4, use_multiprocessing=False)}
 
 
 def examples_per_sec(dataset, batches=10 if SMOKE else 50):
     """Read `batches` batches (after a first, warming one) and return examples per second."""
-    if TF:
-        iterator = iter(dataset)
-        read = lambda i: next(iterator)  # noqa: E731
-    else:
-        read = lambda i: dataset[i % len(dataset)]  # noqa: E731 (on this thread: the host's cost per batch)
+    read = lambda i: dataset[i % len(dataset)]  # noqa: E731 (on this thread: the host's cost per batch)
+    read(0)
+    start = time.perf_counter()
+    for i in range(batches):
+        read(i)
+    return batches * BATCH / (time.perf_counter() - start)
+
+
+speeds = pd.Series({name: examples_per_sec(ds) for name, ds in pipelines.items()}, name="examples/s")
+speeds.round(0)
+
+# %% tags=["tf"]
+BATCH = 128
+shapes = data.load("shapes", size=2048 if SMOKE else 8192)
+x, y = np.asarray(shapes.x_train), np.asarray(shapes.y_train)
+
+spec = (tf.TensorSpec((32, 32, 3), tf.uint8), tf.TensorSpec((), tf.int32))
+
+
+def examples():
+    for i in np.random.permutation(len(x)):
+        yield x[i], y[i]
+
+
+def flip_one(image, label):
+    return tf.image.random_flip_left_right(image), label
+
+
+def flip_batch(images, labels):
+    return tf.image.random_flip_left_right(images), labels  # 4-D: each image flipped independently
+
+
+pipelines = {
+    "naive": tf.data.Dataset.from_generator(examples, output_signature=spec).map(flip_one).batch(BATCH).repeat(),
+    "parallel per-example map": tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(len(x)).repeat()
+    .map(flip_one, num_parallel_calls=AUTOTUNE).batch(BATCH, drop_remainder=True).prefetch(AUTOTUNE),
+    "tuned": tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(len(x)).repeat()
+    .batch(BATCH, drop_remainder=True).map(flip_batch, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE),
+}
+
+
+def examples_per_sec(dataset, batches=10 if SMOKE else 50):
+    """Read `batches` batches (after a first, warming one) and return examples per second."""
+    iterator = iter(dataset)
+    read = lambda i: next(iterator)  # noqa: E731
     read(0)
     start = time.perf_counter()
     for i in range(batches):
@@ -427,7 +484,7 @@ LARGEST_FIRST = ...  # YOUR PREDICTION: the largest value that can come out firs
 if SOLUTIONS:
     LARGEST_FIRST = 9  # the first pick is among the first 10 elements, 0 to 9
 
-# %% tags=["self-check"]
+# %% tags=["self-check", "jax"]
 # Self-check: shuffle 300 times and look at the first element
 answered(LARGEST_FIRST, "the first element is picked from a buffer holding the first B elements of the stream")
 
@@ -443,10 +500,7 @@ def buffer_shuffle(stream, buffer_size, rng):
     yield from buffer
 
 
-if TF:
-    shuffled_by = "tf.data"
-    firsts = [int(next(iter(tf.data.Dataset.range(100).shuffle(10, seed=s)))) for s in range(300)]
-elif importlib.util.find_spec("grain") is not None:  # Colab's TPU runtime
+if importlib.util.find_spec("grain") is not None:  # Colab's TPU runtime
     import grain
 
     shuffled_by = "grain"
@@ -459,27 +513,49 @@ print(f"predicted {LARGEST_FIRST}; over 300 seeds ({shuffled_by}) the first elem
 check(LARGEST_FIRST == max(firsts), "which elements are in the buffer when the first one is picked?")
 print("Exercise 1: correct.")
 
+# %% tags=["self-check", "tf"]
+# Self-check: shuffle 300 times and look at the first element
+answered(LARGEST_FIRST, "the first element is picked from a buffer holding the first B elements of the stream")
+
+
+def buffer_shuffle(stream, buffer_size, rng):
+    """tf.data's shuffle: fill a buffer, then emit a random element of it and refill its slot from the stream."""
+    buffer = []
+    for item in stream:
+        buffer.append(item)
+        if len(buffer) == buffer_size:
+            yield buffer.pop(int(rng.integers(len(buffer))))
+    rng.shuffle(buffer)
+    yield from buffer
+
+
+shuffled_by = "tf.data"
+firsts = [int(next(iter(tf.data.Dataset.range(100).shuffle(10, seed=s)))) for s in range(300)]
+print(f"predicted {LARGEST_FIRST}; over 300 seeds ({shuffled_by}) the first element was at most {max(firsts)}")
+check(LARGEST_FIRST == max(firsts), "which elements are in the buffer when the first one is picked?")
+print("Exercise 1: correct.")
+
 # %% [markdown]
 # ### Many files: interleave
 #
 # Data in the cloud is a set of shards (TFRecord files). `interleave` reads several at once, so one slow
 # file does not stall the stream; `deterministic=False` lets it return whichever is ready first.
 
-# %%
-if TF:
-    with tempfile.TemporaryDirectory(prefix="tpukit-shards-") as shard_dir:
-        for shard in range(4):
-            with tf.io.TFRecordWriter(os.path.join(shard_dir, f"train-{shard}.tfrecord")) as writer:
-                for image in x[shard::4][:64]:
-                    writer.write(tf.io.serialize_tensor(image).numpy())
-        records_ds = (tf.data.Dataset.list_files(os.path.join(shard_dir, "*.tfrecord"), shuffle=True)
-                      .interleave(tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=AUTOTUNE,
-                                  deterministic=False)
-                      .map(lambda r: tf.io.parse_tensor(r, tf.uint8), num_parallel_calls=AUTOTUNE))
-        print(f"{sum(1 for _ in records_ds)} images read from 4 shards")
-else:
-    print("TFRecord files and interleave belong to tf.data; without TensorFlow, grain (installed on Colab's TPU "
-          "runtime) reads sharded files with parallel workers.")
+# %% tags=["jax"]
+print("TFRecord files and interleave belong to tf.data; without TensorFlow, grain (installed on Colab's TPU "
+      "runtime) reads sharded files with parallel workers.")
+
+# %% tags=["tf"]
+with tempfile.TemporaryDirectory(prefix="tpukit-shards-") as shard_dir:
+    for shard in range(4):
+        with tf.io.TFRecordWriter(os.path.join(shard_dir, f"train-{shard}.tfrecord")) as writer:
+            for image in x[shard::4][:64]:
+                writer.write(tf.io.serialize_tensor(image).numpy())
+    records_ds = (tf.data.Dataset.list_files(os.path.join(shard_dir, "*.tfrecord"), shuffle=True)
+                  .interleave(tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=AUTOTUNE,
+                              deterministic=False)
+                  .map(lambda r: tf.io.parse_tensor(r, tf.uint8), num_parallel_calls=AUTOTUNE))
+    print(f"{sum(1 for _ in records_ds)} images read from 4 shards")
 
 # %% [markdown]
 # ## Input-bound or compute-bound
@@ -489,57 +565,6 @@ else:
 # `tf.data` that is `map(..., num_parallel_calls=AUTOTUNE)` and `prefetch`; a `keras.utils.PyDataset` gets it from
 # `workers=N` (threads, or processes with `use_multiprocessing=True`), which prepare the next batches while `fit`
 # trains.
-#
-# ### Exercise 2: which change helps?
-#
-# A `PyDataset` takes 60 ms to prepare each batch (a `time.sleep`, standing in for decoding JPEGs) and feeds a
-# small MLP (a Dense layer of 256 units on 32x32x3 images) for 8 steps. Two changes: halve the model (128 units),
-# or keep it and read with `workers=4`. **Predict `FASTER`**: which change makes an epoch faster? The self-check
-# times an epoch of each (after a compiling one), on this device: a few seconds.
-
-# %% tags=["exercise"]
-FASTER = ...  # YOUR PREDICTION: "smaller model" or "workers=4"
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["FASTER = \"smaller model\"", "FASTER = \"both the same\""]
-# @title Solution
-if SOLUTIONS:
-    FASTER = "workers=4"  # each step waits 60 ms for its batch and computes for a few: the input is the slow side
-
-# %% tags=["self-check"]
-# Self-check: time an epoch of each, on this device
-answered(FASTER, "how long does a step wait for its batch, and how long does it compute?")
-check(FASTER in ("smaller model", "workers=4"), 'answer "smaller model" or "workers=4"')
-
-
-class SlowBatches(keras.utils.PyDataset):
-    """8 batches of 64 random images; each takes 60 ms to prepare."""
-
-    def __len__(self):
-        return 8
-
-    def __getitem__(self, index):
-        time.sleep(0.06)
-        rng = np.random.default_rng(index)
-        return rng.random((64, 32, 32, 3), dtype=np.float32), rng.integers(0, 4, 64)
-
-
-def epoch_seconds(units, workers):
-    model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Flatten(),
-                              keras.layers.Dense(units, activation="relu"), keras.layers.Dense(4)])
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    batches = SlowBatches(workers=workers, use_multiprocessing=False)
-    model.fit(batches, epochs=1, verbose=0)  # compiles the step
-    start = time.perf_counter()
-    model.fit(batches, epochs=2, verbose=0)
-    return (time.perf_counter() - start) / 2
-
-
-seconds = {"as it is": epoch_seconds(256, 1), "smaller model": epoch_seconds(128, 1),
-           "workers=4": epoch_seconds(256, 4)}
-print(", ".join(f"{name}: {1000 * s:.0f} ms/epoch" for name, s in seconds.items()))
-measured = min(("smaller model", "workers=4"), key=seconds.get)
-check(FASTER == measured, f"measured here: {measured} is the faster change")
-print("Exercise 2: correct. An input-bound run gains nothing from a faster model.")
 
 # %% [markdown]
 # ## steps_per_execution: several steps per call
@@ -585,7 +610,7 @@ print(plan.resolve_steps_per_execution("auto", runtime, steps_per_epoch=64))
 # multiple of the batch, or `drop_remainder=True` in `tf.data`. The same goes for a sequence padded to each
 # batch's own length: pad to a few fixed lengths (buckets) instead.
 
-# %%
+# %% tags=["jax"]
 shapes_seen = []
 
 
@@ -594,42 +619,24 @@ def double_sum(v):
     return keras.ops.sum(v * 2.0)
 
 
-jitted_sum = tf.function(double_sum, jit_compile=True) if TF else jax.jit(double_sum)
+jitted_sum = jax.jit(double_sum)
 for rows in (16, 16, 24):
     jitted_sum(np.ones((rows, 4), "float32"))
 print(f"3 calls, {len(shapes_seen)} traces: {shapes_seen}")
 
-# %% [markdown]
-# ### Exercise 3: count the compiles
-#
-# The same function, fresh, is called on batches of **32, 32, 48, 32, 64 and 48** rows of 8 features.
-# **Predict `TRACES`**: how many times is it traced (and compiled)? The self-check counts them.
-
-# %% tags=["exercise"]
-TRACES = ...  # YOUR PREDICTION: a whole number
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["TRACES = 6", "TRACES = 1", "TRACES = 4"]
-# @title Solution
-if SOLUTIONS:
-    TRACES = 3  # one per new shape: 32, 48, 64; a shape seen before reuses its compiled function
-
-# %% tags=["self-check"]
-# Self-check: a fresh jitted function, a Python counter inside it
-answered(TRACES, "a jitted function is traced once per new input shape")
-traced = []
+# %% tags=["tf"]
+shapes_seen = []
 
 
-def step(v):
-    traced.append(tuple(v.shape))  # Python: runs only while tracing
+def double_sum(v):
+    shapes_seen.append(tuple(v.shape))  # Python: runs only while tracing
     return keras.ops.sum(v * 2.0)
 
 
-fresh = tf.function(step, jit_compile=True) if TF else jax.jit(step)
-for rows in (32, 32, 48, 32, 64, 48):
-    fresh(np.ones((rows, 8), "float32"))
-print(f"6 calls, {len(traced)} traces: {traced}")
-check(TRACES == len(traced), "count the distinct shapes")
-print("Exercise 3: correct.")
+jitted_sum = tf.function(double_sum, jit_compile=True)
+for rows in (16, 16, 24):
+    jitted_sum(np.ones((rows, 4), "float32"))
+print(f"3 calls, {len(shapes_seen)} traces: {shapes_seen}")
 
 # %% [markdown]
 # ## XLA and padding
@@ -653,7 +660,7 @@ print("Exercise 3: correct.")
 # it natively and beat XLA. The run's notes say what was measured.
 # A chain of elementwise ops is where fusion shines:
 
-# %%
+# %% tags=["jax"]
 values = keras.random.normal([1 << 20 if SMOKE else 1 << 23], seed=0)
 
 
@@ -671,9 +678,31 @@ def ms_per_call(fn, arg, repeats=20):
     return 1000 * (time.perf_counter() - start) / repeats
 
 
-plain, fused = (tf.function(chain), tf.function(chain, jit_compile=True)) if TF else (chain, jax.jit(chain))
+plain, fused = chain, jax.jit(chain)
 plain_ms, xla_ms = ms_per_call(plain, values), ms_per_call(fused, values)
-print(f"{'tf.function' if TF else 'op by op'}: {plain_ms:.2f} ms, with XLA: {xla_ms:.2f} ms ({plain_ms / xla_ms:.1f}x)")
+print(f"op by op: {plain_ms:.2f} ms, with XLA: {xla_ms:.2f} ms ({plain_ms / xla_ms:.1f}x)")
+
+# %% tags=["tf"]
+values = keras.random.normal([1 << 20 if SMOKE else 1 << 23], seed=0)
+
+
+def chain(v):
+    for _ in range(8):
+        v = keras.ops.relu(v * 1.01 + 0.1) - 0.05 * v
+    return keras.ops.sum(v)
+
+
+def ms_per_call(fn, arg, repeats=20):
+    np.asarray(fn(arg))  # trace (and compile) once
+    start = time.perf_counter()
+    for _ in range(repeats):
+        np.asarray(fn(arg))
+    return 1000 * (time.perf_counter() - start) / repeats
+
+
+plain, fused = tf.function(chain), tf.function(chain, jit_compile=True)
+plain_ms, xla_ms = ms_per_call(plain, values), ms_per_call(fused, values)
+print(f"tf.function: {plain_ms:.2f} ms, with XLA: {xla_ms:.2f} ms ({plain_ms / xla_ms:.1f}x)")
 
 # %% [markdown]
 # ### What a TPU pads, and its matrix units
@@ -733,15 +762,26 @@ pd.DataFrame({"v5e, 128x128 (%)": {name: 100 * mxu_fill(k, n, 128) for name, (k,
 #   `tf.random.Generator.from_seed(seed, alg="auto_select")`.
 # - **Depthwise and separable convolutions** were slow on TPUs of the time: check them in the op profile.
 
-# %%
+# %% tags=["jax"]
 images = keras.random.normal([16 if SMOKE else 64, 32, 32, 64], seed=1)
 
 
 def pool_gradient(pool):
     """A compiled function: the gradient of sum(pool(v)) with respect to v."""
     total = lambda v: keras.ops.sum(pool(v, 2, strides=2))  # noqa: E731
-    if not TF:
-        return jax.jit(jax.grad(total))
+    return jax.jit(jax.grad(total))
+
+
+for pool in (keras.ops.average_pool, keras.ops.max_pool):
+    print(f"{pool.__name__} gradient: {ms_per_call(pool_gradient(pool), images):.2f} ms")
+
+# %% tags=["tf"]
+images = keras.random.normal([16 if SMOKE else 64, 32, 32, 64], seed=1)
+
+
+def pool_gradient(pool):
+    """A compiled function: the gradient of sum(pool(v)) with respect to v."""
+    total = lambda v: keras.ops.sum(pool(v, 2, strides=2))  # noqa: E731
 
     @tf.function
     def gradient(v):
@@ -785,3 +825,110 @@ for pool in (keras.ops.average_pool, keras.ops.max_pool):
 if SMOKE and isinstance(board, tensorboard.Launched):
     print("stopped TensorBoard:", tensorboard.stop(board))
 
+# %% [markdown]
+# ## Extra: two exercises for after class
+#
+# *Not part of the workshop day: the exercises on input-bound steps and on recompiles, for after class. Both
+# run in seconds.*
+
+# %% [markdown]
+# ### Exercise 2: which change helps?
+#
+# A `PyDataset` takes 60 ms to prepare each batch (a `time.sleep`, standing in for decoding JPEGs) and feeds a
+# small MLP (a Dense layer of 256 units on 32x32x3 images) for 8 steps. Two changes: halve the model (128 units),
+# or keep it and read with `workers=4`. **Predict `FASTER`**: which change makes an epoch faster? The self-check
+# times an epoch of each (after a compiling one), on this device: a few seconds.
+
+# %% tags=["exercise"]
+FASTER = ...  # YOUR PREDICTION: "smaller model" or "workers=4"
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["FASTER = \"smaller model\"", "FASTER = \"both the same\""]
+# @title Solution
+if SOLUTIONS:
+    FASTER = "workers=4"  # each step waits 60 ms for its batch and computes for a few: the input is the slow side
+
+# %% tags=["self-check"]
+# Self-check: time an epoch of each, on this device
+answered(FASTER, "how long does a step wait for its batch, and how long does it compute?")
+check(FASTER in ("smaller model", "workers=4"), 'answer "smaller model" or "workers=4"')
+
+
+class SlowBatches(keras.utils.PyDataset):
+    """8 batches of 64 random images; each takes 60 ms to prepare."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        time.sleep(0.06)
+        rng = np.random.default_rng(index)
+        return rng.random((64, 32, 32, 3), dtype=np.float32), rng.integers(0, 4, 64)
+
+
+def epoch_seconds(units, workers):
+    model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(units, activation="relu"), keras.layers.Dense(4)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    batches = SlowBatches(workers=workers, use_multiprocessing=False)
+    model.fit(batches, epochs=1, verbose=0)  # compiles the step
+    start = time.perf_counter()
+    model.fit(batches, epochs=2, verbose=0)
+    return (time.perf_counter() - start) / 2
+
+
+seconds = {"as it is": epoch_seconds(256, 1), "smaller model": epoch_seconds(128, 1),
+           "workers=4": epoch_seconds(256, 4)}
+print(", ".join(f"{name}: {1000 * s:.0f} ms/epoch" for name, s in seconds.items()))
+measured = min(("smaller model", "workers=4"), key=seconds.get)
+check(FASTER == measured, f"measured here: {measured} is the faster change")
+print("Exercise 2: correct. An input-bound run gains nothing from a faster model.")
+
+# %% [markdown]
+# ### Exercise 3: count the compiles
+#
+# The same function, fresh, is called on batches of **32, 32, 48, 32, 64 and 48** rows of 8 features.
+# **Predict `TRACES`**: how many times is it traced (and compiled)? The self-check counts them.
+
+# %% tags=["exercise"]
+TRACES = ...  # YOUR PREDICTION: a whole number
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["TRACES = 6", "TRACES = 1", "TRACES = 4"]
+# @title Solution
+if SOLUTIONS:
+    TRACES = 3  # one per new shape: 32, 48, 64; a shape seen before reuses its compiled function
+
+# %% tags=["self-check", "jax"]
+# Self-check: a fresh jitted function, a Python counter inside it
+answered(TRACES, "a jitted function is traced once per new input shape")
+traced = []
+
+
+def step(v):
+    traced.append(tuple(v.shape))  # Python: runs only while tracing
+    return keras.ops.sum(v * 2.0)
+
+
+fresh = jax.jit(step)
+for rows in (32, 32, 48, 32, 64, 48):
+    fresh(np.ones((rows, 8), "float32"))
+print(f"6 calls, {len(traced)} traces: {traced}")
+check(TRACES == len(traced), "count the distinct shapes")
+print("Exercise 3: correct.")
+
+# %% tags=["self-check", "tf"]
+# Self-check: a fresh jitted function, a Python counter inside it
+answered(TRACES, "a jitted function is traced once per new input shape")
+traced = []
+
+
+def step(v):
+    traced.append(tuple(v.shape))  # Python: runs only while tracing
+    return keras.ops.sum(v * 2.0)
+
+
+fresh = tf.function(step, jit_compile=True)
+for rows in (32, 32, 48, 32, 64, 48):
+    fresh(np.ones((rows, 8), "float32"))
+print(f"6 calls, {len(traced)} traces: {traced}")
+check(TRACES == len(traced), "count the distinct shapes")
+print("Exercise 3: correct.")

@@ -21,7 +21,7 @@
 #
 # **Author:** tpukit contributors<br>
 # **Date created:** 2026/11/22<br>
-# **Last modified:** 2026/11/26<br>
+# **Last modified:** 2026/11/27<br>
 # **Description:** MultiWorkerMirroredStrategy on two local workers from `TF_CONFIG`, then the same through
 # `python -m tpukit launch`; a profiler server traced on demand; `BackupAndRestore` and a killed job resumed from its
 # backup; TF32, tf.experimental.numpy, minimize vs apply, and ParameterServerStrategy.<br>
@@ -48,7 +48,7 @@
 # - resume a `fit` with `keras.callbacks.BackupAndRestore`, and a killed job from its last backed-up epoch, with
 #   bitwise the same weights;
 # - know TF32, `tf.experimental.numpy` with `GradientTape`, and what replaced `optimizer.minimize(..., tape=tape)`;
-# - train asynchronously with ParameterServerStrategy and a ClusterCoordinator.
+# - after class (the extra at the end): train asynchronously with ParameterServerStrategy and a ClusterCoordinator.
 #
 # Every process here runs on this machine, is addressed on 127.0.0.1, and ends on its own, with a timeout.
 # The subprocesses use the CPU on every runtime: two processes cannot share one GPU in an all-reduce, nor one TPU.
@@ -562,24 +562,6 @@ else:
 # seed and epoch, resumed from the start of a whole epoch).
 
 # %% [markdown]
-# ## TF32
-#
-# Since the A100, NVIDIA GPUs run float32 matrix products in **TensorFloat-32** by default: float32 range,
-# but only 10 mantissa bits (like float16), on the Tensor Cores. It is much faster and usually harmless for
-# training, and it is why mixed precision gains less on these GPUs. For bit-exact float32 math turn it off
-# with `tpukit.set_tf32(False)` (it wraps `tf.config.experimental.enable_tensor_float_32_execution`). On a
-# TPU or CPU the setting changes nothing.
-
-# %%
-if HAS_TF:
-    previous = tpukit.set_tf32(False)
-    now = tf.config.experimental.tensor_float_32_execution_enabled()
-    tpukit.set_tf32(previous)  # put it back
-    print(f"TF32 was {'on' if previous else 'off'}; after set_tf32(False) it was {'on' if now else 'off'}")
-else:
-    skip("TF32")
-
-# %% [markdown]
 # ## `tf.experimental.numpy`
 #
 # TF 2.4 added a NumPy API on top of TensorFlow. Its functions take and return tensors, so they run on the
@@ -649,7 +631,44 @@ print(f"Keras {keras.__version__} SGD: apply {hasattr(sgd_api, 'apply')}, apply_
       f"{hasattr(sgd_api, 'apply_gradients')}, minimize {hasattr(sgd_api, 'minimize')}")
 
 # %% [markdown]
-# ## ParameterServerStrategy on a local cluster
+# ## What changes between TPU, GPU and CPU runtimes
+#
+# - **Multi-worker** needs several machines (or processes) that reach each other. On Colab that means this
+#   local demonstration. With GPUs, each worker's MirroredStrategy covers its own GPUs and the collectives use NCCL.
+#   On Cloud TPU pods, TPUStrategy spans the pod by itself, without `TF_CONFIG`.
+# - **Colab's TPU runtime has no TensorFlow**: there Keras 3 runs on JAX and scales out with `keras.distribution`
+#   and `python -m tpukit launch` (notebook 07). With TensorFlow, `launch --backend tensorflow` runs tpukit's own
+#   loop under MultiWorkerMirroredStrategy, since Keras 3's `fit` does not run there (keras-team/keras#20585).
+# - **Profiling**: the on-demand trace of a TPU job includes the TPU's device timeline and MXU figures;
+#   of a GPU job, the kernels.
+# - **TF32** matters only on Ampere and newer GPUs; **bfloat16** is the TPU's counterpart (notebook 02).
+#
+# The subprocesses have all ended; the servers of the extra's in-process cluster (below) end with this kernel.
+
+# %% [markdown]
+# ## Extra: TF32
+#
+# *Not part of the workshop day: notebook 02 shows TF32 in class; this is the TensorFlow switch alone.*
+#
+# Since the A100, NVIDIA GPUs run float32 matrix products in **TensorFloat-32** by default: float32 range,
+# but only 10 mantissa bits (like float16), on the Tensor Cores. It is much faster and usually harmless for
+# training, and it is why mixed precision gains less on these GPUs. For bit-exact float32 math turn it off
+# with `tpukit.set_tf32(False)` (it wraps `tf.config.experimental.enable_tensor_float_32_execution`). On a
+# TPU or CPU the setting changes nothing.
+
+# %%
+if HAS_TF:
+    previous = tpukit.set_tf32(False)
+    now = tf.config.experimental.tensor_float_32_execution_enabled()
+    tpukit.set_tf32(previous)  # put it back
+    print(f"TF32 was {'on' if previous else 'off'}; after set_tf32(False) it was {'on' if now else 'off'}")
+else:
+    skip("TF32")
+
+# %% [markdown]
+# ## Extra: ParameterServerStrategy on a local cluster
+#
+# *Not part of the workshop day: for after class. It comes last because it connects this kernel to the cluster.*
 #
 # ParameterServerStrategy (TF 2.4) trains **asynchronously**: variables live on parameter servers (`ps`),
 # a *coordinator* (this notebook, the `chief`) schedules step functions, and each worker runs them as soon
@@ -660,7 +679,7 @@ print(f"Keras {keras.__version__} SGD: apply {hasattr(sgd_api, 'apply')}, apply_
 #
 # The cluster runs in this process (TensorFlow's in-process recipe for trying it out): two workers and one
 # parameter server. Its servers share this process's threads, so each gets enough inter-op threads to avoid
-# a deadlock on small machines. This section comes last because it connects this kernel to the cluster.
+# a deadlock on small machines.
 
 # %%
 if HAS_TF:
@@ -725,18 +744,3 @@ else:
 # %% [markdown]
 # **What you should see:** the variables on `/job:ps/...`, and the accuracy rising over the epochs: the coordinator
 # only scheduled; the workers trained.
-
-# %% [markdown]
-# ## What changes between TPU, GPU and CPU runtimes
-#
-# - **Multi-worker** needs several machines (or processes) that reach each other. On Colab that means this
-#   local demonstration. With GPUs, each worker's MirroredStrategy covers its own GPUs and the collectives use NCCL.
-#   On Cloud TPU pods, TPUStrategy spans the pod by itself, without `TF_CONFIG`.
-# - **Colab's TPU runtime has no TensorFlow**: there Keras 3 runs on JAX and scales out with `keras.distribution`
-#   and `python -m tpukit launch` (notebook 07). With TensorFlow, `launch --backend tensorflow` runs tpukit's own
-#   loop under MultiWorkerMirroredStrategy, since Keras 3's `fit` does not run there (keras-team/keras#20585).
-# - **Profiling**: the on-demand trace of a TPU job includes the TPU's device timeline and MXU figures;
-#   of a GPU job, the kernels.
-# - **TF32** matters only on Ampere and newer GPUs; **bfloat16** is the TPU's counterpart (notebook 02).
-#
-# The servers of the in-process cluster above end with this kernel; the subprocesses have all ended.

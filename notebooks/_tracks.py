@@ -1,16 +1,21 @@
-"""Colab's runtime for each notebook, per workshop track, and the GPU track's copies.
+"""The notebooks of each workshop track, written from the scripts: run `python notebooks/_tracks.py` after an edit.
 
-A notebook opened from a Colab badge starts on the runtime its metadata names (what "Change runtime type"
-writes: `accelerator`, and `colab.gpuType`). One .ipynb names one runtime, and six notebooks serve both tracks,
-so the notebooks here name the TPU runtime (v5e-1; 06, which needs TensorFlow, names a T4), and the GPU/CPU
-track's badges open copies in `gpu/` that differ from them only in naming a T4. The scripts (NAME.py) stay the
-one source: after `jupytext --sync`, run
+NAME.py, a jupytext percent script, is the one source of a notebook. Most cells serve both tracks. Where Keras on
+JAX (the TPU track, Colab's TPU runtime) and Keras on TensorFlow (the GPU/CPU track) need different code, the
+script holds one whole cell for each, tagged "jax" and "tf" (`# %% tags=["tf"]`), and each track's notebook keeps
+only its own, so a class reads one backend's code. This writes
 
-    python notebooks/_tracks.py
+- NAME.ipynb, which the Colab badges open: for the runtime its header names (what "Change runtime type" writes:
+  `accelerator` and `colab.gpuType`), the TPU v5e-1 runtime and no "tf" cells, or for 06 (TensorFlow only) a T4
+  and no "jax" cells;
+- gpu/NAME.ipynb for the notebooks the GPU/CPU track shares (GPU_COPIES): a T4 and no "jax" cells.
 
-(tests/behaviour/test_notebooks.py checks every copy against its notebook, and every runtime.)
+Each runs top to bottom on its track's runtime; a notebook with no tagged cells runs on any runtime. A cell keeps
+the id it had in the file written before (a new cell gets one from its text), so an unchanged cell's id does not
+change. tests/behaviour/test_notebooks.py checks that every .ipynb is what this writes.
 """
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -20,6 +25,7 @@ GPU = {"accelerator": "GPU", "colab": {"gpuType": "T4"}}
 # The notebooks the GPU/CPU track opens from gpu/ (06 opens on a T4 from here already).
 GPU_COPIES = ("00_quick_start", "01_connect_and_distribute", "02_mixed_precision", "03_determinism",
               "04_keras_training", "05_profiling_and_input_pipelines")
+LEFT_OUT = {"tpu": "tf", "gpu": "jax"}  # a track's notebooks leave out the cells tagged for the other backend
 
 
 def runtime(metadata: dict) -> dict:
@@ -28,19 +34,50 @@ def runtime(metadata: dict) -> dict:
             "colab": {"gpuType": (metadata.get("colab") or {}).get("gpuType")}}
 
 
-def gpu_copy(notebook: dict) -> dict:
-    """`notebook` on the GPU runtime: the same cells, Colab's runtime metadata changed."""
-    colab = {**(notebook["metadata"].get("colab") or {}), **GPU["colab"]}
-    return {**notebook, "metadata": {**notebook["metadata"], "accelerator": GPU["accelerator"], "colab": colab}}
+def track_cells(cells: list, track: str) -> list:
+    """The cells `track` ("tpu" or "gpu") reads: all but those tagged for the other backend."""
+    return [cell for cell in cells if LEFT_OUT[track] not in cell["metadata"].get("tags", [])]
+
+
+def badge_track(script: Path) -> str:
+    """The track of NAME.ipynb, from the runtime the script's header names."""
+    import jupytext
+
+    return "gpu" if jupytext.read(script).metadata.get("accelerator") == "GPU" else "tpu"
+
+
+def render(script: Path, track: str, target: Path) -> str:
+    """The text of `script`'s notebook for `track`, with the cell ids `target` has now where a cell is unchanged."""
+    import jupytext
+
+    notebook = jupytext.read(script)
+    notebook.cells = track_cells(notebook.cells, track)
+    if track == "gpu":
+        notebook.metadata.update(accelerator=GPU["accelerator"],
+                                 colab={**(notebook.metadata.get("colab") or {}), **GPU["colab"]})
+    written = json.loads(jupytext.writes(notebook, fmt="ipynb"))
+    before = json.loads(target.read_text())["cells"] if target.exists() else []
+    ids = {(c["cell_type"], "".join(c["source"])): c.get("id") for c in before}
+    for cell in written["cells"]:
+        source = "".join(cell["source"])
+        cell["id"] = ids.get((cell["cell_type"], source)) or hashlib.sha1(source.encode()).hexdigest()[:8]
+    return json.dumps(written, indent=1, ensure_ascii=False) + "\n"
+
+
+def targets() -> list:
+    """(script, track, .ipynb path) for every notebook this writes."""
+    scripts = sorted(p for p in HERE.glob("*.py") if not p.name.startswith("_"))
+    found = [(script, badge_track(script), script.with_suffix(".ipynb")) for script in scripts]
+    return found + [(HERE / f"{name}.py", "gpu", HERE / "gpu" / f"{name}.ipynb") for name in GPU_COPIES]
 
 
 def main() -> None:
     (HERE / "gpu").mkdir(exist_ok=True)
-    for name in GPU_COPIES:
-        notebook = json.loads((HERE / f"{name}.ipynb").read_text())
-        text = json.dumps(gpu_copy(notebook), indent=1, ensure_ascii=False) + "\n"
-        (HERE / "gpu" / f"{name}.ipynb").write_text(text)
-        print(f"wrote notebooks/gpu/{name}.ipynb")
+    for script, track, target in targets():
+        text = render(script, track, target)
+        if not target.exists() or target.read_text() != text:
+            target.write_text(text)
+            print(f"wrote notebooks/{target.relative_to(HERE)} ({track.upper()} track)")
 
 
 if __name__ == "__main__":

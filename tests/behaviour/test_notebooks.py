@@ -1,13 +1,15 @@
-"""The teaching notebooks: paired with their .ipynb, listed in notebooks/README.md, and runnable top to bottom.
+"""The teaching notebooks: written out for each track, listed in notebooks/README.md, and runnable top to bottom.
 
 Each notebook is a jupytext percent script `notebooks/NAME.py` (the source) plus
-`notebooks/NAME.ipynb` (generated, for Colab). Files whose name starts with "_"
+`notebooks/NAME.ipynb` and `notebooks/gpu/NAME.ipynb` (written from it by notebooks/_tracks.py, for Colab: each
+track's notebook leaves out the cells tagged for the other backend). Files whose name starts with "_"
 are not notebooks. Execution uses a fresh ipykernel from this test's own Python
 (a kernelspec written to a temporary directory, so no installed kernelspec is
 needed or used), with TPUKIT_SMOKE=1 and a temporary working directory, so the
 runs a notebook makes land there.
 """
 
+import functools
 import importlib.util
 import json
 import os
@@ -27,6 +29,16 @@ COLAB = "https://colab.research.google.com/github/tpukit/tpukit/blob/main/notebo
 SEED_BULLETS = 32  # bullets in sections 1-5 of the seed notes (5 + 6 + 9 + 7 + 5)
 
 
+@functools.cache
+def _tracks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_tracks", NOTEBOOKS / "_tracks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _cells(path):
     import jupytext
 
@@ -40,10 +52,15 @@ def test_notebooks_exist():
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=IDS)
 def test_pair_in_sync(script):
-    pair = script.with_suffix(".ipynb")
-    fix = f"jupytext --sync notebooks/{script.name}"
-    assert pair.exists(), f"{pair.name} is missing; create it with: {fix}"
-    assert _cells(script) == _cells(pair), f"{script.name} and {pair.name} differ; run: {fix}"
+    """Every .ipynb written from the script is what notebooks/_tracks.py writes from it now."""
+    tracks = _tracks()
+    fix = "python notebooks/_tracks.py"
+    written = [(track, target) for source, track, target in tracks.targets() if source == script]
+    assert written and written[0][1] == script.with_suffix(".ipynb")
+    for track, target in written:
+        assert target.exists(), f"{target.name} is missing; create it with: {fix}"
+        assert target.read_text() == tracks.render(script, track, target), (
+            f"{target.relative_to(NOTEBOOKS)} is not what {script.name} gives; run: {fix}")
 
 
 def test_no_orphan_ipynb():
@@ -205,19 +222,23 @@ print("RESULTS " + json.dumps(results))
 """
 
 
-def _notebook_code_cells(path):
+def _notebook_code_cells(path, track="gpu"):
     import jupytext
 
-    return [cell for cell in jupytext.read(path).cells if cell.cell_type == "code"]
+    return [cell for cell in _tracks().track_cells(jupytext.read(path).cells, track) if cell.cell_type == "code"]
 
 
-def _exercises(path):
-    cells = _notebook_code_cells(path)
+def _lesson_tags(cell):
+    return [tag for tag in cell.metadata.get("tags", []) if tag not in ("jax", "tf")]
+
+
+def _exercises(path, track="gpu"):
+    cells = _notebook_code_cells(path, track)
     found = []
     for i, cell in enumerate(cells):
         if "exercise" in cell.metadata.get("tags", []):
             group = cells[i:i + 3]
-            assert [c.metadata.get("tags") for c in group] == [["exercise"], ["solution"], ["self-check"]], (
+            assert [_lesson_tags(c) for c in group] == [["exercise"], ["solution"], ["self-check"]], (
                 f"{path.name}: an exercise cell must be followed by a solution and a self-check cell: {cell.source!r}")
             assert re.search(r"=\s*\.\.\.", cell.source), f"{path.name}: an exercise without a `...` placeholder"
             assert "if SOLUTIONS:" in group[1].source, f"{path.name}: a solution cell not guarded by `if SOLUTIONS:`"
@@ -227,6 +248,29 @@ def _exercises(path):
 
 
 EXERCISE_SCRIPTS = [p for p in SCRIPTS if _exercises(p)]
+
+
+def _folded(script):
+    """Whether the script has cells for one backend only (tagged "jax" or "tf")."""
+    import jupytext
+
+    return any({"jax", "tf"} & set(c.metadata.get("tags", [])) for c in jupytext.read(script).cells)
+
+
+def _track_runs(scripts):
+    """(script, track) to run: a notebook with one-backend cells on both tracks (TPU: Keras on JAX, GPU: on
+    TensorFlow), each without the other's cells; any other as it is, on the backend the first cell picks here."""
+    runs = []
+    for script in scripts:
+        runs += [pytest.param(script, track, id=f"{script.stem}-{track}") for track in ("tpu", "gpu")] if _folded(
+            script) else [pytest.param(script, None, id=script.stem)]
+    return runs
+
+
+def _track_env(env, track):
+    if track is not None:
+        env["KERAS_BACKEND"] = {"tpu": "jax", "gpu": "tensorflow"}[track]
+    return env
 
 
 @pytest.mark.parametrize("script", EXERCISE_SCRIPTS, ids=[p.stem for p in EXERCISE_SCRIPTS])
@@ -247,8 +291,8 @@ def test_solution_cells_fold_in_colab_and_jupyterlab(script):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", EXERCISE_SCRIPTS, ids=[p.stem for p in EXERCISE_SCRIPTS])
-def test_exercises_fail_unanswered_and_wrong_and_pass_answered(script, tmp_path):
+@pytest.mark.parametrize("script, track", _track_runs(EXERCISE_SCRIPTS))
+def test_exercises_fail_unanswered_and_wrong_and_pass_answered(script, track, tmp_path):
     """Each self-check stops in one line with a hint on the placeholder, rejects every listed wrong answer, and
     passes with the solution filled in.
 
@@ -258,10 +302,10 @@ def test_exercises_fail_unanswered_and_wrong_and_pass_answered(script, tmp_path)
     """
     import subprocess
 
-    setup = [cell.source for cell in _notebook_code_cells(script)[:2]]
+    setup = [cell.source for cell in _notebook_code_cells(script, track or "gpu")[:2]]
     cells = tmp_path / "cells.json"
-    cells.write_text(json.dumps({"setup": setup, "exercises": _exercises(script)}))
-    env = {**_kernel_env(), "MPLBACKEND": "Agg"}
+    cells.write_text(json.dumps({"setup": setup, "exercises": _exercises(script, track or "gpu")}))
+    env = _track_env({**_kernel_env(), "MPLBACKEND": "Agg"}, track)
     env.pop("TPUKIT_SOLUTIONS")
     done = subprocess.run([sys.executable, "-c", EXERCISE_DRIVER, str(cells)], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=CELL_TIMEOUT_S)
@@ -294,27 +338,28 @@ def _kernel_env():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", SCRIPTS, ids=IDS)
-def test_notebook_runs(script, kernel_dir, tmp_path):
+@pytest.mark.parametrize("script, track", _track_runs(SCRIPTS))
+def test_notebook_runs(script, track, kernel_dir, tmp_path):
     import jupytext
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
 
     notebook = jupytext.read(script)
+    notebook.cells = _tracks().track_cells(notebook.cells, track or "gpu")
     km = AsyncKernelManager(kernel_name="tpukit-test",
                             kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)]))
     client = NotebookClient(notebook, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False,
                             resources={"metadata": {"path": str(tmp_path)}})
     started = time.perf_counter()
     try:
-        client.execute(env=_kernel_env())
+        client.execute(env=_track_env(_kernel_env(), track))
     finally:
         # The executed copy (outputs included) stays in tmp_path for a look after a failure.
         import nbformat
 
         nbformat.write(notebook, str(tmp_path / f"{script.stem}.executed.ipynb"))
-    print(f"{script.name}: {time.perf_counter() - started:.1f} s at smoke size")
+    print(f"{script.name}{f' ({track} track)' if track else ''}: {time.perf_counter() - started:.1f} s at smoke size")
 
 
 @pytest.mark.slow
@@ -346,18 +391,10 @@ def test_run_all_without_solutions_stops_at_the_first_exercise_in_one_line(kerne
 
 # ---- the runtime each notebook opens on (Colab's metadata), per track --------------------------------------
 
-def _tracks():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_tracks", NOTEBOOKS / "_tracks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_every_notebook_opens_on_its_tracks_colab_runtime():
     """A Colab badge opens the runtime the .ipynb names: the TPU track's notebooks a v5e-1, 06 (TensorFlow only)
-    a T4; the GPU/CPU track's badges open gpu/ copies that name a T4 and are otherwise the notebook itself."""
+    a T4; the GPU/CPU track's badges open gpu/ copies that name a T4. A track's notebook holds no cell tagged for
+    the other backend (test_pair_in_sync checks that each is what _tracks.py writes)."""
     tracks = _tracks()
     for script in SCRIPTS:
         metadata = json.loads(script.with_suffix(".ipynb").read_text())["metadata"]
@@ -365,11 +402,11 @@ def test_every_notebook_opens_on_its_tracks_colab_runtime():
         assert tracks.runtime(metadata) == expected, (script.name, metadata)
     copies = sorted(p.stem for p in (NOTEBOOKS / "gpu").glob("*.ipynb"))
     assert copies == sorted(tracks.GPU_COPIES)
-    for name in copies:
-        notebook = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())
-        copy = json.loads((NOTEBOOKS / "gpu" / f"{name}.ipynb").read_text())
-        assert copy == tracks.gpu_copy(notebook), f"gpu/{name}.ipynb is stale; run: python notebooks/_tracks.py"
-        assert tracks.runtime(copy["metadata"]) == tracks.GPU
+    for script, track, target in tracks.targets():
+        notebook = json.loads(target.read_text())
+        assert tracks.runtime(notebook["metadata"]) == (tracks.GPU if track == "gpu" else tracks.TPU), target
+        other = tracks.LEFT_OUT[track]
+        assert not [c for c in notebook["cells"] if other in c["metadata"].get("tags", [])], (target, other)
 
 
 def test_the_readme_badges_open_each_tracks_notebooks():

@@ -115,6 +115,7 @@ def _run(stem, last_marker, probe, kernel_dir, tmp_path):
     from nbformat.v4 import new_code_cell
 
     notebook = jupytext.read(NOTEBOOKS / f"{stem}.py")
+    notebook.cells = [c for c in notebook.cells if "tf" not in c.metadata.get("tags", [])]  # the TPU track's cells
     code = [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
     last = next(i for i in code if last_marker in notebook.cells[i].source)
     cells = notebook.cells[:last + 1]
