@@ -34,7 +34,8 @@ TRACKS = {
             "04_keras_training", "06_scaling_out"),
 }
 # Each track's extra notebook: on the plan, outside the day.
-EXTRA_NOTEBOOKS = {"tpu": ("03_determinism",), "gpu": ("05_profiling_and_input_pipelines",)}
+EXTRA_NOTEBOOKS = {"tpu": ("03_determinism", "08_fine_tuning_a_pretrained_model"),
+                   "gpu": ("05_profiling_and_input_pipelines", "08_fine_tuning_a_pretrained_model")}
 LEFT_OUT = {"tpu": "tf", "gpu": "jax"}  # the tag of the cells a track's copy leaves out
 EXTRA = re.compile(r"^## (.+)$", re.M)
 

@@ -644,6 +644,9 @@ print(f"Keras {keras.__version__} SGD: apply {hasattr(sgd_api, 'apply')}, apply_
 # - **TF32** matters only on Ampere and newer GPUs; **bfloat16** is the TPU's counterpart (notebook 02).
 #
 # The subprocesses have all ended; the servers of the extra's in-process cluster (below) end with this kernel.
+#
+# Next: [notebook 08](https://colab.research.google.com/github/tpukit/tpukit/blob/main/notebooks/gpu/08_fine_tuning_a_pretrained_model.ipynb)
+# fine-tunes a pretrained Gemma with LoRA.
 
 # %% [markdown]
 # ## Extra: TF32

@@ -469,3 +469,9 @@ else:
 # | Devices | 1 v5e or v6e chip (the lessons: 8 simulated CPU devices); 8 on Kaggle's v5e-8 | the GPUs (the lessons: 8 simulated CPU devices) | simulated with `--xla_force_host_platform_device_count` |
 # | All-reduce | over the chips' interconnect (ICI), across every host of a slice; between slices (Multislice) over the data-center network (DCN) | NCCL | gloo across processes |
 # | Several processes | every host of a pod slice runs the command | `KERAS_DISTRIBUTION_*` on each machine | `python -m tpukit launch` |
+
+# %% [markdown]
+# ## Next
+#
+# [Notebook 08](https://colab.research.google.com/github/tpukit/tpukit/blob/main/notebooks/08_fine_tuning_a_pretrained_model.ipynb)
+# fine-tunes a pretrained Gemma with LoRA on this runtime.

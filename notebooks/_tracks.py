@@ -24,7 +24,7 @@ TPU = {"accelerator": "TPU", "colab": {"gpuType": "V5E1"}}
 GPU = {"accelerator": "GPU", "colab": {"gpuType": "T4"}}
 # The notebooks the GPU/CPU track opens from gpu/ (06 opens on a T4 from here already).
 GPU_COPIES = ("00_quick_start", "01_connect_and_distribute", "02_mixed_precision", "03_determinism",
-              "04_keras_training", "05_profiling_and_input_pipelines")
+              "04_keras_training", "05_profiling_and_input_pipelines", "08_fine_tuning_a_pretrained_model")
 LEFT_OUT = {"tpu": "tf", "gpu": "jax"}  # a track's notebooks leave out the cells tagged for the other backend
 
 
