@@ -78,6 +78,8 @@ cut = tpukit.train(config.replace(name="cut"), verbose=0, stop=stop, callbacks=[
 with np.load(state) as stored:
     backup = [[path, dtype] for key, path, dtype, shape, bits in json.loads(str(stored["__meta__"])) if key[0] == "m"]
 resumed = tpukit.resume(cut.run_dir, verbose=0)
+short = tpukit.train(config.replace(name="short", epochs=1), verbose=0)
+extended = tpukit.resume(short.run_dir, epochs=3, verbose=0)  # a new run from the short one's adapters and optimizer
 loaded = tpukit.load(whole.run_dir).model
 from tpukit.models import pretrained
 said = [pretrained.Preset(preset).generate(m, "The import statement", 24) for m in (whole.model, loaded)]
@@ -86,7 +88,8 @@ print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_don
                   "adapters_bytes": os.path.getsize(os.path.join(whole.run_dir, "adapters.lora.h5")),
                   "preset_bytes": os.path.getsize(os.path.join(preset, "model.weights.h5")),
                   "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights), "backup": backup, "said": said,
-                  "samples": [whole.samples, cut.samples, resumed.samples]}))
+                  "samples": [whole.samples, cut.samples, resumed.samples],
+                  "extended": [extended.status, extended.fingerprint, sorted(os.listdir(short.run_dir))]}))
 """
 
 # For each size in sys.argv[1] (JSON: vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence), a

@@ -190,6 +190,9 @@ def test_adapters_alone_are_kept_resume_reproduces_them_and_load_brings_them_bac
     whole, cut, resumed = out["samples"]
     assert resumed["before"] == cut["before"] == whole["before"]  # the resume kept the stopped run's "before"
     assert resumed["after"] == whole["after"]  # the same adapters write the same text
+    # a completed run keeps its adapters' optimizer state too: extending it to 3 epochs gives the 3-epoch run's adapters
+    status, fingerprint, files = out["extended"]
+    assert "adapters.state.npz" in files and status == "completed" and fingerprint == out["whole"]
 
 
 @pytest.mark.slow

@@ -29,6 +29,9 @@ WEIGHTS_FILE = "model.weights.h5"  # the final weights of a completed run
 # frozen weights are the preset's, which config.json names. Keras' save_weights would merge each adapter into its
 # bfloat16 kernel, where an update smaller than the kernel's rounding step is lost.
 ADAPTERS_FILE = "adapters.lora.h5"
+# Beside it, the adapters and their optimizer's state (`model_state.take`; a few MB), from which an extension of the
+# run continues exactly as the uninterrupted run would: the adapters file alone holds no optimizer state.
+ADAPTERS_STATE_FILE = "adapters.state.npz"
 BACKUP_DIR = "backup"  # one file per whole epoch, named by backup/latest.json
 STATE_SUFFIX = ".state.npz"  # an epoch backup's file (tpukit.runs.model_state); older runs' backups are Keras' .weights.h5
 
@@ -37,6 +40,13 @@ def final_weights(run_dir) -> Path:
     """The file that holds (or would hold) `run_dir`'s final weights: its adapters where it kept only those."""
     adapters = Path(run_dir) / ADAPTERS_FILE
     return adapters if adapters.is_file() else Path(run_dir) / WEIGHTS_FILE
+
+
+def continued_from(run_dir) -> Path:
+    """The file an extension of the completed `run_dir` starts from: its adapters' state where it kept that (the
+    optimizer's too), else its final weights (Keras' file holds the optimizer's state too)."""
+    state = Path(run_dir) / ADAPTERS_STATE_FILE
+    return state if state.is_file() else final_weights(run_dir)
 
 
 @contextlib.contextmanager

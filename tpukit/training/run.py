@@ -383,7 +383,7 @@ class Run:
         if self.parent is None:
             return 0, {}, None
         parent = self.previous if not self.resuming else records.load(self.parent)  # an extension was read already
-        weights = directory.final_weights(self.parent)
+        weights = directory.continued_from(self.parent)
         if parent.status != "completed" or not weights.is_file():
             raise backups.RestoreError(f"{self.parent}, the run this one extends, has no final weights "
                                           f"({parent.status}); it cannot be continued exactly.")
@@ -486,9 +486,12 @@ class Run:
         backup_dir = self.run_dir / directory.BACKUP_DIR
         backups.room_for(self.run_dir, backups.size_needed(model_state.nbytes(self.model), backup_dir),
                          "write the final weights")
-        final = directory.ADAPTERS_FILE if model_state.adapters_only(self.model) else directory.WEIGHTS_FILE
-        with directory.atomic(self.run_dir / final) as tmp:
+        adapters = model_state.adapters_only(self.model)
+        with directory.atomic(self.run_dir / (directory.ADAPTERS_FILE if adapters else directory.WEIGHTS_FILE)) as tmp:
             model_state.save_final(self.model, tmp)
+        if adapters:  # what an extension continues from: the adapters with their optimizer's state
+            with directory.atomic(self.run_dir / directory.ADAPTERS_STATE_FILE) as tmp:
+                model_state.take(self.model).save(str(tmp))
         self._sample("after")
         flops, flops_source = self._flops(self.model)
         examples_per_sec = self.recorder.examples_per_sec()
