@@ -114,6 +114,20 @@ def test_a_preset_fine_tunes_on_tensorflow_too(preset, tmp_path):
     assert samples["before"] != samples["after"] and f"sample: {samples['prompt']!r}" in result.summary()
     from tpukit.ui.controller import Controller
 
+    # export: the adapters merged into float32 kernels (a bfloat16 merge would round small updates away)
+    import keras_hub
+    import numpy as np
+
+    exported = keras.saving.load_model(result.export(tmp_path / "merged.keras").keras_path)
+    assert {str(w.dtype) for w in exported.weights} == {"float32"} and len(exported.weights) == 20
+    base = keras_hub.models.CausalLM.from_preset(str(preset), dtype="bfloat16", preprocessor=None)
+    for layer in [l for l in result.model.backbone._flatten_layers() if getattr(l, "lora_enabled", False)]:
+        path = layer._kernel.path
+        (kernel,) = [np.asarray(w.numpy(), "float32") for w in base.weights if w.path == path]
+        update = (layer.lora_alpha / layer.lora_rank) * np.matmul(np.asarray(layer.lora_kernel_a.numpy(), "float32"),
+                                                                  np.asarray(layer.lora_kernel_b.numpy(), "float32"))
+        (merged,) = [w.numpy() for w in exported.weights if w.path == path]
+        assert np.abs(update).max() > 0 and np.allclose(merged, kernel + update, rtol=0, atol=1e-7), path
     controller = Controller({"logdir": str(tmp_path)}, context="none", runs=[])
     controller._record(result)
     assert controller.message.endswith(f"{samples['prompt']!r} continued: before {samples['before']!r}, after "

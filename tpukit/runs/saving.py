@@ -264,8 +264,31 @@ def _quiet_export(model, saved: Path) -> None:
 
 
 def _mixed(model) -> bool:
+    """Whether some layer of `model` computes or keeps its weights in another dtype than float32: mixed precision, or
+    a preset loaded in bfloat16, whose LoRA adapters a bfloat16 save would merge into its kernels at bfloat16's
+    rounding step, losing the updates smaller than it."""
     layers = [model, *getattr(model, "_flatten_layers", lambda: [])()]
-    return any(str(getattr(getattr(l, "dtype_policy", None), "name", "")).startswith("mixed_") for l in layers)
+    policies = [getattr(layer, "dtype_policy", None) for layer in layers]
+    return any(p is not None and "float32" != getattr(p, dtype, "float32")
+               for p in policies for dtype in ("compute_dtype", "variable_dtype"))
+
+
+def _merged_weights(model, copy) -> list:
+    """`model`'s weights for `copy` (the same layers, as float32 NumPy arrays), each LoRA layer's adapters merged
+    into its kernel in float32 (kernel + alpha / rank x A B, as Keras merges them), since `copy`, built from the
+    model's config, has no adapters. Without LoRA, simply `model.get_weights()`."""
+    import numpy as np
+
+    adapted = [layer for layer in model._flatten_layers() if getattr(layer, "lora_enabled", False)]
+    if not adapted:
+        return model.get_weights()
+    merged = {}
+    for layer in adapted:
+        a, b = (np.asarray(v.numpy(), dtype="float32") for v in (layer.lora_kernel_a, layer.lora_kernel_b))
+        kernel = np.asarray(layer._kernel.numpy(), dtype="float32")
+        merged[layer._kernel.path] = kernel + (layer.lora_alpha / layer.lora_rank) * np.matmul(a, b)
+    values = {w.path: merged.get(w.path, w.numpy()) for w in model.weights}
+    return [np.asarray(values[w.path], dtype="float32") for w in copy.weights]
 
 
 def float32_copy(model):
@@ -288,7 +311,7 @@ def float32_copy(model):
             if not copy.built or not copy.weights:
                 inputs = [np.zeros((1, *t.shape[1:]), t.dtype) for t in model.inputs] if _has_inputs(model) else None
                 copy(inputs[0] if inputs and len(inputs) == 1 else inputs, training=False)
-            copy.set_weights(model.get_weights())
+            copy.set_weights(_merged_weights(model, copy))
     except Exception as e:
         raise ExportError(f"could not copy {type(model).__name__} into float32 layers for export ({one_line(e, 160)}); "
                           "a subclassed model needs get_config() and @keras.saving.register_keras_serializable().") \
@@ -322,13 +345,16 @@ def _has_inputs(model) -> bool:
         return False
 
 
+_OFF_FLOAT32 = ("mixed_", "bfloat16", "float16")  # the policies an export writes as float32
+
+
 def _float32(value):
-    """A serialized model with every mixed dtype policy replaced by float32."""
+    """A serialized model with every mixed or 16-bit float dtype policy replaced by float32."""
     if isinstance(value, dict):
         if value.get("class_name") in ("DTypePolicy", "FloatDTypePolicy") and str(
-                (value.get("config") or {}).get("name", "")).startswith("mixed_"):
+                (value.get("config") or {}).get("name", "")).startswith(_OFF_FLOAT32):
             return {**value, "config": {**value["config"], "name": "float32"}}
-        return {k: ("float32" if k == "dtype" and isinstance(v, str) and v.startswith("mixed_") else _float32(v))
+        return {k: ("float32" if k == "dtype" and isinstance(v, str) and v.startswith(_OFF_FLOAT32) else _float32(v))
                 for k, v in value.items()}
     if isinstance(value, list):
         return [_float32(v) for v in value]
