@@ -339,7 +339,7 @@ def test_the_panel_shows_a_preset_with_its_lora_and_text_settings_and_hides_them
     try:
         form = panel.form
         assert form.widgets["model"].value == str(preset)
-        assert note("model").startswith(f"KerasHub preset {preset}. memory: about ") and note("model").endswith(
+        assert note("model").startswith(f"KerasHub preset {preset}; memory: about ") and note("model").endswith(
             "; Connect compares it with the device's"), note("model")
         assert form.rows["lora_rank"].layout.display == form.rows["sequence_length"].layout.display == ""
         assert note("lora_rank") == ("LoRA adapters of rank 4 (alpha = rank) on the attention's query and value; "

@@ -170,7 +170,7 @@ class Form:
             return
         lora, text = settings(config)
         memory = target.memory_note(config, runtime)
-        self.note("model", f"{target.description}. {memory}" if memory else target.description)
+        self.note("model", f"{target.description}; {memory}" if memory else target.description)
         self.note("lora_rank", lora)
         self.note("sequence_length", text)
 
