@@ -300,7 +300,6 @@ def float32_copy(model):
     import keras
     import numpy as np
 
-    from tpukit.models import modeling
     if not _mixed(model):
         return model
     config = _float32(keras.saving.serialize_keras_object(model))
