@@ -257,13 +257,31 @@ def _folded(script):
     return any({"jax", "tf"} & set(c.metadata.get("tags", [])) for c in jupytext.read(script).cells)
 
 
+# What a notebook needs beyond the runtime it opens on, and where that comes from. Colab's TPU runtime has no
+# KerasHub until tpukit.colab.setup(hub=True), which test_colab_sets.py checks in Colab's TPU set.
+NEEDS = {"08_fine_tuning_a_pretrained_model": ("keras_hub", "KerasHub, which Colab's TPU runtime gets from "
+                                                            "tpukit.colab.setup(hub=True) (tests/behaviour/"
+                                                            "test_colab_sets.py checks that install)")}
+NO_TENSORFLOW = ("the GPU/CPU track's notebook runs Keras on TensorFlow, which this environment (Colab's TPU runtime "
+                 "as it ships) has not; its TPU track runs here")
+
+
 def _track_runs(scripts):
     """(script, track) to run: a notebook with one-backend cells on both tracks (TPU: Keras on JAX, GPU: on
-    TensorFlow), each without the other's cells; any other as it is, on the backend the first cell picks here."""
+    TensorFlow), each without the other's cells; any other as it is, on the backend the first cell picks here.
+    A track whose framework is not installed here (TensorFlow in Colab's TPU set) is skipped, saying why."""
+    has_tf = importlib.util.find_spec("tensorflow") is not None
     runs = []
     for script in scripts:
-        runs += [pytest.param(script, track, id=f"{script.stem}-{track}") for track in ("tpu", "gpu")] if _folded(
-            script) else [pytest.param(script, None, id=script.stem)]
+        module, why = NEEDS.get(script.stem, (None, ""))
+        needs = [pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{script.stem} needs {why}")] \
+            if module else []
+        if not _folded(script):
+            runs.append(pytest.param(script, None, id=script.stem, marks=needs))
+            continue
+        for track in ("tpu", "gpu"):
+            marks = needs + ([pytest.mark.skip(reason=NO_TENSORFLOW)] if track == "gpu" and not has_tf else [])
+            runs.append(pytest.param(script, track, id=f"{script.stem}-{track}", marks=marks))
     return runs
 
 
