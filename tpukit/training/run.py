@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import tempfile
 import threading
@@ -67,6 +68,12 @@ class Run:
         self.fitting = self.terminated = False
         self.memory_fix = None  # what to change where the step's estimate does not fit the device
 
+    @functools.cached_property
+    def model_source(self):
+        """What builds the run's model (`modeling.source`), resolved once: a preset's tokenizer, which its text, its
+        samples and its layout read, then loads once a run."""
+        return modeling.source(self.model_arg, self.config)
+
     # ---- the steps -----------------------------------------------------------
     def execute(self) -> RunResult:
         with contextlib.ExitStack() as held:
@@ -112,7 +119,7 @@ class Run:
             directory.check_logdir(config.logdir)
         runtime = self.runtime or connect_for(config)
         runtime.check(config)
-        runtime, why = runtime.for_model(modeling.source(self.model_arg, config), config.model_parallel)
+        runtime, why = runtime.for_model(self.model_source, config.model_parallel)
         if why:
             self.notes.append(why)
         determinism.check_runtime(config.deterministic, runtime)
@@ -186,7 +193,7 @@ class Run:
         """How the model turns text into token ids (a pretrained preset's tokenizer), or None; asked only for text."""
         from tpukit.models import pretrained
 
-        return pretrained.encoder_for(modeling.source(self.model_arg, self.config), self.config.sequence_length)
+        return pretrained.encoder_for(self.model_source, self.config.sequence_length)
 
     def _steps_per_epoch(self, config) -> Optional[int]:
         """The steps in an epoch of `config`'s batch on the loaded data (None where only the run can count them);
@@ -266,7 +273,7 @@ class Run:
         from tpukit.models import pretrained
 
         config = self.config
-        sampler = pretrained.sampler_for(modeling.source(self.model_arg, config))
+        sampler = pretrained.sampler_for(self.model_source)
         if sampler is None or config.sample_prompt == "":
             return
         kept = self.previous.samples if self.previous is not None else {}
