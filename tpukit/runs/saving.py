@@ -263,7 +263,7 @@ def _quiet_export(model, saved: Path) -> None:
         logger.setLevel(level)
 
 
-def _mixed(model) -> bool:
+def _off_float32(model) -> bool:
     """Whether some layer of `model` computes or keeps its weights in another dtype than float32: mixed precision, or
     a preset loaded in bfloat16, whose LoRA adapters a bfloat16 save would merge into its kernels at bfloat16's
     rounding step, losing the updates smaller than it."""
@@ -300,7 +300,7 @@ def float32_copy(model):
     import keras
     import numpy as np
 
-    if not _mixed(model):
+    if not _off_float32(model):
         return model
     config = _float32(keras.saving.serialize_keras_object(model))
     config.pop("compile_config", None)
