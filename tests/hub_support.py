@@ -122,18 +122,30 @@ for vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence i
 REMAT = """
 import json, sys
 import numpy as np
+import jax, keras, keras_hub
 import tpukit
+
+loads, compiles = [], []
+load_preset = keras_hub.models.CausalLM.from_preset.__func__
+compile_model = keras.Model.compile
+keras_hub.models.CausalLM.from_preset = classmethod(lambda cls, *a, **k: loads.append(a[0]) or load_preset(cls, *a, **k))
+keras.Model.compile = lambda self, *a, **k: compiles.append(type(self).__name__) or compile_model(self, *a, **k)
 
 preset, logdir = sys.argv[1], sys.argv[2]
 config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=128, sequence_length=32, batch_size=16,
                           epochs=1, learning_rate=1e-2, backend="jax", replicas=1, validation_split=None,
                           logdir=logdir, seed=3)
+ids, mask = np.ones((2, 32), "int32"), np.ones((2, 32), "int32")
 out = {}
 for name, changes in (("remat", dict(remat=True, gradient_accumulation=2)), ("default", {})):
+    loads.clear(), compiles.clear()
     result = tpukit.train(config.replace(name=name, **changes), verbose=0)
     blocks = result.model.backbone.transformer_layers
+    step = jax.make_jaxpr(lambda i, m: result.model.backbone({"token_ids": i, "padding_mask": m}))(ids, mask)
     out[name] = {"status": result.status, "loss": result.history["loss"], "notes": list(result.notes),
                  "remat": [getattr(b, "_remat_mode", None) is not None for b in blocks],  # Keras' private record
+                 "checkpointed": "checkpoint" in str(step) or "remat" in str(step),  # jax.checkpoint in the trace
+                 "loads": len(loads), "compiles": len(compiles),
                  "accumulation": result.model.optimizer.gradient_accumulation_steps,
                  "config": [result.config["remat"], result.config["gradient_accumulation"]]}
 print(json.dumps(out))

@@ -42,7 +42,7 @@ def _download_fails(monkeypatch, error, reachable=True):
 
 def _refused(source, **config):
     with pytest.raises(ModelError) as info:
-        pretrained.Preset(source).build_for(RunConfig(model=source, **config))
+        pretrained.Preset(source).build(RunConfig(model=source, **config))
     message = str(info.value)
     assert "\n" not in message, message
     return message

@@ -87,7 +87,9 @@ def test_remat_and_gradient_accumulation_apply_to_a_preset_and_auto_changes_noth
     assert remat["remat"] == [True, True] and remat["accumulation"] == 2 and remat["config"] == [True, 2]
     assert default["remat"] == [False, False] and default["accumulation"] is None
     assert default["config"] == ["auto", "auto"]
+    assert remat["checkpointed"] and not default["checkpointed"]  # the blocks recompute in the backward pass
     for run in (remat, default):
+        assert run["loads"] == 1 and run["compiles"] == 1, run  # remat included: one from_preset, one compile
         assert all(np.isfinite(run["loss"])), run["loss"]
         (line,) = [n for n in run["notes"] if n.startswith("memory: about ")]
         assert line.endswith("; no device limit here (the CPU trains in host memory)"), line
@@ -249,7 +251,7 @@ def test_a_tokenizer_larger_than_the_backbone_is_one_line_naming_both_sizes(pres
     larger = text.train_sentencepiece(text.pydoc_topics().documents, VOCABULARY + 64)
     (wrong / "assets" / "tokenizer" / "vocabulary.spm").write_bytes(larger)
     with pytest.raises(ModelError) as info:
-        pretrained.Preset(str(wrong)).build_for(RunConfig(model=str(wrong)))
+        pretrained.Preset(str(wrong)).build(RunConfig(model=str(wrong)))
     message = str(info.value)
     assert "\n" not in message and message == (
         f"preset {str(wrong)!r}: its tokenizer has {VOCABULARY + 64} tokens, and the backbone's embedding only "
@@ -291,14 +293,14 @@ def test_lora_targets_and_alpha_reach_the_adapted_layers(preset):
     from tpukit.models import pretrained
 
     config = RunConfig(model=str(preset), lora_rank=2, lora_alpha=8, lora_targets=["query"])
-    model, note = pretrained.Preset(str(preset)).build_for(config)
+    model, note = pretrained.Preset(str(preset)).build(config)
     adapted = [layer for layer in model.backbone._flatten_layers() if getattr(layer, "lora_enabled", False)]
     assert [layer.name for layer in adapted] == ["query", "query"]  # 2 decoder layers; value keeps no adapter
     assert all(layer.lora_rank == 2 and layer.lora_alpha == 8 for layer in adapted)
     adapters = sum(math.prod(w.shape) for layer in adapted for w in (layer.lora_kernel_a, layer.lora_kernel_b))
     assert sum(math.prod(w.shape) for w in model.trainable_weights) == adapters
     assert f"LoRA rank 2, alpha 8: {adapters:,} of " in note, note
-    default, note = pretrained.Preset(str(preset)).build_for(RunConfig(model=str(preset)))
+    default, note = pretrained.Preset(str(preset)).build(RunConfig(model=str(preset)))
     assert sorted({layer.name for layer in default.backbone._flatten_layers() if getattr(layer, "lora_enabled", 0)}) \
         == ["query", "value"] and "LoRA rank 4: 704 of 7,696" in note
 
@@ -309,7 +311,7 @@ def test_lora_targets_that_match_no_layer_are_one_line_naming_those_that_do(pres
     from tpukit.models.modeling import ModelError
 
     with pytest.raises(ModelError) as info:
-        pretrained.Preset(str(preset)).build_for(RunConfig(model=str(preset), lora_targets=("qkv",)))
+        pretrained.Preset(str(preset)).build(RunConfig(model=str(preset), lora_targets=("qkv",)))
     message = str(info.value)
     assert "\n" not in message and message.startswith(f"preset {str(preset)!r}: no layer is named qkv, so LoRA "
                                                       "adapted none; layers that take adapters: ")
@@ -365,7 +367,7 @@ def test_the_memory_estimate_from_a_presets_files_is_the_one_its_built_model_get
     backbone = json.loads((preset / "config.json").read_text())["config"]
     parameters = json.loads((preset / "metadata.json").read_text())["parameter_count"]
     for rank, upcast in ((4, False), (4, True), (None, False)):
-        model, _ = pretrained.Preset(str(preset)).build_for(RunConfig(model=str(preset), lora_rank=rank))
+        model, _ = pretrained.Preset(str(preset)).build(RunConfig(model=str(preset), lora_rank=rank))
         settings = dict(batch_size=16, sequence_length=32, device=memory.GIB, upcast=upcast)
         built = memory.estimate(model, **settings)
         assert memory.estimate_unbuilt(backbone, parameters, lora_rank=rank, **settings) == built, (rank, upcast)
@@ -437,7 +439,7 @@ def test_the_adapter_file_is_under_5_percent_of_the_base_models_weights(tmp_path
     preset = tmp_path / "gemma_2m"
     _python(BUILD.replace("num_layers=2", "num_layers=4").replace("hidden_dim=16", "hidden_dim=256")
             .replace("intermediate_dim=32", "intermediate_dim=1024").replace("head_dim=4", "head_dim=64"), preset)
-    model, note = pretrained.Preset(str(preset)).build_for(RunConfig(model=str(preset)))
+    model, note = pretrained.Preset(str(preset)).build(RunConfig(model=str(preset)))
     assert model_state.adapters_only(model)
     model_state.save_final(model, tmp_path / "adapters.lora.h5")
     ratio = os.path.getsize(tmp_path / "adapters.lora.h5") / os.path.getsize(preset / "model.weights.h5")

@@ -69,8 +69,7 @@ class JaxRuntime(Runtime):
         devices = getattr(getattr(self.strategy, "device_mesh", None), "devices", None)
         mesh = keras.distribution.DeviceMesh((count // model_parallel, model_parallel), ("batch", "model"),
                                              devices=list(devices.flatten()) if devices is not None else None)
-        layout_map = getattr(source, "layout_map", None)
-        layout, named = layout_map(mesh) if callable(layout_map) else (None, "this model")
+        layout, named = source.layout_map(mesh)
         if layout is None:
             return self, (f"model_parallel={model_parallel}: {named} has no layout map, so the model trains with "
                           f"data parallelism over all {count} devices")

@@ -58,8 +58,9 @@ def training_flops_per_example(model, sample) -> Tuple[Optional[int], str]:
 def training_multiple(model) -> Tuple[float, str]:
     """(forward passes a training step costs, how that was counted, to add to the source): 3, or with LoRA
     adapters 2 plus the share of the weights that train."""
-    flatten = getattr(model, "_flatten_layers", None)  # Keras' private walk of every nested layer
-    if flatten is None or not any(getattr(layer, "lora_enabled", False) for layer in flatten(include_self=False)):
+    from tpukit.models import lora
+
+    if not lora.is_adapted(model):
         return 3.0, ""
     trainable = sum(_size(w.shape) for w in model.trainable_weights)
     total = trainable + sum(_size(w.shape) for w in model.non_trainable_weights if _floating(w))

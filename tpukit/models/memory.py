@@ -237,15 +237,6 @@ def out_of_memory_message(error: BaseException, fix: Optional[str]) -> str:
     return f"the device ran out of memory: {fix or remedy(None)} ({one_line(error, limit=120)})"
 
 
-def remat_scope(model):
-    """A `keras.RematScope` naming `model`'s transformer blocks: a model built again inside it rematerializes
-    each block (Keras reads the scope when a layer is made). `RematScope` came in Keras 3.8 (keras#20743)."""
-    import keras
-
-    blocks = getattr(getattr(model, "backbone", None), "transformer_layers", None) or []
-    return keras.RematScope(mode="list_of_layers", layer_names=[layer.name for layer in blocks])
-
-
 def xla_step_bytes(model, x, y) -> int:
     """XLA's own figure for `model`'s compiled training step on batch (`x`, `y`) (JAX only): its arguments, its
     temporary buffers and the outputs not written over donated arguments (the state Keras donates is counted once).

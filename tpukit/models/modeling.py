@@ -1,29 +1,17 @@
-"""The model seam: build the user's model (or a zoo model) inside the run's scope, compile it, check it fits the data.
+"""Compile a run's model and check it fits the data, for any kind of model (`models.source` builds it).
 
-`train(model=...)` takes a factory (a callable returning a `keras.Model`, with
-no argument or one `DataSpec`) or a built `keras.Model`. Variables must be
-created under the run's dtype policy and distribution scope, so tpukit calls
-the factory there. A built model is trained in place (the user's own object
-ends up trained, as with Keras' fit) wherever its variables can serve the run:
-on one device, on JAX once they are laid out for the distribution, under a
-tf.distribute strategy if they were made in its scope. Elsewhere (a
-MirroredStrategy over several devices, for a model built outside its scope)
-tpukit trains a clone and says so once; `result.model` is the trained one.
-
-Compiling: a model that comes back compiled keeps its own optimizer, loss and
-metrics (the user's compile() wins over RunConfig.optimizer, learning_rate,
-loss and metrics); tpukit recompiles it only to set steps_per_execution and
-jit_compile, and, under a loss-scaled precision, to wrap its optimizer for loss scaling.
-An uncompiled model is compiled with the RunConfig's optimizer, learning rate,
-loss and metrics.
+Compiling: a model that comes back compiled keeps its own optimizer, loss and metrics (the user's compile() wins
+over RunConfig.optimizer, learning_rate, loss and metrics); tpukit compiles it once more only to set
+steps_per_execution and jit_compile, and, under a loss-scaled precision, to wrap its optimizer for loss scaling.
+An uncompiled model is compiled with the RunConfig's optimizer, learning rate, loss and metrics. What the user
+compiled with is handed in (`user`): the model source knows it (a clone carries its original's), so nothing is
+kept on the model itself.
 """
 
 from __future__ import annotations
 
-import warnings
-from typing import Tuple
+from typing import Optional
 
-from tpukit import registry
 from tpukit.errors import TpukitError, TpukitWarning, one_line
 
 
@@ -45,135 +33,19 @@ class TrainedInPlace(ModelNote):
     """A built model was handed over and is trained in place: after train() the user's object holds the weights."""
 
 
-def build(model_arg, config, spec, in_place: bool = False, policy=None) -> Tuple["keras.Model", str]:
-    """Build the run's model (call inside the precision policy and strategy scope); returns (model, note).
+def compile(model, config, user: Optional[dict] = None, note: str = "") -> str:
+    """Compile `model` for the run, once; returns a sentence on where the optimizer, loss and metrics came from.
 
     Args:
-        model_arg: None (use `config.model` by name), a factory, or a keras.Model.
-        config: the RunConfig (its model name, optimizer, learning rate, loss, metrics).
-        spec: the data's `DataSpec`, for factories that take one argument.
-        in_place: train a built model itself where its variables can serve the run (train() does; the batch-size
-            tuner, which trains throwaway trials, does not).
-        policy: the dtype policy the run resolved (default: `config.precision`), for the note on a built model.
+        user: what the model was compiled with before tpukit got it (`compile_args`), or what its source
+            compiles it with (a preset's next-token loss): kept, with the run's steps per execution and XLA.
+        note: the sentence to return where `user` comes from the source rather than the user.
     """
-    import keras
-
-    if isinstance(model_arg, keras.Model):
-        why = _clone_reason(model_arg) if in_place else "a trial of the batch-size tuner"
-        if why is None:
-            name = type(model_arg).__name__
-            note = f"tpukit trains your {name} object in place: after train() it holds the trained weights " \
-                   f"(result.model is the same object)"
-            policy = policy or config.precision
-            if model_arg.dtype_policy.name != policy:
-                note += (f"; its layers keep the dtype policy they were built with ({model_arg.dtype_policy.name}, "
-                         f"not {policy}): pass a factory to build it under the run's policy")
-            warnings.warn(note, TrainedInPlace, stacklevel=4)
-            return model_arg, f"your {name} object, trained in place"
-        return _clone(model_arg, why), "a clone of the model handed over (weights copied)"
-    factory = source(model_arg, config)
-    check_model_arg(model_arg)
-    if callable(getattr(factory, "build_for", None)):  # a pretrained preset: it reads the run's config itself
-        return factory.build_for(config)
-    name = config.model
-    try:
-        model = factory(spec) if registry.takes_argument(factory) else factory()
-    except (ModelError, KeyboardInterrupt):
-        raise
-    except Exception as e:
-        said = one_line(e)
-        if spec is not None and spec.num_classes is None and "None" in said and registry.takes_argument(factory):
-            shape = f" of shape {tuple(spec.target_shape)} per example" if spec.target_shape else ""
-            hint = "; for class labels pass y.astype(int)" if "float" in str(spec.target_dtype) and not shape else ""
-            said += (" (spec.num_classes is None: tpukit counts classes from integer or one-hot labels, and y holds "
-                     f"{spec.target_dtype} values{shape}{hint})")
-        raise ModelError(f"the model factory {name!r} raised {said}") from e
-    if model is spec and spec is not None:
-        raise ModelError(f"model=: tpukit called {name} as a factory (a function that builds the model) and it "
-                         f"returned its argument, the DataSpec: a {_kind(model_arg)} object is not a Keras model. "
-                         "Pass a keras.Model, or a function (or class) that returns one.")
-    if not isinstance(model, keras.Model):
-        raise ModelError(f"the model factory {name!r} returned {type(model).__name__}; expected a keras.Model "
-                         f"(a Sequential, functional or subclassed model). Received: {_short_repr(model)}.")
-    return model, "built by the factory inside the run's scope"
-
-
-def source(model_arg, config):
-    """What builds the run's model: the object handed to train(), else what `config.model` names (a factory, or a
-    pretrained preset)."""
-    return model_arg if model_arg is not None else registry.entry("model", config.model).target
-
-
-def _clone_reason(model):
-    """None where `model` itself can be trained in the current scope, else why a clone is needed.
-
-    On JAX, a model built outside the run's distribution has its variables (and a built optimizer's) laid out
-    for it here, as the distribution would have made them; TensorFlow cannot move a variable into a strategy.
-    """
-    import keras
-
-    if keras.backend.backend() == "jax":
-        distribution = keras.distribution.distribution()
-        if distribution is None:
-            return None
-        optimizer = getattr(model, "optimizer", None)
-        variables = list(model.variables) + list(getattr(optimizer, "variables", None) or [])
-        try:
-            for v in variables:
-                v.assign(keras.distribution.distribute_tensor(v.value, distribution.get_variable_layout(v)))
-        except Exception as e:
-            return f"its variables could not be laid out for {type(distribution).__name__} ({one_line(e, 120)})"
-        return None
-    import tensorflow as tf
-
-    if not tf.distribute.has_strategy():
-        return None
-    strategy = tf.distribute.get_strategy()
-    outside = [v for v in model.weights if not strategy.extended.variable_created_in_scope(v.value)]
-    if not outside:
-        return None  # unbuilt (its variables will be made here), or built in this strategy's scope
-    return (f"{type(strategy).__name__} over {strategy.num_replicas_in_sync} replicas makes its variables in its own "
-            f"scope, and yours were made outside it")
-
-
-def _clone(model, why: str = ""):
-    """Clone a built model inside the current scope and copy its weights; say once, in one line, that it happened."""
-    import keras
-
-    warnings.warn(f"tpukit trains a clone of your {type(model).__name__} ({why}); your object is left as it was and "
-                  "the trained model is result.model. Build it inside runtime.strategy.scope(), or pass a factory, "
-                  "to train it in place.", ClonedModelWarning, stacklevel=4)
-    try:
-        clone = keras.models.clone_model(model)
-    except Exception as e:
-        raise ModelError(f"could not clone {type(model).__name__} ({one_line(e)}); pass a factory instead: "
-                         f"model=lambda: {type(model).__name__}(...).") from e
-    if model.built and model.weights:
-        if not clone.built:
-            clone.build(_input_shape(model))
-        try:
-            clone.set_weights(model.get_weights())
-        except Exception as e:
-            raise ModelError(f"could not copy the weights of {type(model).__name__} into its clone "
-                             f"({one_line(e)}); pass a factory instead.") from e
-    if getattr(model, "compiled", False):
-        config = compile_args(model)
-        optimizer = config.get("optimizer")
-        if optimizer is not None and hasattr(optimizer, "get_config"):
-            config["optimizer"] = optimizer.__class__.from_config(optimizer.get_config())
-        clone._tpukit_compile_args = config
-    return clone
-
-
-def compile(model, config) -> str:
-    """Compile for the run; returns a sentence on where the optimizer, loss and metrics came from."""
     import keras
 
     from tpukit import precision as precisions
 
-    user = getattr(model, "_tpukit_compile_args", None) or (compile_args(model) if model.compiled else None)
     if user:
-        built = getattr(model, "_tpukit_compiled_by", None)  # compiled for this run where it was built (a preset)
         optimizer = precisions.get(config.precision).wrap(
             user.get("optimizer") or precisions.make_optimizer(config.optimizer, config.learning_rate,
                                                                config.precision, config.accumulation_steps))
@@ -181,10 +53,8 @@ def compile(model, config) -> str:
         model.compile(optimizer=optimizer, **args, steps_per_execution=config.steps_per_execution,
                       jit_compile=config.jit_compile)
         inner = getattr(optimizer, "inner_optimizer", optimizer)
-        if built:
-            return built
-        return (f"the model came compiled: its own optimizer ({type(inner).__name__}), loss and metrics were kept "
-                "(RunConfig.optimizer, learning_rate, loss and metrics apply to uncompiled models)")
+        return note or (f"the model came compiled: its own optimizer ({type(inner).__name__}), loss and metrics were "
+                        "kept (RunConfig.optimizer, learning_rate, loss and metrics apply to uncompiled models)")
     try:
         keras.losses.get(config.loss)  # unknown names fail here, in one line
         for metric in config.metrics:
@@ -200,7 +70,7 @@ def compile(model, config) -> str:
     return f"compiled by tpukit: {config.optimizer} at learning rate {config.learning_rate}, loss {config.loss}"
 
 
-def check_fits(model, source, loss_name: str) -> None:
+def check_fits(model, source, loss_name: str, user: Optional[dict] = None) -> None:
     """Fail in one line, before training, when the model cannot take the data or the labels don't fit it.
 
     Calls the model symbolically on a few examples' shapes (Keras' functional
@@ -217,10 +87,10 @@ def check_fits(model, source, loss_name: str) -> None:
     if source.test is not None:
         parts.append(("test_data: ", source.test))
     for prefix, part in parts:
-        _check_part(model, part, loss_name, prefix)
+        _check_part(model, part, loss_name, prefix, user)
 
 
-def _check_part(model, part, loss_name: str, prefix: str) -> None:
+def _check_part(model, part, loss_name: str, prefix: str, user: Optional[dict]) -> None:
     from tpukit.data import sources
 
     sample = sources.inputs_of(part, 2)
@@ -230,7 +100,7 @@ def _check_part(model, part, loss_name: str, prefix: str) -> None:
         raise sources.DataError(_cannot_take(model, part, sample, prefix, e)) from None
     if not isinstance(part, sources.Arrays) or isinstance(part.y, dict):
         return
-    _check_labels(model, loss_name, part.y, outputs, prefix)  # before the loss runs: TF's own error is cryptic
+    _check_labels(user, loss_name, part.y, outputs, prefix)  # before the loss runs: TF's own error is cryptic
     _check_loss_takes(model, loss_name, part.y, outputs, prefix)
 
 
@@ -262,7 +132,7 @@ def _fits(have, want) -> bool:
     return len(have) == len(want) and all(w is None or w == h for h, w in zip(have, want))
 
 
-def _check_labels(model, loss_name, y, outputs, prefix: str) -> None:
+def _check_labels(user, loss_name, y, outputs, prefix: str) -> None:
     """One line for labels the loss cannot take: one-hot labels for a sparse loss (or the other way round),
     class numbers beyond the model's output units, fractional labels for a classification loss."""
     import numpy as np
@@ -278,7 +148,7 @@ def _check_labels(model, loss_name, y, outputs, prefix: str) -> None:
     width = sources.one_hot_width(y)
     if sparse and width and units:
         fix = ("pass the class numbers, as the training data has them: y.argmax(axis=1)" if prefix else
-               f"{_use_loss(model, 'categorical')}, or pass the class numbers: y.argmax(axis=1)")
+               f"{_use_loss(user, 'categorical')}, or pass the class numbers: y.argmax(axis=1)")
         more = f"; and give the last layer {width} units, one per class (it has {units})" if units != width else ""
         raise sources.DataError(
             f"{prefix}the labels are one-hot ({width} columns, one 1 per example), but the loss {loss_name} takes "
@@ -292,7 +162,7 @@ def _check_labels(model, loss_name, y, outputs, prefix: str) -> None:
     if categorical and units and units > 1 and whole and (y.ndim == 1 or y.shape[1:] == (1,)):
         top = int(y.max())
         fix = (f"encode them one-hot, as the training data is: keras.utils.to_categorical(y, {units})" if prefix else
-               f"{_use_loss(model, 'sparse_categorical')}, or pass one-hot labels: "
+               f"{_use_loss(user, 'sparse_categorical')}, or pass one-hot labels: "
                f"keras.utils.to_categorical(y, {max(units, top + 1)})")
         raise sources.DataError(
             f"{prefix}the labels are class numbers ({int(y.min())} to {top}, one per example), but the loss "
@@ -313,11 +183,9 @@ def _check_labels(model, loss_name, y, outputs, prefix: str) -> None:
             f"{loss_name}: give the last layer {top + 1} units (one per class), or check the labels.")
 
 
-def _use_loss(model, kind: str) -> str:
+def _use_loss(args: Optional[dict], kind: str) -> str:
     """Where and how to name the loss `kind` ('categorical' or 'sparse_categorical') crossentropy: in the user's
-    compile() if the model came compiled (keeping its from_logits), else in RunConfig."""
-    args = getattr(model, "_tpukit_compile_args", None) or (compile_args(model) if getattr(model, "compiled", False)
-                                                            else None)
+    compile() if the model came compiled (`args`, keeping its from_logits), else in RunConfig."""
     if not args:
         return f"use RunConfig(loss='{kind}_crossentropy')"
     if getattr(args.get("loss"), "from_logits", False):
@@ -368,9 +236,8 @@ def _check_loss_takes(model, loss_name, y, outputs, prefix: str = "") -> None:
             "layers (a Flatten or pooling before the classifier?) or the loss.") from None
 
 
-def loss_name(model, config) -> str:
+def loss_name(config, user: Optional[dict] = None) -> str:
     """The loss the run trains with, as text (the user's compiled loss, or RunConfig.loss)."""
-    user = getattr(model, "_tpukit_compile_args", None) or (compile_args(model) if model.compiled else None)
     loss = (user or {}).get("loss") or config.loss
     return getattr(loss, "name", None) or getattr(loss, "__name__", None) or str(loss)
 
@@ -414,50 +281,3 @@ def _example_shapes(sample) -> str:
     if isinstance(sample, dict):
         return "{" + ", ".join(f"{k!r}: {tuple(np.shape(v)[1:])}" for k, v in sample.items()) + "}"
     return str(tuple(np.shape(sample)[1:]))
-
-
-def _short_repr(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-# Libraries whose models are not Keras 3 models (tf_keras is Keras 2), so never a factory of one.
-_OTHER_LIBRARIES = ("tf_keras", "torch", "flax", "haiku", "equinox", "sklearn", "xgboost", "lightgbm", "catboost")
-
-
-def check_model_arg(model_arg) -> None:
-    """ModelError, in one line, for a `model=` that is neither a keras.Model nor a factory of one.
-
-    Anything callable else is called as a factory; so an object that is plainly a model of another kind (a
-    Keras layer, a scikit-learn estimator, a PyTorch module, a tf_keras model) is named as such first, instead
-    of being called with the DataSpec.
-    """
-    import functools
-    import inspect
-
-    import keras
-
-    if model_arg is None or isinstance(model_arg, keras.Model):
-        return
-    layer = (issubclass(model_arg, keras.layers.Layer) and not issubclass(model_arg, keras.Model)
-             if inspect.isclass(model_arg) else isinstance(model_arg, keras.layers.Layer))
-    if layer:
-        name = model_arg.__name__ if inspect.isclass(model_arg) else type(model_arg).__name__
-        raise ModelError(f"model=: {name} is a Keras layer, not a model; wrap it (keras.Sequential([...])) or pass a "
-                         "function that builds the model.")
-    if inspect.isclass(model_arg):
-        return  # a class is a factory: calling it builds the model (a keras.Model subclass), checked when built
-    plain = inspect.isroutine(model_arg) or isinstance(model_arg, functools.partial)
-    root = type(model_arg).__module__.split(".")[0]
-    other = root in _OTHER_LIBRARIES or hasattr(model_arg, "fit") or hasattr(model_arg, "predict")
-    if not callable(model_arg) or (not plain and other):
-        keras2 = " (tf_keras is Keras 2; tpukit trains Keras 3 models)" if root == "tf_keras" else ""
-        own_repr = type(model_arg).__repr__ is not object.__repr__
-        raise ModelError(f"model=: expected a keras.Model (Keras 3), or a function (or class) that returns one. "
-                         f"Received: a {_kind(model_arg)} object{keras2}, which is not a Keras model"
-                         f"{': ' + _short_repr(model_arg) if own_repr else ''}.")
-
-
-def _kind(value) -> str:
-    cls = type(value)
-    return f"{cls.__module__}.{cls.__name__}" if cls.__module__ != "builtins" else cls.__name__

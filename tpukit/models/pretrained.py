@@ -3,12 +3,12 @@
 `RunConfig(model=...)` and the CLI's `--model` take a preset where they take a zoo name: a local preset directory
 (what `save_to_preset` writes), `kaggle://owner/model/keras/variant`, `hf://owner/name`, or a KerasHub name such as
 `gemma3_instruct_1b`. The registry asks `named` about a name it does not know, and gets a `Preset`: the run
-builds it through `build_for` (the seam `modeling.build` calls), and text data is tokenized with its tokenizer
-(`encoder`). Nothing is downloaded until a run builds the model.
+is a `models.source.ModelSource`, the one module that knows KerasHub's classes: it builds the model, tokenizes
+text (`encoder`), writes samples, lays the weights out for model parallelism, rematerializes its blocks and trains
+it with Keras' own fit. Nothing is downloaded until a run builds the model.
 
 With `RunConfig.lora_rank` set (the default, 4), the weights load in bfloat16 (not mixed: frozen weights need no
-float32 copy) and only the LoRA adapters, which KerasHub keeps in float32, train. Importing this module loads no
-KerasHub.
+float32 copy) and only the LoRA adapters (`models.lora`) train. Importing this module loads no KerasHub.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 from tpukit.data import text as texts
 from tpukit.errors import one_line
-from tpukit.models import preset_access
+from tpukit import registry
+from tpukit.models import lora, modeling, preset_access
 from tpukit.models.modeling import ModelError
+from tpukit.models.source import KIND_SETTINGS, ModelSource
 
 if TYPE_CHECKING:
     import keras
@@ -113,10 +115,11 @@ def _not_loaded(source: str, what: str, error: BaseException) -> ModelError:
 
 
 @dataclasses.dataclass(frozen=True)
-class Preset:
+class Preset(ModelSource):
     """A KerasHub causal language model preset, named by `source` (a directory, a URL or a KerasHub name)."""
 
     source: str
+    reads = tuple(KIND_SETTINGS)
 
     @property
     def description(self) -> str:
@@ -181,19 +184,14 @@ class Preset:
         """Build it as a plain factory would (no LoRA, the run's dtype policy), for callers that know no config."""
         return self._load(None)
 
-    # ---- the run's seam (modeling.build) ----------------------------------------------------------------------
-    def build_for(self, config) -> Tuple["keras.Model", str]:
-        """The model for a run of `config`, compiled for it, and a sentence on what was built.
+    # ---- what a run asks of its model source (models.source.ModelSource) -------------------------------------
+    def build(self, config, spec=None, *, in_place: bool = True, policy: str = "float32"):
+        """The model for a run of `config` (not compiled: `compile` does it once), and a sentence on what was built.
 
         LoRA adapters of rank `config.lora_rank` (scaled by `lora_alpha` / rank) on `config.lora_targets` (None:
         KerasHub's default, the attention's query and value projections), the frozen weights in bfloat16;
-        `config.lora_rank=None` trains every weight, in the run's dtype policy. Compiled with the config's optimizer and learning rate, and a next-token loss that ignores
-        the tokenizer's padding id.
+        `config.lora_rank=None` trains every weight, in the run's dtype policy.
         """
-        import keras
-
-        from tpukit import precision as precisions
-
         rank = config.lora_rank
         model = self._load("bfloat16" if rank else None)
         longest = getattr(model.backbone, "max_sequence_length", None)  # learned positions end there (GPT-2, OPT)
@@ -201,24 +199,59 @@ class Preset:
             raise ModelError(f"RunConfig.sequence_length={config.sequence_length} is longer than preset "
                              f"{self.source!r} takes: its backbone's max_sequence_length is {longest}; use "
                              f"sequence_length={longest} or less.")
-        tokenizer = self.tokenizer()
-        vocabulary = int(tokenizer.vocabulary_size())
+        vocabulary = int(self.tokenizer().vocabulary_size())
         if vocabulary > model.backbone.vocabulary_size:
             raise ModelError(f"preset {self.source!r}: its tokenizer has {vocabulary} tokens, and the backbone's "
                              f"embedding only {model.backbone.vocabulary_size}: ids past it cannot be embedded; use "
                              f"a tokenizer of at most {model.backbone.vocabulary_size} tokens.")
         if rank:
-            _enable_lora(model.backbone, rank, config.lora_alpha, config.lora_targets, self.source)
-        _feed_as_keras(model)
-        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=tokenizer.pad_token_id)
-        # Unwrapped: `modeling.compile` wraps it for the precision the run resolves (loss scaling), as for any model.
-        optimizer = precisions.make_optimizer(config.optimizer, config.learning_rate, precisions.FLOAT32.name,
-                                              config.accumulation_steps)
-        model.compile(optimizer=optimizer, loss=loss, weighted_metrics=[])
-        model._tpukit_compiled_by = (f"compiled by tpukit: {config.optimizer} at learning rate "
-                                     f"{config.learning_rate}, next-token loss ignoring padding (id "
-                                     f"{tokenizer.pad_token_id})")
-        return model, f"{self.description} ({type(model).__name__}), {trainable_note(model, rank, config.lora_alpha)}"
+            lora.enable(model.backbone, rank, config.lora_alpha, config.lora_targets, self.source)
+        return model, f"{self.description} ({type(model).__name__}), {lora.trainable_note(model, rank, config.lora_alpha)}"
+
+    def user_compile(self, model) -> dict:
+        """A next-token loss that ignores the tokenizer's padding id (the optimizer is the RunConfig's)."""
+        import keras
+
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=self.tokenizer().pad_token_id)
+        return {"loss": loss, "weighted_metrics": []}
+
+    def compile(self, model, config) -> str:
+        note = (f"compiled by tpukit: {config.optimizer} at learning rate {config.learning_rate}, next-token loss "
+                f"ignoring padding (id {self.tokenizer().pad_token_id})")
+        return modeling.compile(model, config, self.user_compile(model), note=note)
+
+    def writes_text(self) -> bool:
+        return True
+
+    def sample(self, model, prompt: str, sequence_length: int) -> str:
+        """`generate` with room for `SAMPLE_TOKENS` after the prompt."""
+        length = len(self.encoder(sequence_length).encode([prompt])[0]) + 1 + SAMPLE_TOKENS
+        return self.generate(model, prompt, max_length=length)
+
+    def rematerialize(self, model) -> Optional[str]:
+        """Each transformer block of `model` recomputes its activations in the backward pass, keeping only its
+        input: what building it inside `keras.RematScope(mode="list_of_layers")` does, set on the built blocks
+        (a layer reads its remat mode when called), so the preset is not loaded a second time."""
+        import keras
+
+        blocks = getattr(model.backbone, "transformer_layers", None) or []
+        if not blocks or not all(hasattr(block, "_remat_mode") for block in blocks):
+            return f"{type(model.backbone).__name__} has no transformer blocks Keras {keras.__version__} rematerializes"
+        with keras.RematScope(mode="list_of_layers", layer_names=[block.name for block in blocks]) as scope:
+            for block in blocks:
+                block._remat_mode = scope  # what Layer.__init__ reads from the scope
+        return None
+
+    def trainer(self, model):
+        """Keras' own fit and evaluate for `model`: KerasHub's (`PipelineModel`) turn every input into a tf.data
+        or grain dataset, refusing the `keras.utils.PyDataset` tpukit feeds on JAX; with token ids to feed and
+        nothing to preprocess, Keras' own are what KerasHub's end up calling."""
+        return _KerasFit(model)
+
+    def rebuild(self, config, spec=None):
+        model, _ = self.build(config)
+        self.compile(model, config)
+        return model
 
     def encoder(self, sequence_length: int) -> texts.Encoder:
         """How text becomes token ids for this model: its tokenizer's SentencePiece model, run by sentencepiece
@@ -286,59 +319,24 @@ class Preset:
             raise _not_loaded(self.source, " did not load as a causal language model", e) from e
 
 
-def _enable_lora(backbone, rank: int, alpha: Optional[float], targets, source: str) -> None:
-    """KerasHub's `enable_lora` on `targets`, then alpha on each adapted layer (KerasHub's call takes no alpha; Keras'
-    layers read theirs at every call). Targets that match no layer are a one-line ModelError naming the layers that
-    would take adapters."""
-    backbone.enable_lora(rank, target_layer_names=list(targets) if targets else None)
-    adapted = [layer for layer in backbone._flatten_layers(include_self=False) if getattr(layer, "lora_enabled", False)]
-    if not adapted:
-        names = sorted({layer.name for layer in backbone._flatten_layers(include_self=False)
-                        if hasattr(layer, "enable_lora") and layer.weights})
-        raise ModelError(f"preset {source!r}: no layer is named {', '.join(targets or ())}, so LoRA adapted none; "
-                         f"layers that take adapters: {', '.join(names)}.")
-    if alpha is not None:
-        missing = [layer.name for layer in adapted if not hasattr(layer, "lora_alpha")]
-        if missing:
-            import keras
+class _KerasFit:
+    """A KerasHub task seen through `keras.Model`'s own `fit` and `evaluate` (`Preset.trainer`)."""
 
-            raise ModelError(f"lora_alpha={alpha}: Keras {keras.__version__}'s layers have no LoRA alpha; leave "
-                             "lora_alpha=None (alpha = rank) or install a newer Keras.")
-        for layer in adapted:
-            layer.lora_alpha = alpha
+    def __init__(self, model):
+        self.model = model
+
+    def fit(self, *args, **kwargs):
+        import keras
+
+        return keras.Model.fit(self.model, *args, **kwargs)
+
+    def evaluate(self, *args, **kwargs):
+        import keras
+
+        return keras.Model.evaluate(self.model, *args, **kwargs)
+
+    def __getattr__(self, name):  # the rest is the model's (a multi-worker loop reads its train step)
+        return getattr(self.model, name)
 
 
-def _feed_as_keras(model) -> None:
-    """Give `model` Keras' own fit, evaluate and predict: it takes token ids (no preprocessor), and KerasHub's
-    (`PipelineModel`) turn every input into a tf.data or grain dataset, refusing the `keras.utils.PyDataset` that
-    tpukit feeds on JAX. With nothing to preprocess, Keras' own are what KerasHub's end up calling."""
-    import types
-
-    import keras
-
-    for name in ("fit", "evaluate", "predict"):
-        setattr(model, name, types.MethodType(getattr(keras.Model, name), model))
-
-
-def trainable_note(model, rank: Optional[int], alpha: Optional[float] = None) -> str:
-    """`LoRA rank 4: 704 of 7,696 parameters train (9.1%), frozen weights in bfloat16`: what trains, in one line
-    (`LoRA rank 4, alpha 8` where alpha is set)."""
-    import math
-
-    trainable = sum(math.prod(w.shape) for w in model.trainable_weights)
-    total = sum(math.prod(w.shape) for w in model.weights)
-    frozen = {w.dtype for w in model.weights if not w.trainable}
-    what = (f"LoRA rank {rank}" + (f", alpha {alpha:g}" if alpha is not None else "")) if rank else "full fine-tuning"
-    where = f", frozen weights in {', '.join(sorted(frozen))}" if frozen else ""
-    return f"{what}: {trainable:,} of {total:,} parameters train ({trainable / max(1, total):.1%}){where}"
-
-
-def sampler_for(model_source) -> Optional[Preset]:
-    """What generates a run's samples (a `Preset`), or None for a model that writes no text."""
-    return model_source if isinstance(model_source, Preset) else None
-
-
-def encoder_for(model_source, sequence_length: int) -> Optional[texts.Encoder]:
-    """The text encoder of what a run trains (a `Preset`), or None for a model without a tokenizer."""
-    make = getattr(model_source, "encoder", None)
-    return make(sequence_length) if callable(make) else None
+registry.add_name_provider("model", named, NAME_HINT)

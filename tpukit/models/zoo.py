@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from tpukit import registry
+
 MODELS = ("mlp", "cnn", "resnet")
 
 _DESCRIPTIONS = {
@@ -182,3 +184,6 @@ def _check_shape(input_shape):
 def entries():
     """The zoo for `tpukit.registry`: (name, factory, description) of each model."""
     return [(name, factory(name), describe(name)) for name in MODELS]
+
+
+registry.add_builtins("model", entries)

@@ -22,6 +22,7 @@ import numpy as np
 
 from tpukit.runs.directory import ADAPTERS_FILE, STATE_SUFFIX
 from tpukit.errors import TpukitError
+from tpukit.models import lora
 
 ADAPTERS_SUFFIX = ADAPTERS_FILE[ADAPTERS_FILE.index("."):]  # .lora.h5, as KerasHub insists
 _META = "__meta__"  # each variable's (key, path, dtype, shape, stored as bits), as JSON
@@ -156,20 +157,16 @@ def nbytes(model) -> int:
 
 
 def adapters_only(model) -> bool:
-    """Whether only `model`'s LoRA adapters train (a KerasHub backbone after `enable_lora`): its final weights are
-    then the adapters alone, and the rest is the preset's."""
-    backbone = getattr(model, "backbone", None)
-    trainable = list(getattr(model, "trainable_weights", None) or [])
-    return (bool(getattr(backbone, "_lora_enabled_layers", None)) and callable(getattr(backbone, "save_lora_weights",
-                                                                                        None))
-            and bool(trainable) and all("lora_kernel" in w.path for w in trainable))
+    """Whether only `model`'s LoRA adapters train (`models.lora`): its final weights are then the adapters alone,
+    and the rest is the preset's."""
+    return lora.adapters_only(model)
 
 
 def save_final(model, path) -> None:
     """Write a run's final weights to `path`: the adapters (KerasHub's `.lora.h5`) where only they train, else
     Keras' `save_weights`."""
     if adapters_only(model):
-        model.backbone.save_lora_weights(str(path))
+        lora.save_adapters(model, path)
     else:
         model.save_weights(str(path))
 
@@ -189,14 +186,7 @@ def load_into(model, path, optimizer: bool = True) -> "str | None":
             return str(e)
         return None
     if str(path).endswith(ADAPTERS_SUFFIX):
-        load = getattr(getattr(model, "backbone", None), "load_lora_weights", None)
-        if load is None:
-            return f"{path} holds LoRA adapters, and this {type(model).__name__} has no KerasHub backbone to take them"
-        try:
-            load(str(path))
-        except Exception as e:
-            return f"{type(e).__name__}: {str(e).strip()}"
-        return None
+        return lora.load_adapters(model, path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

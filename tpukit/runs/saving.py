@@ -26,7 +26,7 @@ from tpukit import registry
 from tpukit import precision as precisions
 from tpukit.data.types import DataSpec
 from tpukit.errors import TpukitError, one_line
-from tpukit.models import modeling
+from tpukit.models import lora, modeling, source
 from tpukit.models.modeling import ModelError
 from tpukit.runs import backups, directory, model_state
 
@@ -111,38 +111,28 @@ def init_from(model, run_dir) -> str:
 
 
 def rebuild(run_dir, model=None, config=None):
-    """Build the run's model (from `model`, else the name in its config) and load its weights."""
-    import keras
-
+    """Build the run's model (from `model`, else the name in its config: `models.source.choose`) and load its
+    weights."""
     config = config or directory.load_config(run_dir)
     result = directory.recorded(run_dir)
     path, what = weights_file(run_dir)
     policy = result.get("model_policy") or config.precision
     policy = policy if precisions.find(policy) else precisions.FLOAT32.name
-    if isinstance(model, keras.Model):
-        target = model
-    else:
-        factory = model
-        if factory is None:
-            try:
-                factory = registry.entry("model", config.model).target
-            except registry.RegistryError:
-                raise ModelError(
-                    f"cannot rebuild the model of {run_dir}: it trained {config.model}, an object handed to train(), "
-                    "which config.json cannot name; pass it again: tpukit.load(run_dir, model=<the same factory or "
-                    "a built model>).") from None
-        spec = _spec(result)
-        build_for = getattr(factory, "build_for", None)  # a pretrained preset: built as its run's config says
-        try:
-            with precisions.policy(policy):
-                target = (build_for(config)[0] if callable(build_for) else
-                          factory(spec) if registry.takes_argument(factory) else factory())
-        except Exception as e:
-            raise ModelError(f"cannot rebuild the model of {run_dir}: its factory {config.model!r} raised "
-                             f"{one_line(e, 160)}.") from None
-        if not isinstance(target, keras.Model):
-            raise ModelError(f"cannot rebuild the model of {run_dir}: {config.model!r} returned "
-                             f"{type(target).__name__}, not a keras.Model.")
+    try:
+        kind = source.choose(model, config)
+    except registry.RegistryError:
+        raise ModelError(
+            f"cannot rebuild the model of {run_dir}: it trained {config.model}, an object handed to train(), "
+            "which config.json cannot name; pass it again: tpukit.load(run_dir, model=<the same factory or "
+            "a built model>).") from None
+    try:
+        with precisions.policy(policy):
+            target = kind.rebuild(config, _spec(result))
+    except ModelError as e:
+        raise ModelError(f"cannot rebuild the model of {run_dir}: {e}") from None
+    except Exception as e:
+        raise ModelError(f"cannot rebuild the model of {run_dir}: its factory {config.model!r} raised "
+                         f"{one_line(e, 160)}.") from None
     if not target.weights:
         _build_on_zeros(target, _spec(result))
     load_weights(target, path, what)
@@ -275,18 +265,13 @@ def _off_float32(model) -> bool:
 
 def _merged_weights(model, copy) -> list:
     """`model`'s weights for `copy` (the same layers, as float32 NumPy arrays), each LoRA layer's adapters merged
-    into its kernel in float32 (kernel + alpha / rank x A B, as Keras merges them), since `copy`, built from the
-    model's config, has no adapters. Without LoRA, simply `model.get_weights()`."""
+    into its kernel in float32 (`lora.merged_kernels`), since `copy`, built from the model's config, has no
+    adapters. Without LoRA, simply `model.get_weights()`."""
     import numpy as np
 
-    adapted = [layer for layer in model._flatten_layers() if getattr(layer, "lora_enabled", False)]
-    if not adapted:
+    merged = lora.merged_kernels(model)
+    if not merged:
         return model.get_weights()
-    merged = {}
-    for layer in adapted:
-        a, b = (np.asarray(v.numpy(), dtype="float32") for v in (layer.lora_kernel_a, layer.lora_kernel_b))
-        kernel = np.asarray(layer._kernel.numpy(), dtype="float32")
-        merged[layer._kernel.path] = kernel + (layer.lora_alpha / layer.lora_rank) * np.matmul(a, b)
     values = {w.path: merged.get(w.path, w.numpy()) for w in model.weights}
     return [np.asarray(values[w.path], dtype="float32") for w in copy.weights]
 

@@ -20,6 +20,7 @@ from tpukit.config import ConfigError, PaddingWarning
 from tpukit.data import pipeline, sources
 from tpukit.hardware.connect import connect_for
 from tpukit.models import memory, modeling
+from tpukit.models import source as model_sources
 from tpukit.registry import check_names, with_labels
 from tpukit.runs import backups, directory, model_state, records
 from tpukit.runs.records import RunResult
@@ -70,9 +71,9 @@ class Run:
 
     @functools.cached_property
     def model_source(self):
-        """What builds the run's model (`modeling.source`), resolved once: a preset's tokenizer, which its text, its
-        samples and its layout read, then loads once a run."""
-        return modeling.source(self.model_arg, self.config)
+        """What builds the run's model and answers for its kind (`models.source.ModelSource`), chosen once: a
+        preset's tokenizer, which its text, its samples and its layout read, then loads once a run."""
+        return model_sources.choose(self.model_arg, self.config)
 
     # ---- the steps -----------------------------------------------------------
     def execute(self) -> RunResult:
@@ -115,6 +116,7 @@ class Run:
         `writes`: a run that will write its directory (`tune_batch_size` writes none)."""
         config = self.config
         check_names(config, self.model_arg, self.data_arg)  # fail fast, before connecting
+        self.model_source.check(config)  # a setting this kind of model has no use for: one line, not ignored
         if writes and not self.resuming:
             directory.check_logdir(config.logdir)
         runtime = self.runtime or connect_for(config)
@@ -152,7 +154,7 @@ class Run:
             global_batch = plan.config.global_batch_size
             feed = pipeline.train_feed(self.source.train, feeder=self.feeder, global_batch=global_batch,
                                        seed=config.seed, epochs=epochs, steps=per_epoch, shard=self.runtime.shard())
-            self.runtime.fit(model, feed, validation=None, epochs=epochs, initial_epoch=0, steps=per_epoch,
+            self.runtime.fit(self.model_source.trainer(model), feed, validation=None, epochs=epochs, initial_epoch=0, steps=per_epoch,
                              callbacks=[timer(global_batch, per_epoch)])
 
     def _worker_writes_aside(self, runtime, held) -> str:
@@ -191,9 +193,7 @@ class Run:
 
     def _text_encoder(self):
         """How the model turns text into token ids (a pretrained preset's tokenizer), or None; asked only for text."""
-        from tpukit.models import pretrained
-
-        return pretrained.encoder_for(self.model_source, self.config.sequence_length)
+        return self.model_source.encoder(self.config.sequence_length)
 
     def _steps_per_epoch(self, config) -> Optional[int]:
         """The steps in an epoch of `config`'s batch on the loaded data (None where only the run can count them);
@@ -207,31 +207,23 @@ class Run:
     def _build_model(self, config, in_place: bool):
         """The model, built under the run's policy and checked against the data (not compiled yet); `in_place`:
         a built model given to train() is trained itself where it can be (a trial builds its own)."""
-        model, self.built_note = modeling.build(self.model_arg, config, self.source.spec, in_place=in_place,
-                                                policy=self.policy)
-        modeling.check_fits(model, self.source, modeling.loss_name(model, config))  # builds it, symbolically
+        kind = self.model_source
+        model, self.built_note = kind.build(config, self.source.spec, in_place=in_place, policy=self.policy)
+        user = kind.user_compile(model)
+        modeling.check_fits(model, self.source, modeling.loss_name(config, user), user)  # builds it, symbolically
         return self._within_memory(model, config, in_place)
 
     def _within_memory(self, model, config, in_place: bool):
-        """`model`, or the same built again with its transformer blocks rematerialized where `config.remat` asks or
-        ("auto") the step's estimated memory does not fit the device without it (`models.memory`); the estimate
-        goes into the run's notes, and what to change into `self.memory_fix` (said where the device runs out)."""
-        import keras
-
+        """`model`, its transformer blocks rematerialized where `config.remat` asks or ("auto") the step's estimated
+        memory does not fit the device without it (`models.memory`); the estimate goes into the run's notes, and
+        what to change into `self.memory_fix` (said where the device runs out)."""
         remat, line, self.memory_fix = memory.decide(model, config, self.runtime)
         if in_place and line:
             self.notes.append(line)
-        if not remat:
-            return model
-        scope = memory.remat_scope(model)
-        if not scope.layer_names or isinstance(self.model_arg, keras.Model):
-            if in_place:
-                self.notes.append("remat: not applied: only a KerasHub transformer that tpukit builds is "
-                                  "rematerialized (build your own inside keras.RematScope)")
-            return model
-        with scope:
-            model, self.built_note = modeling.build(self.model_arg, config, self.source.spec, in_place=in_place,
-                                                    policy=self.policy)
+        if remat:
+            why_not = self.model_source.rematerialize(model)
+            if in_place and why_not:
+                self.notes.append(f"remat: not applied: {why_not}")
         return model
 
     def _plan(self, model, config, steps) -> RunPlan:
@@ -255,7 +247,7 @@ class Run:
 
     def _compile(self, model, plan: RunPlan) -> None:
         config = plan.config
-        compiled = modeling.compile(model, config)
+        compiled = self.model_source.compile(model, config)
         self.notes.append(f"model: {self.built_note}; {compiled}")
         if self.runtime.lane_width:
             from tpukit.models import tiling
@@ -270,11 +262,8 @@ class Run:
         """What a language model writes after the run's prompt, `when` "before" or "after" training (greedy: the same
         weights write the same text). A resume keeps the "before" its run wrote. Nothing for a model that writes no
         text, or with `sample_prompt=""`."""
-        from tpukit.models import pretrained
-
-        config = self.config
-        sampler = pretrained.sampler_for(self.model_source)
-        if sampler is None or config.sample_prompt == "":
+        config, sampler = self.config, self.model_source
+        if not sampler.writes_text() or config.sample_prompt == "":
             return
         kept = self.previous.samples if self.previous is not None else {}
         if when == "before" and kept.get("before") is not None and config.sample_prompt in (None, kept.get("prompt")):
@@ -284,9 +273,8 @@ class Run:
             self.samples["prompt"] = config.sample_prompt or sampler.prompt_from(
                 self.source.sample(1)["token_ids"][0], config.sequence_length)
         prompt = self.samples["prompt"]
-        length = len(sampler.encoder(config.sequence_length).encode([prompt])[0]) + 1 + pretrained.SAMPLE_TOKENS
         try:
-            self.samples[when] = sampler.generate(self.model, prompt, max_length=length)
+            self.samples[when] = sampler.sample(self.model, prompt, config.sequence_length)
         except Exception as e:  # noqa: BLE001 - a sample is a view of the model: the run goes on without it
             from tpukit.errors import one_line
 
@@ -339,7 +327,7 @@ class Run:
         self.fitting = True
         self.compiles.start()
         try:
-            self.runtime.fit(model, train_feed, validation=validation_feed, epochs=config.epochs,
+            self.runtime.fit(self.model_source.trainer(model), train_feed, validation=validation_feed, epochs=config.epochs,
                              initial_epoch=self.initial_epoch, steps=self.plan.steps_per_epoch, callbacks=callbacks,
                              whole_feed=not source.ordered and not config.steps_per_epoch)
         except KeyboardInterrupt as e:
@@ -377,7 +365,7 @@ class Run:
         feed = pipeline.eval_feed(self.source.test, feeder=self.feeder,
                                   global_batch=self.plan.config.global_batch_size, replicas=self.runtime.replicas,
                                   shard=self.runtime.shard())
-        return self.runtime.evaluate(self.model, feed)
+        return self.runtime.evaluate(self.model_source.trainer(self.model), feed)
 
     def _restore_point(self):
         """(first epoch, history before it, weights to load): from the run's last whole backup (as resume found
@@ -493,7 +481,7 @@ class Run:
         backup_dir = self.run_dir / directory.BACKUP_DIR
         backups.room_for(self.run_dir, backups.size_needed(model_state.nbytes(self.model), backup_dir),
                          "write the final weights")
-        adapters = model_state.adapters_only(self.model)
+        adapters = self.model_source.adapters_only(self.model)
         with directory.atomic(self.run_dir / (directory.ADAPTERS_FILE if adapters else directory.WEIGHTS_FILE)) as tmp:
             model_state.save_final(self.model, tmp)
         if adapters:  # what an extension continues from: the adapters with their optimizer's state
