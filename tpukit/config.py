@@ -366,7 +366,20 @@ class RunConfig:
         _check_fields(changes)
         again = any(k in changes and changes[k] != getattr(self, k) for k in ("batch_size", "accelerator"))
         with _advising(again):
-            return dataclasses.replace(self, **changes)
+            copy = dataclasses.replace(self, **changes)
+        changed = {k for k, v in changes.items() if v != getattr(self, k)}
+        object.__setattr__(copy, "_given", self._set | frozenset(changed))
+        return copy
+
+    @property
+    def _set(self) -> frozenset:
+        return self.__dict__.get("_given", frozenset())
+
+    def is_set(self, name: str) -> bool:
+        """Whether the user set field `name`: passed it to RunConfig(), changed it with replace(), or (a config
+        read back from a run) it holds another value than the default. A setting a kind of model has no use for is
+        refused only where set (`models.source.ModelSource.check`), never for its default."""
+        return name in self._set
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -380,7 +393,10 @@ class RunConfig:
         """A config from a dict of fields; `advise=False` for a view that shows the padding advice itself."""
         _check_fields(values)
         with _advising(advise):
-            return cls(**values)
+            config = cls(**values)
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        object.__setattr__(config, "_given", frozenset(k for k in values if getattr(config, k) != defaults[k]))
+        return config
 
     def to_json(self, indent: Optional[int] = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
@@ -419,6 +435,8 @@ def _init_with_field_check(init):
     def __init__(self, *args, **kwargs):
         _check_fields(kwargs)
         init(self, *args, **kwargs)
+        names = [f.name for f in dataclasses.fields(RunConfig)][:len(args)]
+        object.__setattr__(self, "_given", frozenset(kwargs) | frozenset(names))  # what `is_set` answers
 
     return __init__
 
