@@ -111,6 +111,57 @@ def test_no_module_imports_a_private_name_of_another():
     assert not found, "\n".join(found)
 
 
+def _layers():
+    """The layers contract's layers, top first, each a set of module prefixes (pyproject.toml)."""
+    import tomllib
+
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (layers,) = [c["layers"] for c in contracts if c["id"] == "layers"]
+    return [{part.strip() for part in layer.split("|")} for layer in layers]
+
+
+def _layer_of(module: str, layers) -> "int | None":
+    return next((i for i, names in enumerate(layers)
+                 if any(module == n or module.startswith(n + ".") for n in names)), None)
+
+
+def _string_imports(path: Path):
+    """(line, module) of each tpukit module `path` imports by a string (`importlib.import_module("tpukit.x")`,
+    `__import__`), which import-linter cannot see."""
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant):
+            continue
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        target = node.args[0].value
+        if called in ("import_module", "__import__") and isinstance(target, str) and target.startswith("tpukit"):
+            yield node.lineno, target
+
+
+def test_no_module_imports_a_higher_layer_by_a_string():
+    """import-linter reads import statements; a string import (`importlib.import_module("tpukit.data.x")`) would go
+    up unseen. None names a module of a higher layer than its own (the registry's providers register themselves)."""
+    layers, found = _layers(), []
+    for name, path in sorted(_modules().items()):
+        own = _layer_of(name, layers)
+        for line, target in _string_imports(path):
+            theirs = _layer_of(target, layers)
+            if own is not None and theirs is not None and theirs < own:
+                found.append(f"{name}:{line} imports {target} by a string")
+    assert not found, "\n".join(found)
+
+
+def test_the_string_import_check_finds_one(tmp_path):
+    """The check above, on a module that reaches up from the registry by a string: found."""
+    module = tmp_path / "registry.py"
+    module.write_text('import importlib\n\ndef up():\n    return importlib.import_module("tpukit.data.user_text")\n')
+    layers = _layers()
+    (line, target), = _string_imports(module)
+    assert (line, target) == (4, "tpukit.data.user_text")
+    assert _layer_of(target, layers) < _layer_of("tpukit.registry", layers)
+
+
 def _tpukit_imports(path: Path):
     """The tpukit modules `path` imports (function-local imports too), as dotted names."""
     import ast

@@ -55,6 +55,10 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
+# The registry is the engine's bottom layer and imports nothing above it: the zoo, the bundled datasets, presets and
+# text register their names with it when imported, here (none of them loads a framework).
+from tpukit import data as _data, models as _models  # noqa: E402,F401
+
 
 def __getattr__(name):
     module = _EXPORTS.get(name)

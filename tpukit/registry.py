@@ -109,12 +109,12 @@ def describe(kind: str, name: str) -> str:
 
 
 def provided(kind: str, name: str):
-    """What a name provider (`NAME_PROVIDERS`) makes of `name`, such as a pretrained model's `Preset`, or None;
+    """What a name provider (`add_name_provider`) makes of `name`, such as a pretrained model's `Preset`, or None;
     nothing registered, built in or imported is asked."""
     if not isinstance(name, str) or lookup(kind, name) is not None or is_import_path(name):
         return None
-    for provider in NAME_PROVIDERS.get(kind, ()):
-        target = importlib.import_module(provider).named(name)
+    for named, _ in _NAME_PROVIDERS[kind]:
+        target = named(name)
         if target is not None:
             return target
     return None
@@ -142,8 +142,8 @@ def entry(kind: str, name: str) -> Entry:
     choices = ", ".join(names(kind))
     hint = (f"register it with tpukit.register_{kind}({name!r}, ...), pass it as {kind}= to train(), "
             f"or give an import path 'package.module:function'")
-    for provider in NAME_PROVIDERS.get(kind, ()):
-        hint += f", {importlib.import_module(provider).NAME_HINT}"
+    for _, also in _NAME_PROVIDERS[kind]:
+        hint += f", {also}"
     if name.startswith("__main__:") or name.startswith("<"):
         hint = f"it came from a notebook or script, so pass the same object again as {kind}= to train() or resume()"
     raise RegistryError(f"unknown {kind} {name!r}: {hint}. Known {kind}s: {choices}. Received: {kind}={name!r}.")
@@ -212,13 +212,34 @@ global_state.register("registry", lambda: (dict(_MODELS), dict(_DATASETS), _buil
                       lambda: ({}, {}, False))
 
 
-# Where the built-in names come from: modules above this one (the registry is the bottom layer, beside config), so
-# they are imported by name when a name is first looked up. Each offers `entries()`: (name, target, description).
-BUILTIN_PROVIDERS = {"model": "tpukit.models.zoo", "dataset": "tpukit.data.builtin"}
-# Names no table holds, such as a pretrained model's preset (a directory, a URL, a KerasHub name), are asked of these
-# modules, imported by name like the providers: `named(name)` gives the target (with a `description`) or None,
-# and `NAME_HINT` says, for an unknown name, what else they take.
-NAME_PROVIDERS = {"model": ("tpukit.models.pretrained",), "dataset": ("tpukit.data.user_text",)}
+# The modules above the registry (it is the bottom layer, beside config) register what they provide when they are
+# imported (`tpukit` imports `tpukit.models` and `tpukit.data`, whose packages import them), so the registry never
+# imports upward: their built-in names (`add_builtins`: a function giving (name, target, description) of each,
+# asked on the first lookup), names no table holds (`add_name_provider`: a pretrained model's preset directory,
+# URL or KerasHub name; a JSONL path), and what an object handed to train() is labelled (`add_labeller`).
+_BUILTIN_ENTRIES = {"model": [], "dataset": []}
+_NAME_PROVIDERS = {"model": [], "dataset": []}
+_LABELLERS = {"model": [], "dataset": []}
+
+
+def add_builtins(kind: str, entries: Callable) -> None:
+    """Register `entries()` as a source of built-in names of `kind` (asked once, on the first lookup)."""
+    if entries not in _BUILTIN_ENTRIES[kind]:
+        _BUILTIN_ENTRIES[kind].append(entries)
+
+
+def add_name_provider(kind: str, named: Callable, hint: str) -> None:
+    """Ask `named(name)` about a name of `kind` no table holds: it gives the target (with a `description`) or None;
+    `hint` says, in an unknown name's error, what else it takes."""
+    if all(named is not known for known, _ in _NAME_PROVIDERS[kind]):
+        _NAME_PROVIDERS[kind].append((named, hint))
+
+
+def add_labeller(kind: str, labeller: Callable) -> None:
+    """Ask `labeller(obj)` for the name a config records for an object of `kind` handed to train() (None: not
+    its kind)."""
+    if labeller not in _LABELLERS[kind]:
+        _LABELLERS[kind].append(labeller)
 
 
 def _load_builtins() -> None:
@@ -227,9 +248,10 @@ def _load_builtins() -> None:
     if _builtins_loaded:
         return
     _builtins_loaded = True
-    for kind, module in BUILTIN_PROVIDERS.items():
-        for name, target, description in importlib.import_module(module).entries():
-            _register(kind, name, target, description, builtin=True)
+    for kind, providers in _BUILTIN_ENTRIES.items():
+        for entries in providers:
+            for name, target, description in entries():
+                _register(kind, name, target, description, builtin=True)
 
 
 def lookup(kind: str, name: str) -> Optional[Entry]:
@@ -256,8 +278,8 @@ def with_labels(config, model, data):
         changes["model"] = label(model)
     if isinstance(data, str):
         changes["dataset"], data = data, None
-    elif data is not None and importlib.import_module("tpukit.data.user_text").is_text(data):  # data is above
-        changes["dataset"] = "<text>"
+    elif data is not None and _labelled("dataset", data):
+        changes["dataset"] = _labelled("dataset", data)
     elif isinstance(data, (tuple, list)):
         changes["dataset"] = "<arrays>"
     elif data is not None:
@@ -265,3 +287,8 @@ def with_labels(config, model, data):
     if changes:
         config = config.replace(**changes)
     return config, model, data
+
+
+def _labelled(kind: str, obj) -> Optional[str]:
+    """The label a registered labeller gives `obj`, or None."""
+    return next((name for name in (labeller(obj) for labeller in _LABELLERS[kind]) if name), None)

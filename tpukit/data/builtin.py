@@ -18,6 +18,7 @@ from tpukit.data import pipeline, text
 from tpukit.data.shapes import SHAPE_CLASSES, make_shapes  # noqa: F401  (the labels' names, for callers)
 from tpukit.data.types import Arrays, Splits, frozen
 from tpukit import backend
+from tpukit import registry
 from tpukit.errors import TpukitError
 
 OFFLINE_DATASETS = ("mnist5k", "digits", "shapes")
@@ -332,3 +333,6 @@ def _check_batch(data: ImageData, global_batch) -> None:
 def entries():
     """The bundled and downloadable datasets for `tpukit.registry`: (name, loader, description) of each."""
     return [(name, loader(name), info(name).description) for name in DATASETS] + text.entries()
+
+
+registry.add_builtins("dataset", entries)

@@ -17,6 +17,8 @@ import json
 import os
 from typing import Iterable, Optional
 
+from tpukit import registry
+
 from tpukit.data.text import Text
 from tpukit.data.types import DataError
 
@@ -171,3 +173,12 @@ def read_jsonl(path: str) -> Text:
 def _describe(value) -> str:
     text = repr(value)
     return f"{type(value).__name__} {text[:60]}{'…' if len(text) > 60 else ''}"
+
+
+def _label(data) -> Optional[str]:
+    """What a run records as the dataset of text handed to train()."""
+    return "<text>" if is_text(data) else None
+
+
+registry.add_name_provider("dataset", named, NAME_HINT)
+registry.add_labeller("dataset", _label)
