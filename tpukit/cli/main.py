@@ -116,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
     t = sub.add_parser("train", help="train a model and record the run", parents=[common],
-                       formatter_class=_DefaultsHelp)
+                       formatter_class=_DefaultsHelp, allow_abbrev=False)  # what was typed is known exactly
     # Every default and choice is RunConfig's own (one place); --epochs stays None so that --resume can tell
     # "extend to N epochs" from "continue".
     t.add_argument("--backend", default=default["backend"],
@@ -197,6 +197,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="split each copy of the model over N devices by its layout map (JAX); default: 1, data "
                         "parallelism")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
+    parser.train = t
 
     x = sub.add_parser("export", parents=[common],
                        help="write a run's model as a float32 .keras file (and a SavedModel on TensorFlow)")
@@ -251,6 +252,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         return _interrupted()
     args.started = started
+    args.typed = _typed(argv if argv is not None else sys.argv[1:])
     # Before TensorFlow loads; the user's own setting wins. Without the CLI, tpukit hides only INFO lines (1).
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if args.verbose else "2")
     if not args.verbose:
@@ -314,11 +316,26 @@ def _bad(message: str) -> int:
     return EXIT_BAD_ARGS
 
 
+# The train options that are not RunConfig fields, and those whose field has another name.
+_NOT_FIELDS = {"resume", "json", "verbose", "debug", "command"}
+
+
+def _typed(argv) -> frozenset:
+    """The train options the command line names (as dests: `lora_rank`), so a config records only what the user
+    set (`RunConfig.is_set`) and `--resume` can refuse a setting it would not use."""
+    options = {}
+    for action in _parser().train._actions:  # argparse's list of the subcommand's options
+        options.update({flag: action.dest for flag in action.option_strings})
+    return frozenset(options[token.split("=")[0]] for token in argv if token.split("=")[0] in options)
+
+
 def _config_from(args):
+    """The RunConfig the train options make: only the fields the user typed are set (`args.typed`; without it,
+    those that differ from the defaults), the others are RunConfig's defaults."""
     from tpukit.config import RunConfig
 
     jit = {"auto": "auto", "on": True, "off": False}[args.jit_compile]
-    return RunConfig(
+    values = dict(
         backend=args.backend, accelerator=args.accelerator, tpu=args.tpu, replicas=args.replicas,
         dataset=args.dataset, dataset_size=args.dataset_size, model=args.model, loss=args.loss,
         metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()),
@@ -333,11 +350,28 @@ def _config_from(args):
         remat={"auto": "auto", "on": True, "off": False}[args.remat], gradient_accumulation=args.gradient_accumulation,
         compilation_cache=args.compilation_cache, model_parallel=args.model_parallel,
     )
+    typed = getattr(args, "typed", None)
+    if typed is None:
+        typed = {k for k, v in values.items() if v != RunConfig.__dataclass_fields__[k].default}
+    return RunConfig(**{k: v for k, v in values.items() if k in typed})
+
+
+def _resume_refusal(args) -> Optional[str]:
+    """The line for settings typed beside --resume: a resume continues a run as it was set up (--epochs extends it)."""
+    ignored = sorted(getattr(args, "typed", frozenset()) - _NOT_FIELDS - {"epochs"})
+    if not ignored:
+        return None
+    flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
+    return (f"--resume continues {args.resume} with the settings it was started with, so {flags} would be ignored; "
+            "drop them (only --epochs N extends a completed run), or start a new run with them.")
 
 
 def _train(args) -> int:
     from tpukit.runs import directory
 
+    refusal = _resume_refusal(args) if args.resume else None
+    if refusal:
+        return _bad(refusal)
     try:
         config = directory.load_config(args.resume) if args.resume else _config_from(args)
     except FileNotFoundError as e:
