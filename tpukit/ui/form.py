@@ -24,6 +24,7 @@ import ipywidgets as widgets
 from tpukit import config as _config
 from tpukit import precision as precisions
 from tpukit import registry
+from tpukit.models.source import ModelSource
 from tpukit.ui.messages import field_of, plain  # noqa: F401  (the form's sentences; widget-free)
 
 # (field, label, kind, choices or placeholder). Fields not listed here keep their config value.
@@ -162,13 +163,13 @@ class Form:
         """The model's line; for a pretrained model (a KerasHub preset) its LoRA and text settings, shown only then,
         and its step's memory estimate."""
         target = registry.provided("model", config.model)
-        settings = getattr(target, "settings_note", None)
+        settings = target.settings_note(config) if isinstance(target, ModelSource) else None
         for name in PRETRAINED_FIELDS:
             self.rows[name].layout.display = "" if settings else "none"
         if not settings:
             self.note("model", registry.describe("model", config.model))
             return
-        lora, text = settings(config)
+        lora, text = settings
         memory = target.memory_note(config, runtime)
         self.note("model", f"{target.description}; {memory}" if memory else target.description)
         self.note("lora_rank", lora)
