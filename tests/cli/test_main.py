@@ -42,6 +42,9 @@ JSON_KEYS = {"run_dir", "status", "backend", "accelerator", "replicas", "precisi
         (["--epochs", "10000000"], "epochs=10000000"),
         (["--name", "x" * 300], "at most 100 characters"),
         (["--dataset", "shapes", "--dataset-size", str(10**12)], "dataset_size=1000000000000"),
+        (["--model", "mlp", "--dataset", "digits", "--lora-rank", "8"],
+         "RunConfig.lora_rank=8 applies to a model with LoRA adapters (a KerasHub preset), and the model mlp has none"),
+        (["--model", "mlp", "--dataset", "digits", "--sequence-length", "64"], "RunConfig.sequence_length=64"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_short_message(args, expected):
@@ -50,6 +53,31 @@ def test_bad_arguments_exit_2_with_a_short_message(args, expected):
     assert expected in proc.stderr
     assert "Traceback" not in proc.stderr
     assert 1 <= len(proc.stderr.strip().splitlines()) <= 3
+
+
+@pytest.mark.parametrize("extra", [["--lora-rank", "8"], ["--model", "./other_preset"], ["--lora-alpha=16"],
+                                   ["--sequence-length", "64", "--learning-rate", "1e-4"]])
+def test_settings_beside_resume_are_one_line_not_ignored(extra, tmp_path, capfd):
+    from tpukit.cli import main
+
+    assert main.main(["train", "--resume", str(tmp_path / "a_run"), *extra, "--json"]) == main.EXIT_BAD_ARGS
+    err = capfd.readouterr().err.strip()
+    typed = sorted(t.split("=")[0] for t in extra if t.startswith("--"))
+    assert err == (f"python -m tpukit: error: --resume continues {tmp_path / 'a_run'} with the settings it was started "
+                   f"with, so {', '.join(typed)} would be ignored; drop them (only --epochs N extends a completed "
+                   "run), or start a new run with them."), err
+
+
+def test_the_cli_sets_only_the_options_typed():
+    from tpukit.cli import main
+    from tpukit.models.source import KIND_SETTINGS
+
+    argv = ["train", "--model", "mlp", "--epochs", "2"]
+    args = main._parser().parse_args(argv)
+    args.typed = main._typed(argv)
+    config = main._config_from(args)
+    assert config.is_set("model") and config.is_set("epochs") and not config.is_set("batch_size")
+    assert not any(config.is_set(name) for name in KIND_SETTINGS)
 
 
 def test_import_tpukit_does_not_import_tensorflow_or_keras():

@@ -358,7 +358,7 @@ def _config_from(args):
 
 def _resume_refusal(args) -> Optional[str]:
     """The line for settings typed beside --resume: a resume continues a run as it was set up (--epochs extends it)."""
-    ignored = sorted(getattr(args, "typed", frozenset()) - _NOT_FIELDS - {"epochs"})
+    ignored = sorted(getattr(args, "typed", frozenset()) - _NOT_FIELDS - {"epochs", "backend"})
     if not ignored:
         return None
     flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
@@ -376,13 +376,15 @@ def _train(args) -> int:
         config = directory.load_config(args.resume) if args.resume else _config_from(args)
     except FileNotFoundError as e:
         return _bad(str(e))
-    from tpukit import registry
+    if args.resume and "backend" in args.typed and args.backend not in ("auto", config.backend):  # launch names it
+        return _bad(f"--resume continues {args.resume} on the backend it trained on ({config.backend}); drop "
+                    f"--backend {args.backend}, or start a new run on it.")
     from tpukit.hardware.connect import connect_for
     from tpukit.training import api as training
+    from tpukit.training.run import Run
 
     if not args.resume:
-        registry.check_names(config)
-        directory.check_logdir(config.logdir)
+        Run(config, None, (), None, None).check()  # the run's own fail-fast checks, before connecting
     runtime = connect_for(config)
     print(runtime.describe(), file=sys.stderr)
     if not args.resume:

@@ -109,16 +109,22 @@ class Run:
                     raise memory.OutOfMemory(message) from e
                 raise
 
+    def check(self, writes: bool = True) -> None:
+        """What fails fast, before connecting: the names, a setting this kind of model has no use for (one line, not
+        ignored), and the logdir a new run writes to. The CLI asks it before it connects to say where it runs."""
+        config = self.config
+        check_names(config, self.model_arg, self.data_arg)
+        self.model_source.check(config)
+        if writes and not self.resuming:
+            directory.check_logdir(config.logdir)
+
     def prepare(self, held, writes: bool = True) -> None:
         """What the recipe does once, before any model: check the names, connect, check the config against the
         hardware, resolve the precision, seed, load the data (`self.runtime`, `.policy`, `.source`, `.feeder`).
 
         `writes`: a run that will write its directory (`tune_batch_size` writes none)."""
         config = self.config
-        check_names(config, self.model_arg, self.data_arg)  # fail fast, before connecting
-        self.model_source.check(config)  # a setting this kind of model has no use for: one line, not ignored
-        if writes and not self.resuming:
-            directory.check_logdir(config.logdir)
+        self.check(writes)
         runtime = self.runtime or connect_for(config)
         runtime.check(config)
         runtime, why = runtime.for_model(self.model_source, config.model_parallel)

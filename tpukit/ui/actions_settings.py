@@ -80,7 +80,7 @@ class SettingsActions:
                     problems[field] = plain(e)
         accepted = {field: value for field, value in values.items() if field not in problems}
         try:
-            candidate = valid({**base, **accepted})
+            candidate = valid({**base, **accepted, **_unread_settings(accepted.get("model", base["model"]))})
             self._check_runtime_fit(candidate)
         except (ValueError, TypeError) as e:
             field = field_of(e)
@@ -120,3 +120,18 @@ class SettingsActions:
         """The values the view holds (a widget view may hold refused ones); the config's own otherwise."""
         values = getattr(self.view, "values", None)
         return values() if values is not None else self._config.to_dict()
+
+
+def _unread_settings(model: str) -> Dict[str, Any]:
+    """The kind-specific settings (LoRA, text) the model named `model` does not read, at their defaults: the form
+    hides their fields for such a model, so a value typed there for a preset goes when the model changes, rather
+    than refusing Train over a field no longer shown."""
+    import dataclasses
+
+    from tpukit import registry
+    from tpukit.models.source import KIND_SETTINGS, ModelSource
+
+    target = registry.provided("model", model)
+    reads = target.reads if isinstance(target, ModelSource) else ()
+    defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+    return {name: defaults[name] for name in KIND_SETTINGS if name not in reads and name != "model_parallel"}
