@@ -235,7 +235,7 @@ class Preset(ModelSource):
         import keras
 
         blocks = getattr(model.backbone, "transformer_layers", None) or []
-        if not blocks or not all(hasattr(block, "_remat_mode") for block in blocks):
+        if not blocks or not hasattr(keras, "RematScope"):
             return f"{type(model.backbone).__name__} has no transformer blocks Keras {keras.__version__} rematerializes"
         with keras.RematScope(mode="list_of_layers", layer_names=[block.name for block in blocks]) as scope:
             for block in blocks:
