@@ -13,6 +13,7 @@ A new kind is one subclass of `ModelSource` that `choose` returns, or that a reg
 
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Optional, Tuple
 
@@ -127,6 +128,7 @@ class Factory(ModelSource):
         import keras
 
         factory, name = self.factory, self.name
+        check_model_arg(factory)
         try:
             model = factory(spec) if registry.takes_argument(factory) else factory()
         except (ModelError, KeyboardInterrupt):
@@ -191,19 +193,18 @@ def choose(model_arg, config) -> ModelSource:
     """The source of the run's model, chosen once: a `ModelSource` handed over as it is, a keras.Model, a factory,
     or what `config.model` names (a registered or zoo factory, an import path, or a name provider's source).
 
+    Keras is not imported here: the run chooses before it connects, and importing Keras fixes its backend.
+
     Raises:
-        ModelError: `model_arg` is neither a Keras model nor a factory of one (one line).
         RegistryError: `config.model` names nothing.
     """
-    import keras
-
+    keras = sys.modules.get("keras")  # a keras.Model means Keras is loaded; never load it here, before connect
     if isinstance(model_arg, ModelSource):
         return model_arg
-    if isinstance(model_arg, keras.Model):
+    if keras is not None and isinstance(model_arg, keras.Model):
         return BuiltModel(model_arg)
     if model_arg is not None:
-        check_model_arg(model_arg)
-        return Factory(model_arg, config.model)
+        return Factory(model_arg, config.model)  # checked when it builds (`check_model_arg`), after connect
     entry = registry.entry("model", config.model)
     if isinstance(entry.target, ModelSource):
         return entry.target
