@@ -14,10 +14,6 @@ from typing import List, Optional
 from tpukit.models.modeling import ModelError
 
 
-class LoraError(ModelError):
-    """LoRA cannot be set up as asked. The message is one line."""
-
-
 def adapted_layers(model) -> List:
     """The layers of `model` (nested ones included) that carry LoRA adapters."""
     flatten = getattr(model, "_flatten_layers", None)  # Keras' walk of every nested layer
@@ -40,17 +36,17 @@ def adapters_only(model) -> bool:
 def enable(backbone, rank: int, alpha: Optional[float], targets, source: str) -> None:
     """KerasHub's `enable_lora` on `targets` of `backbone`, then alpha on each adapted layer (KerasHub's call takes
     no alpha; Keras' layers read theirs at every call). Targets that match no layer, a rank above the adapted
-    layers' own sizes, or an alpha this Keras cannot set are a one-line LoraError."""
+    layers' own sizes, or an alpha this Keras cannot set are a one-line ModelError."""
     backbone.enable_lora(rank, target_layer_names=list(targets) if targets else None)
     adapted = adapted_layers(backbone)
     if not adapted:
         names = sorted({layer.name for layer in backbone._flatten_layers(include_self=False)
                         if hasattr(layer, "enable_lora") and layer.weights})
-        raise LoraError(f"preset {source!r}: no layer is named {', '.join(targets or ())}, so LoRA adapted none; "
+        raise ModelError(f"preset {source!r}: no layer is named {', '.join(targets or ())}, so LoRA adapted none; "
                         f"layers that take adapters: {', '.join(names)}.")
     widest = min(_width(layer) for layer in adapted)
     if rank > widest:
-        raise LoraError(f"lora_rank={rank} is more than the adapted layers' own width ({widest}): the adapters would "
+        raise ModelError(f"lora_rank={rank} is more than the adapted layers' own width ({widest}): the adapters would "
                         f"hold more parameters than the update they express can use; use lora_rank={widest} or less "
                         "(4, 8 or 16 are usual on real models).")
     if alpha is not None:
@@ -58,7 +54,7 @@ def enable(backbone, rank: int, alpha: Optional[float], targets, source: str) ->
         if missing:
             import keras
 
-            raise LoraError(f"lora_alpha={alpha}: Keras {keras.__version__}'s layers have no LoRA alpha; leave "
+            raise ModelError(f"lora_alpha={alpha}: Keras {keras.__version__}'s layers have no LoRA alpha; leave "
                             "lora_alpha=None (alpha = rank) or install a newer Keras.")
         for layer in adapted:
             layer.lora_alpha = alpha
