@@ -10,6 +10,7 @@ the last line of stdout is one JSON object.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import _thread
 import os
@@ -358,7 +359,7 @@ def _config_from(args):
 
 def _resume_refusal(args) -> Optional[str]:
     """The line for settings typed beside --resume: a resume continues a run as it was set up (--epochs extends it)."""
-    ignored = sorted(getattr(args, "typed", frozenset()) - _NOT_FIELDS - {"epochs", "backend"})
+    ignored = sorted(getattr(args, "typed", frozenset()) - _NOT_FIELDS - {"epochs"})
     if not ignored:
         return None
     flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
@@ -367,72 +368,39 @@ def _resume_refusal(args) -> Optional[str]:
 
 
 def _train(args) -> int:
+    """`train`: the options make a RunConfig and `train()` (or `resume()`) does the rest, saying where it runs and
+    how the batches fall on stderr before the epoch lines."""
     from tpukit.runs import directory
+    from tpukit.training import api as training
 
     refusal = _resume_refusal(args) if args.resume else None
     if refusal:
         return _bad(refusal)
-    try:
-        config = directory.load_config(args.resume) if args.resume else _config_from(args)
-    except FileNotFoundError as e:
-        return _bad(str(e))
-    if args.resume and "backend" in args.typed and args.backend not in ("auto", config.backend):  # launch names it
-        return _bad(f"--resume continues {args.resume} on the backend it trained on ({config.backend}); drop "
-                    f"--backend {args.backend}, or start a new run on it.")
-    from tpukit.hardware.connect import connect_for
-    from tpukit.training import api as training
-    from tpukit.training.run import Run
-
-    if not args.resume:
-        Run(config, None, (), None, None).check()  # the run's own fail-fast checks, before connecting
-    runtime = connect_for(config)
-    print(runtime.describe(), file=sys.stderr)
-    if not args.resume:
-        line = _batches_line(config, runtime.replicas)
-        if line:
-            print(line, file=sys.stderr)
+    say = functools.partial(print, file=sys.stderr)
     if args.resume:
-        result = training.resume(args.resume, runtime, progress=sys.stderr, epochs=args.epochs)
+        try:
+            logdir = directory.load_config(args.resume).logdir  # a run directory, or one line (exit 2)
+        except FileNotFoundError as e:
+            return _bad(str(e))
+        result = training.resume(args.resume, progress=sys.stderr, epochs=args.epochs, announce=say)
     else:
-        result = training.train(config, runtime, progress=sys.stderr)
+        config = _config_from(args)
+        logdir = config.logdir
+        result = training.train(config, progress=sys.stderr, announce=say)
     if args.json:
         _total_time(args.started, sys.stderr)  # stdout's last line stays the JSON object
-        print(json.dumps(_json_result(result, runtime)))
+        print(json.dumps(_json_result(result)))
     else:
-        _print_summary(result, config)
+        _print_summary(result, logdir)
         _total_time(args.started, sys.stdout)
     return {"completed": 0, "stopped": EXIT_STOPPED}.get(result.status, EXIT_FAILED)
 
 
-def _batches_line(config, replicas: int) -> Optional[str]:
-    """Where tpukit's numbers differ from Keras' fit on purpose, said before the epoch lines show them: the batch
-    is per replica, and an epoch is whole global batches (None where the training examples are not known yet)."""
-    from tpukit.data import sources
-    from tpukit.training import plan
-
-    global_batch = config.global_batch(replicas)
-    per = (f"{config.batch_size} per replica x {replicas} replicas = {global_batch:,} examples per step"
-           if replicas > 1 else f"{global_batch:,} examples per step")
-    if config.steps_per_epoch:
-        return f"Batches: {per}; {config.steps_per_epoch} steps per epoch (--steps-per-epoch)"
-    try:
-        available = sources.planned_train_examples(config)
-    except Exception:  # noqa: BLE001 - a note; the run itself says what is wrong with the data
-        return None
-    steps = plan.make(config, replicas).steps_per_epoch
-    if not available or not steps:
-        return None
-    left = available - steps * global_batch
-    tail = (f"; {left} are left out of each epoch (whole batches only, so every step has one shape; "
-            f"Keras' fit would run a smaller step {steps + 1})" if left > 0 else "")
-    return f"Batches: {per}; {available:,} training examples make {steps} steps per epoch{tail}"
-
-
-def _json_result(result, runtime) -> dict:
-    c = result.config
+def _json_result(result) -> dict:
+    c, runtime = result.config, result.runtime
     return {
         "run_dir": result.run_dir, "status": result.status, "message": result.message,
-        "backend": c["backend"], "accelerator": runtime.kind, "devices": list(runtime.devices),
+        "backend": c["backend"], "accelerator": runtime.get("kind"), "devices": list(runtime.get("devices", ())),
         "replicas": c["replicas"], "precision": c["precision"], "precision_reason": result.precision_reason,
         "deterministic": c["deterministic"], "seed": c["seed"], "batch_size": c["batch_size"],
         "steps_per_execution": c.get("steps_per_execution"),
@@ -447,7 +415,7 @@ def _json_result(result, runtime) -> dict:
     }
 
 
-def _print_summary(result, config) -> None:
+def _print_summary(result, logdir: str) -> None:
     print(result.summary())
     if result.profile_files:
         from tpukit.observe import profiling
@@ -455,8 +423,8 @@ def _print_summary(result, config) -> None:
         print()
         print(profiling.summarize(result.profile_files[0]).to_text())
     print()
-    print(f"Open TensorBoard on these runs: {_command()} tensorboard --logdir {shlex.quote(config.logdir)}"
-          f"  (or, in a notebook: %load_ext tensorboard; %tensorboard --logdir {shlex.quote(config.logdir)})")
+    print(f"Open TensorBoard on these runs: {_command()} tensorboard --logdir {shlex.quote(logdir)}"
+          f"  (or, in a notebook: %load_ext tensorboard; %tensorboard --logdir {shlex.quote(logdir)})")
 
 
 def _total_time(started: float, stream) -> None:

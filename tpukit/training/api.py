@@ -36,6 +36,7 @@ def train(
     stop: Optional[threading.Event] = None,
     progress=None,
     verbose="auto",
+    announce=None,
 ) -> RunResult:
     """Train `config` on `runtime` (connected from the config when None) and return its RunResult.
 
@@ -61,20 +62,23 @@ def train(
             examples/s, elapsed, ETA) and one line kept per epoch; 2 the line per epoch only; "auto" is 1. The
             line updates in place in a notebook's output and on a terminal; to a file or a pipe, 1 writes
             what 2 does.
+        announce: called with each line said before training starts: where the run runs, and how its batches
+            fall (the CLI prints them on stderr).
 
     Raises:
         ConfigError, tpukit.DataError, tpukit.ModelError, RegistryError: bad input, in one line,
             before a run directory is made.
     """
     progress = text_progress(verbose, progress)
-    return Run(config, runtime, callbacks, stop, progress, inputs=(model, data, validation_data, test_data)).execute()
+    return Run(config, runtime, callbacks, stop, progress, inputs=(model, data, validation_data, test_data),
+               announce=announce).execute()
 
 
 def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[int] = None, model=None, data=None,
-           validation_data=None, test_data=None, stop=None, progress=None, verbose="auto") -> RunResult:
+           validation_data=None, test_data=None, stop=None, progress=None, verbose="auto", announce=None) -> RunResult:
     """Continue a stopped or killed run in its own directory, from its last whole epoch.
 
-    `progress` and `verbose` say where and how progress is shown, as for `train()`.
+    `progress`, `verbose` and `announce` say where and how progress is shown, as for `train()`.
 
     A completed run is never trained again in place: with `epochs=N` (more than
     it ran) it is extended into a new run directory that records it as its
@@ -102,7 +106,8 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
                 f"further, extend it into a new run: resume(run_dir, epochs=N) or --resume DIR --epochs N, with N > "
                 f"{previous.epochs_done}. Received: epochs={epochs}.")
         extended = config.replace(epochs=epochs)
-        return Run(extended, runtime, callbacks, stop, progress, parent=previous, inputs=inputs).execute()
+        return Run(extended, runtime, callbacks, stop, progress, parent=previous, inputs=inputs,
+                   announce=announce).execute()
     found = records.resume_check(run_dir, previous, verify=True)  # a damaged backup: BackupError, saying what
     if not found.ok and not directory.in_use(run_dir):  # in use: taking the lock says by whom
         raise directory.RunDirError(f"{run_dir}: {found.reason}")
@@ -111,7 +116,7 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
             f"{run_dir} is a {previous.status} run of {config.epochs} epochs; resume finishes it as it was set up, "
             f"and epochs= extends only completed runs. Received: epochs={epochs}.")
     return Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir), inputs=inputs,
-                previous=previous, resume_from=found).execute()
+               previous=previous, resume_from=found, announce=announce).execute()
 
 
 def _check_agree(run_dir, config: RunConfig, previous: RunResult) -> None:

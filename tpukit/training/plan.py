@@ -64,6 +64,24 @@ def make(config: RunConfig, replicas: int, data=None, validation_data=None) -> P
     return Plan(global_batch, steps_per_epoch(config, available, replicas))
 
 
+def batches_line(config: RunConfig, replicas: int, available: Optional[int], steps: Optional[int]) -> Optional[str]:
+    """Where tpukit's numbers differ from Keras' fit on purpose, said before the epoch lines show them: the batch
+    is per replica, and an epoch is whole global batches (None where the training examples are not known).
+
+    `available`: the training examples; `steps`: the steps per epoch (`steps_per_epoch`)."""
+    global_batch = config.global_batch(replicas)
+    per = (f"{config.batch_size} per replica x {replicas} replicas = {global_batch:,} examples per step"
+           if replicas > 1 else f"{global_batch:,} examples per step")
+    if config.steps_per_epoch:
+        return f"Batches: {per}; {config.steps_per_epoch} steps per epoch (--steps-per-epoch)"
+    if not available or not steps:
+        return None
+    left = available - steps * global_batch
+    tail = (f"; {left} are left out of each epoch (whole batches only, so every step has one shape; "
+            f"Keras' fit would run a smaller step {steps + 1})" if left > 0 else "")
+    return f"Batches: {per}; {available:,} training examples make {steps} steps per epoch{tail}"
+
+
 def check_profile_window(profile, steps_per_epoch: Optional[int], epochs: int) -> None:
     """ConfigError unless the profile window (inclusive, 0-based steps; RunConfig checks its form) lies within the
     run's steps; nothing to check while the steps per epoch are unknown."""

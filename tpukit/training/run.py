@@ -26,7 +26,7 @@ from tpukit.runs import backups, directory, model_state, records
 from tpukit.runs.records import RunResult
 from tpukit.runs.records import Recording, first_epochs
 from tpukit.training import compile_cache, compiles, determinism
-from tpukit.training.plan import (RunPlan, check_profile_window, estimated_step_seconds,
+from tpukit.training.plan import (RunPlan, batches_line, check_profile_window, estimated_step_seconds,
                                   resolve_steps_per_execution, steps_per_epoch)
 from tpukit.training.plan import resolve as resolve_plan
 from tpukit.training.signals import Terminated, sigterm_stops
@@ -41,7 +41,8 @@ class Run:
     """
 
     def __init__(self, config, runtime, callbacks, stop, progress, run_dir=None, inputs=(None, None, None, None),
-                 parent: Optional[RunResult] = None, previous: Optional[RunResult] = None, resume_from=None):
+                 parent: Optional[RunResult] = None, previous: Optional[RunResult] = None, resume_from=None,
+                 announce: Optional[Callable[[str], None]] = None):
         model, data, self.validation_data, self.test_data = inputs
         self.config, self.model_arg, self.data_arg = with_labels(config, model, data)
         self.runtime = runtime
@@ -68,6 +69,7 @@ class Run:
         self.samples = {}  # a language model's continuation of the run's prompt: prompt, before, after
         self.fitting = self.terminated = False
         self.memory_fix = None  # what to change where the step's estimate does not fit the device
+        self.announce = announce or (lambda line: None)  # where it runs, how the batches fall: said before training
 
     @functools.cached_property
     def model_source(self):
@@ -88,6 +90,10 @@ class Run:
         config = self.config
         self.prepare(held)
         steps = self._steps_per_epoch(config)
+        line = batches_line(config, self.runtime.replicas, len(self.source.train) if self.source.ordered else None,
+                            steps)
+        if line:
+            self.announce(line)
         check_profile_window(config.profile, steps, config.epochs)
         self.initial_epoch, self.kept_history, self.restore_from = self._restore_point()
         with precisions.policy(self.policy), self.runtime.strategy.scope():
@@ -126,6 +132,7 @@ class Run:
         config = self.config
         self.check(writes)
         runtime = self.runtime or connect_for(config)
+        self.announce(runtime.describe())
         runtime.check(config)
         runtime, why = runtime.for_model(self.model_source, config.model_parallel)
         if why:
