@@ -15,6 +15,7 @@ Importing this module is cheap: nothing here loads Keras or TensorFlow.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import inspect
 import re
@@ -109,8 +110,17 @@ def describe(kind: str, name: str) -> str:
 
 
 def provided(kind: str, name: str):
-    """What a name provider (`add_name_provider`) makes of `name`, such as a pretrained model's `Preset`, or None;
-    nothing registered, built in or imported is asked."""
+    """What a name provider (`add_name_provider`) makes of `name`, such as a pretrained model's `Preset`, or None
+    (also where a provider refuses the name: `entry` says why); nothing registered, built in or imported is asked."""
+    try:
+        return _provided(kind, name)
+    except RegistryError:
+        return None
+
+
+def _provided(kind: str, name: str):
+    """`provided`, with a provider's RegistryError for a name it recognises as meant for it (a preset directory
+    that is not one, a misspelled preset name) let through."""
     if not isinstance(name, str) or lookup(kind, name) is not None or is_import_path(name):
         return None
     for named, _ in _NAME_PROVIDERS[kind]:
@@ -136,7 +146,7 @@ def entry(kind: str, name: str) -> Entry:
         return found
     if is_import_path(name):
         return Entry(name, _import(kind, name), f"imported from {name}")
-    target = provided(kind, name)
+    target = _provided(kind, name)
     if target is not None:
         return Entry(name, target, target.description)
     choices = ", ".join(names(kind))
@@ -146,6 +156,9 @@ def entry(kind: str, name: str) -> Entry:
         hint += f", {also}"
     if name.startswith("__main__:") or name.startswith("<"):
         hint = f"it came from a notebook or script, so pass the same object again as {kind}= to train() or resume()"
+    close = difflib.get_close_matches(name, names(kind), n=1, cutoff=0.75)
+    if close:
+        hint = f"did you mean {close[0]!r}? Else {hint}"
     raise RegistryError(f"unknown {kind} {name!r}: {hint}. Known {kind}s: {choices}. Received: {kind}={name!r}.")
 
 

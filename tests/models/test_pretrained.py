@@ -234,7 +234,8 @@ def test_preset_names_resolve_without_loading_or_downloading(preset):
                  "gemma3_instruct_1b"):
         entry = registry.entry("model", name)
         assert entry.target == pretrained.Preset(name) and entry.description == f"KerasHub preset {name}"
-    assert pretrained.named(str(preset.parent)) is None  # a directory, but not a preset's
+    with pytest.raises(registry.RegistryError, match="the directory has no config.json"):
+        pretrained.named(str(preset.parent))  # a directory, but not a preset's: said, not "unknown model"
     assert pretrained.named("gemma_but_not_a_preset") is None
 
 
@@ -275,6 +276,27 @@ def test_an_unknown_model_name_says_presets_are_taken_too():
     message = str(info.value)
     assert "\n" not in message and "a KerasHub preset directory, kaggle://, hf:// or a KerasHub preset name" in message
     assert message.endswith("Received: model='gemma9_nonexistent'.")
+
+
+@pytest.mark.parametrize("where", ["missing", "empty", "file"])
+def test_a_preset_path_that_is_not_a_preset_directory_says_what_is_missing(where, preset, tmp_path):
+    from tpukit import registry
+
+    path = {"missing": tmp_path / "no_such", "empty": tmp_path, "file": preset / "config.json"}[where]
+    with pytest.raises(registry.RegistryError) as info:
+        registry.entry("model", str(path))
+    said = {"missing": "no such directory", "empty": "the directory has no config.json and no metadata.json",
+            "file": "is a file, not a directory"}[where]
+    assert str(info.value).startswith(f"model={str(path)!r}") and said in str(info.value), info.value
+    assert "save_to_preset writes" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_misspelled_keras_hub_preset_name_gets_the_nearest():
+    from tpukit import registry
+
+    with pytest.raises(registry.RegistryError, match=r"^unknown model 'gemma3_instruct_1bb': did you mean KerasHub's "
+                                                     r"preset 'gemma3_instruct_1b'\?"):
+        registry.entry("model", "gemma3_instruct_1bb")
 
 
 def test_the_cli_takes_a_preset_with_its_lora_rank_and_sequence_length(preset):

@@ -14,6 +14,7 @@ float32 copy) and only the LoRA adapters (`models.lora`) train. Importing this m
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import importlib.util
 import os
@@ -49,7 +50,9 @@ def named(name: str) -> Optional["Preset"]:
     """
     if name.startswith(SCHEMES) or is_preset_dir(name):
         return Preset(name)
-    if os.sep in name or importlib.util.find_spec("keras_hub") is None:
+    if os.sep in name or name.startswith(("~", ".")):
+        raise registry.RegistryError(_not_a_preset_dir(name))
+    if importlib.util.find_spec("keras_hub") is None:
         return None
     try:
         import keras_hub
@@ -57,7 +60,26 @@ def named(name: str) -> Optional["Preset"]:
         known = keras_hub.models.CausalLM.presets
     except Exception:  # a KerasHub that cannot load here (a Keras too old for it): the name stays unknown
         return None
-    return Preset(name) if name in known else None
+    if name in known:
+        return Preset(name)
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.85)
+    if close:
+        raise registry.RegistryError(f"unknown model {name!r}: did you mean KerasHub's preset {close[0]!r}? "
+                                     f"Received: model={name!r}.")
+    return None
+
+
+def _not_a_preset_dir(path: str) -> str:
+    """The line for a model named by a path that is not a preset directory: what is missing there."""
+    expected = ("a KerasHub preset directory is what save_to_preset writes (config.json, metadata.json, the weights "
+                "and the tokenizer's assets)")
+    full = os.path.expanduser(path)
+    if not os.path.exists(full):
+        return f"model={path!r}: no such directory; {expected}."
+    if not os.path.isdir(full):
+        return f"model={path!r} is a file, not a directory; {expected}."
+    missing = [f for f in _PRESET_FILES if not os.path.isfile(os.path.join(full, f))]
+    return f"model={path!r}: the directory has no {' and no '.join(missing)}, so it is not a preset; {expected}."
 
 
 def _keras_hub():

@@ -75,7 +75,8 @@ def train(
 
 
 def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[int] = None, model=None, data=None,
-           validation_data=None, test_data=None, stop=None, progress=None, verbose="auto", announce=None) -> RunResult:
+           validation_data=None, test_data=None, stop=None, progress=None, verbose="auto", announce=None,
+           **settings) -> RunResult:
     """Continue a stopped or killed run in its own directory, from its last whole epoch.
 
     `progress`, `verbose` and `announce` say where and how progress is shown, as for `train()`.
@@ -88,10 +89,18 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
     again (`model=`, `data=`); one named by the registry or an import path rebuilds by itself.
 
     Raises:
+        ConfigError: a setting passed besides `epochs` (a resume continues the run as it was set up), in one line.
         directory.RunDirError: the run is complete and `epochs` does not extend it, its record or backup is
             damaged, it holds a symlink, or another process is training it (`directory.RunInUse`); or `run_dir`
             is not the path of a run directory.
     """
+    if settings:
+        from tpukit.config import ConfigError
+
+        given = ", ".join(f"{k}={v!r}" for k, v in settings.items())
+        raise ConfigError(f"resume() continues {run_dir} with the settings it was started with, so {given} would be "
+                          "ignored; only epochs=N extends a completed run. To change them, start a new run: "
+                          "train(config.replace(...)).", field=next(iter(settings)), value=next(iter(settings.values())))
     progress = text_progress(verbose, progress)
     directory.check_run_dir(run_dir, "resume")
     directory.check_contained(run_dir)
