@@ -161,6 +161,18 @@ def _check_run_name(name: Any) -> None:
                             "characters, not ending in a dot or space, and not a Windows device name")
 
 
+# How a field's value is written as text (the CLI's options; `cli.options` parses each kind).
+FIELD_KINDS = ("choice", "name", "str", "optional_str", "int", "optional_int", "float", "optional_float", "fraction",
+               "int_or_auto", "auto_on_off", "window", "names", "bool")
+
+
+def _field(default, kind: str, help: str, metavar: Optional[str] = None):
+    """A RunConfig field: its default, how its value is written as text (`FIELD_KINDS`), and its help, with
+    `{placeholders}` the CLI fills from the layers above (names, limits)."""
+    assert kind in FIELD_KINDS, kind
+    return dataclasses.field(default=default, metadata={"kind": kind, "help": help, "metavar": metavar})
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """Everything that defines a run. Build it, `replace()` it, save it as JSON.
@@ -197,40 +209,73 @@ class RunConfig:
     256
     """
 
-    backend: str = "auto"
-    accelerator: str = "auto"
-    tpu: Optional[str] = None
-    replicas: Optional[int] = None
-    dataset: str = "mnist5k"
-    dataset_size: Optional[int] = None
-    model: str = "cnn"
-    loss: str = "sparse_categorical_crossentropy"
-    metrics: Tuple[str, ...] = ("accuracy",)
-    validation_split: Optional[float] = 0.1
-    epochs: int = 3
-    steps_per_epoch: Optional[int] = None
-    batch_size: int = 64
-    precision: str = "auto"
-    deterministic: bool = False
-    seed: int = 42
-    learning_rate: float = 1e-3
-    optimizer: str = "adam"
-    steps_per_execution: Any = "auto"
-    jit_compile: Any = "auto"
-    early_stopping: Optional[int] = None
-    profile: Optional[Tuple[int, int]] = None
-    logdir: str = "runs"
-    name: str = ""
-    init_from: Optional[str] = None
-    lora_rank: Optional[int] = 4
-    sequence_length: int = 128
-    lora_alpha: Optional[float] = None
-    lora_targets: Optional[Tuple[str, ...]] = None
-    sample_prompt: Optional[str] = None
-    remat: Any = "auto"
-    gradient_accumulation: Any = "auto"
-    compilation_cache: Optional[str] = "auto"
-    model_parallel: int = 1
+    # Each field's kind and help are declared once, here: the CLI's options are made from them
+    # (`cli.options`). The kinds say how text becomes a value (`FIELD_KINDS`).
+    backend: str = _field("auto", "choice", "one of {backends} (auto: KERAS_BACKEND if set, else JAX only for a TPU "
+                          "TensorFlow cannot drive)")
+    accelerator: str = _field("auto", "choice", "one of {accelerators}")
+    tpu: Optional[str] = _field(None, "optional_str", "'local', grpc://host:port or a Cloud TPU name", metavar="ADDRESS")
+    replicas: Optional[int] = _field(None, "optional_int", "simulated replicas on the CPU (or the first N GPUs); "
+                                     "default: every device found (one on the CPU)")
+    dataset: str = _field("mnist5k", "name", "a built-in or registered name: {datasets}; or tfds:NAME, a JSONL file "
+                          "(lines of {{\"text\": ...}} or {{\"prompt\": ..., \"response\": ...}}) for a pretrained "
+                          "model, or an import path package.module:function")
+    dataset_size: Optional[int] = _field(None, "optional_int", "training examples (generated sets: any size); "
+                                         "default: the dataset's own size")
+    model: str = _field("cnn", "name", "a zoo or registered name: {models}; an import path package.module:function "
+                        "returning a keras.Model; or a KerasHub preset: a preset directory, kaggle://..., hf://... or a "
+                        "name such as gemma3_instruct_1b (downloaded when the run starts)")
+    loss: str = _field("sparse_categorical_crossentropy", "str", "for models that come uncompiled")
+    metrics: Tuple[str, ...] = _field(("accuracy",), "names", "comma-separated metric names, e.g. mae,mse")
+    validation_split: Optional[float] = _field(0.1, "fraction", "held out from the training data for validation "
+                                               "(seeded); 'none' for no validation", metavar="FRACTION")
+    epochs: int = _field(3, "int", "default {epochs}; with --resume, extends a completed run to N epochs in a new run "
+                         "directory")
+    steps_per_epoch: Optional[int] = _field(None, "optional_int", "default: the training examples // the global batch "
+                                            "(unlike Keras' fit, the last partial batch is dropped, so every step has "
+                                            "the same shape)")
+    batch_size: int = _field(64, "int", "per replica, unlike Keras' batch_size: the global batch is this x replicas")
+    precision: str = _field("auto", "choice", "one of {precisions}")
+    deterministic: bool = _field(False, "bool", "seeds + op determinism: same config, same weights")
+    seed: int = _field(42, "int", "for the weights and the data's order")
+    learning_rate: float = _field(1e-3, "float", "the optimizer's")
+    optimizer: str = _field("adam", "choice", "one of {optimizers}")
+    steps_per_execution: Any = _field("auto", "int_or_auto", "training steps per call of the compiled train function; "
+                                      "auto: the largest divisor of the steps per epoch up to {steps_cap}, on the CPU "
+                                      "only while a call stays under {cpu_call_ms} ms (estimated from the model's "
+                                      "FLOPs), and 1 with --profile or where the engine cannot run more (several GPUs "
+                                      "under TensorFlow); the run's notes say what it chose")
+    jit_compile: Any = _field("auto", "auto_on_off", "XLA for the train step; auto: Keras' choice, or XLA on a CPU "
+                              "where it measured faster")
+    early_stopping: Optional[int] = _field(None, "optional_int", "stop after this many epochs without a better "
+                                           "validation loss (training loss without validation), keeping the best "
+                                           "weights; default: off", metavar="PATIENCE")
+    profile: Optional[Tuple[int, int]] = _field(None, "window", "capture these training steps (inclusive) for "
+                                                "TensorBoard's profiler; default: off", metavar="START:STOP")
+    logdir: str = _field("runs", "str", "each run gets a directory here")
+    name: str = _field("", "str", "the run directory's suffix; default: MODEL-DATASET")
+    init_from: Optional[str] = _field(None, "optional_str", "start from that run's final weights (fine-tuning: e.g. "
+                                      "more epochs at a lower learning rate)", metavar="RUN_DIR")
+    lora_rank: Optional[int] = _field(4, "optional_int", "a pretrained model's LoRA rank (its weights frozen in "
+                                      "bfloat16); none: every weight trains", metavar="RANK|none")
+    sequence_length: int = _field(128, "int", "tokens per row that text is packed into, for a pretrained model")
+    lora_alpha: Optional[float] = _field(None, "optional_float", "scale LoRA's update by ALPHA / RANK; default: "
+                                         "Keras' (ALPHA = RANK)", metavar="ALPHA")
+    lora_targets: Optional[Tuple[str, ...]] = _field(None, "names", "comma-separated layer names that get LoRA "
+                                                     "adapters; default: KerasHub's (query,value)", metavar="NAMES")
+    sample_prompt: Optional[str] = _field(None, "optional_str", "text a pretrained model continues before and after "
+                                          "training; default: the first words of the training text; '' for none",
+                                          metavar="TEXT")
+    remat: Any = _field("auto", "auto_on_off", "rematerialize a pretrained model's transformer blocks (less memory, "
+                        "one more forward pass); auto: on only where the step's estimated memory does not fit the "
+                        "device")
+    gradient_accumulation: Any = _field("auto", "int_or_auto", "apply the optimizer's update every N steps, over their "
+                                        "batches together; auto: 1", metavar="N|auto")
+    compilation_cache: Optional[str] = _field("auto", "optional_str", "where a JAX run keeps its compiled programs for "
+                                              "the next run; auto: $JAX_COMPILATION_CACHE_DIR, else "
+                                              "LOGDIR/.jax-cache; off: none", metavar="DIR|auto|off")
+    model_parallel: int = _field(1, "int", "split each copy of the model over N devices by its layout map (JAX); "
+                                 "default: 1, data parallelism", metavar="N")
 
     def __post_init__(self):
         _check_choice("backend", self.backend, BACKENDS)

@@ -21,7 +21,7 @@ import time
 import warnings
 from typing import List, Optional
 
-from tpukit.cli import nativelog
+from tpukit.cli import nativelog, options
 
 EXIT_BAD_ARGS = 2
 EXIT_FAILED = 1
@@ -35,80 +35,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_ARGS, f"{self.prog}: error: {message}\nSee: {self.prog} --help\n")
 
 
-def _profile_window(text: str):
-    if text.lower() in ("off", "none", ""):
-        return None
-    try:
-        start, stop = (int(p) for p in text.split(":"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected START:STOP steps, e.g. 2:4. Received: {text!r}") from None
-    return (start, stop)
-
-
-def _rank(text: str):
-    """--lora-rank: a whole number (RunConfig checks its range), or none (every weight trains)."""
-    if text.strip().lower() == "none":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number or none. Received: {text!r}") from None
-
-
-def _fraction(text: str):
-    if text.lower() in ("none", "off", ""):
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.1, or none. Received: {text!r}") from None
-
-
-def _count_or_auto(text: str):
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of steps or auto. Received: {text!r}") from None
-
-
-class _DefaultsHelp(argparse.HelpFormatter):
-    """Each option's help ends with its default, as `--help` shows it (none for a flag, or where there is none)."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        default = action.default
-        if (not action.option_strings or default in (None, False, argparse.SUPPRESS) or "%(default)" in text
-                or "default" in text):
-            return text
-        shown = ",".join(default) if isinstance(default, (tuple, list)) else default
-        return f"{text} (default: {shown})" if text else f"default: {shown}"
-
-
-def _names(kind: str) -> str:
-    """The registry's names of `kind` for --help; names only (no loader or factory is imported)."""
-    from tpukit import registry
-
-    names = registry.names(kind)
-    if kind != "dataset":
-        return ", ".join(names)
-    from tpukit.data.builtin import ONLINE_DATASETS
-
-    offline = [n for n in names if n not in ONLINE_DATASETS]
-    online = [n for n in names if n in ONLINE_DATASETS]
-    return ", ".join(offline) + (f" (bundled, offline); {', '.join(online)} (downloaded)" if online else "")
-
-
 def _parser() -> argparse.ArgumentParser:
-    import dataclasses
-
-    from tpukit.config import ACCELERATORS, BACKENDS, OPTIMIZERS, RunConfig
-    from tpukit.hardware.runtime import AUTO_STEPS_PER_EXECUTION, CPU_CALL_SECONDS
-    from tpukit.precision import CHOICES as PRECISIONS
-
-    default = {f.name: f.default for f in dataclasses.fields(RunConfig)}
-
     parser = _Parser(prog="python -m tpukit", description="Connect, train and profile Keras models on TPU, GPU or CPU.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     common = argparse.ArgumentParser(add_help=False)
@@ -117,86 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
     t = sub.add_parser("train", help="train a model and record the run", parents=[common],
-                       formatter_class=_DefaultsHelp, allow_abbrev=False)  # what was typed is known exactly
-    # Every default and choice is RunConfig's own (one place); --epochs stays None so that --resume can tell
-    # "extend to N epochs" from "continue".
-    t.add_argument("--backend", default=default["backend"],
-                   help=f"one of {', '.join(BACKENDS)} (auto: KERAS_BACKEND if set, else JAX only for a TPU "
-                        "TensorFlow cannot drive)")
-    t.add_argument("--accelerator", default=default["accelerator"], help=f"one of {', '.join(ACCELERATORS)}")
-    t.add_argument("--tpu", default=default["tpu"], metavar="ADDRESS", help="'local', grpc://host:port or a Cloud TPU name")
-    t.add_argument("--replicas", type=int, default=default["replicas"],
-                   help="simulated replicas on the CPU (or the first N GPUs); default: every device found "
-                        "(one on the CPU)")
-    t.add_argument("--dataset", default=default["dataset"],
-                   help=f"a built-in or registered name: {_names('dataset')}; or tfds:NAME, or an import path "
-                        "package.module:function")
-    t.add_argument("--dataset-size", type=int, default=default["dataset_size"],
-                   help="training examples (generated sets: any size); default: the dataset's own size")
-    t.add_argument("--model", default=default["model"],
-                   help=f"a zoo or registered name: {_names('model')}; an import path package.module:function "
-                        "returning a keras.Model; or a KerasHub preset: a preset directory, kaggle://..., hf://... "
-                        "or a name such as gemma3_instruct_1b (downloaded when the run starts)")
-    t.add_argument("--loss", default=default["loss"], help="for models that come uncompiled")
-    t.add_argument("--metrics", default=",".join(default["metrics"]), help="comma-separated metric names, e.g. mae,mse")
-    t.add_argument("--validation-split", type=_fraction, default=default["validation_split"], metavar="FRACTION",
-                   help="held out from the training data for validation (seeded); 'none' for no validation")
-    t.add_argument("--epochs", type=int, default=None,
-                   help=f"default {default['epochs']}; with --resume, extends a completed run to N epochs in a new run "
-                   "directory")
-    t.add_argument("--steps-per-epoch", type=int, default=default["steps_per_epoch"],
-                   help="default: the training examples // the global batch (unlike Keras' fit, the last partial "
-                        "batch is dropped, so every step has the same shape)")
-    t.add_argument("--batch-size", type=int, default=default["batch_size"],
-                   help="per replica, unlike Keras' batch_size: the global batch is this x replicas")
-    t.add_argument("--precision", default=default["precision"], help=f"one of {', '.join(PRECISIONS)}")
-    t.add_argument("--deterministic", action="store_true", help="seeds + op determinism: same config, same weights")
-    t.add_argument("--seed", type=int, default=default["seed"], help="for the weights and the data's order")
-    t.add_argument("--learning-rate", type=float, default=default["learning_rate"], help="the optimizer's")
-    t.add_argument("--optimizer", default=default["optimizer"], help=f"one of {', '.join(OPTIMIZERS)}")
-    t.add_argument("--steps-per-execution", type=_count_or_auto, default=default["steps_per_execution"],
-                   metavar="N|auto",
-                   help="training steps per call of the compiled train function; auto: the largest divisor of the "
-                   f"steps per epoch up to {AUTO_STEPS_PER_EXECUTION}, on the CPU only while a call stays under "
-                   f"{1000 * CPU_CALL_SECONDS:.0f} ms (estimated from the model's FLOPs), and 1 with --profile or "
-                   "where the engine cannot run more (several GPUs under TensorFlow); the run's notes say what it "
-                   "chose")
-    t.add_argument("--jit-compile", choices=("auto", "on", "off"), default="auto",
-                   help="XLA for the train step; auto: Keras' choice, or XLA on a CPU where it measured faster")
-    t.add_argument("--early-stopping", type=int, default=default["early_stopping"], metavar="PATIENCE",
-                   help="stop after this many epochs without a better validation loss (training loss without "
-                        "validation), keeping the best weights; default: off")
-    t.add_argument("--profile", type=_profile_window, default=default["profile"], metavar="START:STOP",
-                   help="capture these training steps (inclusive) for TensorBoard's profiler; default: off")
-    t.add_argument("--logdir", default=default["logdir"], help="each run gets a directory here")
-    t.add_argument("--name", default=default["name"], help="the run directory's suffix; default: MODEL-DATASET")
+                       formatter_class=options.DefaultsHelp, allow_abbrev=False)  # what was typed is known exactly
+    options.add_train_options(t)  # one per RunConfig field
     t.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue a stopped or killed run (or, with --epochs N, extend a completed one)")
-    t.add_argument("--init-from", default=None, metavar="RUN_DIR",
-                   help="start from that run's final weights (fine-tuning: e.g. more epochs at a lower learning rate)")
-    t.add_argument("--lora-rank", type=_rank, default=default["lora_rank"], metavar="RANK|none",
-                   help="a pretrained model's LoRA rank (its weights frozen in bfloat16); none: every weight trains")
-    t.add_argument("--sequence-length", type=int, default=default["sequence_length"],
-                   help="tokens per row that text is packed into, for a pretrained model")
-    t.add_argument("--lora-alpha", type=float, default=default["lora_alpha"], metavar="ALPHA",
-                   help="scale LoRA's update by ALPHA / RANK; default: Keras' (ALPHA = RANK)")
-    t.add_argument("--lora-targets", default=None, metavar="NAMES",
-                   help="comma-separated layer names that get LoRA adapters; default: KerasHub's (query,value)")
-    t.add_argument("--sample-prompt", default=None, metavar="TEXT",
-                   help="text a pretrained model continues before and after training; default: the first words of "
-                        "the training text; '' for none")
-    t.add_argument("--remat", choices=("auto", "on", "off"), default="auto",
-                   help="rematerialize a pretrained model's transformer blocks (less memory, one more forward pass); "
-                        "auto: on only where the step's estimated memory does not fit the device")
-    t.add_argument("--gradient-accumulation", type=_count_or_auto, default=default["gradient_accumulation"],
-                   metavar="N|auto", help="apply the optimizer's update every N steps, over their batches together; "
-                                          "auto: 1")
-    t.add_argument("--compilation-cache", default=default["compilation_cache"], metavar="DIR|auto|off",
-                   help="where a JAX run keeps its compiled programs for the next run; auto: "
-                        "$JAX_COMPILATION_CACHE_DIR, else LOGDIR/.jax-cache")
-    t.add_argument("--model-parallel", type=int, default=default["model_parallel"], metavar="N",
-                   help="split each copy of the model over N devices by its layout map (JAX); default: 1, data "
-                        "parallelism")
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
     parser.train = t
 
@@ -221,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true")
 
     b = sub.add_parser("tensorboard", help="start (or reuse) TensorBoard on 127.0.0.1, or --stop it",
-                       parents=[common], formatter_class=_DefaultsHelp)
+                       parents=[common], formatter_class=options.DefaultsHelp)
     b.add_argument("--logdir", default="runs", help="the runs to show")
     b.add_argument("--port", type=int, default=None, help="default: a free one")
     b.add_argument("--stop", action="store_true",
@@ -322,39 +173,21 @@ _NOT_FIELDS = {"resume", "json", "verbose", "debug", "command"}
 
 
 def _typed(argv) -> frozenset:
-    """The train options the command line names (as dests: `lora_rank`), so a config records only what the user
-    set (`RunConfig.is_set`) and `--resume` can refuse a setting it would not use."""
-    options = {}
-    for action in _parser().train._actions:  # argparse's list of the subcommand's options
-        options.update({flag: action.dest for flag in action.option_strings})
-    return frozenset(options[token.split("=")[0]] for token in argv if token.split("=")[0] in options)
+    """The train options the command line names (`options.typed`)."""
+    return options.typed(_parser().train, argv)
 
 
 def _config_from(args):
     """The RunConfig the train options make: only the fields the user typed are set (`args.typed`; without it,
     those that differ from the defaults), the others are RunConfig's defaults."""
+    import dataclasses
+
     from tpukit.config import RunConfig
 
-    jit = {"auto": "auto", "on": True, "off": False}[args.jit_compile]
-    values = dict(
-        backend=args.backend, accelerator=args.accelerator, tpu=args.tpu, replicas=args.replicas,
-        dataset=args.dataset, dataset_size=args.dataset_size, model=args.model, loss=args.loss,
-        metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()),
-        validation_split=args.validation_split, epochs=3 if args.epochs is None else args.epochs,
-        steps_per_epoch=args.steps_per_epoch, batch_size=args.batch_size, precision=args.precision,
-        deterministic=args.deterministic, seed=args.seed, learning_rate=args.learning_rate,
-        optimizer=args.optimizer, steps_per_execution=args.steps_per_execution, jit_compile=jit,
-        early_stopping=args.early_stopping, profile=args.profile, logdir=args.logdir, name=args.name,
-        init_from=args.init_from, lora_rank=args.lora_rank, sequence_length=args.sequence_length,
-        lora_alpha=args.lora_alpha, sample_prompt=args.sample_prompt,
-        lora_targets=tuple(n.strip() for n in args.lora_targets.split(",") if n.strip()) if args.lora_targets else None,
-        remat={"auto": "auto", "on": True, "off": False}[args.remat], gradient_accumulation=args.gradient_accumulation,
-        compilation_cache=args.compilation_cache, model_parallel=args.model_parallel,
-    )
     typed = getattr(args, "typed", None)
     if typed is None:
-        typed = {k for k, v in values.items() if v != RunConfig.__dataclass_fields__[k].default}
-    return RunConfig(**{k: v for k, v in values.items() if k in typed})
+        typed = {f.name for f in dataclasses.fields(RunConfig) if getattr(args, f.name) != f.default}
+    return options.config_from(args, typed)
 
 
 def _resume_refusal(args) -> Optional[str]:
@@ -382,7 +215,8 @@ def _train(args) -> int:
             logdir = directory.load_config(args.resume).logdir  # a run directory, or one line (exit 2)
         except FileNotFoundError as e:
             return _bad(str(e))
-        result = training.resume(args.resume, progress=sys.stderr, epochs=args.epochs, announce=say)
+        epochs = args.epochs if "epochs" in args.typed else None
+        result = training.resume(args.resume, progress=sys.stderr, epochs=epochs, announce=say)
     else:
         config = _config_from(args)
         logdir = config.logdir
