@@ -1,7 +1,11 @@
-"""environment.yml (conda, local Jupyter) and pyproject.toml (pip) install the same packages."""
+"""The package as a whole: environment.yml (conda, local Jupyter) and pyproject.toml (pip) install the same
+packages, Colab's sets fit, README's links hold, and the code keeps one format and small modules."""
 
 import re
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 import yaml
 
@@ -30,8 +34,10 @@ def test_makefile_installs_the_cpu_extra_and_ci_calls_make_test():
 
 
 def test_readme_colab_links_point_at_notebooks_on_main():
-    links = re.findall(r"colab\.research\.google\.com/github/tpukit/tpukit/blob/main/(notebooks/[\w.]+\.ipynb)",
-                       (REPO / "README.md").read_text())
+    links = re.findall(
+        r"colab\.research\.google\.com/github/tpukit/tpukit/blob/main/(notebooks/[\w.]+\.ipynb)",
+        (REPO / "README.md").read_text(),
+    )
     notebooks = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "notebooks").glob("[0-9]*.ipynb"))
     assert sorted(links) == notebooks and notebooks
 
@@ -88,7 +94,8 @@ def _requirements():
     conda = [d for d in env["dependencies"] if isinstance(d, str) and d.split("=")[0] not in ("python", "pip")]
     everything = project["dependencies"] + sum(project["optional-dependencies"].values(), [])
     return [("pyproject.toml", r) for r in everything] + [
-        ("environment.yml", r) for r in pip + conda if not r.startswith("-e")]
+        ("environment.yml", r) for r in pip + conda if not r.startswith("-e")
+    ]
 
 
 def test_floors_admit_every_version_colab_ships():
@@ -111,3 +118,31 @@ def test_floors_admit_every_version_colab_ships():
     from packaging.specifiers import SpecifierSet
 
     assert SpecifierSet(python).contains("3.13.15")  # Colab's Python (the freeze files' README)
+
+
+def test_the_code_is_formatted_by_ruff():
+    """One formatter, one width (pyproject.toml's [tool.ruff]): `ruff format` changes nothing."""
+    ruff = Path(sys.executable).with_name("ruff")
+    done = subprocess.run(
+        [str(ruff), "format", "--check", "tpukit", "tests", "benchmarks"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:] + "\nrun: ruff format tpukit tests benchmarks"
+
+
+def test_no_module_over_500_lines_and_no_function_over_80():
+    """Small, named modules: the sizes a reader holds in mind (a class defined inside a function counts whole)."""
+    import ast
+
+    big, long = [], []
+    for path in sorted((REPO / "tpukit").rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > 500:
+            big.append(f"{path.relative_to(REPO)}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}")
+    assert not big and not long, "\n".join(big + long)
