@@ -17,6 +17,7 @@ the run-time columns of the README say that. Run from the repository root:
     python benchmarks/class_time.py              # the working tree
     python benchmarks/class_time.py --at main    # the notebooks as a git revision has them
 """
+
 import argparse
 import re
 import subprocess
@@ -28,14 +29,28 @@ MINUTES_PER_CODE_CELL = 1
 MINUTES_PER_EXERCISE = 10
 # The workshop day's order of each track (notebooks/README.md's plan); the other notebooks are extras there.
 TRACKS = {
-    "tpu": ("00_quick_start", "01_connect_and_distribute", "02_mixed_precision", "04_keras_training",
-            "05_profiling_and_input_pipelines", "07_jax_and_tpu_scale_out"),
-    "gpu": ("00_quick_start", "01_connect_and_distribute", "02_mixed_precision", "03_determinism",
-            "04_keras_training", "06_scaling_out"),
+    "tpu": (
+        "00_quick_start",
+        "01_connect_and_distribute",
+        "02_mixed_precision",
+        "04_keras_training",
+        "05_profiling_and_input_pipelines",
+        "07_jax_and_tpu_scale_out",
+    ),
+    "gpu": (
+        "00_quick_start",
+        "01_connect_and_distribute",
+        "02_mixed_precision",
+        "03_determinism",
+        "04_keras_training",
+        "06_scaling_out",
+    ),
 }
 # Each track's extra notebook: on the plan, outside the day.
-EXTRA_NOTEBOOKS = {"tpu": ("03_determinism", "08_fine_tuning_a_pretrained_model"),
-                   "gpu": ("05_profiling_and_input_pipelines", "08_fine_tuning_a_pretrained_model")}
+EXTRA_NOTEBOOKS = {
+    "tpu": ("03_determinism", "08_fine_tuning_a_pretrained_model"),
+    "gpu": ("05_profiling_and_input_pipelines", "08_fine_tuning_a_pretrained_model"),
+}
 LEFT_OUT = {"tpu": "tf", "gpu": "jax"}  # the tag of the cells a track's copy leaves out
 EXTRA = re.compile(r"^## (.+)$", re.M)
 
@@ -64,8 +79,9 @@ def _cells(name: str, at: str | None):
 
     if at is None:
         return jupytext.read(REPO / "notebooks" / f"{name}.py").cells
-    text = subprocess.run(["git", "show", f"{at}:notebooks/{name}.py"], cwd=REPO, check=True,
-                          capture_output=True, text=True).stdout
+    text = subprocess.run(
+        ["git", "show", f"{at}:notebooks/{name}.py"], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout
     return jupytext.reads(text, fmt="py:percent").cells
 
 

@@ -52,11 +52,19 @@ def _parse(argv=None):
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--precisions", default=",".join(PRECISIONS))
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default: 2 on a GPU, 1 in a dry run)")
-    parser.add_argument("--budget-s", type=float, help="seconds: no round starts that would end past this, and no "
-                        "tune_batch_size a minute past it (default: 300 on a GPU, none in a dry run)")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        help="seconds: no round starts that would end past this, and no "
+        "tune_batch_size a minute past it (default: 300 on a GPU, none in a dry run)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="small sizes on any machine (a CPU): the same code path")
-    parser.add_argument("--plain-feed", choices=("auto", "tfdata", "numpy"), default="auto",
-                        help="the baseline's input: tf.data where TensorFlow is installed (auto), else NumPy arrays")
+    parser.add_argument(
+        "--plain-feed",
+        choices=("auto", "tfdata", "numpy"),
+        default="auto",
+        help="the baseline's input: tf.data where TensorFlow is installed (auto), else NumPy arrays",
+    )
     parser.add_argument("--no-tune", action="store_true")
     parser.add_argument("--out", default=os.environ.get("OUT"), help="also write the tables here (default: $OUT)")
     parser.add_argument("--seed", type=int, default=42)
@@ -78,6 +86,7 @@ def _installed(name):
 
 
 # ---- one run (a child process; KERAS_BACKEND is set by the parent) -------------------------------------------
+
 
 def _compiles():
     """train_step compilations so far in this process (JAX), or None (TensorFlow counts none)."""
@@ -110,17 +119,30 @@ def plain(args):
 def _config(args, logdir, **changes):
     import tpukit
 
-    fields = dict(dataset=args.dataset, dataset_size=args.size, model=args.model, epochs=args.epochs,
-                  batch_size=args.batch_size, precision=args.precision, seed=args.seed, logdir=logdir,
-                  backend=os.environ["KERAS_BACKEND"], accelerator=args.accelerator)
+    fields = dict(
+        dataset=args.dataset,
+        dataset_size=args.size,
+        model=args.model,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        precision=args.precision,
+        seed=args.seed,
+        logdir=logdir,
+        backend=os.environ["KERAS_BACKEND"],
+        accelerator=args.accelerator,
+    )
     return tpukit.RunConfig(**{**fields, **changes})
 
 
 def _device(runtime, policy):
     facts = runtime.device_facts[0] if runtime.device_facts else {}
-    return {"device": facts.get("name") or runtime.kind, "kind": runtime.kind,
-            "compute_capability": facts.get("compute_capability"), "peak_flops": runtime.peak_flops(policy),
-            "runtime_precision": runtime.precision}
+    return {
+        "device": facts.get("name") or runtime.kind,
+        "kind": runtime.kind,
+        "compute_capability": facts.get("compute_capability"),
+        "peak_flops": runtime.peak_flops(policy),
+        "runtime_precision": runtime.precision,
+    }
 
 
 def with_tpukit(args):
@@ -134,8 +156,13 @@ def with_tpukit(args):
         assert result.status == "completed", result.message
         runtime = connect_for(config)
     notes = [n for n in result.notes if n.startswith(("jit_compile", "steps_per_execution"))]
-    return {"examples_per_sec": clock.examples_per_sec(), "compiles": result.compiles,
-            "flops_per_example": result.flops_per_example, "notes": notes, **_device(runtime, args.precision)}
+    return {
+        "examples_per_sec": clock.examples_per_sec(),
+        "compiles": result.compiles,
+        "flops_per_example": result.flops_per_example,
+        "notes": notes,
+        **_device(runtime, args.precision),
+    }
 
 
 def tune(args):
@@ -149,24 +176,55 @@ def tune(args):
         try:
             tuning = tpukit.tune_batch_size(config, runtime, start=32, time_budget_s=args.tune_budget_s)
         except Exception as e:  # anything, out of memory included: a line in the table, never a crash
-            return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}",
-                    "precision": policy, **_device(runtime, policy)}
-    trials = [f"{t.batch_size}:{t.examples_per_sec:,.0f}" if t.examples_per_sec else f"{t.batch_size}:{t.outcome}"
-              for t in tuning.trials]
-    return {"recommended": tuning.recommended, "trials": trials, "reason": tuning.reason, "precision": policy,
-            **_device(runtime, policy)}
+            return {
+                "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}",
+                "precision": policy,
+                **_device(runtime, policy),
+            }
+    trials = [
+        f"{t.batch_size}:{t.examples_per_sec:,.0f}" if t.examples_per_sec else f"{t.batch_size}:{t.outcome}"
+        for t in tuning.trials
+    ]
+    return {
+        "recommended": tuning.recommended,
+        "trials": trials,
+        "reason": tuning.reason,
+        "precision": policy,
+        **_device(runtime, policy),
+    }
 
 
 # ---- the comparison (the parent process) ---------------------------------------------------------------------
+
 
 def _run(kind, backend, model, precision, args, sizes):
     """(the child's JSON, whole-process seconds), or (None, why it failed)."""
     size, batch, epochs, limit = sizes
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, os.path.abspath(__file__), "--child", kind, "--model", model, "--size", str(size),
-               "--batch-size", str(batch), "--epochs", str(epochs), "--seed", str(args.seed), "--precision",
-               precision, "--accelerator", args.accelerator, "--plain-feed", args.plain_feed,
-               "--tune-budget-s", str(args.tune_budget)]
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        kind,
+        "--model",
+        model,
+        "--size",
+        str(size),
+        "--batch-size",
+        str(batch),
+        "--epochs",
+        str(epochs),
+        "--seed",
+        str(args.seed),
+        "--precision",
+        precision,
+        "--accelerator",
+        args.accelerator,
+        "--plain-feed",
+        args.plain_feed,
+        "--tune-budget-s",
+        str(args.tune_budget),
+    ]
     start = time.perf_counter()
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=limit)
@@ -185,8 +243,9 @@ def _gpu_names():
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]
@@ -223,7 +282,9 @@ def main(argv=None):
     began = time.perf_counter()
     gpus = _gpu_names()
     if not gpus and not args.dry_run:
-        report.say("No GPU: nvidia-smi lists none here. Run this on a GPU, or with --dry-run (small sizes, any device).")
+        report.say(
+            "No GPU: nvidia-smi lists none here. Run this on a GPU, or with --dry-run (small sizes, any device)."
+        )
         return 1
     where = "dry" if args.dry_run else "gpu"
     if args.rounds is None:
@@ -250,12 +311,19 @@ def main(argv=None):
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
     feed = args.plain_feed if args.plain_feed != "auto" else ("tfdata" if _installed("tensorflow") else "numpy")
     if feed == "numpy":
-        skipped.append(("tf.data baseline", "TensorFlow is not installed here: the plain script feeds fit NumPy "
-                                            "arrays (fit(x, y, batch_size, shuffle=True))"))
+        skipped.append(
+            (
+                "tf.data baseline",
+                "TensorFlow is not installed here: the plain script feeds fit NumPy "
+                "arrays (fit(x, y, batch_size, shuffle=True))",
+            )
+        )
     size, batch, epochs, limit = sizes
-    report.say(f"benchmarks/gpu.py on {gpus[0] if gpus else 'the CPU (no GPU)'}{' (dry run)' if args.dry_run else ''}, "
-               f"{datetime.date.today()}: {DATASET} ({size} examples), batch {batch}, {epochs} epochs; backends "
-               f"{', '.join(backends) or 'none'}; plain baseline fed by {feed}")
+    report.say(
+        f"benchmarks/gpu.py on {gpus[0] if gpus else 'the CPU (no GPU)'}{' (dry run)' if args.dry_run else ''}, "
+        f"{datetime.date.today()}: {DATASET} ({size} examples), batch {batch}, {epochs} epochs; backends "
+        f"{', '.join(backends) or 'none'}; plain baseline fed by {feed}"
+    )
     rows = [(model, backend, precision) for model in models for backend in backends for precision in precisions]
     failed, figures, info = {}, {(row, k): [] for row in rows for k in KINDS}, {}
     for backend in backends:  # untimed: fills the caches both kinds use, and checks the setup once
@@ -264,28 +332,37 @@ def main(argv=None):
             skipped.append((f"backend {backend}", f"tpukit's warm-up run failed: {wall}"))
             rows = [r for r in rows if r[1] != backend]
         else:
-            report.say(f"warm-up {backend}: {data['device']} ({data['kind']}), {wall:.1f} s; runtime precision auto "
-                       f"-> {data['runtime_precision']}")
+            report.say(
+                f"warm-up {backend}: {data['device']} ({data['kind']}), {wall:.1f} s; runtime precision auto "
+                f"-> {data['runtime_precision']}"
+            )
             info[backend] = data
     round_s, tunes = [], {}
 
     def save(rounds=None):  # the tables so far, to --out: a run stopped at its limit leaves what it measured
-        report.save(_tables(rows, figures, failed, tunes, skipped, args, sizes, feed, gpus,
-                            rounds or max(1, len(round_s)), info))
+        report.save(
+            _tables(
+                rows, figures, failed, tunes, skipped, args, sizes, feed, gpus, rounds or max(1, len(round_s)), info
+            )
+        )
 
     for r in range(args.rounds):
         if r == 1 and not args.no_tune:  # after the first round, before the rest: the pick is worth more than a round
             _tune_all(models, backends, args, sizes, began, skipped, tunes, report, save)
         if round_s and time.perf_counter() - began + max(round_s) > args.budget_s:
-            skipped.append((f"rounds {r + 1}-{args.rounds}", f"the next round (~{max(round_s):.0f} s) would end past "
-                                                             f"--budget-s {args.budget_s:.0f}"))
+            skipped.append(
+                (
+                    f"rounds {r + 1}-{args.rounds}",
+                    f"the next round (~{max(round_s):.0f} s) would end past --budget-s {args.budget_s:.0f}",
+                )
+            )
             break
         started = time.perf_counter()
         for row in rows:
             if row in failed:
                 continue
             model, backend, precision = row
-            for kind in (KINDS if r % 2 == 0 else KINDS[::-1]):
+            for kind in KINDS if r % 2 == 0 else KINDS[::-1]:
                 data, wall = _run(kind, backend, model, precision, args, sizes)
                 if data is None:
                     failed[row] = f"{kind}: {wall}"
@@ -295,9 +372,11 @@ def main(argv=None):
                 report.say(f"round {r + 1} {_name(row):32s}: failed ({failed[row]})")
                 continue
             (p, pw), (t, tw) = figures[row, "plain"][-1], figures[row, "tpukit"][-1]
-            report.say(f"round {r + 1} {_name(row):32s}: plain {p['examples_per_sec']:9,.0f} ex/s {pw:5.1f} s  "
-                       f"tpukit {t['examples_per_sec']:9,.0f} ex/s {tw:5.1f} s  compiles {p['compiles']}/"
-                       f"{t['compiles']}  ratios {t['examples_per_sec'] / p['examples_per_sec']:.3f}, {pw / tw:.3f}")
+            report.say(
+                f"round {r + 1} {_name(row):32s}: plain {p['examples_per_sec']:9,.0f} ex/s {pw:5.1f} s  "
+                f"tpukit {t['examples_per_sec']:9,.0f} ex/s {tw:5.1f} s  compiles {p['compiles']}/"
+                f"{t['compiles']}  ratios {t['examples_per_sec'] / p['examples_per_sec']:.3f}, {pw / tw:.3f}"
+            )
             save(r + 1)
         round_s.append(time.perf_counter() - started)
     if not tunes and not args.no_tune:
@@ -321,13 +400,16 @@ def _tune_all(models, backends, args, sizes, began, skipped, tunes, report, save
     for model in models:
         for backend in backends:
             if time.perf_counter() - began > args.budget_s + TUNE_LATE_S:
-                skipped.append((f"tune_batch_size {model} on {backend}",
-                                f"{TUNE_LATE_S} s past --budget-s {args.budget_s:.0f}"))
+                skipped.append(
+                    (f"tune_batch_size {model} on {backend}", f"{TUNE_LATE_S} s past --budget-s {args.budget_s:.0f}")
+                )
                 continue
             data, wall = _run("tune", backend, model, "auto", args, (TUNE_SIZE_TIMES * sizes[0], *sizes[1:]))
             tunes[model, backend] = data if data is not None else {"error": wall}
-            report.say(f"tune {model} on {backend}: "
-                       f"{tunes[model, backend].get('recommended', tunes[model, backend].get('error'))}")
+            report.say(
+                f"tune {model} on {backend}: "
+                f"{tunes[model, backend].get('recommended', tunes[model, backend].get('error'))}"
+            )
             save()
 
 
@@ -362,16 +444,18 @@ def _mfu(speed, flops, peak):
 def _tables(rows, figures, failed, tunes, skipped, args, sizes, feed, gpus, rounds, info):
     size, batch, epochs, _ = sizes
     command = "python benchmarks/gpu.py " + " ".join(a for a in sys.argv[1:])
-    out = [f"Device: {gpus[0] if gpus else 'CPU (no GPU)'}; {datetime.date.today()}; `{command.strip()}`",
-           f"Data: {DATASET}, {size} examples (10% held out for validation), batch {batch}, {epochs} epochs; "
-           f"{rounds} interleaved round(s) in fresh processes, medians; plain baseline fed by {feed}. Above 1: tpukit "
-           "faster (steady: tpukit/plain examples/s after the first epoch; wall: plain/tpukit whole-process "
-           "seconds). Compiles: train_step compilations, plain/tpukit (JAX only). MFU: steady examples/s x tpukit's "
-           "training FLOPs per example / the datasheet peak for the precision (tpukit.hardware.specs.PEAK_FLOPS).",
-           "",
-           "| model | backend | precision | plain ex/s | tpukit ex/s | steady ratio | plain wall s | tpukit wall s "
-           "| wall ratio | compiles | MFU plain | MFU tpukit | peak TFLOP/s |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        f"Device: {gpus[0] if gpus else 'CPU (no GPU)'}; {datetime.date.today()}; `{command.strip()}`",
+        f"Data: {DATASET}, {size} examples (10% held out for validation), batch {batch}, {epochs} epochs; "
+        f"{rounds} interleaved round(s) in fresh processes, medians; plain baseline fed by {feed}. Above 1: tpukit "
+        "faster (steady: tpukit/plain examples/s after the first epoch; wall: plain/tpukit whole-process "
+        "seconds). Compiles: train_step compilations, plain/tpukit (JAX only). MFU: steady examples/s x tpukit's "
+        "training FLOPs per example / the datasheet peak for the precision (tpukit.hardware.specs.PEAK_FLOPS).",
+        "",
+        "| model | backend | precision | plain ex/s | tpukit ex/s | steady ratio | plain wall s | tpukit wall s "
+        "| wall ratio | compiles | MFU plain | MFU tpukit | peak TFLOP/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for row in rows:
         model, backend, precision = row
         plain, ours = figures[row, "plain"], figures[row, "tpukit"]
@@ -384,22 +468,36 @@ def _tables(rows, figures, failed, tunes, skipped, args, sizes, feed, gpus, roun
         wall = statistics.median(p[1] / t[1] for p, t in zip(plain, ours))
         p_speed, t_speed = (_median(f[0]["examples_per_sec"] for f in runs) for runs in (plain, ours))
         p_wall, t_wall = (_median(f[1] for f in runs) for runs in (plain, ours))
-        compiles = "/".join(",".join(str(f[0]["compiles"]) for f in runs) if runs[0][0]["compiles"] is not None
-                            else "-" for runs in (plain, ours))
+        compiles = "/".join(
+            ",".join(str(f[0]["compiles"]) for f in runs) if runs[0][0]["compiles"] is not None else "-"
+            for runs in (plain, ours)
+        )
         flops, peak = ours[0][0].get("flops_per_example"), ours[0][0].get("peak_flops")
         peak_text = f"{peak / 1e12:.1f}" if peak else "unknown"
-        out.append(f"| {model} | {backend} | {precision} | {p_speed:,.0f} | {t_speed:,.0f} | {speed:.2f} | "
-                   f"{p_wall:.1f} | {t_wall:.1f} | {wall:.2f} | {compiles} | {_mfu(p_speed, flops, peak)} | "
-                   f"{_mfu(t_speed, flops, peak)} | {peak_text} |")
+        out.append(
+            f"| {model} | {backend} | {precision} | {p_speed:,.0f} | {t_speed:,.0f} | {speed:.2f} | "
+            f"{p_wall:.1f} | {t_wall:.1f} | {wall:.2f} | {compiles} | {_mfu(p_speed, flops, peak)} | "
+            f"{_mfu(t_speed, flops, peak)} | {peak_text} |"
+        )
     if tunes:
-        out += ["", "tune_batch_size at precision auto (per-replica batch: examples/s of each size tried):", "",
-                "| model | backend | auto precision | pick | tried |", "|---|---|---|---|---|"]
+        out += [
+            "",
+            "tune_batch_size at precision auto (per-replica batch: examples/s of each size tried):",
+            "",
+            "| model | backend | auto precision | pick | tried |",
+            "|---|---|---|---|---|",
+        ]
         for (model, backend), t in tunes.items():
             pick = t.get("recommended", f"error: {t.get('error')}")
-            out.append(f"| {model} | {backend} | {t.get('precision', '-')} | {pick} | {', '.join(t.get('trials', []))} |")
+            out.append(
+                f"| {model} | {backend} | {t.get('precision', '-')} | {pick} | {', '.join(t.get('trials', []))} |"
+            )
     if info:
-        out += [""] + [f"Runtime ({b}): {d['device']}, compute capability {d.get('compute_capability')}; precision "
-                       f"auto -> {d['runtime_precision']}" for b, d in info.items()]
+        out += [""] + [
+            f"Runtime ({b}): {d['device']}, compute capability {d.get('compute_capability')}; precision "
+            f"auto -> {d['runtime_precision']}"
+            for b, d in info.items()
+        ]
     out += [""] + ([f"Skipped {what}: {why}" for what, why in skipped] or ["Skipped nothing."])
     return "\n".join(out) + "\n"
 

@@ -35,15 +35,22 @@ def main():
     seen = {}
     for deterministic in ("1", "1", "0", "0"):
         start = time.time()
-        done = subprocess.run([sys.executable, "-c", CHILD, deterministic, str(args.size), str(args.epochs)],
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, deterministic, str(args.size), str(args.epochs)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if not lines:
             sys.exit(f"run failed: {done.stderr[-1500:]}")
         out = json.loads(lines[-1])
         seen.setdefault(deterministic, []).append(out["fingerprint"])
-        print(f"deterministic={deterministic == '1'}  {out['kind']} {out['device']}  fingerprint {out['fingerprint']}"
-              f"  {time.time() - start:.1f} s  XLA_FLAGS={out['XLA_FLAGS']!r}", flush=True)
+        print(
+            f"deterministic={deterministic == '1'}  {out['kind']} {out['device']}  fingerprint {out['fingerprint']}"
+            f"  {time.time() - start:.1f} s  XLA_FLAGS={out['XLA_FLAGS']!r}",
+            flush=True,
+        )
     same = {k: len(set(v)) == 1 for k, v in seen.items()}
     print(f"deterministic runs agree: {same['1']}; nondeterministic runs agree: {same['0']}")
 

@@ -52,9 +52,13 @@ def main():
         for attempt in range(1, args.tries + 1):
             began = time.perf_counter()
             try:
-                done = subprocess.run([sys.executable, "-c", STEP, str(args.devices), str(args.steps), mode],
-                                      capture_output=True, text=True, timeout=args.timeout,
-                                      env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"})
+                done = subprocess.run(
+                    [sys.executable, "-c", STEP, str(args.devices), str(args.steps), mode],
+                    capture_output=True,
+                    text=True,
+                    timeout=args.timeout,
+                    env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"},
+                )
             except subprocess.TimeoutExpired:
                 print(f"{mode} #{attempt}: still running after {args.timeout:.0f} s (hung)")
                 continue
@@ -63,8 +67,10 @@ def main():
                 print(f"{mode} #{attempt}: finished {args.steps} steps in {seconds:.1f} s")
             else:
                 last = [l for l in done.stderr.splitlines() if "rendezvous" in l.lower()] or done.stderr.splitlines()
-                print(f"{mode} #{attempt}: stopped after {seconds:.1f} s (exit {done.returncode}): "
-                      f"{(last[-1] if last else '')[-200:]}")
+                print(
+                    f"{mode} #{attempt}: stopped after {seconds:.1f} s (exit {done.returncode}): "
+                    f"{(last[-1] if last else '')[-200:]}"
+                )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,15 @@ import time
 
 KINDS = ("plain", "tpukit")
 # --dry-run's model: a small Gemma (about 0.2 M parameters), big enough that a step is not all overhead on a CPU.
-DRY_RUN = dict(vocabulary_size=256, num_layers=2, num_query_heads=4, num_key_value_heads=1, hidden_dim=64,
-               intermediate_dim=128, head_dim=16)
+DRY_RUN = dict(
+    vocabulary_size=256,
+    num_layers=2,
+    num_query_heads=4,
+    num_key_value_heads=1,
+    hidden_dim=64,
+    intermediate_dim=128,
+    head_dim=16,
+)
 
 
 def _parse(argv=None):
@@ -55,6 +62,7 @@ def _parse(argv=None):
 
 
 # ---- one run (a child process) ---------------------------------------------------------------------------------
+
 
 def _epoch_clock(tokens_per_step):
     import keras
@@ -109,19 +117,27 @@ def plain_keras_hub(args):
     model.backbone.enable_lora(args.rank)
     tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(args.preset)
     pieces = sentencepiece.SentencePieceProcessor(model_proto=tokenizer.proto)
-    stream = np.concatenate([[tokenizer.start_token_id] + pieces.encode(topics[name]) + [tokenizer.end_token_id]
-                             for name in sorted(topics)]).astype("int32")
+    stream = np.concatenate(
+        [[tokenizer.start_token_id] + pieces.encode(topics[name]) + [tokenizer.end_token_id] for name in sorted(topics)]
+    ).astype("int32")
     length = args.sequence_length
     rows = (len(stream) - 1) // length // args.batch_size * args.batch_size  # whole rows, whole batches: one compile
     x = stream[: rows * length].reshape(rows, length)
-    y = stream[1: rows * length + 1].reshape(rows, length)
+    y = stream[1 : rows * length + 1].reshape(rows, length)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=tokenizer.pad_token_id)
     model.compile(optimizer=keras.optimizers.Adam(args.learning_rate), loss=loss, weighted_metrics=[])
     clock = _epoch_clock(args.batch_size * length)
     watch = compiles.Watch(True)
     watch.start()
-    model.fit({"token_ids": x, "padding_mask": np.ones_like(x)}, y, batch_size=args.batch_size, epochs=args.epochs,
-              shuffle=True, callbacks=[clock], verbose=0)
+    model.fit(
+        {"token_ids": x, "padding_mask": np.ones_like(x)},
+        y,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        shuffle=True,
+        callbacks=[clock],
+        verbose=0,
+    )
     watch.stop()
     return {"tokens_per_sec": clock.tokens_per_sec(), "compiles": watch.count, "memory": _peak_memory()}
 
@@ -130,26 +146,59 @@ def with_tpukit(args):
     import tpukit
 
     with tempfile.TemporaryDirectory() as logdir:
-        config = tpukit.RunConfig(model=args.preset, dataset="pydoc", lora_rank=args.rank,
-                                  sequence_length=args.sequence_length, batch_size=args.batch_size,
-                                  epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
-                                  validation_split=None, sample_prompt="", backend="jax", logdir=logdir)
+        config = tpukit.RunConfig(
+            model=args.preset,
+            dataset="pydoc",
+            lora_rank=args.rank,
+            sequence_length=args.sequence_length,
+            batch_size=args.batch_size,
+            epochs=args.epochs,
+            learning_rate=args.learning_rate,
+            seed=args.seed,
+            validation_split=None,
+            sample_prompt="",
+            backend="jax",
+            logdir=logdir,
+        )
         clock = _epoch_clock(args.batch_size * args.sequence_length)
         result = tpukit.train(config, callbacks=[clock], verbose=0)
         assert result.status == "completed", result.message
         peak = result.flops_per_example * result.examples_per_sec / result.mfu if result.mfu else None
-    return {"tokens_per_sec": clock.tokens_per_sec(), "compiles": result.compiles, "memory": _peak_memory(),
-            "flops_per_token": result.flops_per_example / args.sequence_length if result.flops_per_example else None,
-            "peak": peak, "basis": result.mfu_basis}
+    return {
+        "tokens_per_sec": clock.tokens_per_sec(),
+        "compiles": result.compiles,
+        "memory": _peak_memory(),
+        "flops_per_token": result.flops_per_example / args.sequence_length if result.flops_per_example else None,
+        "peak": peak,
+        "basis": result.mfu_basis,
+    }
 
 
 # ---- the comparison (the parent process) -----------------------------------------------------------------------
 
+
 def _run(kind, args):
     env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    command = [sys.executable, os.path.abspath(__file__), "--child", kind, "--preset", args.preset, "--rank",
-               str(args.rank), "--batch-size", str(args.batch_size), "--sequence-length", str(args.sequence_length),
-               "--epochs", str(args.epochs), "--learning-rate", str(args.learning_rate), "--seed", str(args.seed)]
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        kind,
+        "--preset",
+        args.preset,
+        "--rank",
+        str(args.rank),
+        "--batch-size",
+        str(args.batch_size),
+        "--sequence-length",
+        str(args.sequence_length),
+        "--epochs",
+        str(args.epochs),
+        "--learning-rate",
+        str(args.learning_rate),
+        "--seed",
+        str(args.seed),
+    ]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
@@ -164,7 +213,7 @@ def _tiny_preset(path):
 import sys, keras, keras_hub
 from tpukit.data import text
 keras.utils.set_random_seed(0)
-proto = text.train_sentencepiece(text.pydoc_topics().documents, {DRY_RUN['vocabulary_size']})
+proto = text.train_sentencepiece(text.pydoc_topics().documents, {DRY_RUN["vocabulary_size"]})
 backbone = keras_hub.models.GemmaBackbone(**{DRY_RUN!r})
 preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(keras_hub.models.GemmaTokenizer(proto=proto))
 keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(sys.argv[1])
@@ -191,28 +240,38 @@ def _compare(args):
     _run("tpukit", args)  # untimed: fills the caches both use (the CPU probe, the OS file cache)
     runs = {kind: [] for kind in KINDS}
     for r in range(args.rounds):
-        for kind in (KINDS if r % 2 == 0 else KINDS[::-1]):
+        for kind in KINDS if r % 2 == 0 else KINDS[::-1]:
             runs[kind].append(_run(kind, args))
         p, t = runs["plain"][-1], runs["tpukit"][-1]
-        print(f"round {r + 1}: plain {p['tokens_per_sec']:9,.0f} tokens/s {p['wall']:5.1f} s   tpukit "
-              f"{t['tokens_per_sec']:9,.0f} tokens/s {t['wall']:5.1f} s   ratios "
-              f"{t['tokens_per_sec'] / p['tokens_per_sec']:.3f}, {p['wall'] / t['wall']:.3f}", flush=True)
+        print(
+            f"round {r + 1}: plain {p['tokens_per_sec']:9,.0f} tokens/s {p['wall']:5.1f} s   tpukit "
+            f"{t['tokens_per_sec']:9,.0f} tokens/s {t['wall']:5.1f} s   ratios "
+            f"{t['tokens_per_sec'] / p['tokens_per_sec']:.3f}, {p['wall'] / t['wall']:.3f}",
+            flush=True,
+        )
     plain, ours = runs["plain"], runs["tpukit"]
     steady = statistics.median(t["tokens_per_sec"] / p["tokens_per_sec"] for p, t in zip(plain, ours))
     wall = statistics.median(p["wall"] / t["wall"] for p, t in zip(plain, ours))
     last = ours[-1]
-    print(f"\n{args.preset}: LoRA rank {args.rank}, batch {args.batch_size} x {args.sequence_length} tokens, "
-          f"{args.epochs} epochs, JAX; {args.rounds} interleaved rounds in fresh processes, medians; above 1 "
-          "means tpukit is faster\n")
+    print(
+        f"\n{args.preset}: LoRA rank {args.rank}, batch {args.batch_size} x {args.sequence_length} tokens, "
+        f"{args.epochs} epochs, JAX; {args.rounds} interleaved rounds in fresh processes, medians; above 1 "
+        "means tpukit is faster\n"
+    )
     print("| | tokens/s (steady) | wall s | train-step compiles | peak memory | MFU (LoRA basis) |")
     print("|---|---|---|---|---|---|")
     for kind in KINDS:
         speed = statistics.median(r["tokens_per_sec"] for r in runs[kind])
-        mfu = (f"{100 * last['flops_per_token'] * speed / last['peak']:.2f}% of {last['basis']}"
-               if last.get("peak") else "not reported")
+        mfu = (
+            f"{100 * last['flops_per_token'] * speed / last['peak']:.2f}% of {last['basis']}"
+            if last.get("peak")
+            else "not reported"
+        )
         memory, what = runs[kind][-1]["memory"]
-        print(f"| {kind} | {speed:,.0f} | {statistics.median(r['wall'] for r in runs[kind]):.1f} | "
-              f"{runs[kind][-1]['compiles']} | {memory / 2**20:,.0f} MiB ({what}) | {mfu} |")
+        print(
+            f"| {kind} | {speed:,.0f} | {statistics.median(r['wall'] for r in runs[kind]):.1f} | "
+            f"{runs[kind][-1]['compiles']} | {memory / 2**20:,.0f} MiB ({what}) | {mfu} |"
+        )
     print(f"\nsteady ratio (tpukit/plain tokens/s): {steady:.2f}; wall ratio (plain/tpukit seconds): {wall:.2f}")
 
 

@@ -9,6 +9,7 @@ machine:
     .venv/bin/python benchmarks/notebook_times.py                       # TensorFlow (the GPU/CPU track)
     KERAS_BACKEND=jax .venv-colab-tpu/bin/python benchmarks/notebook_times.py 00_quick_start 07_jax_and_tpu_scale_out
 """
+
 import importlib.util
 import json
 import os
@@ -28,9 +29,15 @@ def main(names):
 
     kernels = Path(tempfile.mkdtemp())
     (kernels / "timing").mkdir()
-    (kernels / "timing" / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "timing", "language": "python"}))
+    (kernels / "timing" / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "timing",
+                "language": "python",
+            }
+        )
+    )
     env = {k: v for k, v in os.environ.items() if k != "TPUKIT_SMOKE"}
     env.update(TPUKIT_SOLUTIONS="1", PYTHONPATH=str(REPO))
     # A kernel starts like a fresh runtime: a notebook that wants 8 devices asks for them itself.
@@ -43,16 +50,20 @@ def main(names):
         notebook = jupytext.read(REPO / "notebooks" / f"{name}.py")
         notebook.cells = tracks.track_cells(notebook.cells, track)
         manager = KernelManager(kernel_name="timing", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
-        client = NotebookClient(notebook, km=manager, timeout=1200, allow_errors=False,
-                                resources={"metadata": {"path": tempfile.mkdtemp()}})
+        client = NotebookClient(
+            notebook, km=manager, timeout=1200, allow_errors=False, resources={"metadata": {"path": tempfile.mkdtemp()}}
+        )
         load, started = os.getloadavg()[0], time.perf_counter()
         try:
             client.execute(env=env)
             outcome = "ok"
         except Exception as e:  # a failing notebook: say which, go on with the others
             outcome = f"failed: {type(e).__name__}"
-        print(f"{name} ({track.upper()} track): {time.perf_counter() - started:.0f} s, {outcome} (load average {load:.1f} before, "
-              f"{os.getloadavg()[0]:.1f} after)", flush=True)
+        print(
+            f"{name} ({track.upper()} track): {time.perf_counter() - started:.0f} s, {outcome} (load average {load:.1f} before, "
+            f"{os.getloadavg()[0]:.1f} after)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,9 @@ KINDS = ("plain", "tpukit")
 def _parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="tensorflow,jax", help="comma-separated: tensorflow, jax")
-    parser.add_argument("--cases", default="mlp:digits:32:4,cnn:mnist5k:64:2",
-                        help="comma-separated model:dataset:batch:epochs")
+    parser.add_argument(
+        "--cases", default="mlp:digits:32:4,cnn:mnist5k:64:2", help="comma-separated model:dataset:batch:epochs"
+    )
     parser.add_argument("--precisions", default="float32,mixed_bfloat16")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=42)
@@ -70,6 +71,7 @@ def _cases(text):
 
 
 # ---- one run (a child process; KERAS_BACKEND is set by the parent) -------------------------------------------
+
 
 def _epoch_clock(batch):
     import keras
@@ -151,9 +153,17 @@ def with_tpukit(args):
     import tpukit
 
     with tempfile.TemporaryDirectory() as logdir:
-        config = tpukit.RunConfig(dataset=args.dataset, model=args.model, epochs=args.epochs,
-                                  batch_size=args.batch_size, precision=args.precision, seed=args.seed,
-                                  logdir=logdir, backend=os.environ["KERAS_BACKEND"], accelerator="cpu")
+        config = tpukit.RunConfig(
+            dataset=args.dataset,
+            model=args.model,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            precision=args.precision,
+            seed=args.seed,
+            logdir=logdir,
+            backend=os.environ["KERAS_BACKEND"],
+            accelerator="cpu",
+        )
         clock = _epoch_clock(args.batch_size)
         result = tpukit.train(config, callbacks=[clock], verbose=0)
         assert result.status == "completed", result.message
@@ -162,13 +172,29 @@ def with_tpukit(args):
 
 # ---- the comparison (the parent process) ---------------------------------------------------------------------
 
+
 def _run(kind, backend, case, precision, seed, epochs=None):
     """(examples/s, whole-process seconds) of one fresh process."""
     model, dataset, batch, case_epochs = case
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    command = [sys.executable, os.path.abspath(__file__), "--child", kind, "--dataset", dataset, "--model", model,
-               "--epochs", str(epochs or case_epochs), "--batch-size", str(batch), "--seed", str(seed),
-               "--precision", precision]
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        kind,
+        "--dataset",
+        dataset,
+        "--model",
+        model,
+        "--epochs",
+        str(epochs or case_epochs),
+        "--batch-size",
+        str(batch),
+        "--seed",
+        str(seed),
+        "--precision",
+        precision,
+    ]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
@@ -185,35 +211,46 @@ def main(argv=None):
         return
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
-    rows = [(case, backend, precision) for case in _cases(args.cases) for backend in backends
-            for precision in precisions]
+    rows = [
+        (case, backend, precision) for case in _cases(args.cases) for backend in backends for precision in precisions
+    ]
     for backend in backends:
         _run("tpukit", backend, ("mlp", "digits", 32, 2), "float32", args.seed)  # untimed: fills the caches
     figures = {(row, k): [] for row in rows for k in KINDS}
     for r in range(args.rounds):
         for row in rows:
             case, backend, precision = row
-            for kind in (KINDS if r % 2 == 0 else KINDS[::-1]):
+            for kind in KINDS if r % 2 == 0 else KINDS[::-1]:
                 figures[row, kind].append(_run(kind, backend, case, precision, args.seed))
             (p, pw), (t, tw) = figures[row, "plain"][-1], figures[row, "tpukit"][-1]
-            print(f"round {r + 1} {_name(row):40s}: plain {p:8,.0f} ex/s {pw:5.1f} s   tpukit {t:8,.0f} ex/s "
-                  f"{tw:5.1f} s   ratios {t / p:.3f}, {pw / tw:.3f}", flush=True)  # as the table: above 1 is faster
-    print(f"\nCPU, {args.rounds} interleaved rounds in fresh processes (plain first in odd rounds, tpukit first in "
-          "even ones); medians of the rounds; above 1 means tpukit is "
-          "faster (steady: tpukit/plain examples/s in the epochs after the first, every step counted; wall: "
-          "plain/tpukit whole-process seconds)\n")
-    print("| model | backend | precision | plain ex/s | tpukit ex/s | steady ratio | plain wall s | tpukit wall s "
-          "| wall ratio |")
+            print(
+                f"round {r + 1} {_name(row):40s}: plain {p:8,.0f} ex/s {pw:5.1f} s   tpukit {t:8,.0f} ex/s "
+                f"{tw:5.1f} s   ratios {t / p:.3f}, {pw / tw:.3f}",
+                flush=True,
+            )  # as the table: above 1 is faster
+    print(
+        f"\nCPU, {args.rounds} interleaved rounds in fresh processes (plain first in odd rounds, tpukit first in "
+        "even ones); medians of the rounds; above 1 means tpukit is "
+        "faster (steady: tpukit/plain examples/s in the epochs after the first, every step counted; wall: "
+        "plain/tpukit whole-process seconds)\n"
+    )
+    print(
+        "| model | backend | precision | plain ex/s | tpukit ex/s | steady ratio | plain wall s | tpukit wall s "
+        "| wall ratio |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         (model, dataset, batch, epochs), backend, precision = row
         plain, ours = figures[row, "plain"], figures[row, "tpukit"]
         speed = statistics.median(t[0] / p[0] for p, t in zip(plain, ours))
         wall = statistics.median(p[1] / t[1] for p, t in zip(plain, ours))
-        (p_speed, p_wall), (t_speed, t_wall) = ([statistics.median(f[i] for f in runs) for i in (0, 1)]
-                                                for runs in (plain, ours))
-        print(f"| {model} on {dataset}, batch {batch}, {epochs} epochs | {backend} | {precision} | {p_speed:,.0f} "
-              f"| {t_speed:,.0f} | {speed:.2f} | {p_wall:.1f} | {t_wall:.1f} | {wall:.2f} |")
+        (p_speed, p_wall), (t_speed, t_wall) = (
+            [statistics.median(f[i] for f in runs) for i in (0, 1)] for runs in (plain, ours)
+        )
+        print(
+            f"| {model} on {dataset}, batch {batch}, {epochs} epochs | {backend} | {precision} | {p_speed:,.0f} "
+            f"| {t_speed:,.0f} | {speed:.2f} | {p_wall:.1f} | {t_wall:.1f} | {wall:.2f} |"
+        )
 
 
 def _name(row):

@@ -35,7 +35,7 @@ import keras  # noqa: E402
 
 import tpukit  # noqa: E402
 from tpukit.ui import context
-from tpukit.data import builtin as data# noqa: E402
+from tpukit.data import builtin as data  # noqa: E402
 from tpukit.ui import Panel, progress  # noqa: E402
 
 
@@ -126,8 +126,10 @@ def epochs_mode(config, runtime, panel, rounds):
         pairs += [mean[on] / mean[on - 1] for on in range(3, config.epochs, 2)]  # (on, preceding off)
         ratios += pairs
         shares.append(live.progress.overhead * 2)  # it ran on half the epochs
-        print(f"run {round_ + 1}: with/without per neighbouring epochs, median {statistics.median(pairs):.3f}; "
-              f"panel says {100 * shares[-1]:.2f}% of its live epochs' wall time")
+        print(
+            f"run {round_ + 1}: with/without per neighbouring epochs, median {statistics.median(pairs):.3f}; "
+            f"panel says {100 * shares[-1]:.2f}% of its live epochs' wall time"
+        )
     return ratios, shares
 
 
@@ -177,8 +179,14 @@ def main():
     parser.add_argument("--mode", choices=("epochs", "runs"), default="epochs")
     args = parser.parse_args()
 
-    config = tpukit.RunConfig(dataset=args.dataset, model=args.model, epochs=args.epochs, batch_size=args.batch_size,
-                              precision="float32", logdir=tempfile.mkdtemp(prefix="tpukit-panel-overhead-"))
+    config = tpukit.RunConfig(
+        dataset=args.dataset,
+        model=args.model,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        precision="float32",
+        logdir=tempfile.mkdtemp(prefix="tpukit-panel-overhead-"),
+    )
     runtime = tpukit.connect(config.accelerator, replicas=config.replicas)
     panel = Panel(config, context=context.NONE, runs=[], auto_tensorboard=False)
     tpukit.train(config.replace(epochs=1), runtime, verbose=0)  # warm-up: TensorFlow start-up, dataset cache
@@ -191,12 +199,16 @@ def main():
         ratios, shares = epochs_mode(config, runtime, panel, args.rounds)
         step_ms = 1000 * run(config, runtime)[0]
         hook = hook_cost_us()
-        print(f"\n{args.model} on {args.dataset}, batch {args.batch_size}, {runtime.kind.upper()} "
-              f"({runtime.replicas} replica), engine step {step_ms:.2f} ms")
+        print(
+            f"\n{args.model} on {args.dataset}, batch {args.batch_size}, {runtime.kind.upper()} "
+            f"({runtime.replicas} replica), engine step {step_ms:.2f} ms"
+        )
         print(f"step time with panel / without, neighbouring epochs: {spread(ratios)}")
         print(f"panel's own measure: {100 * statistics.median(shares):.2f}% of wall time in reports and redraws")
-        print(f"callback per step when no report is due: {hook:.2f} us = {100 * hook / (1000 * step_ms):.3f}% "
-              f"of a {step_ms:.2f} ms step")
+        print(
+            f"callback per step when no report is due: {hook:.2f} us = {100 * hook / (1000 * step_ms):.3f}% "
+            f"of a {step_ms:.2f} ms step"
+        )
         panel.close()
         return
 
@@ -210,17 +222,23 @@ def main():
         cpu_ratios.append(b[1] / a[1])
         shares.append(b[2])
         plain_ms.append(1000 * a[0])
-        print(f"round {round_ + 1}: step {1000 * a[0]:.2f} -> {1000 * b[0]:.2f} ms wall, "
-              f"{1000 * a[1]:.2f} -> {1000 * b[1]:.2f} ms CPU; panel says {100 * b[2]:.2f}% of wall time")
+        print(
+            f"round {round_ + 1}: step {1000 * a[0]:.2f} -> {1000 * b[0]:.2f} ms wall, "
+            f"{1000 * a[1]:.2f} -> {1000 * b[1]:.2f} ms CPU; panel says {100 * b[2]:.2f}% of wall time"
+        )
     hook = hook_cost_us()
     step_ms = statistics.median(plain_ms)
-    print(f"\n{args.model} on {args.dataset}, batch {args.batch_size}, {args.epochs} epochs, {args.rounds} rounds, "
-          f"{runtime.kind.upper()} ({runtime.replicas} replica), engine step {step_ms:.2f} ms")
+    print(
+        f"\n{args.model} on {args.dataset}, batch {args.batch_size}, {args.epochs} epochs, {args.rounds} rounds, "
+        f"{runtime.kind.upper()} ({runtime.replicas} replica), engine step {step_ms:.2f} ms"
+    )
     print(f"step time with panel / without, wall: {spread(wall_ratios)}")
     print(f"step time with panel / without, CPU:  {spread(cpu_ratios)}")
     print(f"panel's own measure: {100 * statistics.median(shares):.2f}% of wall time in reports and redraws")
-    print(f"callback per step when no report is due: {hook:.2f} us = {100 * hook / (1000 * step_ms):.3f}% "
-          f"of a {step_ms:.2f} ms step")
+    print(
+        f"callback per step when no report is due: {hook:.2f} us = {100 * hook / (1000 * step_ms):.3f}% "
+        f"of a {step_ms:.2f} ms step"
+    )
     panel.close()
 
 

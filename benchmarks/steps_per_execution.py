@@ -46,14 +46,15 @@ ARGS = _parse()
 os.environ["KERAS_BACKEND"] = ARGS.backend
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if ARGS.backend == "jax":
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               f" --xla_force_host_platform_device_count={ARGS.replicas}").strip()
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={ARGS.replicas}"
+    ).strip()
 
 import keras  # noqa: E402
 
 import tpukit  # noqa: E402
 from tpukit.data import pipeline
-from tpukit.data import sources# noqa: E402
+from tpukit.data import sources  # noqa: E402
 from tpukit.hardware.runtime import AUTO_STEPS_PER_EXECUTION  # noqa: E402
 
 from overhead import _epoch_clock  # noqa: E402  (the same stopwatch: epoch-level hooks, every step counted)
@@ -65,9 +66,17 @@ def accelerator_auto(steps: int) -> int:
 
 
 def one_run(value: int, runtime, logdir: str):
-    config = tpukit.RunConfig(backend=ARGS.backend, dataset=ARGS.dataset, model=ARGS.model, epochs=ARGS.epochs,
-                              batch_size=ARGS.batch_size, replicas=ARGS.replicas, precision=ARGS.precision,
-                              steps_per_execution=value, logdir=logdir)
+    config = tpukit.RunConfig(
+        backend=ARGS.backend,
+        dataset=ARGS.dataset,
+        model=ARGS.model,
+        epochs=ARGS.epochs,
+        batch_size=ARGS.batch_size,
+        replicas=ARGS.replicas,
+        precision=ARGS.precision,
+        steps_per_execution=value,
+        logdir=logdir,
+    )
     clock = _epoch_clock(config.global_batch_size)
     result = tpukit.train(config, runtime, callbacks=[clock], verbose=0)
     return clock.examples_per_sec(), result.examples_per_sec
@@ -84,9 +93,12 @@ def main():
             print(f"skipping steps_per_execution={v}: it does not divide the {steps} steps per epoch")
         else:
             values.append(v)
-    print(f"{runtime.describe().splitlines()[0]}\n{ARGS.model} on {ARGS.dataset}, batch {ARGS.batch_size} x "
-          f"{runtime.replicas} = {ARGS.batch_size * runtime.replicas}, {steps} steps/epoch, {ARGS.precision}; "
-          f"auto on an accelerator = {auto}", flush=True)
+    print(
+        f"{runtime.describe().splitlines()[0]}\n{ARGS.model} on {ARGS.dataset}, batch {ARGS.batch_size} x "
+        f"{runtime.replicas} = {ARGS.batch_size * runtime.replicas}, {steps} steps/epoch, {ARGS.precision}; "
+        f"auto on an accelerator = {auto}",
+        flush=True,
+    )
     speeds = {v: [] for v in values}
     with tempfile.TemporaryDirectory() as logdir:
         for r in range(ARGS.rounds):
@@ -94,16 +106,21 @@ def main():
             for v in order:
                 clocked, own = one_run(v, runtime, logdir)
                 speeds[v].append(clocked)
-                print(f"round {r + 1}: steps_per_execution={v:<3} {clocked:9,.0f} examples/s "
-                      f"(tpukit's own figure {own:9,.0f})", flush=True)
+                print(
+                    f"round {r + 1}: steps_per_execution={v:<3} {clocked:9,.0f} examples/s "
+                    f"(tpukit's own figure {own:9,.0f})",
+                    flush=True,
+                )
     print()
     base = speeds[values[0]]
     for v in values:
         ratios = [s / b for s, b in zip(speeds[v], base)]
         label = f"{v} (auto)" if v == auto else str(v)
-        print(f"steps_per_execution={label:<9} median {statistics.median(speeds[v]):9,.0f} examples/s   "
-              f"ratio to {values[0]}: median {statistics.median(ratios):.2f} "
-              f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)})")
+        print(
+            f"steps_per_execution={label:<9} median {statistics.median(speeds[v]):9,.0f} examples/s   "
+            f"ratio to {values[0]}: median {statistics.median(ratios):.2f} "
+            f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)})"
+        )
 
 
 if __name__ == "__main__":

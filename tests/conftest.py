@@ -61,6 +61,7 @@ def cpu_probe_says(monkeypatch, tmp_path):
     from tpukit.hardware import connect, cpu_probe  # noqa: F401  (their state is registered once imported)
 
     with contextlib.ExitStack() as held:
+
         def use(name: str, **figures) -> dict:
             entry = {**json.loads((CPU_PROBES / f"{name}.json").read_text()), **figures}
             path = tmp_path / f"cpu_probe-{name}.json"
@@ -75,8 +76,14 @@ def cpu_probe_says(monkeypatch, tmp_path):
 def run_cli(*args, timeout=300, env=None, cwd=None):
     """Run `python -m tpukit ...` in a fresh process; returns the CompletedProcess."""
     full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "tpukit", *args], capture_output=True, text=True,
-                          timeout=timeout, env=full_env, cwd=cwd or REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "tpukit", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=cwd or REPO,
+    )
 
 
 def pytest_report_header(config):
@@ -104,7 +111,13 @@ def kernel_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("kernels")
     spec = root / "tpukit-test"
     spec.mkdir()
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "tpukit tests", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "tpukit tests",
+                "language": "python",
+            }
+        )
+    )
     return root

@@ -53,5 +53,11 @@ def headless_panel(config_fields: dict, **options):
     from tpukit.ui import context
 
     headless_widgets()
-    return tpukit.panel(tpukit.RunConfig(**config_fields), display=False, context=context.JUPYTER,
-                        display_fn=lambda obj: None, runs=[], **options)
+    return tpukit.panel(
+        tpukit.RunConfig(**config_fields),
+        display=False,
+        context=context.JUPYTER,
+        display_fn=lambda obj: None,
+        runs=[],
+        **options,
+    )

@@ -114,11 +114,25 @@ def test_the_panels_backend_note_names_keras_backend(fresh):
 
 # ---- as a user runs it: KERAS_BACKEND set before Python starts -----------------------------------------------
 
+
 def test_cli_train_runs_jax_when_keras_backend_says_so_and_says_why(tmp_path):
     pytest.importorskip("jax")
-    done = run_cli("train", "--dataset", "digits", "--model", "mlp", "--epochs", "1", "--steps-per-epoch", "2",
-                   "--logdir", str(tmp_path), "--json", timeout=240,
-                   env={"KERAS_BACKEND": "jax", backend.WROTE: ""})
+    done = run_cli(
+        "train",
+        "--dataset",
+        "digits",
+        "--model",
+        "mlp",
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "2",
+        "--logdir",
+        str(tmp_path),
+        "--json",
+        timeout=240,
+        env={"KERAS_BACKEND": "jax", backend.WROTE: ""},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["backend"] == "jax" and out["status"] == "completed"
@@ -127,8 +141,21 @@ def test_cli_train_runs_jax_when_keras_backend_says_so_and_says_why(tmp_path):
 
 
 def test_cli_asking_for_tensorflow_under_keras_backend_jax_fails_in_one_line(tmp_path):
-    done = run_cli("train", "--backend", "tensorflow", "--dataset", "digits", "--model", "mlp", "--epochs", "1",
-                   "--logdir", str(tmp_path), timeout=120, env={"KERAS_BACKEND": "jax", backend.WROTE: ""})
+    done = run_cli(
+        "train",
+        "--backend",
+        "tensorflow",
+        "--dataset",
+        "digits",
+        "--model",
+        "mlp",
+        "--epochs",
+        "1",
+        "--logdir",
+        str(tmp_path),
+        timeout=120,
+        env={"KERAS_BACKEND": "jax", backend.WROTE: ""},
+    )
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]

@@ -35,23 +35,35 @@ from tpukit.config import ConfigError, PaddingWarning, RunConfig, padding_advice
         (dict(steps_per_execution="fast"), "steps_per_execution", "steps_per_execution='fast'"),
         (dict(steps_per_execution=True), "steps_per_execution", "steps_per_execution=True"),
         (dict(steps_per_execution=2.0), "steps_per_execution", "steps_per_execution=2.0"),
-        (dict(lora_rank=0), "lora_rank", "an integer from 1 to 4,096 (the LoRA adapters' rank; 4, 8 or 16 are "
-                                         "usual), or None to train every weight. Received: lora_rank=0."),
+        (
+            dict(lora_rank=0),
+            "lora_rank",
+            "an integer from 1 to 4,096 (the LoRA adapters' rank; 4, 8 or 16 are "
+            "usual), or None to train every weight. Received: lora_rank=0.",
+        ),
         (dict(lora_rank=-4), "lora_rank", "lora_rank=-4"),
         (dict(lora_rank=5000), "lora_rank", "lora_rank=5000"),
         (dict(lora_rank=4.0), "lora_rank", "lora_rank=4.0"),
         (dict(sequence_length=0), "sequence_length", "sequence_length=0"),
-        (dict(lora_alpha=0), "lora_alpha", "a positive number (the adapters' update is scaled by alpha / rank; "
-                                           "2 x rank is usual), or None for Keras' default, alpha = rank. "
-                                           "Received: lora_alpha=0."),
+        (
+            dict(lora_alpha=0),
+            "lora_alpha",
+            "a positive number (the adapters' update is scaled by alpha / rank; "
+            "2 x rank is usual), or None for Keras' default, alpha = rank. "
+            "Received: lora_alpha=0.",
+        ),
         (dict(lora_alpha=True), "lora_alpha", "lora_alpha=True"),
         (dict(lora_targets=()), "lora_targets", "lora_targets=()"),
         (dict(lora_targets=("query", "")), "lora_targets", "such as ('query', 'value')"),
         (dict(remat="on"), "remat", "one of 'auto', True, False. Received: remat='on'."),
         (dict(remat=1), "remat", "remat=1"),
-        (dict(gradient_accumulation=0), "gradient_accumulation", "'auto' or an integer from 1 to 1,024 (steps "
-                                                                  "whose gradients one update applies). Received: "
-                                                                  "gradient_accumulation=0."),
+        (
+            dict(gradient_accumulation=0),
+            "gradient_accumulation",
+            "'auto' or an integer from 1 to 1,024 (steps "
+            "whose gradients one update applies). Received: "
+            "gradient_accumulation=0.",
+        ),
         (dict(gradient_accumulation=True), "gradient_accumulation", "gradient_accumulation=True"),
         (dict(gradient_accumulation=2.0), "gradient_accumulation", "gradient_accumulation=2.0"),
         (dict(gradient_accumulation=2000), "gradient_accumulation", "gradient_accumulation=2000"),
@@ -90,8 +102,11 @@ def test_padding_advice_is_a_warning_with_waste_percent():
     # its Tensor Core kernels run fastest on multiples of 8, and the advice claims no waste there.
     with pytest.warns(PaddingWarning, match=r"not a multiple of 8 on TPU .*: padded to 104, 3.8% .* try 96 or 104"):
         RunConfig(accelerator="tpu", batch_size=100)
-    with pytest.warns(PaddingWarning, match=r"multiple of 8 on GPU \(cuBLAS and cuDNN run any size and pad nothing, "
-                                            r"but .* fastest on multiples of 8\); try 48 or 56\.$") as said:
+    with pytest.warns(
+        PaddingWarning,
+        match=r"multiple of 8 on GPU \(cuBLAS and cuDNN run any size and pad nothing, "
+        r"but .* fastest on multiples of 8\); try 48 or 56\.$",
+    ) as said:
         RunConfig(accelerator="gpu", batch_size=50)
     assert "padded" not in str(said[0].message) and "%" not in str(said[0].message)
     with warnings.catch_warnings():
@@ -138,8 +153,10 @@ def test_remat_and_gradient_accumulation_round_trip_and_an_old_config_without_th
 
 
 def test_a_preset_directory_or_url_names_a_run_by_its_last_part():
-    assert RunConfig(model="kaggle://keras/gemma3/keras/gemma3_instruct_1b", dataset="pydoc").run_name == \
-        "gemma3_instruct_1b-pydoc"
+    assert (
+        RunConfig(model="kaggle://keras/gemma3/keras/gemma3_instruct_1b", dataset="pydoc").run_name
+        == "gemma3_instruct_1b-pydoc"
+    )
     assert RunConfig(model="/tmp/presets/tiny_gemma/", dataset="pydoc").run_name == "tiny_gemma-pydoc"
     assert RunConfig(model="hf://google/gemma-3-1b-it").run_name == "gemma-3-1b-it-mnist5k"
     assert RunConfig(model="pkg.models:build_cnn", dataset="pkg.data").run_name == "build_cnn-data"
@@ -165,15 +182,18 @@ def test_config_is_frozen():
         config.batch_size = 3
 
 
-@pytest.mark.parametrize("changes, shown", [
-    (dict(seed=2**32), "seed=4294967296"),
-    (dict(epochs=10**7), "epochs=10000000"),
-    (dict(dataset_size=10**12), "dataset_size=1000000000000"),
-    (dict(name="x" * 300), "at most 100 characters"),
-    (dict(name="a:b"), "name='a:b'"),
-    (dict(name="CON"), "Windows device name"),
-    (dict(name="run."), "not ending in a dot"),
-])
+@pytest.mark.parametrize(
+    "changes, shown",
+    [
+        (dict(seed=2**32), "seed=4294967296"),
+        (dict(epochs=10**7), "epochs=10000000"),
+        (dict(dataset_size=10**12), "dataset_size=1000000000000"),
+        (dict(name="x" * 300), "at most 100 characters"),
+        (dict(name="a:b"), "name='a:b'"),
+        (dict(name="CON"), "Windows device name"),
+        (dict(name="run."), "not ending in a dot"),
+    ],
+)
 def test_values_that_can_never_train_are_refused_when_built(changes, shown):
     with pytest.raises(ConfigError, match=re.escape(shown)) as info:
         RunConfig(**changes)
@@ -181,12 +201,15 @@ def test_values_that_can_never_train_are_refused_when_built(changes, shown):
     RunConfig(seed=2**32 - 1, name="my run-1")  # the edges that are fine
 
 
-@pytest.mark.parametrize("text, shown", [
-    ("{", "not valid JSON (JSONDecodeError"),
-    ("[1, 2]", "expected a JSON object"),
-    ("[" * 100000 + "]" * 100000, "not valid JSON (RecursionError"),
-    ('{"epochs": "x"}', "epochs='x'"),
-])
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("{", "not valid JSON (JSONDecodeError"),
+        ("[1, 2]", "expected a JSON object"),
+        ("[" * 100000 + "]" * 100000, "not valid JSON (RecursionError"),
+        ('{"epochs": "x"}', "epochs='x'"),
+    ],
+)
 def test_from_json_fails_in_one_line(text, shown):
     with pytest.raises(ConfigError, match=re.escape(shown)) as info:
         RunConfig.from_json(text)
@@ -200,7 +223,7 @@ def test_a_profile_window_beyond_a_known_run_length_is_refused_when_built():
 
 
 def test_steps_per_execution_defaults_to_auto_and_keeps_explicit_values():
-    """"auto" is resolved by train(), which records the value it chose; an explicit value is kept as given."""
+    """ "auto" is resolved by train(), which records the value it chose; an explicit value is kept as given."""
     assert RunConfig().steps_per_execution == "auto"
     assert RunConfig.from_json(RunConfig().to_json()).steps_per_execution == "auto"
     assert RunConfig(steps_per_execution=16).replace(steps_per_execution="auto").steps_per_execution == "auto"
@@ -216,6 +239,9 @@ def test_compilation_cache_is_auto_a_directory_or_off():
         config = RunConfig(compilation_cache=off)
         assert config.compilation_cache is None and RunConfig.from_json(config.to_json()) == config
     for bad in ("", "  ", 3, "a\nb"):
-        with pytest.raises(ConfigError, match=r"^RunConfig\.compilation_cache: expected 'auto', a directory for JAX's "
-                                              r"compiled programs, or None or 'off'\. Received: compilation_cache="):
+        with pytest.raises(
+            ConfigError,
+            match=r"^RunConfig\.compilation_cache: expected 'auto', a directory for JAX's "
+            r"compiled programs, or None or 'off'\. Received: compilation_cache=",
+        ):
             RunConfig(compilation_cache=bad)

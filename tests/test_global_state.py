@@ -12,7 +12,9 @@ def test_every_module_that_keeps_state_registers_it_when_imported():
     from tpukit.training import compiles  # noqa: F401
     from tpukit.ui import state  # noqa: F401
 
-    assert {"connection", "cpu_probe", "compiles", "registry", "kernel_runs", "dtype_policy"} <= set(global_state.names())
+    assert {"connection", "cpu_probe", "compiles", "registry", "kernel_runs", "dtype_policy"} <= set(
+        global_state.names()
+    )
 
 
 def test_fresh_forgets_the_connection_inside_and_puts_it_back_after():

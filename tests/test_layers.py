@@ -34,8 +34,14 @@ def _lint(root: Path, *contracts: str):
     """import-linter on the package under `root` (its pyproject.toml); (exit code, output)."""
     lint = Path(sys.executable).with_name("lint-imports")
     args = [str(lint), "--no-cache"] + [a for c in contracts for a in ("--contract", c)]
-    done = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)})
+    done = subprocess.run(
+        args,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)},
+    )
     return done.returncode, done.stdout + done.stderr
 
 
@@ -50,10 +56,19 @@ VIOLATIONS = {
     # a model module reaching up to training, from inside a function (import-linter sees local imports too)
     "layers": ("tpukit/models/zoo.py", "\n\ndef _upward():\n    from tpukit.training import run\n    return run\n"),
     # one discovery path reaching into another (each offers the same interface, and only connect walks them)
-    "hardware-paths": ("tpukit/hardware/gpu.py", "\n\ndef _other_path():\n    from tpukit.hardware import cpu\n    return cpu\n"),
-    "engine-without-widgets": ("tpukit/training/api.py", "\n\ndef _widget():\n    import ipywidgets\n    return ipywidgets\n"),
+    "hardware-paths": (
+        "tpukit/hardware/gpu.py",
+        "\n\ndef _other_path():\n    from tpukit.hardware import cpu\n    return cpu\n",
+    ),
+    "engine-without-widgets": (
+        "tpukit/training/api.py",
+        "\n\ndef _widget():\n    import ipywidgets\n    return ipywidgets\n",
+    ),
     # two siblings importing each other (files is below records in runs/)
-    "no-cycles": ("tpukit/runs/directory.py", "\n\ndef _cycle():\n    from tpukit.runs import records\n    return records\n"),
+    "no-cycles": (
+        "tpukit/runs/directory.py",
+        "\n\ndef _cycle():\n    from tpukit.runs import records\n    return records\n",
+    ),
 }
 
 
@@ -76,15 +91,26 @@ KERAS_MODULES = {"tpukit.observe.scalars", "tpukit.training.callbacks"}
 
 def test_every_module_imports_without_a_framework():
     """Importing any engine module (not the widgets, not KERAS_MODULES) loads no TensorFlow, Keras or JAX."""
-    names = sorted(name for name in _modules()
-                   if not name.startswith("tpukit.ui") and name not in KERAS_MODULES | {"tpukit.__main__"})
-    code = ("import importlib, sys\n"
-            f"for name in {names!r}:\n"
-            "    importlib.import_module(name)\n"
-            "heavy = sorted(m for m in ('tensorflow', 'keras', 'jax', 'ipywidgets', 'matplotlib') if m in sys.modules)\n"
-            "print(','.join(heavy))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+    names = sorted(
+        name
+        for name in _modules()
+        if not name.startswith("tpukit.ui") and name not in KERAS_MODULES | {"tpukit.__main__"}
+    )
+    code = (
+        "import importlib, sys\n"
+        f"for name in {names!r}:\n"
+        "    importlib.import_module(name)\n"
+        "heavy = sorted(m for m in ('tensorflow', 'keras', 'jax', 'ipywidgets', 'matplotlib') if m in sys.modules)\n"
+        "print(','.join(heavy))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "", f"importing tpukit's engine modules loaded: {done.stdout.strip()}"
 
@@ -100,14 +126,23 @@ def test_no_module_imports_a_private_name_of_another():
         modules = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tpukit"):
-                found += [f"{name}:{node.lineno} imports {node.module}.{a.name}" for a in node.names
-                          if a.name.startswith("_") and not a.name.startswith("__")]
+                found += [
+                    f"{name}:{node.lineno} imports {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
                 modules |= {a.asname or a.name for a in node.names}
             elif isinstance(node, ast.Import):
                 modules |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("tpukit")}
-        found += [f"{name}:{node.lineno} reads {node.value.id}.{node.attr}" for node in ast.walk(tree)
-                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                  and node.value.id in modules and node.attr.startswith("_") and not node.attr.startswith("__")]
+        found += [
+            f"{name}:{node.lineno} reads {node.value.id}.{node.attr}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ]
     assert not found, "\n".join(found)
 
 
@@ -121,8 +156,9 @@ def _layers():
 
 
 def _layer_of(module: str, layers) -> "int | None":
-    return next((i for i, names in enumerate(layers)
-                 if any(module == n or module.startswith(n + ".") for n in names)), None)
+    return next(
+        (i for i, names in enumerate(layers) if any(module == n or module.startswith(n + ".") for n in names)), None
+    )
 
 
 def _string_imports(path: Path):
@@ -157,7 +193,7 @@ def test_the_string_import_check_finds_one(tmp_path):
     module = tmp_path / "registry.py"
     module.write_text('import importlib\n\ndef up():\n    return importlib.import_module("tpukit.data.user_text")\n')
     layers = _layers()
-    (line, target), = _string_imports(module)
+    ((line, target),) = _string_imports(module)
     assert (line, target) == (4, "tpukit.data.user_text")
     assert _layer_of(target, layers) < _layer_of("tpukit.registry", layers)
 
@@ -201,7 +237,7 @@ def test_nothing_above_hardware_compares_a_kind_backend_or_worker_count_with_a_l
         if not name.startswith("tpukit.hardware"):
             found += [f"{name}:{i}: {line.strip()}" for i, line in enumerate(text.splitlines(), 1) if asks.search(line)]
         if name != "tpukit.precision" and '"mixed_float16"' in text:
-            found.append(f"{name}: writes \"mixed_float16\"")
+            found.append(f'{name}: writes "mixed_float16"')
     assert not found, "\n".join(found)
 
 
@@ -214,7 +250,7 @@ def test_the_tests_mirror_the_source():
         rel = path.relative_to(REPO / "tests")
         if rel.parts[0] == "behaviour" or (len(rel.parts) == 1 and rel.name in whole_package):
             continue
-        module = PACKAGE.joinpath(*rel.parts[:-1], rel.name[len("test_"):])
+        module = PACKAGE.joinpath(*rel.parts[:-1], rel.name[len("test_") :])
         if not (module.is_file() or module.with_suffix("").is_dir()):
             strays.append(f"tests/{rel} (no {module.relative_to(REPO)})")
     assert not strays, "\n".join(strays)

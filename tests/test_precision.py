@@ -21,8 +21,15 @@ def test_mixed_float16_on_tpu_is_refused_fake_tpu():
     """A TPU runtime built by hand (no TPU here): only its kind matters to the check, which the precision owns."""
     from tpukit.hardware.runtime import Runtime
 
-    tpu = Runtime(backend="jax", kind="tpu", devices=("TPU_0",), replicas=1, strategy=None,
-                  precision="mixed_bfloat16", precision_reason="TPU")
+    tpu = Runtime(
+        backend="jax",
+        kind="tpu",
+        devices=("TPU_0",),
+        replicas=1,
+        strategy=None,
+        precision="mixed_bfloat16",
+        precision_reason="TPU",
+    )
     with pytest.raises(ConfigError, match="use 'mixed_bfloat16'") as refused:
         tpu.resolve_precision("mixed_float16")
     assert refused.value.expected == "'float32' or 'mixed_bfloat16' on a TPU"

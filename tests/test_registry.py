@@ -5,8 +5,15 @@ import pytest
 from tpukit import registry
 
 
-@pytest.mark.parametrize("kind, typed, meant", [("model", "cnnn", "cnn"), ("model", "resnt", "resnet"),
-                                                ("dataset", "digts", "digits"), ("dataset", "mnist5", "mnist5k")])
+@pytest.mark.parametrize(
+    "kind, typed, meant",
+    [
+        ("model", "cnnn", "cnn"),
+        ("model", "resnt", "resnet"),
+        ("dataset", "digts", "digits"),
+        ("dataset", "mnist5", "mnist5k"),
+    ],
+)
 def test_a_name_close_to_a_known_one_is_named(kind, typed, meant):
     with pytest.raises(registry.RegistryError) as info:
         registry.entry(kind, typed)
@@ -16,8 +23,11 @@ def test_a_name_close_to_a_known_one_is_named(kind, typed, meant):
 
 
 def test_a_name_close_to_none_lists_the_known_ones():
-    with pytest.raises(registry.RegistryError, match=r"^unknown model 'transformer': register it .* Known models: "
-                                                     r"mlp, cnn, resnet\."):
+    with pytest.raises(
+        registry.RegistryError,
+        match=r"^unknown model 'transformer': register it .* Known models: "
+        r"mlp, cnn, resnet\.",
+    ):
         registry.entry("model", "transformer")
 
 

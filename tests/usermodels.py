@@ -99,14 +99,13 @@ def tokens(n=2048, length=20, seed=0):
     return np.where(pick, high, low).astype(np.int32), y.astype(np.int32)
 
 
-
-
 def load_tokens():
     """A dataset loader for the CLI: `--dataset usermodels:load_tokens`."""
     return tokens(4096, seed=3)
 
 
 # ---- the data mistakes of a user test (issue 42): each fails in one line that names it and its fix ----------------
+
 
 def readme_build(spec):
     """README's own-model example: a factory that reads the input shape and the number of classes from the spec."""
@@ -117,9 +116,11 @@ def readme_build(spec):
 
 def dense_classifier(units):
     """A model with its classes fixed by the user: 20 features in, `units` softmax outputs."""
+
     def build():
         inputs = keras.Input((20,))
         return keras.Model(inputs, keras.layers.Dense(units, activation="softmax")(inputs))
+
     return build
 
 
@@ -147,15 +148,25 @@ def data_mistakes():
 
 # What each mistake's line must say: the mistake with the user's numbers, and the fix.
 DATA_MISTAKE_LINES = {
-    "2 outputs for labels 0..2": ["the labels run from 0 to 2, but the model's output has 2 unit(s)",
-                                  "give the last layer 3 units"],
-    "one-hot labels, a fixed Dense(3)": ["the labels are one-hot (3 columns, one 1 per example), but the loss "
-                                         "sparse_categorical_crossentropy takes class numbers (0 to 2)",
-                                         "use RunConfig(loss='categorical_crossentropy')", "y.argmax(axis=1)"],
-    "one-hot labels, README's build(spec)": ["the labels are one-hot (3 columns, one 1 per example), but the loss "
-                                             "sparse_categorical_crossentropy takes class numbers (0 to 2)",
-                                             "use RunConfig(loss='categorical_crossentropy')", "y.argmax(axis=1)"],
-    "images (n, 28, 28) into Input((784,))": ["it takes examples of shape (784,), and the data's have shape (28, 28)",
-                                              "reshape the data (x.reshape(len(x), 784))",
-                                              "keras.Input((28, 28)) followed by keras.layers.Flatten()"],
+    "2 outputs for labels 0..2": [
+        "the labels run from 0 to 2, but the model's output has 2 unit(s)",
+        "give the last layer 3 units",
+    ],
+    "one-hot labels, a fixed Dense(3)": [
+        "the labels are one-hot (3 columns, one 1 per example), but the loss "
+        "sparse_categorical_crossentropy takes class numbers (0 to 2)",
+        "use RunConfig(loss='categorical_crossentropy')",
+        "y.argmax(axis=1)",
+    ],
+    "one-hot labels, README's build(spec)": [
+        "the labels are one-hot (3 columns, one 1 per example), but the loss "
+        "sparse_categorical_crossentropy takes class numbers (0 to 2)",
+        "use RunConfig(loss='categorical_crossentropy')",
+        "y.argmax(axis=1)",
+    ],
+    "images (n, 28, 28) into Input((784,))": [
+        "it takes examples of shape (784,), and the data's have shape (28, 28)",
+        "reshape the data (x.reshape(len(x), 784))",
+        "keras.Input((28, 28)) followed by keras.layers.Flatten()",
+    ],
 }

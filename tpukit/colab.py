@@ -73,8 +73,10 @@ def _installed() -> Dict[str, str]:
     return found
 
 
-def plan(importable: Callable[[str], bool] = lambda m: importlib.util.find_spec(m) is not None,
-         installed: Callable[[], Dict[str, str]] = _installed) -> SetupPlan:
+def plan(
+    importable: Callable[[str], bool] = lambda m: importlib.util.find_spec(m) is not None,
+    installed: Callable[[], Dict[str, str]] = _installed,
+) -> SetupPlan:
     """Work out what is missing and what to pin (everything installed), without installing anything."""
     pins = dict(installed())
     missing = tuple(pip for module, pip in NEEDED.items() if not importable(module))
@@ -98,18 +100,25 @@ def _xprof_that_fits(run, constraints: str, pins: Dict[str, str], wheels: str) -
     its `*_pb2.py` read for that version, and protobuf's own check run against the protobuf installed here.
     Only wheels: an sdist build of xprof has no converter.
     """
-    proc = run(_pip("install", "--dry-run", "-q", "--only-binary", "xprof", "-c", constraints, "--report", "-",
-                    "xprof"), capture_output=True, text=True)
+    proc = run(
+        _pip("install", "--dry-run", "-q", "--only-binary", "xprof", "-c", constraints, "--report", "-", "xprof"),
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         return None, f"no xprof wheel installs here without moving an installed package ({_last_line(proc)})"
     try:
         report = json.loads(proc.stdout)
-        version = next(item["metadata"]["version"] for item in report["install"]
-                       if item["metadata"]["name"].lower() == "xprof")
+        version = next(
+            item["metadata"]["version"] for item in report["install"] if item["metadata"]["name"].lower() == "xprof"
+        )
     except (ValueError, KeyError, StopIteration):
         return None, "pip's report names no xprof release"
-    proc = run(_pip("download", "-q", "--no-deps", "--only-binary", ":all:", "-d", wheels, f"xprof=={version}"),
-               capture_output=True, text=True)
+    proc = run(
+        _pip("download", "-q", "--no-deps", "--only-binary", ":all:", "-d", wheels, f"xprof=={version}"),
+        capture_output=True,
+        text=True,
+    )
     found = [name for name in os.listdir(wheels) if name.startswith(f"xprof-{version}-") and name.endswith(".whl")]
     if proc.returncode != 0 or not found:
         return None, f"xprof {version}'s wheel could not be downloaded ({_last_line(proc)})"
@@ -126,17 +135,28 @@ def _xprof_that_fits(run, constraints: str, pins: Dict[str, str], wheels: str) -
     suffix = gencode.group(4).decode()
     needs = f"{major}.{minor}.{patch}"
     # protobuf's own rule (runtime_version.ValidateProtobufRuntimeVersion), run by the protobuf installed here
-    check = (f"from google.protobuf import runtime_version as r; r.ValidateProtobufRuntimeVersion("
-             f"r.Domain.PUBLIC, {major}, {minor}, {patch}, {suffix!r}, 'xprof')")
+    check = (
+        f"from google.protobuf import runtime_version as r; r.ValidateProtobufRuntimeVersion("
+        f"r.Domain.PUBLIC, {major}, {minor}, {patch}, {suffix!r}, 'xprof')"
+    )
     proc = run([sys.executable, "-W", "ignore", "-c", check], capture_output=True, text=True)
     if proc.returncode != 0:
-        return None, (f"xprof {version}, the newest that installs here, is generated for protobuf >= {needs}; "
-                      f"this runtime has protobuf {pins.get('protobuf', '(none)')}, which setup() leaves as it is")
+        return None, (
+            f"xprof {version}, the newest that installs here, is generated for protobuf >= {needs}; "
+            f"this runtime has protobuf {pins.get('protobuf', '(none)')}, which setup() leaves as it is"
+        )
     return version, ""
 
 
-def setup(*, hub: bool = False, run=subprocess.run, importable=None, installed=None,
-          say: Callable[[str], None] = print, keras_loaded: Optional[Callable[[], bool]] = None) -> SetupPlan:
+def setup(
+    *,
+    hub: bool = False,
+    run=subprocess.run,
+    importable=None,
+    installed=None,
+    say: Callable[[str], None] = print,
+    keras_loaded: Optional[Callable[[], bool]] = None,
+) -> SetupPlan:
     """Install what is missing (idempotent: a second call installs nothing and asks pip nothing new); returns the
     plan it followed for the viewing tools. `hub=True` also makes KerasHub importable here (`setup_hub`).
     """
@@ -152,8 +172,14 @@ HUB_WITHOUT_TENSORFLOW = "0.32.0"
 KERAS_FOR_HUB = "3.15.1"
 
 
-def setup_hub(*, run=subprocess.run, importable=None, installed=None, say: Callable[[str], None] = print,
-              keras_loaded: Optional[Callable[[], bool]] = None) -> str:
+def setup_hub(
+    *,
+    run=subprocess.run,
+    importable=None,
+    installed=None,
+    say: Callable[[str], None] = print,
+    keras_loaded: Optional[Callable[[], bool]] = None,
+) -> str:
     """Make KerasHub importable on this runtime, moving as little as it can; returns the line it said.
 
     Where TensorFlow is installed (Colab's CPU and GPU runtimes ship keras-hub 0.26 with tensorflow-text), the
@@ -173,15 +199,21 @@ def setup_hub(*, run=subprocess.run, importable=None, installed=None, say: Calla
     with_tensorflow = importable("tensorflow")
     if with_tensorflow:
         if hub:
-            return _said(say, f"tpukit.colab: keras-hub {hub} is here, with TensorFlow {before.get('tensorflow', '')}"
-                              ": nothing to install.")
+            return _said(
+                say,
+                f"tpukit.colab: keras-hub {hub} is here, with TensorFlow {before.get('tensorflow', '')}"
+                ": nothing to install.",
+            )
         with tempfile.NamedTemporaryFile("w", suffix="-constraints.txt", delete=False) as f:  # every other pinned
             f.write("".join(f"{d}=={v}\n" for d, v in sorted(before.items()) if d not in ("keras", "keras-hub")))
         commands = [("-c", f.name, "keras-hub")]
     else:
         if hub and _version(hub) >= _version(HUB_WITHOUT_TENSORFLOW):
-            return _said(say, f"tpukit.colab: keras-hub {hub} (which loads without TensorFlow) and keras {keras} "
-                              "are here: nothing to install.")
+            return _said(
+                say,
+                f"tpukit.colab: keras-hub {hub} (which loads without TensorFlow) and keras {keras} "
+                "are here: nothing to install.",
+            )
         commands = []
         if _version(keras) < _version(KERAS_FOR_HUB):
             if keras_loaded():
@@ -189,7 +221,8 @@ def setup_hub(*, run=subprocess.run, importable=None, installed=None, say: Calla
                     f"tpukit.colab.setup(hub=True) must move keras {keras} to {KERAS_FOR_HUB} (keras-hub "
                     f"{HUB_WITHOUT_TENSORFLOW}, the first that loads without TensorFlow, needs keras>=3.15), and "
                     "this kernel has imported keras already: restart the runtime (Runtime > Restart session), then "
-                    "run tpukit.colab.setup(hub=True) first, before anything imports keras.")
+                    "run tpukit.colab.setup(hub=True) first, before anything imports keras."
+                )
             commands.append(("--no-deps", f"keras=={KERAS_FOR_HUB}"))
         commands.append(("--no-deps", f"keras-hub=={HUB_WITHOUT_TENSORFLOW}"))
     for args in commands:
@@ -197,9 +230,16 @@ def setup_hub(*, run=subprocess.run, importable=None, installed=None, say: Calla
         if proc.returncode != 0:
             raise RuntimeError(f"pip could not install {args[-1]} here: {_last_line(proc)}")
     importlib.invalidate_caches()
-    return _said(say, _after_install(before, installed()) + (
-        f" (keras-hub {HUB_WITHOUT_TENSORFLOW} loads without TensorFlow and needs keras>=3.15; its TensorFlow "
-        "dependencies were left out)" if not with_tensorflow else ""))
+    return _said(
+        say,
+        _after_install(before, installed())
+        + (
+            f" (keras-hub {HUB_WITHOUT_TENSORFLOW} loads without TensorFlow and needs keras>=3.15; its TensorFlow "
+            "dependencies were left out)"
+            if not with_tensorflow
+            else ""
+        ),
+    )
 
 
 def _said(say: Callable[[str], None], line: str) -> str:
@@ -208,7 +248,7 @@ def _said(say: Callable[[str], None], line: str) -> str:
 
 
 def _version(text: str) -> Tuple[int, ...]:
-    """"3.13.2" as (3, 13, 2); what is not a number counts as 0 ("" is older than any release)."""
+    """ "3.13.2" as (3, 13, 2); what is not a number counts as 0 ("" is older than any release)."""
     return tuple(int(part) if part.isdigit() else 0 for part in re.split(r"[.+-]", text or "0")[:3])
 
 
@@ -234,8 +274,9 @@ def _viewing_tools(*, run, importable, installed, say) -> SetupPlan:
             to_install.append(name)
             continue
         key = tuple(sorted(the_plan.pins.items()))
-        version, why = (None, _NO_XPROF[key]) if key in _NO_XPROF else _xprof_that_fits(run, f.name, the_plan.pins,
-                                                                                          wheels)
+        version, why = (
+            (None, _NO_XPROF[key]) if key in _NO_XPROF else _xprof_that_fits(run, f.name, the_plan.pins, wheels)
+        )
         if version is None:
             unavailable[name] = _NO_XPROF[key] = why
         else:
@@ -243,11 +284,15 @@ def _viewing_tools(*, run, importable, installed, say) -> SetupPlan:
             extra = ["--only-binary", "xprof", "--find-links", wheels]
     the_plan = dataclasses.replace(the_plan, unavailable=unavailable)
     if "xprof" in unavailable:
-        say(f"tpukit.colab: TensorBoard's profile tab is unavailable on this runtime: {unavailable['xprof']} "
-            "(tpukit.summarize_profile reads step times from the trace instead).")
+        say(
+            f"tpukit.colab: TensorBoard's profile tab is unavailable on this runtime: {unavailable['xprof']} "
+            "(tpukit.summarize_profile reads step times from the trace instead)."
+        )
     if to_install:
-        say(f"tpukit.colab: pip is installing {', '.join(to_install)} with the {len(the_plan.pins)} packages "
-            "installed here pinned (about a minute)...")
+        say(
+            f"tpukit.colab: pip is installing {', '.join(to_install)} with the {len(the_plan.pins)} packages "
+            "installed here pinned (about a minute)..."
+        )
         proc = run(_pip("install", "-q", "-c", f.name, *extra, *to_install), capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(
@@ -262,10 +307,13 @@ def _viewing_tools(*, run, importable, installed, say) -> SetupPlan:
 def _after_install(pins: Dict[str, str], now: Dict[str, str]) -> str:
     """One line: what pip added, and that none of the packages installed before moved (or which did)."""
     added = sorted(f"{name} {version}" for name, version in now.items() if name not in pins)
-    moved = sorted(f"{name} {version} -> {now.get(name, 'removed')}" for name, version in pins.items()
-                   if now.get(name) != version)
+    moved = sorted(
+        f"{name} {version} -> {now.get(name, 'removed')}" for name, version in pins.items() if now.get(name) != version
+    )
     what = f"added {', '.join(added)}" if added else "added nothing new"
     if moved:
-        return (f"tpukit.colab: {what}; MOVED {len(moved)} of the {len(pins)} packages installed before: "
-                f"{'; '.join(moved)}.")
+        return (
+            f"tpukit.colab: {what}; MOVED {len(moved)} of the {len(pins)} packages installed before: "
+            f"{'; '.join(moved)}."
+        )
     return f"tpukit.colab: {what}; none of the {len(pins)} packages installed before moved."

@@ -39,7 +39,7 @@ PAD_MULTIPLE = {"tpu": 8, "gpu": 8}
 PAD_RULE = {
     "tpu": "a TPU tiles the batch to 8 rows (and the features to 128 lanes)",
     "gpu": "cuBLAS and cuDNN run any size and pad nothing, but their Tensor Core kernels for float16 and bfloat16 "
-           "run fastest on multiples of 8",
+    "run fastest on multiples of 8",
 }
 PADS = ("tpu",)  # the kinds whose XLA layout pads the batch up to the multiple (a GPU runs it as it is)
 
@@ -58,6 +58,7 @@ def _advising(on: bool):
     finally:
         _ADVISE.reset(token)
 
+
 _FROM_MESSAGE = object()  # ConfigError's default detail: the message after its "RunConfig.<field>: " prefix
 
 
@@ -72,21 +73,33 @@ class ConfigError(TpukitError, ValueError):
 
     bad_input = True
 
-    def __init__(self, message: str, *, field: Optional[str] = None, value: Any = None,
-                 expected: Optional[str] = None, choices: Optional[Tuple[Any, ...]] = None,
-                 detail: Any = _FROM_MESSAGE):
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: Optional[str] = None,
+        value: Any = None,
+        expected: Optional[str] = None,
+        choices: Optional[Tuple[Any, ...]] = None,
+        detail: Any = _FROM_MESSAGE,
+    ):
         super().__init__(message)
         self.field, self.value, self.expected = field, value, expected
         self.choices = tuple(choices) if choices is not None else None
         prefix = f"RunConfig.{field}: "
         if detail is _FROM_MESSAGE:
-            detail = message[len(prefix):] if field and message.startswith(prefix) else message
+            detail = message[len(prefix) :] if field and message.startswith(prefix) else message
         self.detail = detail
 
     def facts(self) -> dict:
         """The attributes, for a caller that re-raises with more context."""
-        return {"field": self.field, "value": self.value, "expected": self.expected, "choices": self.choices,
-                "detail": self.detail}
+        return {
+            "field": self.field,
+            "value": self.value,
+            "expected": self.expected,
+            "choices": self.choices,
+            "detail": self.detail,
+        }
 
 
 class PaddingWarning(TpukitWarning):
@@ -108,21 +121,30 @@ def padding_advice(batch_size: int, kind: str) -> Optional[str]:
     lower = (batch_size // multiple) * multiple
     upper = lower + multiple
     choices = f"{lower} or {upper}" if lower else f"{upper}"
-    cost = (f": padded to {upper}, {padding_waste(batch_size, multiple):.1f}% of each step is padding"
-            if kind in PADS else "")
-    return (f"batch_size={batch_size} per replica is not a multiple of {multiple} on {kind.upper()} "
-            f"({PAD_RULE[kind]}){cost}; try {choices}.")
+    cost = (
+        f": padded to {upper}, {padding_waste(batch_size, multiple):.1f}% of each step is padding"
+        if kind in PADS
+        else ""
+    )
+    return (
+        f"batch_size={batch_size} per replica is not a multiple of {multiple} on {kind.upper()} "
+        f"({PAD_RULE[kind]}){cost}; try {choices}."
+    )
 
 
 def _fail(field: str, value: Any, expected: str, choices=None) -> None:
-    raise ConfigError(f"RunConfig.{field}: expected {expected}. Received: {field}={value!r}.",
-                      field=field, value=value, expected=expected, choices=choices, detail=None)
+    raise ConfigError(
+        f"RunConfig.{field}: expected {expected}. Received: {field}={value!r}.",
+        field=field,
+        value=value,
+        expected=expected,
+        choices=choices,
+        detail=None,
+    )
 
 
 def _check_choice(field: str, value: Any, choices) -> None:
-    if value not in choices or isinstance(value, bool) != any(
-        isinstance(c, bool) and c == value for c in choices
-    ):
+    if value not in choices or isinstance(value, bool) != any(isinstance(c, bool) and c == value for c in choices):
         _fail(field, value, "one of " + ", ".join(repr(c) for c in choices), choices)
 
 
@@ -135,8 +157,12 @@ def _check_name(field: str, value: Any) -> None:
 def _check_int(field: str, value: Any, minimum: int, optional: bool = False, maximum: Optional[int] = None) -> None:
     if optional and value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
-            maximum is not None and value > maximum):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < minimum
+        or (maximum is not None and value > maximum)
+    ):
         what = f"an integer >= {minimum}" + (f" and <= {maximum:,}" if maximum is not None else "")
         _fail(field, value, what + (" or None" if optional else ""))
 
@@ -154,16 +180,40 @@ _RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)
 
 def _check_run_name(name: Any) -> None:
     """A name that is a valid directory name on Linux, macOS and Windows (it ends every run directory's name)."""
-    bad = not isinstance(name, str) or len(name) > MAX_NAME or any(c in name for c in '<>:"/\\|?*') or any(
-        ord(c) < 32 for c in name) or name.endswith((" ", ".")) or name.split(".")[0].lower() in _RESERVED_NAMES
+    bad = (
+        not isinstance(name, str)
+        or len(name) > MAX_NAME
+        or any(c in name for c in '<>:"/\\|?*')
+        or any(ord(c) < 32 for c in name)
+        or name.endswith((" ", "."))
+        or name.split(".")[0].lower() in _RESERVED_NAMES
+    )
     if bad and name != "":
-        _fail("name", name, f"a run name of at most {MAX_NAME} characters, without / \\ : * ? \" < > | or control "
-                            "characters, not ending in a dot or space, and not a Windows device name")
+        _fail(
+            "name",
+            name,
+            f'a run name of at most {MAX_NAME} characters, without / \\ : * ? " < > | or control '
+            "characters, not ending in a dot or space, and not a Windows device name",
+        )
 
 
 # How a field's value is written as text (the CLI's options; `cli.options` parses each kind).
-FIELD_KINDS = ("choice", "name", "str", "optional_str", "int", "optional_int", "float", "optional_float", "fraction",
-               "int_or_auto", "auto_on_off", "window", "names", "bool")
+FIELD_KINDS = (
+    "choice",
+    "name",
+    "str",
+    "optional_str",
+    "int",
+    "optional_int",
+    "float",
+    "optional_float",
+    "fraction",
+    "int_or_auto",
+    "auto_on_off",
+    "window",
+    "names",
+    "bool",
+)
 
 
 def _field(default, kind: str, help: str, metavar: Optional[str] = None):
@@ -211,71 +261,145 @@ class RunConfig:
 
     # Each field's kind and help are declared once, here: the CLI's options are made from them
     # (`cli.options`). The kinds say how text becomes a value (`FIELD_KINDS`).
-    backend: str = _field("auto", "choice", "one of {backends} (auto: KERAS_BACKEND if set, else JAX only for a TPU "
-                          "TensorFlow cannot drive)")
+    backend: str = _field(
+        "auto",
+        "choice",
+        "one of {backends} (auto: KERAS_BACKEND if set, else JAX only for a TPU TensorFlow cannot drive)",
+    )
     accelerator: str = _field("auto", "choice", "one of {accelerators}")
-    tpu: Optional[str] = _field(None, "optional_str", "'local', grpc://host:port or a Cloud TPU name", metavar="ADDRESS")
-    replicas: Optional[int] = _field(None, "optional_int", "simulated replicas on the CPU (or the first N GPUs); "
-                                     "default: every device found (one on the CPU)")
-    dataset: str = _field("mnist5k", "name", "a built-in or registered name: {datasets}; or tfds:NAME, a JSONL file "
-                          "(lines of {{\"text\": ...}} or {{\"prompt\": ..., \"response\": ...}}) for a pretrained "
-                          "model, or an import path package.module:function")
-    dataset_size: Optional[int] = _field(None, "optional_int", "training examples (generated sets: any size); "
-                                         "default: the dataset's own size")
-    model: str = _field("cnn", "name", "a zoo or registered name: {models}; an import path package.module:function "
-                        "returning a keras.Model; or a KerasHub preset: a preset directory, kaggle://..., hf://... or a "
-                        "name such as gemma3_instruct_1b (downloaded when the run starts)")
+    tpu: Optional[str] = _field(
+        None, "optional_str", "'local', grpc://host:port or a Cloud TPU name", metavar="ADDRESS"
+    )
+    replicas: Optional[int] = _field(
+        None,
+        "optional_int",
+        "simulated replicas on the CPU (or the first N GPUs); default: every device found (one on the CPU)",
+    )
+    dataset: str = _field(
+        "mnist5k",
+        "name",
+        "a built-in or registered name: {datasets}; or tfds:NAME, a JSONL file "
+        '(lines of {{"text": ...}} or {{"prompt": ..., "response": ...}}) for a pretrained '
+        "model, or an import path package.module:function",
+    )
+    dataset_size: Optional[int] = _field(
+        None, "optional_int", "training examples (generated sets: any size); default: the dataset's own size"
+    )
+    model: str = _field(
+        "cnn",
+        "name",
+        "a zoo or registered name: {models}; an import path package.module:function "
+        "returning a keras.Model; or a KerasHub preset: a preset directory, kaggle://..., hf://... or a "
+        "name such as gemma3_instruct_1b (downloaded when the run starts)",
+    )
     loss: str = _field("sparse_categorical_crossentropy", "str", "for models that come uncompiled")
     metrics: Tuple[str, ...] = _field(("accuracy",), "names", "comma-separated metric names, e.g. mae,mse")
-    validation_split: Optional[float] = _field(0.1, "fraction", "held out from the training data for validation "
-                                               "(seeded); 'none' for no validation", metavar="FRACTION")
-    epochs: int = _field(3, "int", "default {epochs}; with --resume, extends a completed run to N epochs in a new run "
-                         "directory")
-    steps_per_epoch: Optional[int] = _field(None, "optional_int", "default: the training examples // the global batch "
-                                            "(unlike Keras' fit, the last partial batch is dropped, so every step has "
-                                            "the same shape)")
+    validation_split: Optional[float] = _field(
+        0.1,
+        "fraction",
+        "held out from the training data for validation (seeded); 'none' for no validation",
+        metavar="FRACTION",
+    )
+    epochs: int = _field(
+        3, "int", "default {epochs}; with --resume, extends a completed run to N epochs in a new run directory"
+    )
+    steps_per_epoch: Optional[int] = _field(
+        None,
+        "optional_int",
+        "default: the training examples // the global batch "
+        "(unlike Keras' fit, the last partial batch is dropped, so every step has "
+        "the same shape)",
+    )
     batch_size: int = _field(64, "int", "per replica, unlike Keras' batch_size: the global batch is this x replicas")
     precision: str = _field("auto", "choice", "one of {precisions}")
     deterministic: bool = _field(False, "bool", "seeds + op determinism: same config, same weights")
     seed: int = _field(42, "int", "for the weights and the data's order")
     learning_rate: float = _field(1e-3, "float", "the optimizer's")
     optimizer: str = _field("adam", "choice", "one of {optimizers}")
-    steps_per_execution: Any = _field("auto", "int_or_auto", "training steps per call of the compiled train function; "
-                                      "auto: the largest divisor of the steps per epoch up to {steps_cap}, on the CPU "
-                                      "only while a call stays under {cpu_call_ms} ms (estimated from the model's "
-                                      "FLOPs), and 1 with --profile or where the engine cannot run more (several GPUs "
-                                      "under TensorFlow); the run's notes say what it chose")
-    jit_compile: Any = _field("auto", "auto_on_off", "XLA for the train step; auto: Keras' choice, or XLA on a CPU "
-                              "where it measured faster")
-    early_stopping: Optional[int] = _field(None, "optional_int", "stop after this many epochs without a better "
-                                           "validation loss (training loss without validation), keeping the best "
-                                           "weights; default: off", metavar="PATIENCE")
-    profile: Optional[Tuple[int, int]] = _field(None, "window", "capture these training steps (inclusive) for "
-                                                "TensorBoard's profiler; default: off", metavar="START:STOP")
+    steps_per_execution: Any = _field(
+        "auto",
+        "int_or_auto",
+        "training steps per call of the compiled train function; "
+        "auto: the largest divisor of the steps per epoch up to {steps_cap}, on the CPU "
+        "only while a call stays under {cpu_call_ms} ms (estimated from the model's "
+        "FLOPs), and 1 with --profile or where the engine cannot run more (several GPUs "
+        "under TensorFlow); the run's notes say what it chose",
+    )
+    jit_compile: Any = _field(
+        "auto", "auto_on_off", "XLA for the train step; auto: Keras' choice, or XLA on a CPU where it measured faster"
+    )
+    early_stopping: Optional[int] = _field(
+        None,
+        "optional_int",
+        "stop after this many epochs without a better "
+        "validation loss (training loss without validation), keeping the best "
+        "weights; default: off",
+        metavar="PATIENCE",
+    )
+    profile: Optional[Tuple[int, int]] = _field(
+        None,
+        "window",
+        "capture these training steps (inclusive) for TensorBoard's profiler; default: off",
+        metavar="START:STOP",
+    )
     logdir: str = _field("runs", "str", "each run gets a directory here")
     name: str = _field("", "str", "the run directory's suffix; default: MODEL-DATASET")
-    init_from: Optional[str] = _field(None, "optional_str", "start from that run's final weights (fine-tuning: e.g. "
-                                      "more epochs at a lower learning rate)", metavar="RUN_DIR")
-    lora_rank: Optional[int] = _field(4, "optional_int", "a pretrained model's LoRA rank (its weights frozen in "
-                                      "bfloat16); none: every weight trains", metavar="RANK|none")
+    init_from: Optional[str] = _field(
+        None,
+        "optional_str",
+        "start from that run's final weights (fine-tuning: e.g. more epochs at a lower learning rate)",
+        metavar="RUN_DIR",
+    )
+    lora_rank: Optional[int] = _field(
+        4,
+        "optional_int",
+        "a pretrained model's LoRA rank (its weights frozen in bfloat16); none: every weight trains",
+        metavar="RANK|none",
+    )
     sequence_length: int = _field(128, "int", "tokens per row that text is packed into, for a pretrained model")
-    lora_alpha: Optional[float] = _field(None, "optional_float", "scale LoRA's update by ALPHA / RANK; default: "
-                                         "Keras' (ALPHA = RANK)", metavar="ALPHA")
-    lora_targets: Optional[Tuple[str, ...]] = _field(None, "names", "comma-separated layer names that get LoRA "
-                                                     "adapters; default: KerasHub's (query,value)", metavar="NAMES")
-    sample_prompt: Optional[str] = _field(None, "optional_str", "text a pretrained model continues before and after "
-                                          "training; default: the first words of the training text; '' for none",
-                                          metavar="TEXT")
-    remat: Any = _field("auto", "auto_on_off", "rematerialize a pretrained model's transformer blocks (less memory, "
-                        "one more forward pass); auto: on only where the step's estimated memory does not fit the "
-                        "device")
-    gradient_accumulation: Any = _field("auto", "int_or_auto", "apply the optimizer's update every N steps, over their "
-                                        "batches together; auto: 1", metavar="N|auto")
-    compilation_cache: Optional[str] = _field("auto", "optional_str", "where a JAX run keeps its compiled programs for "
-                                              "the next run; auto: $JAX_COMPILATION_CACHE_DIR, else "
-                                              "LOGDIR/.jax-cache; off: none", metavar="DIR|auto|off")
-    model_parallel: int = _field(1, "int", "split each copy of the model over N devices by its layout map (JAX); "
-                                 "default: 1, data parallelism", metavar="N")
+    lora_alpha: Optional[float] = _field(
+        None, "optional_float", "scale LoRA's update by ALPHA / RANK; default: Keras' (ALPHA = RANK)", metavar="ALPHA"
+    )
+    lora_targets: Optional[Tuple[str, ...]] = _field(
+        None,
+        "names",
+        "comma-separated layer names that get LoRA adapters; default: KerasHub's (query,value)",
+        metavar="NAMES",
+    )
+    sample_prompt: Optional[str] = _field(
+        None,
+        "optional_str",
+        "text a pretrained model continues before and after "
+        "training; default: the first words of the training text; '' for none",
+        metavar="TEXT",
+    )
+    remat: Any = _field(
+        "auto",
+        "auto_on_off",
+        "rematerialize a pretrained model's transformer blocks (less memory, "
+        "one more forward pass); auto: on only where the step's estimated memory does not fit the "
+        "device",
+    )
+    gradient_accumulation: Any = _field(
+        "auto",
+        "int_or_auto",
+        "apply the optimizer's update every N steps, over their batches together; auto: 1",
+        metavar="N|auto",
+    )
+    compilation_cache: Optional[str] = _field(
+        "auto",
+        "optional_str",
+        "where a JAX run keeps its compiled programs for "
+        "the next run; auto: $JAX_COMPILATION_CACHE_DIR, else "
+        "LOGDIR/.jax-cache; off: none",
+        metavar="DIR|auto|off",
+    )
+    model_parallel: int = _field(
+        1,
+        "int",
+        "split each copy of the model over N devices by its layout map (JAX); default: 1, data parallelism",
+        metavar="N",
+    )
 
     def __post_init__(self):
         _check_choice("backend", self.backend, BACKENDS)
@@ -288,7 +412,9 @@ class RunConfig:
         _check_name("model", self.model)
         _check_name("loss", self.loss)
         if isinstance(self.metrics, (list, str)):
-            object.__setattr__(self, "metrics", (self.metrics,) if isinstance(self.metrics, str) else tuple(self.metrics))
+            object.__setattr__(
+                self, "metrics", (self.metrics,) if isinstance(self.metrics, str) else tuple(self.metrics)
+            )
         if not isinstance(self.metrics, tuple) or not all(isinstance(m, str) and m for m in self.metrics):
             _fail("metrics", self.metrics, "a tuple of metric names such as ('accuracy',) or ('mae',)")
         split = self.validation_split
@@ -318,8 +444,12 @@ class RunConfig:
             if not isinstance(window, tuple) or len(window) != 2 or window_problem(*window):
                 _fail("profile", self.profile, "None or (start, stop) steps with 0 <= start <= stop")
             if not window_fits(window, self.steps_per_epoch, self.epochs):
-                _fail("profile", self.profile, f"a window within the run's {self.steps_per_epoch * self.epochs} "
-                      f"steps ({self.epochs} epochs x steps_per_epoch={self.steps_per_epoch})")
+                _fail(
+                    "profile",
+                    self.profile,
+                    f"a window within the run's {self.steps_per_epoch * self.epochs} "
+                    f"steps ({self.epochs} epochs x steps_per_epoch={self.steps_per_epoch})",
+                )
         if not isinstance(self.logdir, str) or not self.logdir:
             _fail("logdir", self.logdir, "a directory path")
         _check_run_name(self.name)
@@ -329,31 +459,52 @@ class RunConfig:
             _fail("init_from", self.init_from, "None or the directory of a run whose final weights start this one")
         rank = self.lora_rank
         if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= MAX_LORA_RANK):
-            _fail("lora_rank", rank, f"an integer from 1 to {MAX_LORA_RANK:,} (the LoRA adapters' rank; 4, 8 or 16 "
-                                     "are usual), or None to train every weight")
+            _fail(
+                "lora_rank",
+                rank,
+                f"an integer from 1 to {MAX_LORA_RANK:,} (the LoRA adapters' rank; 4, 8 or 16 "
+                "are usual), or None to train every weight",
+            )
         _check_int("sequence_length", self.sequence_length, 1, maximum=MAX_SEQUENCE_LENGTH)
         alpha = self.lora_alpha
-        if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, (int, float))
-                                  or not 0 < alpha < math.inf):
-            _fail("lora_alpha", alpha, "a positive number (the adapters' update is scaled by alpha / rank; 2 x rank "
-                                       "is usual), or None for Keras' default, alpha = rank")
+        if alpha is not None and (
+            isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < math.inf
+        ):
+            _fail(
+                "lora_alpha",
+                alpha,
+                "a positive number (the adapters' update is scaled by alpha / rank; 2 x rank "
+                "is usual), or None for Keras' default, alpha = rank",
+            )
         if self.sample_prompt is not None and not isinstance(self.sample_prompt, str):
-            _fail("sample_prompt", self.sample_prompt, "text for the model to continue, \"\" for no samples, or None "
-                                                       "for the first words of the training text")
+            _fail(
+                "sample_prompt",
+                self.sample_prompt,
+                'text for the model to continue, "" for no samples, or None for the first words of the training text',
+            )
         targets = self.lora_targets
         if isinstance(targets, (list, str)):
             targets = (targets,) if isinstance(targets, str) else tuple(targets)
             object.__setattr__(self, "lora_targets", targets)
-        if targets is not None and (not isinstance(targets, tuple) or not targets
-                                    or not all(isinstance(t, str) and t for t in targets)):
-            _fail("lora_targets", self.lora_targets, "None (KerasHub's default: the attention's query and value "
-                                                     "projections) or layer names such as ('query', 'value')")
+        if targets is not None and (
+            not isinstance(targets, tuple) or not targets or not all(isinstance(t, str) and t for t in targets)
+        ):
+            _fail(
+                "lora_targets",
+                self.lora_targets,
+                "None (KerasHub's default: the attention's query and value "
+                "projections) or layer names such as ('query', 'value')",
+            )
         _check_choice("remat", self.remat, REMAT_CHOICES)
         steps = self.gradient_accumulation
-        if steps != "auto" and (isinstance(steps, bool) or not isinstance(steps, int) or not
-                                1 <= steps <= MAX_ACCUMULATION):
-            _fail("gradient_accumulation", steps, f"'auto' or an integer from 1 to {MAX_ACCUMULATION:,} (steps whose "
-                                                  "gradients one update applies)")
+        if steps != "auto" and (
+            isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_ACCUMULATION
+        ):
+            _fail(
+                "gradient_accumulation",
+                steps,
+                f"'auto' or an integer from 1 to {MAX_ACCUMULATION:,} (steps whose gradients one update applies)",
+            )
         if hasattr(self.compilation_cache, "__fspath__"):
             object.__setattr__(self, "compilation_cache", str(self.compilation_cache.__fspath__()))
         if self.compilation_cache == "off":  # the CLI's word for None: one value means off
@@ -401,8 +552,12 @@ class RunConfig:
     def check_examples(self, available: int, replicas: int, after_split: bool = False) -> None:
         """At least one global batch must fit in the `available` training examples (known once the data is)."""
         split = " after the validation split" if after_split else ""
-        check_one_batch(available, self.batch_size, replicas,
-                        has=f"dataset {self.dataset!r} has {available} training examples{split}")
+        check_one_batch(
+            available,
+            self.batch_size,
+            replicas,
+            has=f"dataset {self.dataset!r} has {available} training examples{split}",
+        )
 
     # ---- copies and JSON ------------------------------------------------
     def replace(self, **changes) -> "RunConfig":
@@ -452,11 +607,15 @@ class RunConfig:
         try:
             values = json.loads(text)
         except (ValueError, RecursionError) as e:
-            raise ConfigError(f"RunConfig.from_json: not valid JSON ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0][:120] if str(e) else 'too deeply nested'}).") from None
+            raise ConfigError(
+                f"RunConfig.from_json: not valid JSON ({type(e).__name__}: "
+                f"{str(e).splitlines()[0][:120] if str(e) else 'too deeply nested'})."
+            ) from None
         if not isinstance(values, dict):
-            raise ConfigError(f"RunConfig.from_json: expected a JSON object of RunConfig fields. "
-                              f"Received: a JSON {type(values).__name__}.")
+            raise ConfigError(
+                f"RunConfig.from_json: expected a JSON object of RunConfig fields. "
+                f"Received: a JSON {type(values).__name__}."
+            )
         return cls.from_dict(values)
 
 
@@ -469,8 +628,12 @@ def _check_fields(names) -> None:
     name = unknown[0]
     close = difflib.get_close_matches(str(name), fields, n=1)  # as Keras suggests an argument name
     hint = f"; did you mean {close[0]!r}? " if close else ". "
-    raise ConfigError(f"RunConfig has no field {name!r}{hint}Fields: {', '.join(fields)}.", value=name,
-                      expected=f"{close[0]!r}" if close else "a RunConfig field", choices=fields)
+    raise ConfigError(
+        f"RunConfig has no field {name!r}{hint}Fields: {', '.join(fields)}.",
+        value=name,
+        expected=f"{close[0]!r}" if close else "a RunConfig field",
+        choices=fields,
+    )
 
 
 def _init_with_field_check(init):
@@ -480,7 +643,7 @@ def _init_with_field_check(init):
     def __init__(self, *args, **kwargs):
         _check_fields(kwargs)
         init(self, *args, **kwargs)
-        names = [f.name for f in dataclasses.fields(RunConfig)][:len(args)]
+        names = [f.name for f in dataclasses.fields(RunConfig)][: len(args)]
         object.__setattr__(self, "_given", frozenset(kwargs) | frozenset(names))  # what `is_set` answers
 
     return __init__
@@ -508,13 +671,23 @@ def check_precision(name: str, kind: Optional[str]) -> None:
     refusal = precisions.get(name).refusal(kind) if name != "auto" else None
     if refusal:
         fits = " or ".join(repr(p.name) for p in precisions.PRECISIONS if not p.refusal(kind))
-        raise ConfigError(f"RunConfig.precision: {name} is not supported on {kind.upper()}; {refusal}. "
-                          f"Received: precision={name!r}.", field="precision", value=name,
-                          expected=f"{fits} on a {kind.upper()}")
+        raise ConfigError(
+            f"RunConfig.precision: {name} is not supported on {kind.upper()}; {refusal}. Received: precision={name!r}.",
+            field="precision",
+            value=name,
+            expected=f"{fits} on a {kind.upper()}",
+        )
 
 
-def check_one_batch(available: int, batch_size: int, replicas: int, *, has: str,
-                    where: str = "RunConfig.batch_size", name: str = "batch_size") -> None:
+def check_one_batch(
+    available: int,
+    batch_size: int,
+    replicas: int,
+    *,
+    has: str,
+    where: str = "RunConfig.batch_size",
+    name: str = "batch_size",
+) -> None:
     """ConfigError unless `available` examples fill one global batch: the one check for "fewer than one batch".
 
     `has` says what holds the examples ("dataset 'digits' has 96 training examples"); `where` names the setting,
@@ -525,11 +698,14 @@ def check_one_batch(available: int, batch_size: int, replicas: int, *, has: str,
         parts = f" ({batch_size} x {replicas} replicas)" if replicas != 1 else ""
         raise ConfigError(
             f"{where}: {has}, fewer than one global batch of {batch}{parts}. Received: {name}={batch_size}.",
-            field="batch_size" if where.startswith("RunConfig.") else None, value=batch_size,
-            expected=f"at most {available // replicas}" + (" per replica" if replicas != 1 else ""))
+            field="batch_size" if where.startswith("RunConfig.") else None,
+            value=batch_size,
+            expected=f"at most {available // replicas}" + (" per replica" if replicas != 1 else ""),
+        )
 
 
 # ---- the profile window: its rules, here once (RunConfig, the run's plan and ProfileCallback check with them) ----
+
 
 def window_problem(start, stop) -> Optional[str]:
     """What is wrong with `start`-`stop` as an inclusive window of 0-based step numbers, or None."""

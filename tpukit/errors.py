@@ -29,6 +29,7 @@ class TpukitError(Exception):
 class TpukitWarning(UserWarning):
     """A warning tpukit gives on purpose: advice a run goes on without."""
 
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras bolds the message of an error raised in a layer
 _KERAS_WRAPPER = re.compile(r"Exception encountered when calling (.+?)\.?")
 
@@ -98,8 +99,11 @@ def _plain_lines(error: BaseException) -> list:
     import traceback
 
     tb = _outside(error.__traceback__)
-    text = traceback.format_exception(type(error), error, tb, chain=False) if tb else \
-        traceback.format_exception_only(type(error), error)
+    text = (
+        traceback.format_exception(type(error), error, tb, chain=False)
+        if tb
+        else traceback.format_exception_only(type(error), error)
+    )
     return "".join(text).rstrip("\n").splitlines()
 
 

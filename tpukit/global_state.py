@@ -40,8 +40,10 @@ def names() -> Tuple[str, ...]:
 def _owned(names_: Tuple[str, ...]) -> Tuple[str, ...]:
     unknown = [n for n in names_ if n not in _owners]
     if unknown:
-        raise ValueError(f"global_state: no state named {unknown[0]!r} is registered in this process. "
-                         f"Choices: {', '.join(names()) or 'none yet'}.")
+        raise ValueError(
+            f"global_state: no state named {unknown[0]!r} is registered in this process. "
+            f"Choices: {', '.join(names()) or 'none yet'}."
+        )
     return names_ or names()
 
 

@@ -50,7 +50,7 @@ class Filter:
 def write(fd: int, data: bytes) -> None:
     try:
         while data:
-            data = data[os.write(fd, data):]
+            data = data[os.write(fd, data) :]
     except OSError:
         pass
 

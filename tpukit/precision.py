@@ -67,12 +67,22 @@ class Precision:
 
 PRECISIONS = (
     Precision("float32", compute="float32", variables="float32", key="fp32"),
-    Precision("mixed_bfloat16", compute="bfloat16", variables="float32", key="bf16",
-              nan_cause="bfloat16's 8-bit mantissa lost the update (if float32 trains at this learning rate)"),
-    Precision("mixed_float16", compute="float16", variables="float32", key="fp16", loss_scaled=True,
-              refused=(("tpu", "use 'mixed_bfloat16' (TPUs compute in bfloat16 natively)"),),
-              nan_cause="float16 overflowed above 65504 (if float32 trains at this learning rate, use "
-                        "mixed_bfloat16)"),
+    Precision(
+        "mixed_bfloat16",
+        compute="bfloat16",
+        variables="float32",
+        key="bf16",
+        nan_cause="bfloat16's 8-bit mantissa lost the update (if float32 trains at this learning rate)",
+    ),
+    Precision(
+        "mixed_float16",
+        compute="float16",
+        variables="float32",
+        key="fp16",
+        loss_scaled=True,
+        refused=(("tpu", "use 'mixed_bfloat16' (TPUs compute in bfloat16 natively)"),),
+        nan_cause="float16 overflowed above 65504 (if float32 trains at this learning rate, use mixed_bfloat16)",
+    ),
 )
 NAMES = tuple(p.name for p in PRECISIONS)
 CHOICES = ("auto",) + NAMES  # RunConfig.precision: "auto" is resolved for the hardware at connect
@@ -105,8 +115,9 @@ def _set_policy(name: Optional[str]) -> None:
 
 
 # Keras' global dtype policy, as tpukit's state: read only where Keras is loaded (resetting loads no Keras).
-global_state.register("dtype_policy", lambda: current_policy() if "keras" in sys.modules else None, _set_policy,
-                      lambda: FLOAT32.name)
+global_state.register(
+    "dtype_policy", lambda: current_policy() if "keras" in sys.modules else None, _set_policy, lambda: FLOAT32.name
+)
 
 
 def current_policy() -> str:
@@ -130,8 +141,12 @@ def make_optimizer(name: str, learning_rate: float, precision: str, accumulation
     """
     import keras
 
-    classes = {"adam": keras.optimizers.Adam, "adamw": keras.optimizers.AdamW,
-               "sgd": keras.optimizers.SGD, "rmsprop": keras.optimizers.RMSprop}
+    classes = {
+        "adam": keras.optimizers.Adam,
+        "adamw": keras.optimizers.AdamW,
+        "sgd": keras.optimizers.SGD,
+        "rmsprop": keras.optimizers.RMSprop,
+    }
     if name not in classes:
         raise ValueError(f"Unknown optimizer {name!r}. Choices: {', '.join(classes)}.")
     extra = {"gradient_accumulation_steps": accumulation} if accumulation > 1 else {}

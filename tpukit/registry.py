@@ -72,15 +72,17 @@ def register_dataset(name: str, loader: Callable, *, description: str = "") -> N
 
 def _register(kind: str, name, target, description, builtin: bool = False) -> None:
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_][\w.\-]*", name or ""):
-        raise RegistryError(f"register_{kind}: expected a name of letters, digits, '_', '-' and '.'. "
-                            f"Received: name={name!r}.")
+        raise RegistryError(
+            f"register_{kind}: expected a name of letters, digits, '_', '-' and '.'. Received: name={name!r}."
+        )
     if not callable(target):
         what = "factory" if kind == "model" else "loader"
         raise RegistryError(f"register_{kind}: expected a callable {what}. Received: {what}={target!r}.")
     existing = _TABLES[kind].get(name)
     if existing is not None and existing.builtin:
-        raise RegistryError(f"register_{kind}: {name!r} is a built-in {kind} name; choose another. "
-                            f"Received: name={name!r}.")
+        raise RegistryError(
+            f"register_{kind}: {name!r} is a built-in {kind} name; choose another. Received: name={name!r}."
+        )
     _TABLES[kind][name] = Entry(name, target, description or _doc_line(target), builtin)
 
 
@@ -150,8 +152,10 @@ def entry(kind: str, name: str) -> Entry:
     if target is not None:
         return Entry(name, target, target.description)
     choices = ", ".join(names(kind))
-    hint = (f"register it with tpukit.register_{kind}({name!r}, ...), pass it as {kind}= to train(), "
-            f"or give an import path 'package.module:function'")
+    hint = (
+        f"register it with tpukit.register_{kind}({name!r}, ...), pass it as {kind}= to train(), "
+        f"or give an import path 'package.module:function'"
+    )
     for _, also in _NAME_PROVIDERS[kind]:
         hint += f", {also}"
     if name.startswith("__main__:") or name.startswith("<"):
@@ -221,8 +225,9 @@ def _set_tables(value) -> None:
     _builtins_loaded = value[2]
 
 
-global_state.register("registry", lambda: (dict(_MODELS), dict(_DATASETS), _builtins_loaded), _set_tables,
-                      lambda: ({}, {}, False))
+global_state.register(
+    "registry", lambda: (dict(_MODELS), dict(_DATASETS), _builtins_loaded), _set_tables, lambda: ({}, {}, False)
+)
 
 
 # The modules above the registry (it is the bottom layer, beside config) register what they provide when they are

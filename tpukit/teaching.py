@@ -8,6 +8,7 @@ Each exercise in the notebooks is three cells: the reader's `...`, a folded solu
 when `SOLUTIONS` is on (`TPUKIT_SOLUTIONS=1`, what the tests set), and a self-check built from `answered` and
 `check`. This module needs nothing beyond the standard library.
 """
+
 from __future__ import annotations
 
 import os

@@ -30,12 +30,15 @@ def _no_run_dir(logdir: Path) -> None:
     assert not made, f"a run directory (or file) was created: {made}"
 
 
-@pytest.mark.parametrize("call, field, meant", [
-    (lambda: RunConfig(epoch=3), "epoch", "epochs"),
-    (lambda: RunConfig().replace(bach_size=16), "bach_size", "batch_size"),
-    (lambda: RunConfig.from_dict({"learning_rat": 0.1}), "learning_rat", "learning_rate"),
-    (lambda: RunConfig.from_json('{"validation_splits": 0.2}'), "validation_splits", "validation_split"),
-])
+@pytest.mark.parametrize(
+    "call, field, meant",
+    [
+        (lambda: RunConfig(epoch=3), "epoch", "epochs"),
+        (lambda: RunConfig().replace(bach_size=16), "bach_size", "batch_size"),
+        (lambda: RunConfig.from_dict({"learning_rat": 0.1}), "learning_rat", "learning_rate"),
+        (lambda: RunConfig.from_json('{"validation_splits": 0.2}'), "validation_splits", "validation_split"),
+    ],
+)
 def test_an_unknown_runconfig_field_names_the_one_it_was_meant_to_be(call, field, meant):
     with pytest.raises(ConfigError) as caught:
         call()
@@ -44,27 +47,36 @@ def test_an_unknown_runconfig_field_names_the_one_it_was_meant_to_be(call, field
 
 
 def test_an_unknown_field_with_no_close_name_lists_the_fields():
-    with pytest.raises(ConfigError, match=r"^RunConfig has no field 'colour'\. Fields: backend, .*, init_from, lora_rank, sequence_length, .*, model_parallel\.$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^RunConfig has no field 'colour'\. Fields: backend, .*, init_from, lora_rank, sequence_length, .*, model_parallel\.$",
+    ):
         RunConfig(colour="red")
     assert RunConfig(epochs=2).epochs == 2 and RunConfig().replace(epochs=4).epochs == 4
 
 
-@pytest.mark.parametrize("what", ["None", "a number", "a RunResult-like object", "missing", "a file",
-                                  "its config.json", "a plain directory"])
+@pytest.mark.parametrize(
+    "what", ["None", "a number", "a RunResult-like object", "missing", "a file", "its config.json", "a plain directory"]
+)
 def test_resume_takes_only_the_path_of_a_run_directory(tmp_path, what):
     (tmp_path / "plain").mkdir()
     (tmp_path / "notes.txt").write_text("x")
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.json").write_text("{}")
     arg, said = {
-        "None": (None, "resume() takes the path of a run directory (a str or pathlib.Path, as result.run_dir gives). "
-                       "Received: None."),
+        "None": (
+            None,
+            "resume() takes the path of a run directory (a str or pathlib.Path, as result.run_dir gives). "
+            "Received: None.",
+        ),
         "a number": (3, "Received: 3."),
         "a RunResult-like object": (object(), "Received: a object object."),
         "missing": (tmp_path / "gone", f"resume(): {tmp_path / 'gone'} does not exist; expected a run directory"),
         "a file": (tmp_path / "notes.txt", f"resume(): {tmp_path / 'notes.txt'} is a file, not a run directory."),
-        "its config.json": (str(tmp_path / "run" / "config.json"), f"is a file, not a run directory (pass "
-                                                                   f"{tmp_path / 'run'}, the directory it is in)."),
+        "its config.json": (
+            str(tmp_path / "run" / "config.json"),
+            f"is a file, not a run directory (pass {tmp_path / 'run'}, the directory it is in).",
+        ),
         "a plain directory": (tmp_path / "plain", "is not a tpukit run directory (no config.json)"),
     }[what]
     before = sorted(tmp_path.rglob("*"))
@@ -89,8 +101,10 @@ def test_validation_and_test_data_are_checked_against_the_model_as_the_training_
     with pytest.raises(tpukit.DataError) as caught:
         tpukit.train(_config(tmp_path), model=user_cnn, data=(x, y), **{which: narrow})
     text = _one_line(caught.value)
-    assert text == (f"{which}: the model cannot take this data: it takes examples of shape (32, 32, 3), and these "
-                    f"have shape (16, 16, 3): give {which} examples of the shape the training data has."), text
+    assert text == (
+        f"{which}: the model cannot take this data: it takes examples of shape (32, 32, 3), and these "
+        f"have shape (16, 16, 3): give {which} examples of the shape the training data has."
+    ), text
     _no_run_dir(tmp_path / "runs")
 
 
@@ -111,11 +125,13 @@ def test_test_labels_beyond_the_models_classes_are_one_line(tmp_path):
     assert _one_line(caught.value) == (
         f"test_data: the labels run from 10 to {int(y[:64].max()) + 10}, but the model's output has {classes} "
         f"unit(s) for the loss sparse_categorical_crossentropy: give the last layer {int(y[:64].max()) + 11} units "
-        "(one per class), or check the labels.")
+        "(one per class), or check the labels."
+    )
     _no_run_dir(tmp_path / "runs")
 
 
 # ---- the data mistakes of a user test (issue 42) -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("mistake", list(DATA_MISTAKE_LINES))
 def test_a_data_mistake_is_one_line_that_names_it_and_the_fix(tmp_path, mistake):
@@ -155,7 +171,8 @@ def test_a_factory_that_fails_on_num_classes_none_is_told_why(tmp_path):
         tpukit.train(_config(tmp_path), model=readme_build, data=(x, y))
     assert _one_line(caught.value).endswith(
         "units=None (spec.num_classes is None: tpukit counts classes from integer or one-hot labels, and y holds "
-        "float32 values; for class labels pass y.astype(int))"), caught.value
+        "float32 values; for class labels pass y.astype(int))"
+    ), caught.value
     _no_run_dir(tmp_path / "runs")
 
 
@@ -172,7 +189,8 @@ def test_the_data_mistakes_are_the_same_one_line_on_jax(tmp_path):
     """JAX runs the same checks (its loss takes a label beyond the outputs without a word: the range check catches
     it); Keras fixes its backend at import, so this runs in a fresh process."""
     pytest.importorskip("jax")
-    said = _python(f"""
+    said = _python(
+        f"""
 import json, keras, tpukit, usermodels
 lines = {{}}
 for mistake, (model, data) in usermodels.data_mistakes().items():
@@ -182,7 +200,9 @@ for mistake, (model, data) in usermodels.data_mistakes().items():
     except tpukit.DataError as e:
         lines[mistake] = str(e)
 print(json.dumps({{"backend": keras.backend.backend(), "lines": lines}}))
-""", KERAS_BACKEND="jax")
+""",
+        KERAS_BACKEND="jax",
+    )
     assert said["backend"] == "jax" and set(said["lines"]) == set(DATA_MISTAKE_LINES)
     for mistake, text in said["lines"].items():
         assert "\n" not in text
@@ -216,15 +236,18 @@ print(json.dumps(shown))
 """)
     data, factory, verbose = said["data"], said["factory"], said["verbose"]
     assert "----> 1 result = tpukit.train(config, model=model, data=data)" in data, data
-    assert data.rstrip().endswith("DataError: the model cannot take this data: it takes examples of shape (784,), "
-                                  "and the data's have shape (28, 28): reshape the data (x.reshape(len(x), 784)), or "
-                                  "build the model for (28, 28): keras.Input((28, 28)) followed by "
-                                  "keras.layers.Flatten()."), data
+    assert data.rstrip().endswith(
+        "DataError: the model cannot take this data: it takes examples of shape (784,), "
+        "and the data's have shape (28, 28): reshape the data (x.reshape(len(x), 784)), or "
+        "build the model for (28, 28): keras.Input((28, 28)) followed by "
+        "keras.layers.Flatten()."
+    ), data
     assert len(data.strip().splitlines()) <= 8, data
     assert "----> 2     raise RuntimeError('no GPU in my notebook')" in factory, factory
     assert "RuntimeError: no GPU in my notebook" in factory and "The above exception was the direct cause" in factory
     assert factory.rstrip().endswith(
-        "ModelError: the model factory '__main__:build' raised RuntimeError: no GPU in my notebook"), factory
+        "ModelError: the model factory '__main__:build' raised RuntimeError: no GPU in my notebook"
+    ), factory
     for shown in (data, factory):
         assert "tpukit/" not in shown and "IPython/" not in shown and "interactiveshell" not in shown, shown
     assert "tpukit/models/modeling.py" in verbose and "tpukit/training/run.py" in verbose, verbose
@@ -245,17 +268,23 @@ def test_a_model_that_is_not_keras_is_named_as_such(tmp_path):
         def __call__(self, spec):
             return spec
 
-    cases = [(Estimator(), "Received: a test_api_errors.Estimator object, which is not a Keras model"),
-             (Echo(), "returned its argument, the DataSpec: a test_api_errors.Echo object is not a Keras model"),
-             (keras.layers.Dense(4), "model=: Dense is a Keras layer, not a model; wrap it"),
-             ("no_such_model", None)]
+    cases = [
+        (Estimator(), "Received: a test_api_errors.Estimator object, which is not a Keras model"),
+        (Echo(), "returned its argument, the DataSpec: a test_api_errors.Echo object is not a Keras model"),
+        (keras.layers.Dense(4), "model=: Dense is a Keras layer, not a model; wrap it"),
+        ("no_such_model", None),
+    ]
     try:
         from sklearn.linear_model import LogisticRegression
     except ImportError:
         pass
     else:
-        cases.append((LogisticRegression(), "a sklearn.linear_model._logistic.LogisticRegression object, which is "
-                                            "not a Keras model"))
+        cases.append(
+            (
+                LogisticRegression(),
+                "a sklearn.linear_model._logistic.LogisticRegression object, which is not a Keras model",
+            )
+        )
     for model, said in cases:
         if said is None:
             with pytest.raises(tpukit.RegistryError):
@@ -273,8 +302,15 @@ def test_the_errors_the_readme_lists_are_exported():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     listed = re.search(r"One-line errors\.\*\* Bad input raises tpukit's own errors \(([^)]*)\)", readme).group(1)
     names = re.findall(r"`(\w+)`", listed)
-    assert {"ConfigError", "DataError", "ModelError", "RegistryError", "RunDirError", "ConnectError",
-            "ProfileError"} <= set(names)
+    assert {
+        "ConfigError",
+        "DataError",
+        "ModelError",
+        "RegistryError",
+        "RunDirError",
+        "ConnectError",
+        "ProfileError",
+    } <= set(names)
     for name in names:
         base = Exception if name in ("ConnectError", "TpukitError") else ValueError
         assert issubclass(getattr(tpukit, name), base), name
@@ -294,8 +330,13 @@ def test_every_error_the_engine_raises_is_importable_from_tpukit():
             continue
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
-            if (inspect.isclass(value) and issubclass(value, Exception) and not issubclass(value, Warning)
-                    and not name.startswith("_") and value.__module__ == info.name):
+            if (
+                inspect.isclass(value)
+                and issubclass(value, Exception)
+                and not issubclass(value, Warning)
+                and not name.startswith("_")
+                and value.__module__ == info.name
+            ):
                 found[name] = value
     assert {"ExportError", "ConfigError", "RestoreError"} <= set(found)
     missing = sorted(name for name in found if name not in tpukit.__all__)

@@ -38,8 +38,15 @@ import pytest
 from conftest import REPO
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 NOTEBOOK = REPO / "tests" / "browser" / "panel.ipynb"
 SCREENSHOT = REPO / "docs" / "panel-screenshot.png"
 ARTIFACTS = Path(os.environ.get("TPUKIT_SCREENSHOTS") or REPO / "test-artifacts" / "screenshots")
@@ -68,12 +75,11 @@ if os.environ.get(SKIP_ENV) == "1":
     warnings.warn(NOT_RUN, pytest.PytestWarning)
     pytest.skip(NOT_RUN, allow_module_level=True)
 if MISSING:
-    pytest.fail(f"the browser tests cannot run: {MISSING}. Run: {SETUP}  (or {SKIP_ENV}=1 to skip them)",
-                pytrace=False)
+    pytest.fail(f"the browser tests cannot run: {MISSING}. Run: {SETUP}  (or {SKIP_ENV}=1 to skip them)", pytrace=False)
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402  (only when present)
 
-from tpukit.observe import tensorboard as tb# noqa: E402
+from tpukit.observe import tensorboard as tb  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -101,14 +107,30 @@ def jupyter_env(root: Path, drop=(), **extra) -> dict:
     is this very Python (the venv with tpukit), whatever other python3 kernelspecs exist."""
     kernels = root / "jupyter" / "kernels" / "python3"
     kernels.mkdir(parents=True)
-    (kernels / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (tpukit tests)", "language": "python"}))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VSCODE_PID", "TENSORBOARD_PROXY_URL", "JUPYTERHUB_SERVICE_PREFIX", *drop)}
-    env.update({"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
-                "JUPYTER_PATH": str(root / "jupyter"), "JUPYTER_CONFIG_DIR": str(root / "config"),
-                "TF_CPP_MIN_LOG_LEVEL": "2", "MPLBACKEND": "Agg", **extra})
+    (kernels / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Python 3 (tpukit tests)",
+                "language": "python",
+            }
+        )
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("VSCODE_PID", "TENSORBOARD_PROXY_URL", "JUPYTERHUB_SERVICE_PREFIX", *drop)
+    }
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+            "JUPYTER_PATH": str(root / "jupyter"),
+            "JUPYTER_CONFIG_DIR": str(root / "config"),
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "MPLBACKEND": "Agg",
+            **extra,
+        }
+    )
     return env
 
 
@@ -119,16 +141,31 @@ def voila(tmp_path_factory):
     logdir = root / "runs"
     env = jupyter_env(root, TPUKIT_BROWSER_CONFIG=json.dumps({**START, "logdir": str(logdir)}))
     port = _free_port()
-    cmd = [sys.executable, "-m", "voila", str(NOTEBOOK), "--no-browser", f"--port={port}",
-           "--Voila.ip=127.0.0.1", "--Voila.port_retries=0",
-           # jupytext's lab extension breaks Voila's page; without the xsrf check a page that leaves
-           # can tell Voila to shut its kernel down (else every page leaks one).
-           "--VoilaConfiguration.extension_denylist=jupyterlab-jupytext",
-           "--Voila.tornado_settings=disable_check_xsrf=True"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "voila",
+        str(NOTEBOOK),
+        "--no-browser",
+        f"--port={port}",
+        "--Voila.ip=127.0.0.1",
+        "--Voila.port_retries=0",
+        # jupytext's lab extension breaks Voila's page; without the xsrf check a page that leaves
+        # can tell Voila to shut its kernel down (else every page leaks one).
+        "--VoilaConfiguration.extension_denylist=jupyterlab-jupytext",
+        "--Voila.tornado_settings=disable_check_xsrf=True",
+    ]
     log = root / "voila.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = Voila(proc, port, logdir, log)
     try:
         wait_listening(proc, port, 60, "Voila", server.log_tail)
@@ -170,7 +207,8 @@ def browser(tmp_path_factory):
     profile = tmp_path_factory.mktemp("chromium-profile")
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, viewport=VIEWPORT)
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, viewport=VIEWPORT
+        )
         try:
             yield context
         finally:
@@ -230,7 +268,8 @@ class PanelPage:
     def screenshot(self, path: Path) -> Path:
         """The whole panel, however tall (the viewport grows for the shot); copied to docs/ on request."""
         height = self.page.evaluate(
-            "() => Math.max(...Array.from(document.querySelectorAll('*'), e => e.scrollHeight))")
+            "() => Math.max(...Array.from(document.querySelectorAll('*'), e => e.scrollHeight))"
+        )
         self.page.set_viewport_size({"width": VIEWPORT["width"], "height": min(int(height) + 40, 8000)})
         try:
             self.root.screenshot(path=str(path), animations="disabled")
@@ -357,7 +396,8 @@ def test_a_profiled_run_shows_the_summary_inline_and_embeds_tensorboard(panel_pa
     assert "tag=overview_page" in src, src
     assert "browser-profile" in src, src  # opened on this run's capture
     expect(ui.section("TensorBoard").get_by_role("link", name="Open TensorBoard in a new tab")).to_have_attribute(
-        "href", src)
+        "href", src
+    )
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
     with direct.open(src.split("#")[0], timeout=10) as response:  # the frame's server answers
         assert response.status == 200

@@ -21,16 +21,42 @@ import warnings
 import pytest
 
 from conftest import REPO
-from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MISSING, RUN_TIMEOUT_MS, SETUP, SKIP_ENV, VIEWPORT,
-                          PanelPage, _children, _free_port, jupyter_env, log_tail, stop_server, wait_listening)
+from test_browser import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    MISSING,
+    RUN_TIMEOUT_MS,
+    SETUP,
+    SKIP_ENV,
+    VIEWPORT,
+    PanelPage,
+    _children,
+    _free_port,
+    jupyter_env,
+    log_tail,
+    stop_server,
+    wait_listening,
+)
 
-LAB_MISSING = "; ".join(filter(None, [MISSING, "" if importlib.util.find_spec("jupyterlab") else
-                                      "the jupyterlab package is missing (pip install -e '.[test]')"]))
+LAB_MISSING = "; ".join(
+    filter(
+        None,
+        [
+            MISSING,
+            ""
+            if importlib.util.find_spec("jupyterlab")
+            else "the jupyterlab package is missing (pip install -e '.[test]')",
+        ],
+    )
+)
 if os.environ.get(SKIP_ENV) == "1":  # (test_browser's import has skipped already; kept for a direct import)
     pytest.skip(f"BROWSER TESTS NOT RUN ({SKIP_ENV}=1)", allow_module_level=True)
 if LAB_MISSING:
-    pytest.fail(f"the JupyterLab browser tests cannot run: {LAB_MISSING}. Run: {SETUP}  (or {SKIP_ENV}=1 to skip "
-                "them)", pytrace=False)
+    pytest.fail(
+        f"the JupyterLab browser tests cannot run: {LAB_MISSING}. Run: {SETUP}  (or {SKIP_ENV}=1 to skip them)",
+        pytrace=False,
+    )
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
@@ -43,14 +69,29 @@ START = dict(dataset="digits", model="mlp", epochs=1, batch_size=32)  # 40 steps
 
 def _notebook(path, config: dict) -> None:
     """A notebook (with kernelspec metadata, which JupyterLab needs) whose one cell builds the panel."""
-    source = ("import tpukit\n"
-              f"panel = tpukit.panel(tpukit.RunConfig(**{config!r}))")
-    path.write_text(json.dumps({
-        "cells": [{"cell_type": "code", "execution_count": None, "id": "panel", "metadata": {}, "outputs": [],
-                   "source": source}],
-        "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
-                                    "name": "python3"}, "language_info": {"name": "python"}},
-        "nbformat": 4, "nbformat_minor": 5}))
+    source = f"import tpukit\npanel = tpukit.panel(tpukit.RunConfig(**{config!r}))"
+    path.write_text(
+        json.dumps(
+            {
+                "cells": [
+                    {
+                        "cell_type": "code",
+                        "execution_count": None,
+                        "id": "panel",
+                        "metadata": {},
+                        "outputs": [],
+                        "source": source,
+                    }
+                ],
+                "metadata": {
+                    "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+                    "language_info": {"name": "python"},
+                },
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            }
+        )
+    )
 
 
 class Lab:
@@ -75,17 +116,36 @@ def lab(tmp_path_factory):
     env = jupyter_env(root, drop=("KERAS_BACKEND", "XLA_FLAGS"), JUPYTERLAB_WORKSPACES_DIR=str(root / "workspaces"))
     # JupyterLab's "notified about official Jupyter news?" toast sat over the panel's bottom right corner.
     (root / "config" / "labconfig").mkdir(parents=True)
-    (root / "config" / "labconfig" / "page_config.json").write_text(json.dumps(
-        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
+    (root / "config" / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
     port = _free_port()
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
-           "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
-           "--ServerApp.password=", "--LabApp.expose_app_in_browser=True", f"--ServerApp.root_dir={root}",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--allow-root",
+        f"--port={port}",
+        "--ServerApp.ip=127.0.0.1",
+        "--ServerApp.port_retries=0",
+        "--IdentityProvider.token=",
+        "--ServerApp.password=",
+        "--LabApp.expose_app_in_browser=True",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
     log = root / "lab.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = Lab(proc, port, root, log)
     try:
         wait_listening(proc, port, 90, "JupyterLab", server.log_tail)
@@ -100,7 +160,8 @@ def browser(tmp_path_factory):
     profile = tmp_path_factory.mktemp("chromium-profile-lab")
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, viewport=VIEWPORT)
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, viewport=VIEWPORT
+        )
         try:
             yield context
         finally:
@@ -131,9 +192,12 @@ def _open(browser, lab, notebook: str) -> LabPanel:
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(lab.url(notebook), timeout=120_000)
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
-                           "&& window.jupyterapp.shell.currentWidget.sessionContext "
-                           "&& window.jupyterapp.shell.currentWidget.sessionContext.session", timeout=120_000)
+    page.wait_for_function(
+        "() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
+        "&& window.jupyterapp.shell.currentWidget.sessionContext "
+        "&& window.jupyterapp.shell.currentWidget.sessionContext.session",
+        timeout=120_000,
+    )
     page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.ready")
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     ui = LabPanel(page, lab)
@@ -156,8 +220,10 @@ def _main_view_fits(ui, when: str, scroll: bool = True) -> dict:
     if scroll:
         ui.root.evaluate("e => e.scrollIntoView({block: 'start'})")
         ui.page.wait_for_timeout(300)
-    visible = ui.root.evaluate("e => Math.min(window.innerHeight, (e.closest('.jp-WindowedPanel-outer') "
-                               "|| e.closest('.jp-Notebook')).getBoundingClientRect().bottom)")
+    visible = ui.root.evaluate(
+        "e => Math.min(window.innerHeight, (e.closest('.jp-WindowedPanel-outer') "
+        "|| e.closest('.jp-Notebook')).getBoundingClientRect().bottom)"
+    )
     title = ui.root.locator(".widget-toggle-buttons button.mod-active").inner_text().strip()
     section = ui.section(title)
     top, shown = ui.section("Run").bounding_box(), section.bounding_box()
@@ -165,23 +231,37 @@ def _main_view_fits(ui, when: str, scroll: bool = True) -> dict:
     panel, train = ui.box(), ui.button("Train").bounding_box()
     line = ui.progress_line().bounding_box()
     assert top and picker and shown and panel and train and line, when
-    sizes = {"when": when + ("" if scroll else ", as the cell left it"), "visible_bottom": round(visible),
-             "panel_top": round(panel["y"]), "panel_height": round(panel["height"]),
-             "train_bottom": round(train["y"] + train["height"]),
-             "progress_line_bottom": round(line["y"] + line["height"]),
-             "picker_bottom": round(picker["y"] + picker["height"]), "section": title,
-             "section_bottom": round(shown["y"] + shown["height"]),
-             "section_content_right": round(section.evaluate(
-                 "e => Math.max(0, ...Array.from(e.querySelectorAll('table, img'), c => c.getBoundingClientRect()"
-                 ".right))")), "section_right": round(shown["x"] + shown["width"])}
+    sizes = {
+        "when": when + ("" if scroll else ", as the cell left it"),
+        "visible_bottom": round(visible),
+        "panel_top": round(panel["y"]),
+        "panel_height": round(panel["height"]),
+        "train_bottom": round(train["y"] + train["height"]),
+        "progress_line_bottom": round(line["y"] + line["height"]),
+        "picker_bottom": round(picker["y"] + picker["height"]),
+        "section": title,
+        "section_bottom": round(shown["y"] + shown["height"]),
+        "section_content_right": round(
+            section.evaluate(
+                "e => Math.max(0, ...Array.from(e.querySelectorAll('table, img'), c => c.getBoundingClientRect()"
+                ".right))"
+            )
+        ),
+        "section_right": round(shown["x"] + shown["width"]),
+    }
     assert 0 <= top["y"] and sizes["train_bottom"] <= visible, (when, "Train is off the first screen", sizes)
     assert sizes["progress_line_bottom"] <= picker["y"] and sizes["picker_bottom"] <= visible, (when, sizes)
     assert shown["y"] <= visible - 100, (when, "the section shown starts below the first screen", sizes)
-    assert sizes["section_content_right"] <= sizes["section_right"] + 1, (when, "a table or chart is wider than "
-                                                                          "the output, its right side cut", sizes)
+    assert sizes["section_content_right"] <= sizes["section_right"] + 1, (
+        when,
+        "a table or chart is wider than the output, its right side cut",
+        sizes,
+    )
     if sizes["section_bottom"] > visible:
-        warnings.warn(f"JupyterLab at 1280x800, {sizes['when']}: the {title} section ends at "
-                      f"{sizes['section_bottom']} px, below the notebook's visible bottom ({visible:.0f} px)")
+        warnings.warn(
+            f"JupyterLab at 1280x800, {sizes['when']}: the {title} section ends at "
+            f"{sizes['section_bottom']} px, below the notebook's visible bottom ({visible:.0f} px)"
+        )
     return sizes
 
 
@@ -213,11 +293,14 @@ def _runs_table_fits(ui, when: str) -> dict:
     sizes["when"] = when
     assert sizes["output"] <= OUTPUT_BESIDE_FILES + 20, ("the output is wider than beside the file browser", sizes)
     assert sizes["table"] <= min(OUTPUT_BESIDE_FILES, sizes["output"]) and (
-        sizes["table_right"] <= sizes["output_right"] + 1), (
-        when, "the runs table is wider than the output", sizes)
+        sizes["table_right"] <= sizes["output_right"] + 1
+    ), (when, "the runs table is wider than the output", sizes)
     assert not sizes["scrolls"] and not sizes["clipped"], (when, "a column is clipped", sizes)
     assert sizes["header"][-1] == "fingerprint" and max(sizes["row_heights"]) < 1.5 * min(sizes["row_heights"]), (
-        when, "a header or row wraps", sizes)
+        when,
+        "a header or row wraps",
+        sizes,
+    )
     return sizes
 
 
@@ -230,7 +313,8 @@ def _shot(ui, tmp_path, name: str) -> None:
 
 
 def test_in_jupyterlab_the_main_view_fits_the_first_screen_before_and_after_a_run_and_a_profiled_run(
-        lab, browser, tmp_path):
+    lab, browser, tmp_path
+):
     ui = _open(browser, lab, "panel.ipynb")
     sizes = [_main_view_fits(ui, "at first", scroll=False)]
     _shot(ui, tmp_path, "lab-panel-opened.png")
@@ -292,10 +376,13 @@ def test_in_jupyterlab_a_jax_panel_trains_on_jax_in_a_fresh_kernel(lab, browser,
     expect(ui.run_row("lab-jax")).to_contain_text("completed", timeout=RUN_TIMEOUT_MS)
     expect(top).to_contain_text(chip)
     expect(ui.button("Train")).to_be_enabled()
-    run_dir, = lab.logdir.glob("*-lab-jax")
+    (run_dir,) = lab.logdir.glob("*-lab-jax")
     result = json.loads((run_dir / "result.json").read_text())
     assert (result["status"], result["runtime"]["backend"], result["config"]["backend"]) == (
-        "completed", "jax", "jax"), result["runtime"]
+        "completed",
+        "jax",
+        "jax",
+    ), result["runtime"]
     ui.show("Runs")
     ui.button("Compare runs").click()
     expect(ui.section("Runs")).to_contain_text("Compared: this kernel's 1 run", timeout=60_000)
@@ -304,25 +391,36 @@ def test_in_jupyterlab_a_jax_panel_trains_on_jax_in_a_fresh_kernel(lab, browser,
     _shot(ui, tmp_path, "lab-runs-compare-jax.png")
     ui.show("Accelerator")
     # the backend row says why too: "backend jax (set by the config)"
-    expect(ui.section("Accelerator").get_by_role("row", name=re.compile(r"^backend jax \(set by the config\)$"))
-           ).to_be_visible()
+    expect(
+        ui.section("Accelerator").get_by_role("row", name=re.compile(r"^backend jax \(set by the config\)$"))
+    ).to_be_visible()
     print("JAX panel in JupyterLab:", json.dumps(_main_view_fits(ui, "JAX, after a run")))
     _shot(ui, tmp_path, "lab-panel-jax.png")
 
 
 def test_in_jupyterlab_the_runs_table_fits_beside_the_file_browser_and_compare_says_what_differed(
-        lab, browser, tmp_path):
+    lab, browser, tmp_path
+):
     """The UX report: 894 px in an 845 px output, the note column squeezed to 42 px; Compare without the CLI's run
     and without saying what differed. Two runs of different batch sizes, one stopped, and a run of the logdir that
     this kernel did not make."""
     other = lab.logdir / "20261127-044814-cnn-mnist5k"  # as the CLI leaves one: a config and a result
     other.mkdir(parents=True, exist_ok=True)
-    config = RunConfig(**{**START, "model": "cnn", "dataset": "mnist5k", "precision": "mixed_bfloat16",
-                          "logdir": str(lab.logdir)}).to_dict()
+    config = RunConfig(
+        **{**START, "model": "cnn", "dataset": "mnist5k", "precision": "mixed_bfloat16", "logdir": str(lab.logdir)}
+    ).to_dict()
     (other / "config.json").write_text(json.dumps(config))
-    (other / "result.json").write_text(json.dumps({"run_dir": str(other), "status": "completed", "config": config,
-                                                   "examples_per_sec": 414.0,
-                                                   "final_metrics": {"val_accuracy": 0.86}}))
+    (other / "result.json").write_text(
+        json.dumps(
+            {
+                "run_dir": str(other),
+                "status": "completed",
+                "config": config,
+                "examples_per_sec": 414.0,
+                "final_metrics": {"val_accuracy": 0.86},
+            }
+        )
+    )
     ui = _open(browser, lab, "panel.ipynb")
     ui.show("Settings")
     ui.set("run name", "cnn-mnist5k-b32")
@@ -356,11 +454,22 @@ def test_in_jupyterlab_a_pretrained_panel_shows_its_lora_settings_and_fine_tunes
 
     preset = lab.root / "tiny_gemma"
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    subprocess.run([sys.executable, "-c", BUILD, str(preset)], check=True, env=env, timeout=300,
-                   capture_output=True)
-    _notebook(lab.root / "hub.ipynb", dict(model=str(preset), dataset="pydoc", dataset_size=64, sequence_length=16,
-                                           batch_size=16, epochs=2, backend="jax", validation_split=None,
-                                           name="lab-hub", logdir=str(lab.logdir)))
+    subprocess.run([sys.executable, "-c", BUILD, str(preset)], check=True, env=env, timeout=300, capture_output=True)
+    _notebook(
+        lab.root / "hub.ipynb",
+        dict(
+            model=str(preset),
+            dataset="pydoc",
+            dataset_size=64,
+            sequence_length=16,
+            batch_size=16,
+            epochs=2,
+            backend="jax",
+            validation_split=None,
+            name="lab-hub",
+            logdir=str(lab.logdir),
+        ),
+    )
     ui = _open(browser, lab, "hub.ipynb")
     settings = ui.section("Settings")
     expect(ui.field("LoRA rank")).to_have_value("4")

@@ -35,8 +35,21 @@ BACKDROP = ".mat-drawer-backdrop.mat-drawer-shown"  # XProf's menu opened over t
 def served_capture(tmp_path_factory):
     """(TensorBoard, capture) for a real profiled CLI run of a small model on the CPU."""
     logdir = tmp_path_factory.mktemp("profiled")
-    proc = run_cli("train", "--dataset", "digits", "--model", "mlp", "--epochs", "1", "--profile", "2:4",
-                   "--logdir", str(logdir), "--name", "frame")
+    proc = run_cli(
+        "train",
+        "--dataset",
+        "digits",
+        "--model",
+        "mlp",
+        "--epochs",
+        "1",
+        "--profile",
+        "2:4",
+        "--logdir",
+        str(logdir),
+        "--name",
+        "frame",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     capture = re.search(r"^profile capture: (\S+)$", proc.stdout, re.MULTILINE).group(1)
     server = tb.start(logdir)
@@ -52,13 +65,15 @@ def notebook_like(tmp_path_factory):
     """A function that writes a page holding `url` in an output-wide iframe and returns the page's http URL."""
     root = tmp_path_factory.mktemp("pages")
     server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root)))
+        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
     def page(name, url):
         (root / f"{name}.html").write_text(
             f'<html><body style="margin:0;padding:24px 200px 0 236px"><div style="width:{OUTPUT_WIDTH}px">'
-            f'<iframe src="{url}" width="100%" height="700" style="border:0"></iframe></div></body></html>')
+            f'<iframe src="{url}" width="100%" height="700" style="border:0"></iframe></div></body></html>'
+        )
         return f"http://127.0.0.1:{server.server_address[1]}/{name}.html"
 
     try:

@@ -81,8 +81,9 @@ def test_colab_setup_adds_the_viewers_that_fit_moves_nothing_and_a_capture_is_su
         assert said[0].startswith("tpukit.colab: pip is installing ") and "pinned (about a minute)..." in said[0]
         assert said[1].endswith(f"none of the {len(before)} packages installed before moved."), said[1]
         assert "tensorboard" in said[1] and "xprof" in said[1]
-        proc = subprocess.run([sys.executable, "-c", "from xprof.convert import raw_to_tool_data"],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", "from xprof.convert import raw_to_tool_data"], capture_output=True, text=True
+        )
         assert proc.returncode == 0, proc.stderr[-1500:]  # the release setup() chose imports on this protobuf
     result = tpukit.train(tpukit.RunConfig(**dict(SMALL, epochs=1), profile=(2, 5), logdir=str(tmp_path)))
     summary = profiling.summarize(result.profile_files[0])
@@ -134,8 +135,9 @@ def _scalars(run_dir):
 def test_jax_run_on_8_devices_writes_scalars_and_a_capture_and_resumes_exactly(tmp_path):
     import tpukit
 
-    config = tpukit.RunConfig(**dict(SMALL, epochs=3), replicas=8, deterministic=True, profile=(2, 4),
-                              logdir=str(tmp_path))
+    config = tpukit.RunConfig(
+        **dict(SMALL, epochs=3), replicas=8, deterministic=True, profile=(2, 4), logdir=str(tmp_path)
+    )
     reference = tpukit.train(config)
     assert reference.status == "completed" and reference.config["backend"] == "jax"
     assert reference.config["replicas"] == 8 and reference.config["batch_size"] == 16
@@ -145,8 +147,9 @@ def test_jax_run_on_8_devices_writes_scalars_and_a_capture_and_resumes_exactly(t
     assert Path(capture).exists() and capture.endswith(".xplane.pb")
     flag = threading.Event()
     # one step per call, as the profiled reference ran: a stop at step 12 (auto runs 10 per call on the CPU)
-    stopped = tpukit.train(config.replace(profile=None, steps_per_execution=1), callbacks=[_StopAt(12, flag)],
-                           stop=flag)
+    stopped = tpukit.train(
+        config.replace(profile=None, steps_per_execution=1), callbacks=[_StopAt(12, flag)], stop=flag
+    )
     assert stopped.status == "stopped" and stopped.epochs_done == 1  # 10 steps an epoch
     resumed = tpukit.resume(stopped.run_dir)
     assert resumed.status == "completed" and resumed.fingerprint == reference.fingerprint
@@ -159,8 +162,9 @@ def test_user_model_and_data_without_tensorflow(tmp_path):
     from usermodels import text_classifier, tokens
 
     x, y = tokens(1024)
-    result = tpukit.train(tpukit.RunConfig(epochs=2, batch_size=8, logdir=str(tmp_path)),
-                          model=text_classifier, data=(x, y))
+    result = tpukit.train(
+        tpukit.RunConfig(epochs=2, batch_size=8, logdir=str(tmp_path)), model=text_classifier, data=(x, y)
+    )
     assert result.status == "completed" and result.validation_metrics["accuracy"] > 0.5
     assert result.flops_source.startswith("XLA cost analysis") and result.mfu
     assert "tensorflow" not in sys.modules
@@ -198,9 +202,12 @@ def test_tfds_name_uncached_and_offline_fails_fast_in_one_line_offline_simulated
     monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path))
     monkeypatch.setattr(data, "reachable", lambda host, **kwargs: False)
     started = time.time()
-    proc = subprocess.run([sys.executable, "-c", "import tensorflow_metadata.proto.v0.anomalies_pb2"],
-                          capture_output=True, text=True)
-    if proc.returncode:  # Colab's CPU runtime: tensorflow-metadata 1.21.0 (protobuf 6.31 gencode) beside protobuf 5.29.6
+    proc = subprocess.run(
+        [sys.executable, "-c", "import tensorflow_metadata.proto.v0.anomalies_pb2"], capture_output=True, text=True
+    )
+    if (
+        proc.returncode
+    ):  # Colab's CPU runtime: tensorflow-metadata 1.21.0 (protobuf 6.31 gencode) beside protobuf 5.29.6
         from importlib.metadata import version
 
         from tpukit.data.types import DataError
@@ -220,10 +227,30 @@ def test_tfds_name_uncached_and_offline_fails_fast_in_one_line_offline_simulated
 
 
 def test_the_cli_trains(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "tpukit", "train", "--json", "--dataset", "digits", "--model", "mlp",
-                           "--epochs", "1", "--batch-size", "32", "--logdir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tpukit",
+            "train",
+            "--json",
+            "--dataset",
+            "digits",
+            "--model",
+            "mlp",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--logdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["status"] == "completed" and out["backend"] == ("jax" if SET == "tpu" else "tensorflow")
@@ -239,8 +266,9 @@ def test_tensorboard_magic_reads_the_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     result = tpukit.train(tpukit.RunConfig(**SMALL, logdir=str(tmp_path)))
     assert result.config["backend"] == "tensorflow"
-    started = manager.start(["--logdir", str(tmp_path), "--host", "127.0.0.1", "--port", "0"],
-                            timeout=datetime.timedelta(seconds=90))
+    started = manager.start(
+        ["--logdir", str(tmp_path), "--host", "127.0.0.1", "--port", "0"], timeout=datetime.timedelta(seconds=90)
+    )
     assert isinstance(started, (manager.StartLaunched, manager.StartReused)), started
     info = started.info
     try:
@@ -271,8 +299,13 @@ def test_zz_hub_setup_moves_keras_alone_and_a_preset_fine_tunes_without_tensorfl
     assert "keras-hub" not in before and "tensorflow" not in before  # Colab's TPU runtime ships neither
 
     def python(*args):
-        done = subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "KERAS_BACKEND": "jax"})
+        done = subprocess.run(
+            [sys.executable, "-c", *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "KERAS_BACKEND": "jax"},
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         return done.stdout
 
@@ -290,7 +323,8 @@ def test_zz_hub_setup_moves_keras_alone_and_a_preset_fine_tunes_without_tensorfl
         assert out["loss"][-1] < out["loss"][0] and out["changed"] == [], out
         assert not out["tensorflow_for_text"]
     finally:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", f"keras=={before['keras']}"],
-                       check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", f"keras=={before['keras']}"], check=True
+        )
         subprocess.run([sys.executable, "-m", "pip", "uninstall", "-q", "-y", "keras-hub"], check=True)
     assert colab._installed() == before

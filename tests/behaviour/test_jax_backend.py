@@ -16,8 +16,26 @@ from conftest import REPO
 
 pytest.importorskip("jax")
 
-CLI = ["--backend", "jax", "--replicas", "8", "--precision", "mixed_bfloat16", "--deterministic", "--profile", "2:4",
-       "--json", "--dataset", "digits", "--model", "mlp", "--epochs", "2", "--batch-size", "16"]
+CLI = [
+    "--backend",
+    "jax",
+    "--replicas",
+    "8",
+    "--precision",
+    "mixed_bfloat16",
+    "--deterministic",
+    "--profile",
+    "2:4",
+    "--json",
+    "--dataset",
+    "digits",
+    "--model",
+    "mlp",
+    "--epochs",
+    "2",
+    "--batch-size",
+    "16",
+]
 
 
 def _env():
@@ -34,9 +52,17 @@ def _python(code, timeout=180):
 def test_cli_on_jax_8_devices_bf16_capture_and_same_fingerprint_in_two_processes(tmp_path):
     from tpukit.observe import profiling
 
-    procs = [subprocess.Popen([sys.executable, "-m", "tpukit", "train", *CLI, "--logdir", str(tmp_path / name)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
-             for name in ("a", "b")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tpukit", "train", *CLI, "--logdir", str(tmp_path / name)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+            cwd=REPO,
+        )
+        for name in ("a", "b")
+    ]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=300)

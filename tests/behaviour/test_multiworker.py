@@ -22,17 +22,27 @@ import keras  # noqa: E402  (after TensorFlow: the backend this file tests)
 
 from conftest import REPO, run_cli  # noqa: E402
 from tpukit.cli import launch
-from tpukit.runs import directory, records# noqa: E402
+from tpukit.runs import directory, records  # noqa: E402
 
-TRAIN = ["train", "--backend", "tensorflow", "--model", "mlp", "--dataset", "digits", "--deterministic",
-         "--precision", "float32"]
+TRAIN = [
+    "train",
+    "--backend",
+    "tensorflow",
+    "--model",
+    "mlp",
+    "--dataset",
+    "digits",
+    "--deterministic",
+    "--precision",
+    "float32",
+]
 
 
 def _last_json(text: str) -> dict:
     """The last JSON object among `text`'s lines: a worker's log holds its stdout and its filtered stderr, two
     writers whose pieces interleave (stderr's last line can reach the file before or after the JSON line, or be
     cut by it)."""
-    lines = [line[line.index('{"'):] for line in text.strip().splitlines() if '{"' in line]
+    lines = [line[line.index('{"') :] for line in text.strip().splitlines() if '{"' in line]
     assert lines, text[-2000:]
     return json.loads(lines[-1])
 
@@ -41,9 +51,27 @@ def _last_json(text: str) -> dict:
 def test_two_workers_of_two_devices_train_one_run_and_only_the_chief_records_it(tmp_path):
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "tpukit-worker*")))
     logs = tmp_path / "logs"
-    done = run_cli("launch", "--workers", "2", "--logs", str(logs), "--", *TRAIN, "--replicas", "2",
-                   "--batch-size", "4", "--epochs", "2", "--steps-per-epoch", "10", "--logdir", str(tmp_path / "runs"),
-                   "--json", timeout=300)
+    done = run_cli(
+        "launch",
+        "--workers",
+        "2",
+        "--logs",
+        str(logs),
+        "--",
+        *TRAIN,
+        "--replicas",
+        "2",
+        "--batch-size",
+        "4",
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        "10",
+        "--logdir",
+        str(tmp_path / "runs"),
+        "--json",
+        timeout=300,
+    )
     assert done.returncode == 0, (done.stderr[-3000:], [p.read_text()[-1500:] for p in logs.glob("*.log")])
     chief, other = _last_json(done.stdout), _last_json((logs / "worker-1.log").read_text())
     assert chief["status"] == "completed" and chief["backend"] == "tensorflow"
@@ -72,9 +100,27 @@ def test_two_workers_of_two_devices_train_one_run_and_only_the_chief_records_it(
 def test_a_killed_worker_ends_the_job_in_one_line_and_the_run_resumes_in_one_process_to_the_same_weights(tmp_path):
     args = [*TRAIN, "--batch-size", "8", "--epochs", "3", "--steps-per-epoch", "30"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
-    job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs",
-                            str(tmp_path / "logs"), "--", *args, "--logdir", str(tmp_path / "runs")],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tpukit",
+            "launch",
+            "--workers",
+            "2",
+            "--logs",
+            str(tmp_path / "logs"),
+            "--",
+            *args,
+            "--logdir",
+            str(tmp_path / "runs"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     # Kill worker 1 once the chief has backed up its first whole epoch.
     deadline = time.monotonic() + 240
     while not glob.glob(str(tmp_path / "runs" / "*" / "backup" / "latest.json")):
@@ -83,8 +129,11 @@ def test_a_killed_worker_ends_the_job_in_one_line_and_the_run_resumes_in_one_pro
     os.kill(_worker(job.pid, 1), signal.SIGKILL)
     _, err = job.communicate(timeout=120)
     assert job.returncode == 1, err[-3000:]
-    assert err.strip().splitlines()[-1].startswith(
-        "python -m tpukit launch: worker 1 of 2 was killed by signal 9, so the others were stopped"), err[-3000:]
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith("python -m tpukit launch: worker 1 of 2 was killed by signal 9, so the others were stopped")
+    ), err[-3000:]
     (run_dir,) = glob.glob(str(tmp_path / "runs" / "*"))
     ended = records.load(run_dir)
     assert ended.status in ("failed", "stopped") and 1 <= ended.epochs_done < 3, ended
@@ -93,8 +142,10 @@ def test_a_killed_worker_ends_the_job_in_one_line_and_the_run_resumes_in_one_pro
     # The backup the chief wrote under MWMS resumes in one process with the run's 2 replicas (MirroredStrategy),
     # and ends bitwise equal to an uninterrupted run: a sum of two gradients does not depend on its order, so
     # 2 workers x 1 device train as 1 process x 2 devices (checked: the same fingerprint).
-    resumed, whole = _side_by_side(["train", "--resume", run_dir, "--json"],
-                                   [*args, "--replicas", "2", "--logdir", str(tmp_path / "whole"), "--json"])
+    resumed, whole = _side_by_side(
+        ["train", "--resume", run_dir, "--json"],
+        [*args, "--replicas", "2", "--logdir", str(tmp_path / "whole"), "--json"],
+    )
     assert resumed["status"] == "completed" and resumed["replicas"] == 2 and resumed["epochs_done"] == 3
     assert resumed["fingerprint"] == whole["fingerprint"]
 
@@ -104,10 +155,33 @@ def test_sigterm_to_one_worker_stops_every_worker_after_the_same_step(tmp_path):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
     # The launcher's stderr goes through its filter (tpukit.cli.nativelog), which exits only after the launcher and
     # what it wrote: a filter beside it lost the last line 1 run in 3.
-    job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs",
-                            str(tmp_path / "logs"), "--", *TRAIN, "--batch-size", "8", "--epochs", "3",
-                            "--steps-per-epoch", "30", "--logdir", str(tmp_path / "runs")],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tpukit",
+            "launch",
+            "--workers",
+            "2",
+            "--logs",
+            str(tmp_path / "logs"),
+            "--",
+            *TRAIN,
+            "--batch-size",
+            "8",
+            "--epochs",
+            "3",
+            "--steps-per-epoch",
+            "30",
+            "--logdir",
+            str(tmp_path / "runs"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     deadline = time.monotonic() + 240
     while not glob.glob(str(tmp_path / "runs" / "*" / "backup" / "latest.json")):
         assert job.poll() is None and time.monotonic() < deadline, job.communicate()[1][-3000:]
@@ -127,8 +201,17 @@ def test_sigterm_to_one_worker_stops_every_worker_after_the_same_step(tmp_path):
 def _side_by_side(*commands):
     """Run `python -m tpukit COMMAND` for each command at once; their results."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
-    jobs = [subprocess.Popen([sys.executable, "-m", "tpukit", *c], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env, cwd=REPO) for c in commands]
+    jobs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tpukit", *c],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
+        for c in commands
+    ]
     results = []
     for job in jobs:
         out, err = job.communicate(timeout=300)
@@ -198,16 +281,29 @@ def test_the_loop_calls_the_callbacks_as_fit_does_and_trains_the_same_weights(st
     def run(loop: bool):
         keras.utils.set_random_seed(7)
         with strategy.scope():
-            model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="relu"),
-                                      keras.layers.Dense(3, activation="softmax")])
+            model = keras.Sequential(
+                [
+                    keras.Input((6,)),
+                    keras.layers.Dense(8, activation="relu"),
+                    keras.layers.Dense(3, activation="softmax"),
+                ]
+            )
             model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
             calls = _Calls(stop_at)
             if loop:
-                history = multiworker.fit(model, strategy, train, epochs=2, initial_epoch=0, steps=6,
-                                          callbacks=[calls], validation=validation)
+                history = multiworker.fit(
+                    model, strategy, train, epochs=2, initial_epoch=0, steps=6, callbacks=[calls], validation=validation
+                )
             else:
-                history = model.fit(train, epochs=2, steps_per_epoch=6, validation_data=validation,
-                                    callbacks=[calls], shuffle=False, verbose=0)
+                history = model.fit(
+                    train,
+                    epochs=2,
+                    steps_per_epoch=6,
+                    validation_data=validation,
+                    callbacks=[calls],
+                    shuffle=False,
+                    verbose=0,
+                )
         return calls.calls, history.history, model.get_weights()
 
     (fit_calls, fit_history, fit_weights), (calls, history, weights) = run(False), run(True)
@@ -221,8 +317,10 @@ def test_the_loop_calls_the_callbacks_as_fit_does_and_trains_the_same_weights(st
 
 def test_each_tensorflow_worker_gets_the_cluster_and_its_index_and_nothing_of_jax():
     env = launch.worker_env("tensorflow", 1, 2, [1234, 5678])
-    assert json.loads(env["TF_CONFIG"]) == {"cluster": {"worker": ["127.0.0.1:1234", "127.0.0.1:5678"]},
-                                            "task": {"type": "worker", "index": 1}}
+    assert json.loads(env["TF_CONFIG"]) == {
+        "cluster": {"worker": ["127.0.0.1:1234", "127.0.0.1:5678"]},
+        "task": {"type": "worker", "index": 1},
+    }
     assert env["KERAS_BACKEND"] == "tensorflow" and not any(k.startswith("KERAS_DISTRIBUTION") for k in env)
     assert launch.command_for(["train", "--backend", "tensorflow"]) == ["train", "--backend", "tensorflow"]
     assert launch.backend_of(["train", "--backend=tensorflow"]) == "tensorflow"
@@ -235,8 +333,9 @@ def test_tensorflow_workers_run_one_step_per_call():
     from tpukit.hardware.tf_multiworker import MultiWorkerRuntime
     from tpukit.training.plan import resolve_steps_per_execution
 
-    workers = MultiWorkerRuntime(backend="tensorflow", kind="gpu", devices=("gpu:0", "gpu:1"), replicas=4, workers=2,
-                                 strategy=None)
+    workers = MultiWorkerRuntime(
+        backend="tensorflow", kind="gpu", devices=("gpu:0", "gpu:1"), replicas=4, workers=2, strategy=None
+    )
     steps, why = resolve_steps_per_execution("auto", workers, 40)
     assert steps == 1 and "keras-team/keras#20585" in why
     with pytest.raises(ConfigError, match="runs one step per call; use 1"):

@@ -60,7 +60,8 @@ def test_pair_in_sync(script):
     for track, target in written:
         assert target.exists(), f"{target.name} is missing; create it with: {fix}"
         assert target.read_text() == tracks.render(script, track, target), (
-            f"{target.relative_to(NOTEBOOKS)} is not what {script.name} gives; run: {fix}")
+            f"{target.relative_to(NOTEBOOKS)} is not what {script.name} gives; run: {fix}"
+        )
 
 
 def test_no_orphan_ipynb():
@@ -93,16 +94,20 @@ def test_first_cell_sets_the_backend_before_keras(script):
     assert 'SMOKE = os.environ.get("TPUKIT_SMOKE") == "1"' in first, f"{script.name}: SMOKE is not defined first"
     assert not KERAS_IMPORT.search(first), (
         f"{script.name}: the first cell imports {KERAS_IMPORT.search(first).group(0).strip()!r}, "
-        "which loads Keras before its backend is chosen")
+        "which loads Keras before its backend is chosen"
+    )
     installs = re.findall(r'"pip", "install"[^)]*\)', first)
     assert installs and all(re.search(r"tensorflow|jax|keras", line) is None for line in installs), (
-        f"{script.name}: the first cell must install tpukit only: {installs}")
+        f"{script.name}: the first cell must install tpukit only: {installs}"
+    )
     later = [i for i, source in enumerate(cells) if KERAS_IMPORT.search(source)]
     assert not later or later[0] > 0, f"{script.name}: Keras or TensorFlow is imported before the backend is chosen"
 
 
-@pytest.mark.parametrize("preset, has_tf, expected", [
-    ("jax", True, "jax"), ("tensorflow", False, "tensorflow"), (None, True, "tensorflow"), (None, False, "jax")])
+@pytest.mark.parametrize(
+    "preset, has_tf, expected",
+    [("jax", True, "jax"), ("tensorflow", False, "tensorflow"), (None, True, "tensorflow"), (None, False, "jax")],
+)
 def test_first_cell_picks_the_backend(monkeypatch, capsys, preset, has_tf, expected):
     """Run the first cell: a set KERAS_BACKEND is kept, else TensorFlow where importable, else JAX; nothing installed."""
     import subprocess
@@ -152,7 +157,7 @@ def test_readme_coverage_table():
     start = next((i for i, line in enumerate(lines) if line.startswith("|") and "Topic" in line), None)
     assert start is not None, "notebooks/README.md has no coverage table (a header row with 'Topic')"
     body = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         body.append(line)
@@ -167,7 +172,8 @@ def test_readme_coverage_table():
         for notebook, title in _sections(names[0], row.split("|")[4]):
             headings = _headings(notebook)
             assert any(h.startswith(title) for h in headings), (
-                f"the coverage table names section {title!r} of {notebook}, which has no such heading: {row}")
+                f"the coverage table names section {title!r} of {notebook}, which has no such heading: {row}"
+            )
 
 
 def _sections(default, cell):
@@ -237,13 +243,20 @@ def _exercises(path, track="gpu"):
     found = []
     for i, cell in enumerate(cells):
         if "exercise" in cell.metadata.get("tags", []):
-            group = cells[i:i + 3]
+            group = cells[i : i + 3]
             assert [_lesson_tags(c) for c in group] == [["exercise"], ["solution"], ["self-check"]], (
-                f"{path.name}: an exercise cell must be followed by a solution and a self-check cell: {cell.source!r}")
+                f"{path.name}: an exercise cell must be followed by a solution and a self-check cell: {cell.source!r}"
+            )
             assert re.search(r"=\s*\.\.\.", cell.source), f"{path.name}: an exercise without a `...` placeholder"
             assert "if SOLUTIONS:" in group[1].source, f"{path.name}: a solution cell not guarded by `if SOLUTIONS:`"
-            found.append({"exercise": cell.source, "solution": group[1].source, "check": group[2].source,
-                          "wrong": list(group[1].metadata.get("wrong_answers", []))})
+            found.append(
+                {
+                    "exercise": cell.source,
+                    "solution": group[1].source,
+                    "check": group[2].source,
+                    "wrong": list(group[1].metadata.get("wrong_answers", [])),
+                }
+            )
     return found
 
 
@@ -259,11 +272,18 @@ def _folded(script):
 
 # What a notebook needs beyond the runtime it opens on, and where that comes from. Colab's TPU runtime has no
 # KerasHub until tpukit.colab.setup(hub=True), which test_colab_sets.py checks in Colab's TPU set.
-NEEDS = {"08_fine_tuning_a_pretrained_model": ("keras_hub", "KerasHub, which Colab's TPU runtime gets from "
-                                                            "tpukit.colab.setup(hub=True) (tests/behaviour/"
-                                                            "test_colab_sets.py checks that install)")}
-NO_TENSORFLOW = ("the GPU/CPU track's notebook runs Keras on TensorFlow, which this environment (Colab's TPU runtime "
-                 "as it ships) has not; its TPU track runs here")
+NEEDS = {
+    "08_fine_tuning_a_pretrained_model": (
+        "keras_hub",
+        "KerasHub, which Colab's TPU runtime gets from "
+        "tpukit.colab.setup(hub=True) (tests/behaviour/"
+        "test_colab_sets.py checks that install)",
+    )
+}
+NO_TENSORFLOW = (
+    "the GPU/CPU track's notebook runs Keras on TensorFlow, which this environment (Colab's TPU runtime "
+    "as it ships) has not; its TPU track runs here"
+)
 
 
 def _track_runs(scripts):
@@ -274,8 +294,11 @@ def _track_runs(scripts):
     runs = []
     for script in scripts:
         module, why = NEEDS.get(script.stem, (None, ""))
-        needs = [pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{script.stem} needs {why}")] \
-            if module else []
+        needs = (
+            [pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{script.stem} needs {why}")]
+            if module
+            else []
+        )
         if not _folded(script):
             runs.append(pytest.param(script, None, id=script.stem, marks=needs))
             continue
@@ -305,7 +328,8 @@ def test_solution_cells_fold_in_colab_and_jupyterlab(script):
         assert re.match(r"# @title \S", source), f"{where} does not start with a `# @title` line"
         wrong = cell["metadata"].get("wrong_answers")
         assert wrong and all(isinstance(w, str) and w.strip() for w in wrong), (
-            f"{where} lists no wrong_answers for its self-check to reject")
+            f"{where} lists no wrong_answers for its self-check to reject"
+        )
 
 
 @pytest.mark.slow
@@ -325,19 +349,27 @@ def test_exercises_fail_unanswered_and_wrong_and_pass_answered(script, track, tm
     cells.write_text(json.dumps({"setup": setup, "exercises": _exercises(script, track or "gpu")}))
     env = _track_env({**_kernel_env(), "MPLBACKEND": "Agg"}, track)
     env.pop("TPUKIT_SOLUTIONS")
-    done = subprocess.run([sys.executable, "-c", EXERCISE_DRIVER, str(cells)], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=CELL_TIMEOUT_S)
+    done = subprocess.run(
+        [sys.executable, "-c", EXERCISE_DRIVER, str(cells)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=CELL_TIMEOUT_S,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(l for l in done.stdout.splitlines() if l.startswith("RESULTS "))
-    for number, result in enumerate(json.loads(line[len("RESULTS "):]), start=1):
+    for number, result in enumerate(json.loads(line[len("RESULTS ") :]), start=1):
         where = f"{script.name} exercise {number}"
         unanswered = result["unanswered"]
         assert unanswered and unanswered["error"] == "NotAnswered" and "Hint:" in unanswered["message"], (
-            f"{where}: the self-check does not stop with a hint on the placeholder: {unanswered}")
+            f"{where}: the self-check does not stop with a hint on the placeholder: {unanswered}"
+        )
         assert unanswered["lines"] and len(unanswered["lines"]) == 1, f"{where}: not one line: {unanswered}"
         for wrong, outcome in result["wrong"].items():
             assert outcome and outcome["error"] == "WrongAnswer", (
-                f"{where}: the self-check does not reject the wrong answer {wrong!r}: {outcome}")
+                f"{where}: the self-check does not reject the wrong answer {wrong!r}: {outcome}"
+            )
         assert result["answered"] is None, f"{where}: the solution fails its check: {result['answered']}"
 
 
@@ -346,8 +378,13 @@ def test_exercises_fail_unanswered_and_wrong_and_pass_answered(script, track, tm
 
 def _kernel_env():
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "COLAB_TPU_ADDR", "TPU_NAME")}
-    env.update(TPUKIT_SMOKE="1", TPUKIT_SOLUTIONS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env.update(
+        TPUKIT_SMOKE="1",
+        TPUKIT_SOLUTIONS="1",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
     # conftest gives this process 8 JAX CPU devices; a kernel starts like a fresh runtime (one device), and a
     # notebook that wants simulated replicas asks for them itself (connect(replicas=8)).
     flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
@@ -365,10 +402,12 @@ def test_notebook_runs(script, track, kernel_dir, tmp_path):
 
     notebook = jupytext.read(script)
     notebook.cells = _tracks().track_cells(notebook.cells, track or "gpu")
-    km = AsyncKernelManager(kernel_name="tpukit-test",
-                            kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)]))
-    client = NotebookClient(notebook, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False,
-                            resources={"metadata": {"path": str(tmp_path)}})
+    km = AsyncKernelManager(
+        kernel_name="tpukit-test", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)])
+    )
+    client = NotebookClient(
+        notebook, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False, resources={"metadata": {"path": str(tmp_path)}}
+    )
     started = time.perf_counter()
     try:
         client.execute(env=_track_env(_kernel_env(), track))
@@ -394,10 +433,12 @@ def test_run_all_without_solutions_stops_at_the_first_exercise_in_one_line(kerne
     notebook = jupytext.read(script)
     env = _kernel_env()
     env.pop("TPUKIT_SOLUTIONS")
-    km = AsyncKernelManager(kernel_name="tpukit-test",
-                            kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)]))
-    client = NotebookClient(notebook, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False,
-                            resources={"metadata": {"path": str(tmp_path)}})
+    km = AsyncKernelManager(
+        kernel_name="tpukit-test", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)])
+    )
+    client = NotebookClient(
+        notebook, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False, resources={"metadata": {"path": str(tmp_path)}}
+    )
     with pytest.raises(CellExecutionError) as stopped:
         client.execute(env=env)
     assert stopped.value.ename == "NotAnswered", stopped.value
@@ -408,6 +449,7 @@ def test_run_all_without_solutions_stops_at_the_first_exercise_in_one_line(kerne
 
 
 # ---- the runtime each notebook opens on (Colab's metadata), per track --------------------------------------
+
 
 def test_every_notebook_opens_on_its_tracks_colab_runtime():
     """A Colab badge opens the runtime the .ipynb names: the TPU track's notebooks a v5e-1, 06 (TensorFlow only)
@@ -430,6 +472,6 @@ def test_every_notebook_opens_on_its_tracks_colab_runtime():
 def test_the_readme_badges_open_each_tracks_notebooks():
     """The workshop plan's GPU/CPU track links its notebooks' gpu/ copies; everything else the notebooks."""
     readme = (NOTEBOOKS / "README.md").read_text()
-    gpu_track = readme[readme.index("**GPU/CPU track**"):readme.index("How the figures were taken")]
+    gpu_track = readme[readme.index("**GPU/CPU track**") : readme.index("How the figures were taken")]
     for name in _tracks().GPU_COPIES:
         assert f"notebooks/gpu/{name}.ipynb" in gpu_track, name

@@ -32,6 +32,7 @@ def _config(tmp_path, **changes):
 
 # ---- kinds of model and data -------------------------------------------------------------
 
+
 def test_user_functional_cnn_on_numpy_images_with_validation_split_and_test(tmp_path):
     x, y = images()
     x_test, y_test = images(256, seed=1)
@@ -94,8 +95,11 @@ def test_unbatched_tf_dataset_and_a_loader_callable_and_splits(tmp_path):
     b = train(_config(tmp_path, epochs=1, deterministic=True), model=user_cnn, data=lambda: (x, y))
     assert a.data["train"] == "arrays" and a.data["fingerprint"] == b.data["fingerprint"]
     assert a.fingerprint == b.fingerprint  # the same examples in the same order, whichever way they came
-    c = train(_config(tmp_path, epochs=1), model=user_cnn,
-              data=sources.Splits(train=(x[:400], y[:400]), validation=(x[400:], y[400:])))
+    c = train(
+        _config(tmp_path, epochs=1),
+        model=user_cnn,
+        data=sources.Splits(train=(x[:400], y[:400]), validation=(x[400:], y[400:])),
+    )
     assert c.data["validation_from"] == "given" and c.data["spec"]["num_validation"] == 112
 
 
@@ -105,16 +109,23 @@ def test_already_batched_dataset_warns_and_trains(tmp_path):
     x, y = images(256)
     batched = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(256).batch(32)
     with pytest.warns(sources.UnorderedDataWarning, match="cannot control its order"):
-        result = train(_config(tmp_path, epochs=2), model=user_cnn, data=batched,
-                       validation_data=tf.data.Dataset.from_tensor_slices((x[:64], y[:64])))
+        result = train(
+            _config(tmp_path, epochs=2),
+            model=user_cnn,
+            data=batched,
+            validation_data=tf.data.Dataset.from_tensor_slices((x[:64], y[:64])),
+        )
     assert result.status == "completed" and result.data["ordered"] is False and result.epochs_done == 2
 
 
 def test_a_built_model_is_trained_in_place_and_its_compile_is_kept(tmp_path):
     x, y = images(512)
     model = user_cnn(sources.DataSpec((32, 32, 3), "uint8", (), "int32", 4, None))
-    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="sparse_categorical_crossentropy",
-                  metrics=["sparse_categorical_accuracy"])
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.05),
+        loss="sparse_categorical_crossentropy",
+        metrics=["sparse_categorical_accuracy"],
+    )
     with pytest.warns(tpukit.models.modeling.TrainedInPlace, match="trains your Functional object in place"):
         result = train(_config(tmp_path, epochs=1), model=model, data=(x, y))
     assert result.model is model
@@ -126,8 +137,11 @@ def test_a_built_model_is_trained_in_place_and_its_compile_is_kept(tmp_path):
 def test_a_built_model_is_cloned_under_mirrored_strategy_and_its_compile_is_kept(tmp_path):
     x, y = images(512)
     model = user_cnn(sources.DataSpec((32, 32, 3), "uint8", (), "int32", 4, None))
-    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="sparse_categorical_crossentropy",
-                  metrics=["sparse_categorical_accuracy"])
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.05),
+        loss="sparse_categorical_crossentropy",
+        metrics=["sparse_categorical_accuracy"],
+    )
     with pytest.warns(tpukit.models.modeling.ClonedModelWarning, match="trains a clone"):
         result = train(_config(tmp_path, epochs=1, replicas=2, batch_size=16), model=model, data=(x, y))
     assert result.model is not model
@@ -163,6 +177,7 @@ def test_registered_model_and_dataset_by_name(tmp_path):
 
 # ---- determinism and resume -----------------------------------------------------------------
 
+
 def test_deterministic_user_run_stopped_and_resumed_matches_uninterrupted(tmp_path):
     x, y = tokens(1024)
     config = _config(tmp_path, epochs=3, deterministic=True, steps_per_execution=1)  # a stop at a step
@@ -190,8 +205,8 @@ def test_early_stopping_restores_the_best_weights(tmp_path):
     assert said[-2].startswith(f"epoch {result.epochs_done}/30")
 
 
-
 # ---- bad input: one line, before any run directory ---------------------------------------------
+
 
 def _raises_one_line(tmp_path, error, match, **kwargs):
     with pytest.raises(error, match=match) as info:
@@ -204,22 +219,40 @@ def _raising_factory():
     raise RuntimeError("no GPU in my notebook")
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(model=_raising_factory), tpukit.ModelError, "raised RuntimeError: no GPU in my notebook"),
-    (dict(model=lambda: "not a model"), tpukit.ModelError, "returned str; expected a keras.Model"),
-    (dict(data=(np.zeros((10, 4)), np.zeros(9))), tpukit.DataError, "x has 10 examples and y has 9"),
-    (dict(data=(np.zeros((100, 8, 8, 1), "uint8"), np.arange(100) % 12),
-          model=lambda: keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(), keras.layers.Dense(10)])),
-     tpukit.DataError, "labels run from 0 to 11, but the model's output has 10 unit"),
-    (dict(data=(np.zeros((100, 4)), np.zeros(100)), model=lambda: keras.Sequential([keras.Input((5,)),
-                                                                                    keras.layers.Dense(2)])),
-     tpukit.DataError, "the model cannot take this data"),
-    (dict(data=(np.zeros((100, 4)), np.zeros(100)), config=dict(validation_split=None, batch_size=128)),
-     ConfigError, "has 100 training examples, fewer than one global batch of 128"),
-    (dict(config=dict(model="no_such_model")), registry.RegistryError, "unknown model 'no_such_model'"),
-    (dict(config=dict(dataset="nowhere.module:load")), registry.RegistryError, "importing 'nowhere.module' failed"),
-    (dict(data={"x": np.zeros(3)}), tpukit.DataError, "a dict must be the inputs of"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(model=_raising_factory), tpukit.ModelError, "raised RuntimeError: no GPU in my notebook"),
+        (dict(model=lambda: "not a model"), tpukit.ModelError, "returned str; expected a keras.Model"),
+        (dict(data=(np.zeros((10, 4)), np.zeros(9))), tpukit.DataError, "x has 10 examples and y has 9"),
+        (
+            dict(
+                data=(np.zeros((100, 8, 8, 1), "uint8"), np.arange(100) % 12),
+                model=lambda: keras.Sequential(
+                    [keras.Input((8, 8, 1)), keras.layers.Flatten(), keras.layers.Dense(10)]
+                ),
+            ),
+            tpukit.DataError,
+            "labels run from 0 to 11, but the model's output has 10 unit",
+        ),
+        (
+            dict(
+                data=(np.zeros((100, 4)), np.zeros(100)),
+                model=lambda: keras.Sequential([keras.Input((5,)), keras.layers.Dense(2)]),
+            ),
+            tpukit.DataError,
+            "the model cannot take this data",
+        ),
+        (
+            dict(data=(np.zeros((100, 4)), np.zeros(100)), config=dict(validation_split=None, batch_size=128)),
+            ConfigError,
+            "has 100 training examples, fewer than one global batch of 128",
+        ),
+        (dict(config=dict(model="no_such_model")), registry.RegistryError, "unknown model 'no_such_model'"),
+        (dict(config=dict(dataset="nowhere.module:load")), registry.RegistryError, "importing 'nowhere.module' failed"),
+        (dict(data={"x": np.zeros(3)}), tpukit.DataError, "a dict must be the inputs of"),
+    ],
+)
 def test_bad_input_fails_in_one_line_without_a_run_directory(tmp_path, kwargs, error, match):
     _raises_one_line(tmp_path, error, match, **kwargs)
 
@@ -227,8 +260,12 @@ def test_bad_input_fails_in_one_line_without_a_run_directory(tmp_path, kwargs, e
 def test_dataset_of_wrong_structure_and_bad_validation_split(tmp_path):
     import tensorflow as tf
 
-    _raises_one_line(tmp_path, tpukit.DataError, "expected a dataset of unbatched \\(x, y\\) elements",
-                     data=tf.data.Dataset.from_tensor_slices(np.zeros((64, 3))))
+    _raises_one_line(
+        tmp_path,
+        tpukit.DataError,
+        "expected a dataset of unbatched \\(x, y\\) elements",
+        data=tf.data.Dataset.from_tensor_slices(np.zeros((64, 3))),
+    )
     with pytest.raises(tpukit.DataError, match="validation_split: expected a fraction"):
         sources.prepare((np.zeros((64, 3)), np.zeros(64)), name="x", validation_split=1.5)
     with pytest.raises(ConfigError, match="validation_split=-0.1"):
@@ -236,11 +273,17 @@ def test_dataset_of_wrong_structure_and_bad_validation_split(tmp_path):
 
 
 def test_float_labels_with_a_classification_loss_point_to_regression(tmp_path):
-    _raises_one_line(tmp_path, tpukit.DataError, "for regression use RunConfig\\(loss='mse'",
-                     model=regressor, data=(np.zeros((200, 3), "float32"), np.linspace(0, 1, 200)))
+    _raises_one_line(
+        tmp_path,
+        tpukit.DataError,
+        "for regression use RunConfig\\(loss='mse'",
+        model=regressor,
+        data=(np.zeros((200, 3), "float32"), np.linspace(0, 1, 200)),
+    )
 
 
 # ---- FLOPs against a hand count -----------------------------------------------------------------
+
 
 def _hand_model():
     inputs = keras.Input((8, 8, 3))
@@ -279,8 +322,11 @@ def test_flops_come_from_the_compiler_when_a_layer_is_not_known():
             return 2 * super().call(x)
 
     inputs = keras.Input((6,))
-    for layer, source in [(keras.layers.Dense(3), flops.LAYERS), (Doubling(3), "TensorFlow graph"),
-                          (keras.layers.SimpleRNN(3), "TensorFlow graph")]:
+    for layer, source in [
+        (keras.layers.Dense(3), flops.LAYERS),
+        (Doubling(3), "TensorFlow graph"),
+        (keras.layers.SimpleRNN(3), "TensorFlow graph"),
+    ]:
         x = keras.layers.Reshape((2, 3))(inputs) if isinstance(layer, keras.layers.SimpleRNN) else inputs
         inner = keras.Sequential([keras.Input(x.shape[1:]), layer])  # nested models are walked too
         _, how = flops.training_flops_per_example(keras.Model(inputs, inner(x)), np.zeros((2, 6), "float32"))

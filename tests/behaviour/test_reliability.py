@@ -23,8 +23,19 @@ from conftest import REPO, run_cli
 from run_support import last_json as _last_json
 from run_support import CallAt
 
-ARGS = ["--deterministic", "--dataset", "digits", "--model", "mlp", "--epochs", "3", "--batch-size", "32",
-        "--precision", "float32"]
+ARGS = [
+    "--deterministic",
+    "--dataset",
+    "digits",
+    "--model",
+    "mlp",
+    "--epochs",
+    "3",
+    "--batch-size",
+    "32",
+    "--precision",
+    "float32",
+]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
 
 
@@ -35,9 +46,26 @@ def reference(tmp_path_factory):
 
 
 def _killed_at(logdir, name, nth, how):
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "killer.py"), name, str(nth), how, "--", "train",
-                           "--json", "--logdir", str(logdir), *ARGS], capture_output=True, text=True, env=ENV,
-                          cwd=REPO, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tests" / "killer.py"),
+            name,
+            str(nth),
+            how,
+            "--",
+            "train",
+            "--json",
+            "--logdir",
+            str(logdir),
+            *ARGS,
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=REPO,
+        timeout=300,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     (run_dir,) = Path(logdir).iterdir()
     return run_dir
@@ -51,14 +79,17 @@ def _resumes_to(run_dir, reference):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, nth, how", [
-    (backups.weights_name(2), 1, "torn"),   # inside the backup's weights write
-    (backups.weights_name(2), 1, "after"),  # between the weights and the marker that names them
-    ("latest.json", 2, "torn"),               # inside the marker's write
-    ("latest.json", 2, "after"),              # before the older backup is removed
-    ("result.json", 3, "torn"),               # inside a record update
-    ("model.weights.h5", 1, "torn"),          # inside the final weights' write
-])
+@pytest.mark.parametrize(
+    "name, nth, how",
+    [
+        (backups.weights_name(2), 1, "torn"),  # inside the backup's weights write
+        (backups.weights_name(2), 1, "after"),  # between the weights and the marker that names them
+        ("latest.json", 2, "torn"),  # inside the marker's write
+        ("latest.json", 2, "after"),  # before the older backup is removed
+        ("result.json", 3, "torn"),  # inside a record update
+        ("model.weights.h5", 1, "torn"),  # inside the final weights' write
+    ],
+)
 def test_a_kill_at_any_write_resumes_to_the_uninterrupted_fingerprint(tmp_path, reference, name, nth, how):
     run_dir = _killed_at(tmp_path, name, nth, how)
     killed = records.load(run_dir)
@@ -72,9 +103,26 @@ def test_a_kill_at_any_write_resumes_to_the_uninterrupted_fingerprint(tmp_path, 
 def test_sigterm_stops_the_run_in_one_line_and_it_resumes_exactly(tmp_path, reference):
     # SIGTERM right after epoch 1's backup is in place: a point of the run, not of this machine's speed (the mlp's
     # three epochs can end within a polling interval).
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "killer.py"), "latest.json", "1", "term", "--",
-                           "train", "--json", "--logdir", str(tmp_path), *ARGS], capture_output=True, text=True,
-                          env=ENV, cwd=REPO, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tests" / "killer.py"),
+            "latest.json",
+            "1",
+            "term",
+            "--",
+            "train",
+            "--json",
+            "--logdir",
+            str(tmp_path),
+            *ARGS,
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=REPO,
+        timeout=300,
+    )
     assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     (run_dir,) = [d for d in Path(tmp_path).iterdir() if d.is_dir()]
     stopped = records.load(run_dir)
@@ -84,8 +132,15 @@ def test_sigterm_stops_the_run_in_one_line_and_it_resumes_exactly(tmp_path, refe
 
 # ---- in process --------------------------------------------------------------
 # One step per call: these runs stop at a chosen step (auto runs the mlp's short steps 20 per call on the CPU).
-SMALL = dict(dataset="digits", model="mlp", epochs=3, batch_size=32, deterministic=True, precision="float32",
-             steps_per_execution=1)
+SMALL = dict(
+    dataset="digits",
+    model="mlp",
+    epochs=3,
+    batch_size=32,
+    deterministic=True,
+    precision="float32",
+    steps_per_execution=1,
+)
 
 
 def _stopped_run(tmp_path, at_step=70, **changes):
@@ -99,16 +154,20 @@ def _stopped_run(tmp_path, at_step=70, **changes):
 
 def _files(run_dir):
     """Every file's time and size, but the lock's (taking the lock writes the taker's pid there)."""
-    return {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in Path(run_dir).rglob("*")
-            if p.is_file() and p.name != directory.LOCK_NAME}
+    return {
+        p: (p.stat().st_mtime_ns, p.stat().st_size)
+        for p in Path(run_dir).rglob("*")
+        if p.is_file() and p.name != directory.LOCK_NAME
+    }
 
 
 def _one_line(error):
     assert "\n" not in str(error) and "Traceback" not in str(error)
 
 
-@pytest.mark.parametrize("damage", ["flip a byte of the weights", "truncate the weights", "garble the marker",
-                                    "remove the weights"])
+@pytest.mark.parametrize(
+    "damage", ["flip a byte of the weights", "truncate the weights", "garble the marker", "remove the weights"]
+)
 def test_a_damaged_backup_is_refused_in_one_line_and_nothing_changes(tmp_path, damage):
     run_dir = _stopped_run(tmp_path)
     weights, marker = run_dir / "backup" / backups.weights_name(1), run_dir / "backup" / "latest.json"
@@ -134,7 +193,9 @@ def test_a_run_whose_config_and_result_disagree_is_refused(tmp_path):
     config = json.loads((run_dir / "config.json").read_text())
     directory.write_json(run_dir / "config.json", {**config, "learning_rate": 0.5})
     before = _files(run_dir)
-    with pytest.raises(directory.RunDirError, match=r"disagree on learning_rate \(learning_rate=0.5 vs 0.001\)") as info:
+    with pytest.raises(
+        directory.RunDirError, match=r"disagree on learning_rate \(learning_rate=0.5 vs 0.001\)"
+    ) as info:
         resume(run_dir)
     _one_line(info.value)
     assert _files(run_dir) == before
@@ -144,9 +205,14 @@ def test_resume_with_a_model_that_does_not_fit_the_weights_is_refused(tmp_path):
     run_dir = _stopped_run(tmp_path, model="mlp")
 
     def wider(spec):
-        return keras.Sequential([keras.Input(spec.input_shape), keras.layers.Flatten(),
-                                 keras.layers.Dense(7, activation="relu"),
-                                 keras.layers.Dense(spec.num_classes, activation="softmax")])
+        return keras.Sequential(
+            [
+                keras.Input(spec.input_shape),
+                keras.layers.Flatten(),
+                keras.layers.Dense(7, activation="relu"),
+                keras.layers.Dense(spec.num_classes, activation="softmax"),
+            ]
+        )
 
     before = _files(run_dir)
     with pytest.raises(backups.RestoreError, match="does not fit this model") as info:
@@ -179,8 +245,10 @@ def test_a_second_resume_of_a_run_in_use_is_refused_and_the_lock_dies_with_its_p
         with pytest.raises(directory.RunInUse, match=f"in use by process {os.getpid()}") as info:
             resume(run_dir)
         _one_line(info.value)
-    code = ("import os, signal, sys; from tpukit.runs import directory, records; "
-            "lock = directory.locked(sys.argv[1]); lock.__enter__(); os.kill(os.getpid(), signal.SIGKILL)")
+    code = (
+        "import os, signal, sys; from tpukit.runs import directory, records; "
+        "lock = directory.locked(sys.argv[1]); lock.__enter__(); os.kill(os.getpid(), signal.SIGKILL)"
+    )
     proc = subprocess.run([sys.executable, "-c", code, str(run_dir)], env=ENV, timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert not directory.in_use(run_dir)
@@ -210,8 +278,12 @@ def test_a_simulated_oom_ends_the_run_failed_with_what_to_change_and_keeps_its_d
     from tpukit.models.memory import OutOfMemory
 
     def simulated_oom():
-        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor with shape[32,256000] and "
-                                               "type float on /job:localhost/replica:0/task:0/device:GPU:0\nmore")
+        raise tf.errors.ResourceExhaustedError(
+            None,
+            None,
+            "OOM when allocating tensor with shape[32,256000] and "
+            "type float on /job:localhost/replica:0/task:0/device:GPU:0\nmore",
+        )
 
     config = RunConfig(**{**SMALL, "logdir": str(tmp_path)})
     with pytest.raises(OutOfMemory) as info:
@@ -219,10 +291,11 @@ def test_a_simulated_oom_ends_the_run_failed_with_what_to_change_and_keeps_its_d
     (run_dir,) = tmp_path.iterdir()
     result = records.load(run_dir)
     assert result.status == "failed" and str(info.value) == result.message
-    assert result.message.startswith("the device ran out of memory: try remat=True, a smaller batch_size with "
-                                     "gradient_accumulation (the same examples per update), or a shorter "
-                                     "sequence_length (ResourceExhaustedError: OOM when allocating tensor"), \
-        result.message
+    assert result.message.startswith(
+        "the device ran out of memory: try remat=True, a smaller batch_size with "
+        "gradient_accumulation (the same examples per update), or a shorter "
+        "sequence_length (ResourceExhaustedError: OOM when allocating tensor"
+    ), result.message
     assert "\n" not in result.message and not directory.in_use(run_dir)
     assert isinstance(info.value.__cause__, tf.errors.ResourceExhaustedError)
 
@@ -260,8 +333,9 @@ def small_disk(tmp_path):
     """A 5 MB tmpfs, where this machine lets the test mount one (root, in a container that allows it)."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here to fill ({proc.stderr.strip() or 'mount failed'})")
     try:
@@ -272,9 +346,14 @@ def small_disk(tmp_path):
 
 def _wide(spec):
     """About 3.6 MB of weights and Adam state: one backup fits on the small disk, a second does not."""
-    return keras.Sequential([keras.Input(spec.input_shape), keras.layers.Flatten(),
-                             keras.layers.Dense(4000, activation="relu"),
-                             keras.layers.Dense(spec.num_classes, activation="softmax")])
+    return keras.Sequential(
+        [
+            keras.Input(spec.input_shape),
+            keras.layers.Flatten(),
+            keras.layers.Dense(4000, activation="relu"),
+            keras.layers.Dense(spec.num_classes, activation="softmax"),
+        ]
+    )
 
 
 def test_a_full_disk_is_one_line_keeps_the_last_backup_and_resumes_once_freed(tmp_path, small_disk):
@@ -295,12 +374,15 @@ def test_a_read_only_logdir_is_one_line_before_any_work(tmp_path):
     """Root writes through file permissions, so a read-only mount stands in for a read-only disk."""
     mount = tmp_path / "ro"
     mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a read-only tmpfs here ({proc.stderr.strip() or 'mount failed'})")
     try:
-        with pytest.raises(directory.RunDirError, match=r"is not a writable directory \(Read-only file system\)") as info:
+        with pytest.raises(
+            directory.RunDirError, match=r"is not a writable directory \(Read-only file system\)"
+        ) as info:
             train(RunConfig(**{**SMALL, "logdir": str(mount / "runs")}))
         _one_line(info.value)
     finally:
@@ -310,8 +392,16 @@ def test_a_read_only_logdir_is_one_line_before_any_work(tmp_path):
 @pytest.mark.parametrize("precision, blamed", [("float32", None), ("mixed_bfloat16", "bfloat16")])
 def test_a_nan_loss_ends_failed_and_blames_the_learning_rate_first(tmp_path, precision, blamed):
     """A float32 run that diverges is not blamed on 16-bit types; a 16-bit one names its type after the rate."""
-    config = RunConfig(**{**SMALL, "logdir": str(tmp_path), "optimizer": "sgd", "learning_rate": 1e12,
-                          "precision": precision, "replicas": 1})
+    config = RunConfig(
+        **{
+            **SMALL,
+            "logdir": str(tmp_path),
+            "optimizer": "sgd",
+            "learning_rate": 1e12,
+            "precision": precision,
+            "replicas": 1,
+        }
+    )
     result = train(config)
     assert result.status == "failed" and result.message.startswith("loss became NaN at step ")
     assert "learning rate 1000000000000.0 may be too high" in result.message

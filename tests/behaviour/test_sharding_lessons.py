@@ -65,7 +65,7 @@ def _tpukit_recording(data, *args, **kwargs):
 _trainer._distribute_data = _tpukit_recording
 '''
 
-PROBE_01 = r'''
+PROBE_01 = r"""
 import json as _json
 _kernel = model.weights[0].value
 print("PROBE " + _json.dumps({
@@ -73,9 +73,9 @@ print("PROBE " + _json.dumps({
     "first": {"shape": list(first.shape), "shards": _shards(first)},
     "kernel": {"shape": list(_kernel.shape), "shards": _shards(_kernel)},
 }))
-'''
+"""
 
-PROBE_07 = r'''
+PROBE_07 = r"""
 import json as _json
 _dp = data_parallel["model"].weights[0].value
 _hidden = model_parallel["model"].get_layer("hidden").kernel.value
@@ -86,16 +86,20 @@ print("PROBE " + _json.dumps({
     "hidden": {"shape": list(_hidden.shape), "spec": [str(a) for a in _hidden.sharding.spec],
                "shards": _shards(_hidden)},
 }))
-'''
-
-
+"""
 
 
 def _env():
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "COLAB_TPU_ADDR", "TPU_NAME")}
-    env.update(KERAS_BACKEND="jax", TPUKIT_SMOKE="1", TPUKIT_SOLUTIONS="1", TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONUNBUFFERED="1", MPLBACKEND="Agg",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env.update(
+        KERAS_BACKEND="jax",
+        TPUKIT_SMOKE="1",
+        TPUKIT_SOLUTIONS="1",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        PYTHONUNBUFFERED="1",
+        MPLBACKEND="Agg",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
     flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
     env["XLA_FLAGS"] = " ".join(flags)  # a fresh runtime's one CPU device: the notebook asks for its 8
     return env
@@ -118,18 +122,20 @@ def _run(stem, last_marker, probe, kernel_dir, tmp_path):
     notebook.cells = [c for c in notebook.cells if "tf" not in c.metadata.get("tags", [])]  # the TPU track's cells
     code = [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
     last = next(i for i in code if last_marker in notebook.cells[i].source)
-    cells = notebook.cells[:last + 1]
+    cells = notebook.cells[: last + 1]
     cells.insert(code[1] + 1, new_code_cell(RECORDER))
     cells.append(new_code_cell(probe))
     notebook.cells = cells
-    km = AsyncKernelManager(kernel_name="tpukit-test",
-                            kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)]))
-    client = NotebookClient(notebook, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False,
-                            resources={"metadata": {"path": str(tmp_path)}})
+    km = AsyncKernelManager(
+        kernel_name="tpukit-test", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)])
+    )
+    client = NotebookClient(
+        notebook, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False, resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute(env=_env())
     text = "".join(o.get("text", "") for o in notebook.cells[-1].outputs if o.get("output_type") == "stream")
     line = next(l for l in text.splitlines() if l.startswith("PROBE "))
-    return json.loads(line[len("PROBE "):]), {c.source: _digest(c.source) for c in cells if c.cell_type == "code"}
+    return json.loads(line[len("PROBE ") :]), {c.source: _digest(c.source) for c in cells if c.cell_type == "code"}
 
 
 def _assert_split(array, ways, dim=0, what="the batch"):
@@ -137,12 +143,15 @@ def _assert_split(array, ways, dim=0, what="the batch"):
     held by 8 / ways devices; every other dimension whole."""
     shards, size = array["shards"], array["shape"][dim]
     assert len(shards) == DEVICES and len({s["device"] for s in shards}) == DEVICES, (
-        f"{what}: {len(shards)} shard(s) on {len({s['device'] for s in shards})} device(s), not {DEVICES}: {shards}")
+        f"{what}: {len(shards)} shard(s) on {len({s['device'] for s in shards})} device(s), not {DEVICES}: {shards}"
+    )
     ranges = sorted({tuple(s["index"][dim]) for s in shards})
     assert len(ranges) == ways and all(stop - start == size // ways for start, stop in ranges), (
-        f"{what}: {size} along dimension {dim} should be split {ways} ways of {size // ways}: {ranges}")
+        f"{what}: {size} along dimension {dim} should be split {ways} ways of {size // ways}: {ranges}"
+    )
     assert ranges[0][0] == 0 and ranges[-1][1] == size and all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])), (
-        f"{what}: the slices do not tile 0..{size}: {ranges}")
+        f"{what}: the slices do not tile 0..{size}: {ranges}"
+    )
     for s in shards:
         assert s["shape"][dim] == size // ways, f"{what}: a device holds {s['shape']}"
         others = [n for d, n in enumerate(array["shape"]) if d != dim]
@@ -155,8 +164,10 @@ def _assert_split(array, ways, dim=0, what="the batch"):
 def _fed_in(probe, digests, marker):
     digest = next(d for source, d in digests.items() if marker in source)
     fed = [entry for entry in probe["fed"] if entry["cell"] == digest]
-    assert fed, (f"Keras laid out no batch in the cell with {marker!r}: did fit run outside the distribution's scope? "
-                 "(With no distribution, Keras on a CPU hands it the NumPy batch as it is.)")
+    assert fed, (
+        f"Keras laid out no batch in the cell with {marker!r}: did fit run outside the distribution's scope? "
+        "(With no distribution, Keras on a CPU hands it the NumPy batch as it is.)"
+    )
     return fed
 
 
@@ -176,8 +187,7 @@ def test_notebook_01_splits_every_batch_keras_trains_on(kernel_dir, tmp_path):
 
 @pytest.mark.slow
 def test_notebook_07_data_and_model_parallel_layouts(kernel_dir, tmp_path):
-    probe, digests = _run("07_jax_and_tpu_scale_out", 'run_on_jax("model_parallel.py"', PROBE_07, kernel_dir,
-                          tmp_path)
+    probe, digests = _run("07_jax_and_tpu_scale_out", 'run_on_jax("model_parallel.py"', PROBE_07, kernel_dir, tmp_path)
     _assert_split(probe["images"], DEVICES, what="the lesson's images")
     for entry in _fed_in(probe, digests, 'run_on_jax("data_parallel.py"'):
         _assert_split(entry, DEVICES, what="a batch DataParallel fed")

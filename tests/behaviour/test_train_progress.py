@@ -15,8 +15,10 @@ from tpukit.training.api import train
 from conftest import REPO
 
 SMALL = dict(dataset="digits", model="mlp", epochs=2, batch_size=32)
-EPOCH_LINE = re.compile(r"^epoch (\d)/2  step 40/40  accuracy [\d.]+  loss [\d.]+  val_accuracy [\d.]+  val_loss [\d.]+"
-                        r"  [\d,]+ examples/s  (\d+\.\ds|\d+ms)$")  # under 0.1 s in ms
+EPOCH_LINE = re.compile(
+    r"^epoch (\d)/2  step 40/40  accuracy [\d.]+  loss [\d.]+  val_accuracy [\d.]+  val_loss [\d.]+"
+    r"  [\d,]+ examples/s  (\d+\.\ds|\d+ms)$"
+)  # under 0.1 s in ms
 
 
 class Clock:
@@ -41,7 +43,7 @@ def shown(text: str) -> list:
     for line in text.split("\n"):
         screen = ""
         for part in line.split("\r"):
-            screen = part + screen[len(part):]
+            screen = part + screen[len(part) :]
         lines.append(screen.rstrip())
     return lines
 
@@ -72,8 +74,11 @@ def test_the_live_line_is_refreshed_in_place_a_few_times_a_second_and_each_epoch
     # Steps of 0.1 s, a refresh at most every 0.25 s: the compiling step, then every third step.
     assert refreshes == ["1", "4", "7", "10", "3", "6", "9"], text
     assert "\repoch 1/2  step 4/10  loss 0.2500  640 examples/s  2.3s  ETA 2s" in text  # elapsed, then the ETA
-    assert shown(text) == ["epoch 1/2  step 10/10  loss 0.1000  val_loss 0.2000  640 examples/s  3.9s",
-                           "epoch 2/2  step 10/10  loss 0.1000  val_loss 0.2000  640 examples/s  2.0s", ""]
+    assert shown(text) == [
+        "epoch 1/2  step 10/10  loss 0.1000  val_loss 0.2000  640 examples/s  3.9s",
+        "epoch 2/2  step 10/10  loss 0.1000  val_loss 0.2000  640 examples/s  2.0s",
+        "",
+    ]
 
 
 def test_a_run_ended_by_ctrl_c_ends_its_live_line():
@@ -165,8 +170,12 @@ CELL = textwrap.dedent("""
 
 def _kernel_env(backend):
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "COLAB_TPU_ADDR", "TPU_NAME", "KERAS_BACKEND")}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1", KERAS_BACKEND=backend,
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env.update(
+        TF_CPP_MIN_LOG_LEVEL="2",
+        PYTHONUNBUFFERED="1",
+        KERAS_BACKEND=backend,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
     flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
     env["XLA_FLAGS"] = " ".join(flags)  # a fresh runtime's one CPU device
     return env

@@ -116,9 +116,16 @@ class NoXla(keras.layers.Layer):
 
 def _no_xla_model():
     conv = dict(kernel_size=3, padding="same", activation="relu")
-    return keras.Sequential([keras.Input((8, 8, 1)), NoXla(name="no_xla"), keras.layers.Conv2D(128, **conv),
-                             keras.layers.Conv2D(128, **conv), keras.layers.Flatten(),
-                             keras.layers.Dense(10, activation="softmax")])
+    return keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            NoXla(name="no_xla"),
+            keras.layers.Conv2D(128, **conv),
+            keras.layers.Conv2D(128, **conv),
+            keras.layers.Flatten(),
+            keras.layers.Dense(10, activation="softmax"),
+        ]
+    )
 
 
 def _jit_seen(tmp_path, model="cnn", **changes):
@@ -151,8 +158,14 @@ def test_mixed_precision_on_a_tensorflow_cpu_runs_under_xla_where_the_probe_saw_
     this CPU's peak: 11 ms), says what was measured and records it. In a fresh process: op determinism, which keeps
     XLA off, stays on in this one once a test has turned it on."""
     cpu_probe_says("bf16_slower")
-    done = subprocess.run([sys.executable, "-c", XLA_CHECK], capture_output=True, text=True, timeout=300,
-                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [sys.executable, "-c", XLA_CHECK],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     seen = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
     assert [(jit, len(notes), recorded) for jit, notes, recorded in seen] == [(True, 1, True)] * 2
@@ -161,36 +174,46 @@ def test_mixed_precision_on_a_tensorflow_cpu_runs_under_xla_where_the_probe_saw_
         assert f"XLA ran {measured} and conv gradients at 10.0x" in note
 
 
-@pytest.mark.parametrize("precision, said", [
-    ("mixed_bfloat16", "XLA ran bfloat16 matmuls at 0.5x and conv gradients at 0.5x"),
-    ("mixed_float16", None),
-])
-def test_where_the_probe_saw_xla_lose_keras_auto_stands_and_the_note_says_why(tmp_path, cpu_probe_says, precision,
-                                                                               said):
+@pytest.mark.parametrize(
+    "precision, said",
+    [
+        ("mixed_bfloat16", "XLA ran bfloat16 matmuls at 0.5x and conv gradients at 0.5x"),
+        ("mixed_float16", None),
+    ],
+)
+def test_where_the_probe_saw_xla_lose_keras_auto_stands_and_the_note_says_why(
+    tmp_path, cpu_probe_says, precision, said
+):
     """A CPU with native bfloat16: XLA ran its bfloat16 slower than TensorFlow's kernels, so "auto" leaves XLA off
     for mixed_bfloat16 (the zoo cnn: 382 examples/s on Keras' auto against 259 under XLA); its float16, emulated,
     still gains (the run is deterministic here, so the note says why XLA stays off all the same)."""
     cpu_probe_says("bf16_faster")
     # The cnn on 28x28 images: a step of 17 ms at this CPU's peak, long enough for XLA's compile to pay.
-    jit, notes, recorded = _jit_seen(tmp_path, dataset="mnist5k", precision=precision,
-                                     deterministic=precision == "mixed_float16")
+    jit, notes, recorded = _jit_seen(
+        tmp_path, dataset="mnist5k", precision=precision, deterministic=precision == "mixed_float16"
+    )
     assert jit is False and recorded == "auto"
     if said:
-        assert notes == [f"jit_compile: Keras' auto (off on a CPU): as {notes[0].split('as ', 1)[1].split(' says')[0]}"
-                         f" says, {said} the speed of TensorFlow's own CPU kernels, so XLA would not gain"]
+        assert notes == [
+            f"jit_compile: Keras' auto (off on a CPU): as {notes[0].split('as ', 1)[1].split(' says')[0]}"
+            f" says, {said} the speed of TensorFlow's own CPU kernels, so XLA would not gain"
+        ]
     else:
         assert len(notes) == 1 and "XLA stays off under TensorFlow's op determinism" in notes[0]
         assert "XLA ran float16 matmuls at 1.0x and conv gradients at 9.0x" in notes[0]
 
 
-@pytest.mark.parametrize("changes, said", [
-    (dict(precision="mixed_bfloat16", deterministic=True), "XLA stays off under TensorFlow's op determinism"),
-    (dict(precision="mixed_bfloat16", replicas=2), "XLA stays off: it cannot compile MirroredStrategy"),
-    (dict(precision="mixed_bfloat16", model=_no_xla_model), "XLA stays off: layer 'no_xla'"),
-    (dict(precision="mixed_bfloat16", jit_compile=False), None),
-    (dict(precision="float32"), None),  # Keras' own "auto": no XLA on a CPU, where float32 ran no faster with it
-    (dict(precision="mixed_bfloat16", model="mlp"), None),  # a 0.1 ms step: XLA's compile would not pay
-])
+@pytest.mark.parametrize(
+    "changes, said",
+    [
+        (dict(precision="mixed_bfloat16", deterministic=True), "XLA stays off under TensorFlow's op determinism"),
+        (dict(precision="mixed_bfloat16", replicas=2), "XLA stays off: it cannot compile MirroredStrategy"),
+        (dict(precision="mixed_bfloat16", model=_no_xla_model), "XLA stays off: layer 'no_xla'"),
+        (dict(precision="mixed_bfloat16", jit_compile=False), None),
+        (dict(precision="float32"), None),  # Keras' own "auto": no XLA on a CPU, where float32 ran no faster with it
+        (dict(precision="mixed_bfloat16", model="mlp"), None),  # a 0.1 ms step: XLA's compile would not pay
+    ],
+)
 def test_mixed_precision_keeps_xla_off_where_it_cannot_run_and_says_why(tmp_path, cpu_probe_says, changes, said):
     cpu_probe_says("bf16_slower")  # where XLA would gain
     jit, notes, recorded = _jit_seen(tmp_path, **changes)
@@ -214,20 +237,28 @@ def _fake_runtime(kind, backend="jax", replicas=8, strategy=None):
     from tpukit.hardware.runtime import TensorFlowRuntime
 
     path = JaxRuntime if backend == "jax" else TensorFlowRuntime
-    return path(backend=backend, kind=kind, devices=tuple(f"{kind}:{i}" for i in range(replicas)),
-                replicas=replicas, strategy=strategy)
+    return path(
+        backend=backend,
+        kind=kind,
+        devices=tuple(f"{kind}:{i}" for i in range(replicas)),
+        replicas=replicas,
+        strategy=strategy,
+    )
 
 
-@pytest.mark.parametrize("runtime, steps, profile, expected, why", [
-    (_fake_runtime("tpu"), 100, None, 25, "largest divisor of the 100 steps per epoch up to 32"),
-    (_fake_runtime("tpu", backend="tensorflow"), 64, None, 32, "epochs stay whole"),  # TPUStrategy: not refused
-    (_fake_runtime("gpu", replicas=1), 40, None, 20, "auto → 20 on GPU"),
-    (_fake_runtime("gpu"), 7, None, 7, "auto → 7"),  # a short epoch: one call per epoch
-    (_fake_runtime("tpu"), 37, None, 1, "no divisor from 2 to 32"),
-    (_fake_runtime("tpu"), None, None, 1, "steps per epoch is unknown"),
-    (_fake_runtime("tpu"), 100, (2, 4), 1, "profile window 2-4 marks one step per call"),
-    (_fake_runtime("cpu"), 100, None, 1, "auto → 1 on the CPU"),
-])
+@pytest.mark.parametrize(
+    "runtime, steps, profile, expected, why",
+    [
+        (_fake_runtime("tpu"), 100, None, 25, "largest divisor of the 100 steps per epoch up to 32"),
+        (_fake_runtime("tpu", backend="tensorflow"), 64, None, 32, "epochs stay whole"),  # TPUStrategy: not refused
+        (_fake_runtime("gpu", replicas=1), 40, None, 20, "auto → 20 on GPU"),
+        (_fake_runtime("gpu"), 7, None, 7, "auto → 7"),  # a short epoch: one call per epoch
+        (_fake_runtime("tpu"), 37, None, 1, "no divisor from 2 to 32"),
+        (_fake_runtime("tpu"), None, None, 1, "steps per epoch is unknown"),
+        (_fake_runtime("tpu"), 100, (2, 4), 1, "profile window 2-4 marks one step per call"),
+        (_fake_runtime("cpu"), 100, None, 1, "auto → 1 on the CPU"),
+    ],
+)
 def test_auto_steps_per_execution_per_hardware_fake_accelerators(runtime, steps, profile, expected, why):
     from tpukit.training.plan import resolve_steps_per_execution
 
@@ -247,9 +278,12 @@ def test_auto_is_one_under_mirrored_strategy_where_keras_fails_and_explicit_valu
     for runtime in (mirrored, as_gpus):
         value, why = resolve_steps_per_execution("auto", runtime, 40)
         assert value == 1 and "MirroredStrategy with more than one replica (8 here)" in why
-    with pytest.raises(ConfigError, match=r"steps_per_execution: Keras 3.15 cannot run more than one step per "
-                                          r"execution under MirroredStrategy .* use 1 there \(or 'auto'\)\. "
-                                          r"Received: steps_per_execution=4\.$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"steps_per_execution: Keras 3.15 cannot run more than one step per "
+        r"execution under MirroredStrategy .* use 1 there \(or 'auto'\)\. "
+        r"Received: steps_per_execution=4\.$",
+    ):
         train(_config(tmp_path, replicas=REPLICAS, batch_size=16, steps_per_execution=4))
     result = train(_config(tmp_path, replicas=REPLICAS, batch_size=16, epochs=1))  # the default: auto
     assert result.status == "completed" and result.config["steps_per_execution"] == 1
@@ -268,8 +302,11 @@ def test_steps_per_execution_that_does_not_divide_the_epoch_is_refused_before_a_
     the run ends 'completed' an epoch short (seen before this check). Refused up front instead."""
     from tpukit.config import ConfigError
 
-    with pytest.raises(ConfigError, match=r"3 does not divide the 40 steps per epoch: Keras would run 42 steps .* "
-                                          r"use a divisor \(40, 20, 10, 8, 5, 4, 2, 1\) or 'auto'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"3 does not divide the 40 steps per epoch: Keras would run 42 steps .* "
+        r"use a divisor \(40, 20, 10, 8, 5, 4, 2, 1\) or 'auto'",
+    ):
         train(_config(tmp_path, steps_per_execution=3))
     with pytest.raises(ConfigError, match="64 does not divide the 40 steps"):
         train(_config(tmp_path, steps_per_execution=64))
@@ -309,8 +346,9 @@ def test_keras_multi_step_loop_fails_only_under_multi_replica_mirrored_strategy(
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", MULTI_STEP_UNDER_MIRRORED], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", MULTI_STEP_UNDER_MIRRORED], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"1": "trained", "2": "InvalidArgumentError: placeholder", "8": "InvalidArgumentError: placeholder"}

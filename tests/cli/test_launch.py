@@ -20,19 +20,49 @@ from conftest import REPO, run_cli
 from tpukit.cli import launch
 from tpukit.config import ConfigError
 
-TRAIN = ["train", "--model", "mlp", "--dataset", "digits", "--batch-size", "4", "--epochs", "1",
-         "--steps-per-epoch", "20", "--deterministic", "--precision", "float32", "--json"]
+TRAIN = [
+    "train",
+    "--model",
+    "mlp",
+    "--dataset",
+    "digits",
+    "--batch-size",
+    "4",
+    "--epochs",
+    "1",
+    "--steps-per-epoch",
+    "20",
+    "--deterministic",
+    "--precision",
+    "float32",
+    "--json",
+]
 
 
 def _launch(tmp_path, name, *extra, workers=2, replicas=4):
     logs = tmp_path / f"{name}-logs"
-    done = run_cli("launch", "--workers", str(workers), "--logs", str(logs), "--", *TRAIN, "--replicas",
-                   str(replicas), "--logdir", str(tmp_path / name), *extra, timeout=400)
+    done = run_cli(
+        "launch",
+        "--workers",
+        str(workers),
+        "--logs",
+        str(logs),
+        "--",
+        *TRAIN,
+        "--replicas",
+        str(replicas),
+        "--logdir",
+        str(tmp_path / name),
+        *extra,
+        timeout=400,
+    )
     assert done.returncode == 0, (done.stderr[-3000:], _tails(logs))
     chief = json.loads(done.stdout.strip().splitlines()[-1])
     # a worker's log holds its stdout and its filtered stderr, whose last lines (the total time) can follow the JSON
-    others = [json.loads([line for line in Path(p).read_text().splitlines() if line.startswith("{")][-1])
-              for p in sorted(glob.glob(f"{logs}/*.log"))]
+    others = [
+        json.loads([line for line in Path(p).read_text().splitlines() if line.startswith("{")][-1])
+        for p in sorted(glob.glob(f"{logs}/*.log"))
+    ]
     return chief, others
 
 
@@ -45,8 +75,9 @@ def _weights(run_dir):
 
     arrays = {}
     with h5py.File(Path(run_dir) / "model.weights.h5") as f:
-        f.visititems(lambda name, obj: arrays.__setitem__(name, np.array(obj)) if isinstance(obj, h5py.Dataset)
-                     else None)
+        f.visititems(
+            lambda name, obj: arrays.__setitem__(name, np.array(obj)) if isinstance(obj, h5py.Dataset) else None
+        )
     return arrays
 
 
@@ -68,8 +99,7 @@ def test_two_processes_of_four_devices_train_one_run_the_same_on_both_and_across
     # One process with all 8 devices and the same global batch: the same batches in the same order, so the
     # same run up to float32 rounding. Not bitwise: XLA's in-process all-reduce and gloo's ring across
     # processes add the 8 gradients in different orders (measured: max |difference| 6.7e-8 after 40 steps).
-    single = run_cli(*TRAIN, "--backend", "jax", "--replicas", "8", "--logdir", str(tmp_path / "single"),
-                     timeout=300)
+    single = run_cli(*TRAIN, "--backend", "jax", "--replicas", "8", "--logdir", str(tmp_path / "single"), timeout=300)
     assert single.returncode == 0, single.stderr[-3000:]
     one = json.loads(single.stdout.strip().splitlines()[-1])
     assert one["replicas"] == 8 and one["global_batch_size"] == 32
@@ -84,10 +114,33 @@ def test_two_processes_of_four_devices_train_one_run_the_same_on_both_and_across
 def test_a_killed_worker_stops_the_job_in_one_line_and_the_run_resumes_in_one_process(tmp_path):
     logs = tmp_path / "logs"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
-    job = subprocess.Popen([sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs", str(logs), "--",
-                            *[a for a in TRAIN if a != "--json"], "--replicas", "2", "--epochs", "8",
-                            "--steps-per-epoch", "50", "--logdir", str(tmp_path / "runs")],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tpukit",
+            "launch",
+            "--workers",
+            "2",
+            "--logs",
+            str(logs),
+            "--",
+            *[a for a in TRAIN if a != "--json"],
+            "--replicas",
+            "2",
+            "--epochs",
+            "8",
+            "--steps-per-epoch",
+            "50",
+            "--logdir",
+            str(tmp_path / "runs"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     # Kill worker 1 once the chief has backed up a whole epoch (so there is something to resume).
     deadline = time.monotonic() + 300
     while not glob.glob(str(tmp_path / "runs" / "*" / "backup" / "latest.json")):
@@ -98,8 +151,9 @@ def test_a_killed_worker_stops_the_job_in_one_line_and_the_run_resumes_in_one_pr
     _, err = job.communicate(timeout=120)
     assert job.returncode == 1, err[-3000:]
     line = err.strip().splitlines()[-1]
-    assert line.startswith("python -m tpukit launch: worker 1 of 2 was killed by signal 9, so the others were "
-                           "stopped"), err[-3000:]
+    assert line.startswith(
+        "python -m tpukit launch: worker 1 of 2 was killed by signal 9, so the others were stopped"
+    ), err[-3000:]
 
     run_dir = glob.glob(str(tmp_path / "runs" / "*"))[0]
     resumed = run_cli("train", "--resume", run_dir, "--json", timeout=300)
@@ -111,8 +165,10 @@ def test_a_killed_worker_stops_the_job_in_one_line_and_the_run_resumes_in_one_pr
 def test_launch_refuses_what_it_cannot_run_in_one_line():
     assert launch.command_for(["--", "train", "--model", "mlp"])[-2:] == ["--backend", "jax"]
     assert launch.command_for(["train", "--backend", "auto"]) == ["train", "--backend", "jax"]
-    for argv, text in ((["doctor"], "launch runs a train command"),
-                       (["train", "--backend", "torch"], "--backend jax or tensorflow. Received: --backend torch")):
+    for argv, text in (
+        (["doctor"], "launch runs a train command"),
+        (["train", "--backend", "torch"], "--backend jax or tensorflow. Received: --backend torch"),
+    ):
         with pytest.raises(ConfigError, match=text):
             launch.command_for(argv)
     with pytest.raises(ConfigError, match="--workers: expected a whole number from 1 to 64"):

@@ -17,9 +17,26 @@ from tpukit.training import api as training
 from tpukit.training import plan
 from tpukit.config import RunConfig
 
-JSON_KEYS = {"run_dir", "status", "backend", "accelerator", "replicas", "precision", "deterministic", "seed",
-             "batch_size", "global_batch_size", "epochs", "history", "examples_per_sec", "step_time_ms",
-             "fingerprint", "profile_files", "steps_per_execution", "steps_per_epoch"}
+JSON_KEYS = {
+    "run_dir",
+    "status",
+    "backend",
+    "accelerator",
+    "replicas",
+    "precision",
+    "deterministic",
+    "seed",
+    "batch_size",
+    "global_batch_size",
+    "epochs",
+    "history",
+    "examples_per_sec",
+    "step_time_ms",
+    "fingerprint",
+    "profile_files",
+    "steps_per_execution",
+    "steps_per_epoch",
+}
 
 
 @pytest.mark.parametrize(
@@ -42,8 +59,10 @@ JSON_KEYS = {"run_dir", "status", "backend", "accelerator", "replicas", "precisi
         (["--epochs", "10000000"], "epochs=10000000"),
         (["--name", "x" * 300], "at most 100 characters"),
         (["--dataset", "shapes", "--dataset-size", str(10**12)], "dataset_size=1000000000000"),
-        (["--model", "mlp", "--dataset", "digits", "--lora-rank", "8"],
-         "RunConfig.lora_rank=8 applies to a model with LoRA adapters (a KerasHub preset), and the model mlp has none"),
+        (
+            ["--model", "mlp", "--dataset", "digits", "--lora-rank", "8"],
+            "RunConfig.lora_rank=8 applies to a model with LoRA adapters (a KerasHub preset), and the model mlp has none",
+        ),
         (["--model", "mlp", "--dataset", "digits", "--sequence-length", "64"], "RunConfig.sequence_length=64"),
     ],
 )
@@ -55,17 +74,26 @@ def test_bad_arguments_exit_2_with_a_short_message(args, expected):
     assert 1 <= len(proc.stderr.strip().splitlines()) <= 3
 
 
-@pytest.mark.parametrize("extra", [["--lora-rank", "8"], ["--model", "./other_preset"], ["--lora-alpha=16"],
-                                   ["--sequence-length", "64", "--learning-rate", "1e-4"]])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--lora-rank", "8"],
+        ["--model", "./other_preset"],
+        ["--lora-alpha=16"],
+        ["--sequence-length", "64", "--learning-rate", "1e-4"],
+    ],
+)
 def test_settings_beside_resume_are_one_line_not_ignored(extra, tmp_path, capfd):
     from tpukit.cli import main
 
     assert main.main(["train", "--resume", str(tmp_path / "a_run"), *extra, "--json"]) == main.EXIT_BAD_ARGS
     err = capfd.readouterr().err.strip()
     typed = sorted(t.split("=")[0] for t in extra if t.startswith("--"))
-    assert err == (f"python -m tpukit: error: --resume continues {tmp_path / 'a_run'} with the settings it was started "
-                   f"with, so {', '.join(typed)} would be ignored; drop them (only --epochs N extends a completed "
-                   "run), or start a new run with them."), err
+    assert err == (
+        f"python -m tpukit: error: --resume continues {tmp_path / 'a_run'} with the settings it was started "
+        f"with, so {', '.join(typed)} would be ignored; drop them (only --epochs N extends a completed "
+        "run), or start a new run with them."
+    ), err
 
 
 def test_the_cli_sets_only_the_options_typed():
@@ -81,12 +109,14 @@ def test_the_cli_sets_only_the_options_typed():
 
 
 def test_import_tpukit_does_not_import_tensorflow_or_keras():
-    code = ("import sys, tpukit, tpukit.config, tpukit.cli.main; tpukit.RunConfig();"
-            "bad=[m for m in ('tensorflow','keras','ipywidgets') if m in sys.modules]; assert not bad, bad")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import sys, tpukit, tpukit.config, tpukit.cli.main; tpukit.RunConfig();"
+        "bad=[m for m in ('tensorflow','keras','ipywidgets') if m in sys.modules]; assert not bad, bad"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
     assert proc.returncode == 0, proc.stderr
-
-
 
 
 def _train_json(*args, logdir, env=None, **popen):
@@ -102,8 +132,23 @@ def _finish(proc, timeout=300):
 
 @pytest.mark.slow
 def test_json_contract_and_bitwise_determinism_across_processes_8_replicas(tmp_path):
-    args = ["--replicas", "8", "--deterministic", "--profile", "2:4", "--dataset", "digits", "--model", "mlp",
-            "--epochs", "2", "--batch-size", "16", "--precision", "mixed_bfloat16"]
+    args = [
+        "--replicas",
+        "8",
+        "--deterministic",
+        "--profile",
+        "2:4",
+        "--dataset",
+        "digits",
+        "--model",
+        "mlp",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "16",
+        "--precision",
+        "mixed_bfloat16",
+    ]
     a, b = _train_json(*args, logdir=tmp_path / "a"), _train_json(*args, logdir=tmp_path / "b")
     ra, rb = _last_json(_finish(a)), _last_json(_finish(b))
     assert JSON_KEYS <= set(ra)
@@ -133,8 +178,19 @@ def _wait_for_backup(run_root, proc, epoch, timeout=120):
 @pytest.mark.slow
 def test_sigkilled_deterministic_run_resumes_to_the_same_fingerprint(tmp_path):
     """Kill -9 after epoch 1, resume: the same weights as the run left alone (and as a second plain process)."""
-    args = ["--deterministic", "--dataset", "shapes", "--dataset-size", "4096", "--model", "mlp", "--epochs", "5",
-            "--batch-size", "32"]
+    args = [
+        "--deterministic",
+        "--dataset",
+        "shapes",
+        "--dataset-size",
+        "4096",
+        "--model",
+        "mlp",
+        "--epochs",
+        "5",
+        "--batch-size",
+        "32",
+    ]
     victim = _train_json(*args, logdir=tmp_path / "victim")
     plain = _train_json(*args, logdir=tmp_path / "plain")
     run_dir = _wait_for_backup(tmp_path / "victim", victim, epoch=1)
@@ -165,8 +221,19 @@ def test_doctor_reports_the_runtime_and_versions():
 def test_cli_trains_a_user_model_and_dataset_by_import_path_and_resumes_it(tmp_path):
     """`--model usermodels:text_classifier --dataset usermodels:load_tokens`: killed after epoch 1, then --resume."""
     env = {"PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
-    args = ["--model", "usermodels:text_classifier", "--dataset", "usermodels:load_tokens", "--deterministic",
-            "--epochs", "4", "--batch-size", "8", "--precision", "float32"]
+    args = [
+        "--model",
+        "usermodels:text_classifier",
+        "--dataset",
+        "usermodels:load_tokens",
+        "--deterministic",
+        "--epochs",
+        "4",
+        "--batch-size",
+        "8",
+        "--precision",
+        "float32",
+    ]
     victim = _train_json(*args, logdir=tmp_path / "victim", env=env)
     run_dir = _wait_for_backup(tmp_path / "victim", victim, epoch=1)
     victim.send_signal(signal.SIGKILL)
@@ -207,7 +274,8 @@ def test_a_logdir_that_cannot_be_written_is_one_line_before_connecting(tmp_path,
     assert proc.stderr.strip().splitlines() == [
         f"python -m tpukit: logdir {logdir} is not a writable directory "
         f"({'File exists' if where == 'a file' else 'Not a directory'}); choose another with RunConfig(logdir=...) "
-        "or --logdir."]
+        "or --logdir."
+    ]
 
 
 def test_debug_shows_the_traceback_the_one_line_hides():
@@ -219,8 +287,14 @@ def test_debug_shows_the_traceback_the_one_line_hides():
 def test_ctrl_c_during_start_up_is_one_line(tmp_path, after_s):
     # A shell that starts a job in the background (`make test &`) ignores SIGINT in it, and children inherit that:
     # give the CLI the default handler, as an interactive terminal does.
-    proc = _train_json("--model", "mlp", "--dataset", "digits", logdir=tmp_path,
-                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = _train_json(
+        "--model",
+        "mlp",
+        "--dataset",
+        "digits",
+        logdir=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     time.sleep(after_s)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
@@ -243,8 +317,20 @@ def test_warnings_take_one_line_each(capsys):
 def test_the_cli_hides_tensorflows_log_lines_unless_verbose(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     env["PYTHONPATH"] = str(REPO)
-    args = [sys.executable, "-m", "tpukit", "train", "--model", "mlp", "--dataset", "digits", "--epochs", "1",
-            "--logdir", str(tmp_path)]
+    args = [
+        sys.executable,
+        "-m",
+        "tpukit",
+        "train",
+        "--model",
+        "mlp",
+        "--dataset",
+        "digits",
+        "--epochs",
+        "1",
+        "--logdir",
+        str(tmp_path),
+    ]
     quiet = subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     verbose = subprocess.run(args + ["--verbose"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert quiet.returncode == verbose.returncode == 0
@@ -267,8 +353,9 @@ def test_the_stderr_filter_drops_native_log_lines_and_keeps_the_rest_through_os_
         "nativelog.flush()\n"
         "os._exit(130)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
     assert done.returncode == 130
     assert done.stderr == b"\repoch 1/2  step 3/40\nIn the end: stopped\n", done.stderr
 
@@ -285,8 +372,9 @@ def test_the_stderr_filter_keeps_what_a_crashing_process_wrote_last():
         "os.write(2, b'\\n')\n"
         "os.abort()\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
     assert done.returncode == -signal.SIGABRT
     assert done.stderr.endswith(b"  what():  size mismatch\n"), done.stderr
 
@@ -307,8 +395,13 @@ def test_a_one_line_message_is_one_write_even_with_pythonunbuffered():
         "nativelog.say('python -m tpukit: the last line', stream)\n"
         "print(writes)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[b'python -m tpukit: the last line\\n']"
 
@@ -319,8 +412,9 @@ def _stderr_at_exit(cmd, **popen):
     import tempfile
 
     with tempfile.TemporaryFile() as f:
-        code = subprocess.call(cmd, stderr=f, env={**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"},
-                               cwd=REPO, **popen)
+        code = subprocess.call(
+            cmd, stderr=f, env={**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=REPO, **popen
+        )
         f.seek(0)
         return code, f.read()
 
@@ -333,9 +427,17 @@ def test_a_fast_failure_prints_its_line_before_the_exit_status_50_times_in_a_row
         assert code == 2 and err.startswith(b"python -m tpukit: error: ") and b"not a tpukit run directory" in err, err
 
 
-@pytest.mark.parametrize("end, status", [("raise SystemExit(0)", 0), ("raise SystemExit(1)", 1),
-                                         ("sys.exit(2)", 2), ("os._exit(130)", 130),
-                                         ("os.abort()", -signal.SIGABRT), ("os.kill(os.getpid(), 9)", -9)])
+@pytest.mark.parametrize(
+    "end, status",
+    [
+        ("raise SystemExit(0)", 0),
+        ("raise SystemExit(1)", 1),
+        ("sys.exit(2)", 2),
+        ("os._exit(130)", 130),
+        ("os.abort()", -signal.SIGABRT),
+        ("os.kill(os.getpid(), 9)", -9),
+    ],
+)
 def test_the_last_line_is_there_when_the_status_arrives_however_the_program_ends(end, status):
     code = (
         "import os, sys\n"
@@ -349,7 +451,9 @@ def test_the_last_line_is_there_when_the_status_arrives_however_the_program_ends
     )
     for _ in range(10):
         assert _stderr_at_exit([sys.executable, "-c", code]) == (
-            status, b"python -m tpukit: the last line\n  what():  a native abort writes its line end last\n")
+            status,
+            b"python -m tpukit: the last line\n  what():  a native abort writes its line end last\n",
+        )
 
 
 def test_the_filter_passes_signals_on_and_takes_the_program_with_it_when_killed():
@@ -367,8 +471,13 @@ def test_the_filter_passes_signals_on_and_takes_the_program_with_it_when_killed(
     for sig, expected in ((signal.SIGTERM, 143), (signal.SIGINT, -signal.SIGINT), (signal.SIGKILL, -9)):
         # SIGINT as a terminal gives it: a shell's background job (`bash .ci/run &`) inherits it ignored, and an
         # ignored signal stays ignored in the program too (nativelog), as it would without a filter.
-        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         program = int(proc.stdout.readline())
         assert program != proc.pid
         proc.send_signal(sig)
@@ -404,8 +513,23 @@ def _state(pid) -> bytes:
 def test_one_examples_per_sec_the_epoch_lines_and_the_summary_agree(tmp_path, backend):
     """One definition (meter.Meter): the summary's figure is the epoch lines' figures taken together (their
     examples over their time), within 5%, on both backends; the JAX run compiles its train step once."""
-    proc = _finish(_train_json("--backend", backend, "--dataset", "digits", "--model", "mlp", "--epochs", "4",
-                               "--batch-size", "16", "--precision", "float32", logdir=tmp_path))
+    proc = _finish(
+        _train_json(
+            "--backend",
+            backend,
+            "--dataset",
+            "digits",
+            "--model",
+            "mlp",
+            "--epochs",
+            "4",
+            "--batch-size",
+            "16",
+            "--precision",
+            "float32",
+            logdir=tmp_path,
+        )
+    )
     result = _last_json(proc)
     steps, per_call, batch = result["steps_per_epoch"], result["steps_per_execution"], result["global_batch_size"]
     rates = [float(m.replace(",", "")) for m in re.findall(r"  ([\d,]+) examples/s", proc.stderr)]
@@ -424,29 +548,47 @@ def test_train_help_shows_defaults_names_and_the_engines_figures_without_importi
     execution does (the engine's own figures) and the per-replica batch; and it stays light."""
     from tpukit.hardware.runtime import AUTO_STEPS_PER_EXECUTION, CPU_CALL_SECONDS
 
-    code = ("import sys, contextlib, io\n"
-            "from tpukit.cli.main import main\n"
-            "out = io.StringIO()\n"
-            "with contextlib.redirect_stdout(out):\n"
-            "    try:\n"
-            "        main(['train', '--help'])\n"
-            "    except SystemExit as e:\n"
-            "        assert e.code == 0, e.code\n"
-            "bad = [m for m in ('tensorflow', 'keras', 'jax', 'ipywidgets') if m in sys.modules]\n"
-            "assert not bad, bad\n"
-            "print(out.getvalue())\n")
+    code = (
+        "import sys, contextlib, io\n"
+        "from tpukit.cli.main import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    try:\n"
+        "        main(['train', '--help'])\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, e.code\n"
+        "bad = [m for m in ('tensorflow', 'keras', 'jax', 'ipywidgets') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+        "print(out.getvalue())\n"
+    )
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - started < 10
     text = " ".join(proc.stdout.split())  # argparse wraps lines
-    for default in ("(default: 64)", "(default: mnist5k)", "(default: cnn)", "(default: auto)", "(default: 0.1)",
-                    "(default: 42)", "(default: runs)", "(default: adam)", "default 3"):
+    for default in (
+        "(default: 64)",
+        "(default: mnist5k)",
+        "(default: cnn)",
+        "(default: auto)",
+        "(default: 0.1)",
+        "(default: 42)",
+        "(default: runs)",
+        "(default: adam)",
+        "default 3",
+    ):
         assert default in text, default
     assert "mnist5k, digits, shapes" in text and "mlp, cnn, resnet" in text
-    assert f"up to {AUTO_STEPS_PER_EXECUTION}, on the CPU only while a call stays under " \
-           f"{1000 * CPU_CALL_SECONDS:.0f} ms" in text
+    assert (
+        f"up to {AUTO_STEPS_PER_EXECUTION}, on the CPU only while a call stays under "
+        f"{1000 * CPU_CALL_SECONDS:.0f} ms" in text
+    )
     assert "1 on the CPU" not in text
     assert "per replica" in text and "the global batch is this x replicas" in text
     assert "partial batch is dropped" in text
@@ -461,9 +603,10 @@ def test_train_prints_a_total_time_and_epoch_lines_that_never_say_zero_seconds(t
     epochs = [line for line in proc.stderr.splitlines() if line.startswith("epoch ")]
     assert len(epochs) == 2, proc.stderr
     # Before them, where the step count differs from Keras' fit: whole global batches only.
-    assert ("Batches: 64 examples per step; 1,293 training examples make 20 steps per epoch; 13 are left out of "
-            "each epoch (whole batches only, so every step has one shape; Keras' fit would run a smaller step 21)"
-            ) in proc.stderr.splitlines(), proc.stderr
+    assert (
+        "Batches: 64 examples per step; 1,293 training examples make 20 steps per epoch; 13 are left out of "
+        "each epoch (whole batches only, so every step has one shape; Keras' fit would run a smaller step 21)"
+    ) in proc.stderr.splitlines(), proc.stderr
     for line in epochs:
         assert re.search(r"  [\d,]+ examples/s  ", line) or "(compiling: no step timed for examples/s)" in line, line
         assert not re.search(r"\b0\.0s\b", line), line
@@ -477,8 +620,9 @@ def test_train_prints_a_total_time_and_epoch_lines_that_never_say_zero_seconds(t
 
 
 def test_train_json_keeps_its_last_line_and_puts_the_total_time_on_stderr(tmp_path):
-    proc = run_cli("train", "--dataset", "digits", "--model", "mlp", "--epochs", "1", "--json", "--logdir",
-                   str(tmp_path))
+    proc = run_cli(
+        "train", "--dataset", "digits", "--model", "mlp", "--epochs", "1", "--json", "--logdir", str(tmp_path)
+    )
     assert _last_json(proc)["status"] == "completed"
     assert "Total time: " in proc.stderr and "Total time" not in proc.stdout
 
@@ -520,9 +664,24 @@ def test_a_profiled_runs_summary_names_layers_and_states_its_coverage_once(tmp_p
     from tpukit.observe import profiling
     from tpukit.ui.plots import _short
 
-    proc = run_cli("train", "--backend", backend, "--dataset", "digits", "--model", "cnn", "--epochs", "1",
-                   "--profile", "2:4", "--logdir", str(tmp_path), "--name", "profiled",
-                   env={"KERAS_BACKEND": backend})
+    proc = run_cli(
+        "train",
+        "--backend",
+        backend,
+        "--dataset",
+        "digits",
+        "--model",
+        "cnn",
+        "--epochs",
+        "1",
+        "--profile",
+        "2:4",
+        "--logdir",
+        str(tmp_path),
+        "--name",
+        "profiled",
+        env={"KERAS_BACKEND": backend},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     capture = re.search(r"^profile capture: (\S+)$", proc.stdout, re.MULTILINE).group(1)
     block = proc.stdout.split("\nProfile  ", 1)[1].split("\n\n", 1)[0]
@@ -534,8 +693,7 @@ def test_a_profiled_runs_summary_names_layers_and_states_its_coverage_once(tmp_p
     assert all(op.path and op.path != op.name for op in summary.top_ops)  # the profiler's own name, kept apart
     convs = [name for name in named if re.match(r"conv2d(_\d)? ", name)]
     assert len({name.split()[0] for name in convs}) >= 2, block  # by layer
-    assert any(name.endswith({"tensorflow": "Conv2DBackpropFilter", "jax": "grad)"}[backend])
-               for name in convs), block
+    assert any(name.endswith({"tensorflow": "Conv2DBackpropFilter", "jax": "grad)"}[backend]) for name in convs), block
     # XLA:CPU's weight-gradient convolutions keep no op name: they are named by the layer whose kernel they fit
     assert not [name for name in named if name.startswith("convolution")], block
     labels = [_short(name) for name in named]

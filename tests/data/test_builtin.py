@@ -31,11 +31,13 @@ def digits96():
 
 # ---- the table and importing -----------------------------------------------
 
+
 def test_import_does_not_load_tensorflow():
-    code = ("import sys, tpukit.data.builtin; "
-            "assert not {'tensorflow', 'keras', 'sklearn', 'mlxtend'} & set(sys.modules), sorted(sys.modules)")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
-                   env={**os.environ, "PYTHONPATH": REPO})
+    code = (
+        "import sys, tpukit.data.builtin; "
+        "assert not {'tensorflow', 'keras', 'sklearn', 'mlxtend'} & set(sys.modules), sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO})
 
 
 def test_every_name_has_info():
@@ -56,6 +58,7 @@ def test_bad_size_is_rejected():
 
 
 # ---- offline datasets ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", data.OFFLINE_DATASETS)
 def test_offline_dataset_matches_its_info(name):
@@ -113,6 +116,7 @@ def test_loaded_arrays_are_read_only():
 
 # ---- online datasets -------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", data.ONLINE_DATASETS)
 def test_online_dataset_fails_fast_when_offline(name):
     if data.cached(name) or data.reachable(data._KERAS_HOSTS[name], timeout=1):
@@ -138,6 +142,7 @@ def test_cached_looks_where_keras_saves(tmp_path, monkeypatch):
 
 # ---- the training pipeline ---------------------------------------------------------
 
+
 def test_train_dataset_elements_are_uint8_with_static_shapes(digits96):
     import tensorflow as tf
 
@@ -153,7 +158,7 @@ def test_train_dataset_elements_are_uint8_with_static_shapes(digits96):
 
 def test_each_epoch_is_a_new_permutation(digits96):
     stream = _batches(data.train_dataset(digits96, global_batch=32, seed=0, epochs=2))
-    epochs = [np.concatenate([y for _, y in stream[i:i + 3]]) for i in (0, 3)]
+    epochs = [np.concatenate([y for _, y in stream[i : i + 3]]) for i in (0, 3)]
     for labels in epochs:
         assert np.array_equal(np.sort(labels), np.sort(digits96.y_train))
     assert not np.array_equal(epochs[0], epochs[1])
@@ -189,11 +194,14 @@ def test_partial_batches_are_dropped():
     assert len(_batches(data.train_dataset(small, global_batch=32, seed=0, epochs=1))) == 3
 
 
-@pytest.mark.parametrize("kwargs, received", [
-    ({"global_batch": 0}, "global_batch=0"),
-    ({"global_batch": 97}, "global_batch=97"),
-    ({"epochs": 2, "initial_epoch": 3}, "initial_epoch=3"),
-])
+@pytest.mark.parametrize(
+    "kwargs, received",
+    [
+        ({"global_batch": 0}, "global_batch=0"),
+        ({"global_batch": 97}, "global_batch=97"),
+        ({"epochs": 2, "initial_epoch": 3}, "initial_epoch=3"),
+    ],
+)
 def test_train_dataset_rejects_bad_arguments(digits96, kwargs, received):
     args = {"global_batch": 32, "seed": 0, "epochs": 1, **kwargs}
     with pytest.raises(ValueError, match=f"Received: {received}"):

@@ -43,8 +43,10 @@ def test_pack_labels_are_the_next_token_and_the_tail_is_padding():
     assert packed.padding == pytest.approx(1 / 8)
     # a row per document: [5,6,7] -> 1 row (2 labels of 4), [8..11] -> 1 row (3 of 4)
     assert packed.unpacked_padding == pytest.approx(3 / 8)
-    assert "7 tokens packed into 2 rows of 4; padding 12.5% of the positions (one document per row: 37.5%)" \
+    assert (
+        "7 tokens packed into 2 rows of 4; padding 12.5% of the positions (one document per row: 37.5%)"
         in packed.note()
+    )
     with pytest.raises(DataError, match=r"sequence_length=0\.$"):
         text.pack([[1, 2]], 0, 0)
     with pytest.raises(DataError, match="at least 2"):
@@ -65,21 +67,26 @@ def test_help_topics_tokenized_with_sentencepiece_pack_with_little_padding(proto
 
 
 def test_text_becomes_arrays_with_the_model_encoder_and_a_note(proto):
-    source = sources.prepare("pydoc", name="pydoc", encoder=lambda: text.sentencepiece_encoder(proto, 128),
-                             validation_split=0.1, size=200)
+    source = sources.prepare(
+        "pydoc", name="pydoc", encoder=lambda: text.sentencepiece_encoder(proto, 128), validation_split=0.1, size=200
+    )
     assert len(source.train) == 180 and len(source.validation) == 20
     assert set(source.spec.input_shape) == {"token_ids", "padding_mask"}
     (note,) = source.notes
-    assert re.fullmatch(r"text: \d+ documents, [\d,]+ tokens packed into \d+ rows of 128; padding \d+\.\d% of the "
-                        r"positions \(one document per row: \d+\.\d%\)", note), note
+    assert re.fullmatch(
+        r"text: \d+ documents, [\d,]+ tokens packed into \d+ rows of 128; padding \d+\.\d% of the "
+        r"positions \(one document per row: \d+\.\d%\)",
+        note,
+    ), note
 
 
 def test_the_users_own_strings_are_text_too(proto):
     from tpukit import RunConfig
 
     documents = [text.pydoc_topics().documents[i] for i in (3, 5, 8)]
-    source = sources.prepare(documents, name="<text>", encoder=lambda: text.sentencepiece_encoder(proto, 32),
-                             validation_split=None)
+    source = sources.prepare(
+        documents, name="<text>", encoder=lambda: text.sentencepiece_encoder(proto, 32), validation_split=None
+    )
     assert source.train.y.shape[1] == 32 and source.notes[0].startswith("text: 3 documents, ")
     config, _, data = registry.with_labels(RunConfig(), None, documents)
     assert config.dataset == "<text>" and data is documents
@@ -97,19 +104,28 @@ def test_text_for_a_model_without_a_tokenizer_is_one_line_naming_the_fix():
 
 def test_tokenizing_loads_no_tensorflow_or_keras():
     pytest.importorskip("sentencepiece")
-    code = ("import sys\nfrom tpukit.data import text\n"
-            "docs = text.pydoc_topics().documents[:10]\n"
-            "packed = text.tokenize(text.Text(docs), text.sentencepiece_encoder(text.train_sentencepiece(docs, 100), 32))\n"
-            "assert packed.arrays.y.shape[1] == 32\n"
-            "assert not {'tensorflow', 'keras', 'jax'} & set(sys.modules), sorted(sys.modules)\n")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO},
-                   timeout=120)
+    code = (
+        "import sys\nfrom tpukit.data import text\n"
+        "docs = text.pydoc_topics().documents[:10]\n"
+        "packed = text.tokenize(text.Text(docs), text.sentencepiece_encoder(text.train_sentencepiece(docs, 100), 32))\n"
+        "assert packed.arrays.y.shape[1] == 32\n"
+        "assert not {'tensorflow', 'keras', 'jax'} & set(sys.modules), sorted(sys.modules)\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO}, timeout=120
+    )
 
 
 def word_encoder(sequence_length=8):
     """An `Encoder` that reads whitespace words as ids (a word's length + 3), so tests can count tokens by eye."""
-    return text.Encoder(lambda docs: [[len(w) + 3 for w in d.split()] for d in docs], sequence_length, pad_id=0,
-                        vocabulary_size=100, bos_id=2, eos_id=1)
+    return text.Encoder(
+        lambda docs: [[len(w) + 3 for w in d.split()] for d in docs],
+        sequence_length,
+        pad_id=0,
+        vocabulary_size=100,
+        bos_id=2,
+        eos_id=1,
+    )
 
 
 def test_a_prompt_is_an_input_and_no_label_the_response_is_both():

@@ -10,34 +10,53 @@ from tpukit.data.types import DataError
 
 def word_encoder(sequence_length=8):
     """An `Encoder` that reads whitespace words as ids (a word's length + 3), so tests can count tokens by eye."""
-    return text.Encoder(lambda docs: [[len(w) + 3 for w in d.split()] for d in docs], sequence_length, pad_id=0,
-                        vocabulary_size=100, bos_id=2, eos_id=1)
+    return text.Encoder(
+        lambda docs: [[len(w) + 3 for w in d.split()] for d in docs],
+        sequence_length,
+        pad_id=0,
+        vocabulary_size=100,
+        bos_id=2,
+        eos_id=1,
+    )
 
 
 def test_pairs_and_dicts_of_prompts_and_responses_are_the_same_text():
     pairs = [("What is 2+2?", "4"), ("Capital of France?", "Paris")]
     dicts = [{"prompt": p, "response": r} for p, r in pairs]
-    as_pairs, as_dicts = (sources.prepare(d, name="<text>", encoder=word_encoder, validation_split=None)
-                          for d in (pairs, dicts))
+    as_pairs, as_dicts = (
+        sources.prepare(d, name="<text>", encoder=word_encoder, validation_split=None) for d in (pairs, dicts)
+    )
     assert as_pairs.fingerprint == as_dicts.fingerprint and "prompt tokens are no label" in as_pairs.notes[0]
-    texts_ = sources.prepare([{"text": "one two"}, {"text": "three"}], name="<text>", encoder=word_encoder,
-                             validation_split=None)
-    assert texts_.fingerprint == sources.prepare(["one two", "three"], name="<text>", encoder=word_encoder,
-                                                 validation_split=None).fingerprint
+    texts_ = sources.prepare(
+        [{"text": "one two"}, {"text": "three"}], name="<text>", encoder=word_encoder, validation_split=None
+    )
+    assert (
+        texts_.fingerprint
+        == sources.prepare(["one two", "three"], name="<text>", encoder=word_encoder, validation_split=None).fingerprint
+    )
     assert registry.with_labels(RunConfig(), None, pairs)[0].dataset == "<text>"
     assert registry.with_labels(RunConfig(), None, dicts)[0].dataset == "<text>"
     assert sources.planned_train_examples(RunConfig(), pairs) is None  # two pairs, not (x, y)
 
 
-@pytest.mark.parametrize("data, message", [
-    ([{"prompt": "p"}], r"^data\[0\] has no 'response' field beside 'prompt'\. Received: keys \['prompt'\]\.$"),
-    ([{"txt": "x"}], r"^data\[0\] has no 'text' field and no 'prompt' and 'response' fields\. Received: keys "
-                     r"\['txt'\]\.$"),
-    ([{"text": 3}], r"^data\[0\]: field 'text' must be a string\. Received: int 3\.$"),
-    ([("p", "r"), "just text"], r"^data\[1\]: a string among pairs: give every row as text alone or every row as a "
-                                r"prompt and response\. Received: str 'just text'\.$"),
-    ([{"text": "a"}, {"prompt": "p", "response": "r"}], r"^data\[1\]: a pair among strings"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ([{"prompt": "p"}], r"^data\[0\] has no 'response' field beside 'prompt'\. Received: keys \['prompt'\]\.$"),
+        (
+            [{"txt": "x"}],
+            r"^data\[0\] has no 'text' field and no 'prompt' and 'response' fields\. Received: keys "
+            r"\['txt'\]\.$",
+        ),
+        ([{"text": 3}], r"^data\[0\]: field 'text' must be a string\. Received: int 3\.$"),
+        (
+            [("p", "r"), "just text"],
+            r"^data\[1\]: a string among pairs: give every row as text alone or every row as a "
+            r"prompt and response\. Received: str 'just text'\.$",
+        ),
+        ([{"text": "a"}, {"prompt": "p", "response": "r"}], r"^data\[1\]: a pair among strings"),
+    ],
+)
 def test_bad_rows_are_one_line_naming_the_row_and_the_forms(data, message):
     with pytest.raises(DataError, match=message) as info:
         sources.prepare(data, name="<text>", encoder=word_encoder)
@@ -50,23 +69,33 @@ def test_a_jsonl_file_is_a_dataset_name_read_line_by_line(tmp_path):
     entry = registry.entry("dataset", str(path))
     assert entry.description == f"text from the JSONL file {path}"
     source = sources.prepare(str(path), name=str(path), encoder=word_encoder, validation_split=None)
-    pairs = sources.prepare([("What is 2+2?", "4"), ("Hi", "Hello there")], name="<text>", encoder=word_encoder,
-                            validation_split=None)
+    pairs = sources.prepare(
+        [("What is 2+2?", "4"), ("Hi", "Hello there")], name="<text>", encoder=word_encoder, validation_split=None
+    )
     assert source.fingerprint == pairs.fingerprint
     plain = tmp_path / "plain.jsonl"
     plain.write_text('{"text": "one two"}\n{"text": "three", "id": 7}\n')
     assert sources.prepare(str(plain), name="p", encoder=word_encoder, validation_split=None).spec.num_train == 1
 
 
-@pytest.mark.parametrize("content, message", [
-    ('{"text": "a"}\n{"text": "b"}\n{"body": "c"}\n', r"line 3 has no 'text' field and no 'prompt' and 'response' "
-                                                      r"fields\. Received: keys \['body'\]\.$"),
-    ('{"text": "a"}\nnot json\n', r"line 2 is not JSON \(.*\); each line must be an object such as"),
-    ('["a"]\n', r"line 1: expected a JSON object with a 'text' field or 'prompt' and 'response' fields\. Received: a "
-                r"JSON list\.$"),
-    ('{"text": "a"}\n{"prompt": "p", "response": "r"}\n', r"line 2: its fields differ from line 1's"),
-    ('\n\n', r"has no lines of text\. Received: an empty file\.$"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (
+            '{"text": "a"}\n{"text": "b"}\n{"body": "c"}\n',
+            r"line 3 has no 'text' field and no 'prompt' and 'response' "
+            r"fields\. Received: keys \['body'\]\.$",
+        ),
+        ('{"text": "a"}\nnot json\n', r"line 2 is not JSON \(.*\); each line must be an object such as"),
+        (
+            '["a"]\n',
+            r"line 1: expected a JSON object with a 'text' field or 'prompt' and 'response' fields\. Received: a "
+            r"JSON list\.$",
+        ),
+        ('{"text": "a"}\n{"prompt": "p", "response": "r"}\n', r"line 2: its fields differ from line 1's"),
+        ("\n\n", r"has no lines of text\. Received: an empty file\.$"),
+    ],
+)
 def test_a_bad_jsonl_line_is_one_line_naming_the_file_and_the_line(tmp_path, content, message):
     path = tmp_path / "data.jsonl"
     path.write_text(content)
@@ -100,13 +129,20 @@ def test_a_duck_typed_hugging_face_dataset_is_text_by_its_columns():
     rows = [{"prompt": "What is 2+2?", "response": "4", "source": "math"}, {"prompt": "Hi", "response": "Hello"}]
     data = DuckTypedHuggingFaceDataset(rows)
     source = sources.prepare(data, name="<text>", encoder=word_encoder, validation_split=None)
-    pairs = sources.prepare([(r["prompt"], r["response"]) for r in rows], name="<text>", encoder=word_encoder,
-                            validation_split=None)
+    pairs = sources.prepare(
+        [(r["prompt"], r["response"]) for r in rows], name="<text>", encoder=word_encoder, validation_split=None
+    )
     assert source.fingerprint == pairs.fingerprint
     assert registry.with_labels(RunConfig(), None, data)[0].dataset == "<text>"
-    with pytest.raises(DataError, match=r"^the Hugging Face dataset has no 'text' column and no 'prompt' and "
-                                        r"'response' columns: rename them .*Received: columns \['question'\]\.$"):
+    with pytest.raises(
+        DataError,
+        match=r"^the Hugging Face dataset has no 'text' column and no 'prompt' and "
+        r"'response' columns: rename them .*Received: columns \['question'\]\.$",
+    ):
         sources.prepare(DuckTypedHuggingFaceDataset([{"question": "q"}]), name="<text>", encoder=word_encoder)
-    with pytest.raises(DataError, match=r"^data is a Hugging Face DatasetDict \(splits \['test', 'train'\]\): pass "
-                                        r"one split, e.g. data=dataset\['test'\]"):
+    with pytest.raises(
+        DataError,
+        match=r"^data is a Hugging Face DatasetDict \(splits \['test', 'train'\]\): pass "
+        r"one split, e.g. data=dataset\['test'\]",
+    ):
         sources.prepare(DuckTypedHuggingFaceDatasetDict(), name="<text>", encoder=word_encoder)

@@ -29,8 +29,11 @@ def _fake_gpus(monkeypatch, count):
 
     monkeypatch.setattr(tf.config, "list_physical_devices", physical)
     monkeypatch.setattr(tf.config, "list_logical_devices", logical)
-    monkeypatch.setattr(tf.config.experimental, "get_device_details",
-                        lambda device: {"device_name": "Tesla T4", "compute_capability": (7, 5)})
+    monkeypatch.setattr(
+        tf.config.experimental,
+        "get_device_details",
+        lambda device: {"device_name": "Tesla T4", "compute_capability": (7, 5)},
+    )
     monkeypatch.setattr(gpu, "_nvidia_memory", lambda: {i: 15360 for i in range(count)})
 
 
@@ -101,8 +104,15 @@ def test_a_one_gpu_run_says_its_strategy_in_its_notes_fake_gpus(monkeypatch, tmp
 
     _fake_gpus(monkeypatch, 1)
     runtime = gpu.connect(Request("gpu"))
-    config = tpukit.RunConfig(dataset="digits", model="mlp", epochs=1, batch_size=32, precision="float32",
-                              steps_per_epoch=2, logdir=str(tmp_path))
+    config = tpukit.RunConfig(
+        dataset="digits",
+        model="mlp",
+        epochs=1,
+        batch_size=32,
+        precision="float32",
+        steps_per_epoch=2,
+        logdir=str(tmp_path),
+    )
     result = tpukit.train(config, runtime)
     assert result.status == "completed", result.message
     assert [n for n in result.notes if n.startswith("strategy: ")] == [f"strategy: {runtime.strategy_reason}"]

@@ -69,8 +69,9 @@ def _env():
 
 
 def _python(code, timeout=300):
-    proc = subprocess.run([sys.executable, "-c", FAKE + code], capture_output=True, text=True, timeout=timeout,
-                          env=_env())
+    proc = subprocess.run(
+        [sys.executable, "-c", FAKE + code], capture_output=True, text=True, timeout=timeout, env=_env()
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -131,8 +132,10 @@ print(json.dumps({{"before": before, "at_start": flags_at_start[0], "keras": ker
         assert "compute capability 7.5" in r["reason"]
         assert r["mfu"] == pytest.approx(r["flops"] * r["eps"] / 65e12) and 0 < r["mfu"] < 1
         assert (r["steps"], r["spe"]) == (40, 20)  # digits: 1293 training examples, batch 32
-        assert r["notes"] == ["steps_per_execution: auto → 20 on GPU: fewer calls from the host, each running 20 "
-                              "steps; the largest divisor of the 40 steps per epoch up to 32, so epochs stay whole"]
+        assert r["notes"] == [
+            "steps_per_execution: auto → 20 on GPU: fewer calls from the host, each running 20 "
+            "steps; the largest divisor of the 40 steps per epoch up to 32, so epochs stay whole"
+        ]
     assert a["fingerprint"] == b["fingerprint"]
 
 

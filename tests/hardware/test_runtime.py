@@ -40,8 +40,14 @@ def test_a_tensorflow_cpu_process_pools_its_memory_unless_the_user_says_not(user
     """What tpukit sets for TensorFlow (which reads it at its first allocation): its CPU pool unless the user chose.
     Not TensorFlow's memory statistics, which some CPUs' builds keep under malloc too."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
-    env.update({"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "",
-                **({"TF_CPU_ALLOCATOR_USE_BFC": user} if user else {})})
+    env.update(
+        {
+            "PYTHONPATH": str(REPO),
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "KERAS_BACKEND": "",
+            **({"TF_CPU_ALLOCATOR_USE_BFC": user} if user else {}),
+        }
+    )
     done = subprocess.run([sys.executable, "-c", _ALLOCATOR], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == expected
@@ -77,11 +83,17 @@ def test_the_recommendation_follows_the_probe_and_says_where_its_figures_come_fr
     assert runtime.precision_reason.startswith("as ") and "(TPUKIT_CPU_PROBE) says" in runtime.precision_reason
 
 
-@pytest.mark.parametrize("content, said", [
-    ("{not json", "cannot read it as JSON"),
-    ('{"fp32_flops": 1e11}', "bf16_flops, fp32_conv_flops, bf16_conv_flops"),
-    ('{"fp32_flops": 1e11, "bf16_flops": -1, "fp32_conv_flops": 1, "bf16_conv_flops": 1}', ": bf16_flops, fp16_flops"),
-])
+@pytest.mark.parametrize(
+    "content, said",
+    [
+        ("{not json", "cannot read it as JSON"),
+        ('{"fp32_flops": 1e11}', "bf16_flops, fp32_conv_flops, bf16_conv_flops"),
+        (
+            '{"fp32_flops": 1e11, "bf16_flops": -1, "fp32_conv_flops": 1, "bf16_conv_flops": 1}',
+            ": bf16_flops, fp16_flops",
+        ),
+    ],
+)
 def test_a_bad_probe_file_is_one_line_naming_it_and_the_figures(tmp_path, monkeypatch, content, said):
     from tpukit.hardware import cpu_probe as probe
 
@@ -172,8 +184,19 @@ def test_tpu_address_from_environment(monkeypatch, tmp_path):
 
 def test_real_tpu_local_on_this_build_explains_no_tpu_support():
     """Real TensorFlow, no fake: tensorflow-cpu cannot initialize a TPU; the CLI says so in one line."""
-    proc = run_cli("train", "--backend", "tensorflow", "--accelerator", "tpu", "--tpu", "local",
-                   "--dataset", "digits", "--batch-size", "128")
+    proc = run_cli(
+        "train",
+        "--backend",
+        "tensorflow",
+        "--accelerator",
+        "tpu",
+        "--tpu",
+        "local",
+        "--dataset",
+        "digits",
+        "--batch-size",
+        "128",
+    )
     assert proc.returncode == 1
     assert "this TensorFlow build has no TPU support" in proc.stderr
     assert "JAX backend" in proc.stderr
@@ -188,7 +211,9 @@ def test_auto_skips_a_tpu_vm_tensorflow_cannot_drive_fake_tpu(monkeypatch):
 
     def fake_resolver(address):
         assert address == "local"
-        raise RuntimeError("TPUs not found in the cluster. No OpKernel was registered to support Op 'ConfigureDistributedTPU'")
+        raise RuntimeError(
+            "TPUs not found in the cluster. No OpKernel was registered to support Op 'ConfigureDistributedTPU'"
+        )
 
     monkeypatch.setattr(tpu, "tpu_vm_present", lambda: True)
     monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
@@ -261,8 +286,19 @@ def test_a_listening_port_that_never_speaks_grpc_fails_within_the_timeout():
         server.bind(("127.0.0.1", 0))
         server.listen()
         address = f"grpc://127.0.0.1:{server.getsockname()[1]}"
-        proc = run_cli("train", "--backend", "tensorflow", "--accelerator", "tpu", "--tpu", address,
-                       "--dataset", "digits", env={"TPUKIT_TPU_TIMEOUT": "2"}, timeout=120)
+        proc = run_cli(
+            "train",
+            "--backend",
+            "tensorflow",
+            "--accelerator",
+            "tpu",
+            "--tpu",
+            address,
+            "--dataset",
+            "digits",
+            env={"TPUKIT_TPU_TIMEOUT": "2"},
+            timeout=120,
+        )
     assert proc.returncode == 1, proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if address in line]
     assert len(lines) == 1 and "did not answer within 2 s" in lines[0] and "restart the runtime" in lines[0]
@@ -276,8 +312,10 @@ def test_tpu_timeout_from_argument_or_environment(monkeypatch):
     monkeypatch.setenv("TPUKIT_TPU_TIMEOUT", "7.5")
     assert tpu.tpu_timeout() == 7.5 and tpu.tpu_timeout(3) == 3.0
     monkeypatch.setenv("TPUKIT_TPU_TIMEOUT", "soon")
-    with pytest.raises(ValueError, match="TPUKIT_TPU_TIMEOUT: expected a positive number of seconds. "
-                                         "Received: TPUKIT_TPU_TIMEOUT='soon'"):
+    with pytest.raises(
+        ValueError,
+        match="TPUKIT_TPU_TIMEOUT: expected a positive number of seconds. Received: TPUKIT_TPU_TIMEOUT='soon'",
+    ):
         tpu.tpu_timeout()
     with pytest.raises(ValueError, match="Received: timeout=0"):
         tpukit.connect("cpu", timeout=0)
@@ -337,7 +375,10 @@ def test_a_missing_private_tensorflow_api_is_refused_in_one_line(monkeypatch):
         with mirrored._group_keys_from(10_000):
             pass
     message = str(caught.value)
-    assert "\n" not in message and f"TensorFlow {tf.__version__} no longer has MirroredStrategy._collective_key_base" in message
+    assert (
+        "\n" not in message
+        and f"TensorFlow {tf.__version__} no longer has MirroredStrategy._collective_key_base" in message
+    )
 
     monkeypatch.delattr(impl.CollectiveAllReduceExtended, "_initialize_local_devices")
     with pytest.raises(rt.ConnectError) as caught:
@@ -379,8 +420,11 @@ def test_multi_worker_mirrored_two_local_workers(tmp_path):
         tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
         env = {**os.environ, "TF_CONFIG": tf_config, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
         code = WORKER.format(logdir=str(tmp_path / f"w{index}"))
-        procs.append(subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
     outs = []
     for p in procs:
         out, err = p.communicate(timeout=180)
@@ -411,20 +455,25 @@ def test_fewer_replicas_after_more_in_one_process_trains(tmp_path):
     import tpukit
 
     for n in (REPLICAS, REPLICAS // 2, 2):
-        config = tpukit.RunConfig(model="mlp", dataset="digits", replicas=n, epochs=1, steps_per_epoch=3,
-                                  logdir=str(tmp_path))
+        config = tpukit.RunConfig(
+            model="mlp", dataset="digits", replicas=n, epochs=1, steps_per_epoch=3, logdir=str(tmp_path)
+        )
         result = tpukit.train(config)
         assert result.status == "completed" and result.config["replicas"] == n, result.summary()
 
 
-@pytest.mark.parametrize("probe, precision, deterministic, slow", [
-    ("bf16_slower", "mixed_float16", True, True),  # TF's fp16 convs 0.1x, XLA off under op determinism
-    ("bf16_slower", "mixed_bfloat16", False, False),  # XLA runs it, 10x faster than TF's kernels
-    ("bf16_faster", "mixed_bfloat16", True, False),  # TF's own bf16 kernels gain
-    ("bf16_slower", "float32", True, False),
-])
-def test_a_precision_measured_slower_than_float32_is_advised_against_before_a_run(cpu_probe_says, probe, precision,
-                                                                                  deterministic, slow):
+@pytest.mark.parametrize(
+    "probe, precision, deterministic, slow",
+    [
+        ("bf16_slower", "mixed_float16", True, True),  # TF's fp16 convs 0.1x, XLA off under op determinism
+        ("bf16_slower", "mixed_bfloat16", False, False),  # XLA runs it, 10x faster than TF's kernels
+        ("bf16_faster", "mixed_bfloat16", True, False),  # TF's own bf16 kernels gain
+        ("bf16_slower", "float32", True, False),
+    ],
+)
+def test_a_precision_measured_slower_than_float32_is_advised_against_before_a_run(
+    cpu_probe_says, probe, precision, deterministic, slow
+):
     cpu_probe_says(probe)
     advice = tpukit.connect("cpu").precision_advice(precision, deterministic)
     assert (advice is not None) == slow
@@ -432,21 +481,30 @@ def test_a_precision_measured_slower_than_float32_is_advised_against_before_a_ru
         assert "\n" not in advice and "float32 is likely faster" in advice and "TPUKIT_CPU_PROBE" in advice
 
 
-
 def test_mfu_says_what_peak_it_is_a_share_of_fake_tpu():
     """A CPU's peak is tpukit's own measurement, an accelerator's the published figure for all its chips (fake
     facts: no TPU here); the run's summary carries the words."""
     from tpukit.runs import records
 
-    cpu = rt.TensorFlowRuntime("tensorflow", "cpu", ("CPU:0",), 1, None,
-                               device_facts=({"peak_flops": {"fp32": 141.2e9}},))
+    cpu = rt.TensorFlowRuntime(
+        "tensorflow", "cpu", ("CPU:0",), 1, None, device_facts=({"peak_flops": {"fp32": 141.2e9}},)
+    )
     assert cpu.peak_basis("float32") == "this CPU's float32 matmul peak as tpukit's probe measured it (141.2 GFLOP/s)"
     assert cpu.peak_basis("mixed_bfloat16") == ""  # not measured: no basis, and no MFU
     chips = ({"name": "TPU v5e", "peak_flops": {"bf16": 197e12}},) * 4
     tpu_runtime = rt.TensorFlowRuntime("tensorflow", "tpu", ("TPU:0",) * 4, 4, None, device_facts=chips)
     assert tpu_runtime.peak_basis("mixed_bfloat16") == "the published bfloat16 peak of 4 × TPU v5e (788.0 TFLOP/s)"
-    result = records.RunResult(run_dir="r", status="completed", epochs_done=1, examples_per_sec=100.0,
-                               step_time_ms=5.0, mfu=0.167, mfu_basis=cpu.peak_basis("float32"),
-                               config={"model": "mlp", "dataset": "digits", "epochs": 1})
-    assert ("MFU: the model's counted FLOPs at this rate, as a share of this CPU's float32 matmul peak as tpukit's "
-            "probe measured it (141.2 GFLOP/s)") in result.summary().splitlines()
+    result = records.RunResult(
+        run_dir="r",
+        status="completed",
+        epochs_done=1,
+        examples_per_sec=100.0,
+        step_time_ms=5.0,
+        mfu=0.167,
+        mfu_basis=cpu.peak_basis("float32"),
+        config={"model": "mlp", "dataset": "digits", "epochs": 1},
+    )
+    assert (
+        "MFU: the model's counted FLOPs at this rate, as a share of this CPU's float32 matmul peak as tpukit's "
+        "probe measured it (141.2 GFLOP/s)"
+    ) in result.summary().splitlines()

@@ -19,8 +19,11 @@ pytest.importorskip("keras_hub")
 
 # (vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence): where the activations, the logits
 # and the weights are each the biggest term
-SIZES = [[2048, 6, 256, 4, 64, 1024, 4, 256], [16384, 2, 256, 4, 64, 1024, 4, 256],
-         [8192, 4, 1024, 8, 128, 4096, 1, 64]]
+SIZES = [
+    [2048, 6, 256, 4, 64, 1024, 4, 256],
+    [16384, 2, 256, 4, 64, 1024, 4, 256],
+    [8192, 4, 1024, 8, 128, 4096, 1, 64],
+]
 
 
 @pytest.mark.slow
@@ -29,8 +32,14 @@ def test_the_estimate_is_within_25_percent_of_xlas_figure_for_three_sizes():
     from hub_support import MEMORY
 
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), "KERAS_BACKEND": "jax"}
-    proc = subprocess.run([sys.executable, "-c", MEMORY, json.dumps(SIZES)], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", MEMORY, json.dumps(SIZES)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 3
@@ -44,9 +53,16 @@ def _tiny_gemma(vocabulary=512, layers=2, lora=4):
     import keras
     import keras_hub
 
-    backbone = keras_hub.models.GemmaBackbone(vocabulary_size=vocabulary, num_layers=layers, num_query_heads=4,
-                                              num_key_value_heads=1, hidden_dim=32, intermediate_dim=64, head_dim=8,
-                                              dtype="bfloat16")
+    backbone = keras_hub.models.GemmaBackbone(
+        vocabulary_size=vocabulary,
+        num_layers=layers,
+        num_query_heads=4,
+        num_key_value_heads=1,
+        hidden_dim=32,
+        intermediate_dim=64,
+        head_dim=8,
+        dtype="bfloat16",
+    )
     model = keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=None)
     if lora:
         backbone.enable_lora(lora)
@@ -83,8 +99,10 @@ def test_the_note_says_whether_it_fits_and_which_setting_makes_it_fit():
     found = memory.estimate(model, **settings)
     assert memory.verdict(found, None, None).endswith("; no device limit here (the CPU trains in host memory)")
     roomy = memory.estimate(model, **settings, device=4 * found.total)
-    assert memory.verdict(roomy, None, None).endswith(": fits") and f" of {4 * found.total / 2**30:.3g} GiB (" in \
-        roomy.note()
+    assert (
+        memory.verdict(roomy, None, None).endswith(": fits")
+        and f" of {4 * found.total / 2**30:.3g} GiB (" in roomy.note()
+    )
     # a device the step fits only with remat on
     with_remat = memory.estimate(model, **settings, remat=True)
     device = int(with_remat.total / memory.HEADROOM) + 1
@@ -93,8 +111,10 @@ def test_the_note_says_whether_it_fits_and_which_setting_makes_it_fit():
     line = memory.verdict(memory.estimate(model, **settings, device=device), fix, fixed)
     assert ": does not fit; remat=True brings it to about" in line and "\n" not in line
     # smaller still: a smaller batch, with accumulation making up the examples per update
-    device = int(memory.estimate(model, **{**settings, "batch_size": 4}, remat=True, accumulation=4).total /
-                 memory.HEADROOM) + 1
+    device = (
+        int(memory.estimate(model, **{**settings, "batch_size": 4}, remat=True, accumulation=4).total / memory.HEADROOM)
+        + 1
+    )
     fix, _ = memory.advice(model, **settings, device=device)
     assert fix == "remat=True, batch_size=4 and gradient_accumulation=4 (the same examples per update)"
     assert memory.advice(model, **settings, device=1000) == (None, None)  # nothing fits 1000 bytes
@@ -105,21 +125,24 @@ def test_out_of_memory_is_told_from_xlas_and_tensorflows_errors():
     from jax.errors import JaxRuntimeError
 
     assert memory.out_of_memory(tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor"))
-    assert memory.out_of_memory(JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
-                                                "17.16G."))
+    assert memory.out_of_memory(JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17.16G."))
     assert not memory.out_of_memory(ValueError("shapes (3,) and (4,) do not match"))
-    line = memory.out_of_memory_message(JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory\nbuffers ..."),
-                                        "remat=True brings it to about 9.3 GiB")
-    assert line == ("the device ran out of memory: remat=True brings it to about 9.3 GiB (JaxRuntimeError: "
-                    "RESOURCE_EXHAUSTED: Out of memory)")
+    line = memory.out_of_memory_message(
+        JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory\nbuffers ..."), "remat=True brings it to about 9.3 GiB"
+    )
+    assert line == (
+        "the device ran out of memory: remat=True brings it to about 9.3 GiB (JaxRuntimeError: "
+        "RESOURCE_EXHAUSTED: Out of memory)"
+    )
 
 
 def test_the_device_memory_a_runtime_knows():
     from tpukit.hardware.runtime import Runtime
 
     def runtime(kind, **facts):
-        return Runtime(backend="jax", kind=kind, devices=("d",), replicas=1, strategy=None,
-                       device_facts=(facts,) if facts else ())
+        return Runtime(
+            backend="jax", kind=kind, devices=("d",), replicas=1, strategy=None, device_facts=(facts,) if facts else ()
+        )
 
     assert runtime("tpu", name="TPU v5 lite", tpu_type="TPU v5e").device_memory == 16 * 2**30
     assert runtime("tpu", name="TPU v6e").device_memory == 32 * 2**30  # TensorFlow's TPU path names the type
@@ -147,20 +170,28 @@ def test_a_jax_gpu_reports_the_memory_jax_may_allocate():
     assert _memory_mib(jax.devices("cpu")[0]) is None  # the CPU has none
 
 
-
 def test_auto_remat_turns_on_only_where_the_step_does_not_fit_the_device():
     from tpukit.config import RunConfig
     from tpukit.hardware.runtime import Runtime
 
     model = _tiny_gemma(layers=8)  # 8 layers of attention scores at 4,096 tokens: 40 GiB without remat, 5.3 with
-    v5e = Runtime(backend="jax", kind="tpu", devices=("d",), replicas=1, strategy=None,
-                  device_facts=({"name": "TPU v5 lite", "tpu_type": "TPU v5e"},))
+    v5e = Runtime(
+        backend="jax",
+        kind="tpu",
+        devices=("d",),
+        replicas=1,
+        strategy=None,
+        device_facts=({"name": "TPU v5 lite", "tpu_type": "TPU v5e"},),
+    )
     cpu = Runtime(backend="jax", kind="cpu", devices=("d",), replicas=1, strategy=None)
     config = RunConfig(batch_size=8, sequence_length=4096)
     remat, line, fix = memory.decide(model, config, v5e)
     assert remat and fix is None
-    assert line.startswith("memory: about ") and " of 16 GiB (" in line and "remat on): fits; remat=auto turned " \
-        "remat on, since the step does not fit without it" in line, line
+    assert (
+        line.startswith("memory: about ")
+        and " of 16 GiB (" in line
+        and "remat on): fits; remat=auto turned remat on, since the step does not fit without it" in line
+    ), line
     remat, line, fix = memory.decide(model, config.replace(remat=False), v5e)
     assert not remat and ": does not fit; remat=True brings it to about " in line and fix.startswith("remat=True")
     remat, line, _ = memory.decide(model, config, cpu)  # no device limit: auto changes nothing

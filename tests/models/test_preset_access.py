@@ -18,8 +18,16 @@ keras_hub = pytest.importorskip("keras_hub")
 preset_utils = pytest.importorskip("keras_hub.src.utils.preset_utils")
 
 GEMMA = "kaggle://keras/gemma3/keras/gemma3_instruct_1b"
-CREDENTIALS = ("KAGGLE_USERNAME", "KAGGLE_KEY", "KAGGLE_API_TOKEN", "KAGGLE_CONFIG_DIR", "HF_TOKEN",
-               "HUGGING_FACE_HUB_TOKEN", "HF_HOME", "HF_TOKEN_PATH")
+CREDENTIALS = (
+    "KAGGLE_USERNAME",
+    "KAGGLE_KEY",
+    "KAGGLE_API_TOKEN",
+    "KAGGLE_CONFIG_DIR",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "HF_HOME",
+    "HF_TOKEN_PATH",
+)
 
 
 @pytest.fixture
@@ -33,6 +41,7 @@ def nobody(monkeypatch, tmp_path):
 
 def _download_fails(monkeypatch, error, reachable=True):
     """KerasHub's file fetch raises `error`, as kagglehub or huggingface_hub would; the hub answers or not."""
+
     def get_file(preset, path):
         raise error
 
@@ -56,14 +65,16 @@ def test_no_network_while_downloading_a_kaggle_preset_is_one_line_simulated(nobo
     except socket.gaierror as cause:
         error = requests.exceptions.ConnectionError(
             "HTTPSConnectionPool(host='www.kaggle.com', port=443): Max retries exceeded with url: /api/v1/models/"
-            "keras/gemma3/keras/gemma3_instruct_1b/download/config.json (Caused by NameResolutionError(\"Failed to "
-            "resolve 'www.kaggle.com' ([Errno -3] Temporary failure in name resolution)\"))")
+            'keras/gemma3/keras/gemma3_instruct_1b/download/config.json (Caused by NameResolutionError("Failed to '
+            "resolve 'www.kaggle.com' ([Errno -3] Temporary failure in name resolution)\"))"
+        )
         error.__cause__ = cause
     _download_fails(nobody, error)
     assert _refused(GEMMA) == (
         f"preset {GEMMA!r} must be downloaded from www.kaggle.com, which this machine cannot reach (no network): "
         "connect it, or load the preset where there is a network, save it with save_to_preset(DIR) and pass "
-        "model=DIR.")
+        "model=DIR."
+    )
 
 
 def test_a_failed_fetch_with_the_hub_unreachable_is_no_network_too_simulated(nobody):
@@ -74,14 +85,20 @@ def test_a_failed_fetch_with_the_hub_unreachable_is_no_network_too_simulated(nob
 
 def test_a_gated_kaggle_preset_without_credentials_names_the_variables_and_the_terms_page_simulated(nobody):
     # Kaggle's 403, as KerasHub 0.32 reports it: a file "not accessible", which check_file_exists reads as missing
-    _download_fails(nobody, FileNotFoundError("`config.json` is not accessible in preset directory. If this model is "
-                                              "gated, accept its terms on kaggle.com and retry."))
+    _download_fails(
+        nobody,
+        FileNotFoundError(
+            "`config.json` is not accessible in preset directory. If this model is "
+            "gated, accept its terms on kaggle.com and retry."
+        ),
+    )
     message = _refused("gemma3_instruct_1b")  # a KerasHub name: its Kaggle handle gives the page
     assert message == (
         "preset 'gemma3_instruct_1b' was refused without credentials, as gated models (Gemma, Llama) are: set "
         "KAGGLE_USERNAME and KAGGLE_KEY (your kaggle.com account's API key; on Colab, in Colab Secrets, the key icon, "
         "with notebook access; or kagglehub.login()), and accept the model's terms at "
-        "https://www.kaggle.com/models/keras/gemma3 with that account.")
+        "https://www.kaggle.com/models/keras/gemma3 with that account."
+    )
 
 
 def test_kaggle_refusing_with_credentials_says_accept_the_terms_simulated(nobody):
@@ -89,42 +106,57 @@ def test_kaggle_refusing_with_credentials_says_accept_the_terms_simulated(nobody
     nobody.setenv("KAGGLE_KEY", "0123456789abcdef")
     import requests
 
-    error = requests.exceptions.HTTPError("403 Client Error: Forbidden for url: https://www.kaggle.com/api/v1/models/"
-                                          "keras/gemma3/keras/gemma3_instruct_1b/3/download/config.json")
+    error = requests.exceptions.HTTPError(
+        "403 Client Error: Forbidden for url: https://www.kaggle.com/api/v1/models/"
+        "keras/gemma3/keras/gemma3_instruct_1b/3/download/config.json"
+    )
     _download_fails(nobody, error)
     message = _refused(GEMMA)
-    assert message == (f"preset {GEMMA!r}: www.kaggle.com refused the download with your credentials (403): accept "
-                       "the model's terms at https://www.kaggle.com/models/keras/gemma3 with the same account, then "
-                       "run again.")
+    assert message == (
+        f"preset {GEMMA!r}: www.kaggle.com refused the download with your credentials (403): accept "
+        "the model's terms at https://www.kaggle.com/models/keras/gemma3 with the same account, then "
+        "run again."
+    )
     assert "0123456789abcdef" not in message
     # KerasHub 0.32 drops the 403 (check_file_exists): the line then names both possible fixes
     _download_fails(nobody, FileNotFoundError("`config.json` is not accessible in preset directory"))
-    assert _refused(GEMMA).endswith("gave none of its files with your credentials: accept the model's terms at "
-                                    "https://www.kaggle.com/models/keras/gemma3 if it is gated, or check the name "
-                                    "(KerasHub's names: keras_hub.models.CausalLM.presets).")
+    assert _refused(GEMMA).endswith(
+        "gave none of its files with your credentials: accept the model's terms at "
+        "https://www.kaggle.com/models/keras/gemma3 if it is gated, or check the name "
+        "(KerasHub's names: keras_hub.models.CausalLM.presets)."
+    )
 
 
 def test_a_gated_hugging_face_preset_without_a_token_names_hf_token_simulated(nobody):
-    _download_fails(nobody, RuntimeError("401 Client Error. Cannot access gated repo for url "
-                                         "https://huggingface.co/google/gemma-3-1b-it/resolve/main/config.json."))
+    _download_fails(
+        nobody,
+        RuntimeError(
+            "401 Client Error. Cannot access gated repo for url "
+            "https://huggingface.co/google/gemma-3-1b-it/resolve/main/config.json."
+        ),
+    )
     message = _refused("hf://google/gemma-3-1b-it")
     assert "set HF_TOKEN (a huggingface.co access token; on Colab, in Colab Secrets" in message
-    assert message.endswith("accept the model's terms at https://huggingface.co/google/gemma-3-1b-it with that "
-                            "account.")
+    assert message.endswith(
+        "accept the model's terms at https://huggingface.co/google/gemma-3-1b-it with that account."
+    )
 
 
 def test_a_failure_that_is_not_the_download_keeps_kerashubs_words(nobody, tmp_path):
     _download_fails(nobody, ValueError("something else entirely"))
-    assert _refused(GEMMA) == f"preset {GEMMA!r} did not load as a causal language model: ValueError: something else " \
-                              "entirely"
+    assert (
+        _refused(GEMMA) == f"preset {GEMMA!r} did not load as a causal language model: ValueError: something else "
+        "entirely"
+    )
 
 
 @pytest.fixture(scope="module")
 def tiny_gpt2(tmp_path_factory):
     """A tiny GPT-2 preset (learned positions: max_sequence_length 16), saved with KerasHub's save_to_preset."""
     path = tmp_path_factory.mktemp("gpt2") / "tiny_gpt2"
-    backbone = keras_hub.models.GPT2Backbone(vocabulary_size=8, num_layers=1, num_heads=1, hidden_dim=4,
-                                             intermediate_dim=8, max_sequence_length=16)
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=8, num_layers=1, num_heads=1, hidden_dim=4, intermediate_dim=8, max_sequence_length=16
+    )
     keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None).save_to_preset(str(path))
     return str(path)
 
@@ -132,7 +164,8 @@ def tiny_gpt2(tmp_path_factory):
 def test_a_sequence_longer_than_the_presets_positions_is_one_line(tiny_gpt2):
     assert _refused(tiny_gpt2, sequence_length=32) == (
         f"RunConfig.sequence_length=32 is longer than preset {tiny_gpt2!r} takes: its backbone's max_sequence_length "
-        "is 16; use sequence_length=16 or less.")
+        "is 16; use sequence_length=16 or less."
+    )
 
 
 def test_keras_older_than_the_installed_kerashub_declares_is_one_line_simulated(monkeypatch, tiny_gpt2):
@@ -145,13 +178,16 @@ def test_keras_older_than_the_installed_kerashub_declares_is_one_line_simulated(
     monkeypatch.setattr(pretrained, "_installed_version", lambda name: "3.13.2" if name == "keras" else real(name))
     assert _refused(tiny_gpt2) == (
         f"keras-hub {hub} needs keras>=3.15 and keras 3.13.2 is installed: pip install 'keras>=3.15' and restart "
-        "Python (on Colab's TPU runtime: tpukit.colab.setup(hub=True), first in a fresh runtime).")
+        "Python (on Colab's TPU runtime: tpukit.colab.setup(hub=True), first in a fresh runtime)."
+    )
 
 
 def test_where_a_preset_downloads_from_and_its_terms_page():
     assert preset_access.hub_of(GEMMA) == preset_access.hub_of("gemma3_instruct_1b") == "kaggle"
     assert preset_access.hub_of("hf://google/gemma-3-1b-it") == "hf"
     assert preset_access.hub_of("/") is None and preset_access.hub_of("gs://bucket/preset") is None
-    assert preset_access.terms_page("kaggle://google/gemma/keras/gemma_2b_en/2") == \
-        "https://www.kaggle.com/models/google/gemma"
+    assert (
+        preset_access.terms_page("kaggle://google/gemma/keras/gemma_2b_en/2")
+        == "https://www.kaggle.com/models/google/gemma"
+    )
     assert preset_access.terms_page("some_name") == "https://www.kaggle.com/models?query=some_name"

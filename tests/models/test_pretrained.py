@@ -30,8 +30,14 @@ def _env():
 
 
 def _python(code, *args, timeout=300, env=None):
-    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env={**_env(), **(env or {})}, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**_env(), **(env or {})},
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
@@ -60,8 +66,10 @@ def test_a_preset_fine_tunes_with_lora_through_train_on_jax(preset, tmp_path):
     assert all(trainable and dtype == "float32" for trainable, dtype, _ in out["lora"].values())
     assert all(biggest > 0 for path, (_, _, biggest) in out["lora"].items() if path.endswith("lora_kernel_b"))
     model_note = next(n for n in out["notes"] if n.startswith("model: "))
-    assert (f"KerasHub preset {preset} (GemmaCausalLM), LoRA rank 4: 704 of 7,696 parameters train (9.1%), "
-            "frozen weights in bfloat16; compiled by tpukit: adam at learning rate 0.01") in model_note, model_note
+    assert (
+        f"KerasHub preset {preset} (GemmaCausalLM), LoRA rank 4: 704 of 7,696 parameters train (9.1%), "
+        "frozen weights in bfloat16; compiled by tpukit: adam at learning rate 0.01"
+    ) in model_note, model_note
     assert any(n.startswith("text: 79 documents") and "padding" in n for n in out["notes"]), out["notes"]
     assert out["recorded_notes"] == out["notes"]  # result.json keeps them
     assert not out["tensorflow_for_text"]
@@ -70,13 +78,16 @@ def test_a_preset_fine_tunes_with_lora_through_train_on_jax(preset, tmp_path):
     assert set(samples) == {"prompt", "before", "after"} and samples["prompt"] and samples["before"] != samples["after"]
     assert out["recorded_samples"] == samples
     assert re.search(r"\n[\d,]+ tokens/s \([\d,]+ examples/s, [\d.]+ ms/step", out["summary"]), out["summary"]
-    assert f"sample: {samples['prompt']!r} continued\n  before {samples['before']!r}\n  after  {samples['after']!r}" \
-        in out["summary"], out["summary"]
+    assert (
+        f"sample: {samples['prompt']!r} continued\n  before {samples['before']!r}\n  after  {samples['after']!r}"
+        in out["summary"]
+    ), out["summary"]
     # MFU on the LoRA basis: forward, activation gradients, and weight gradients for the adapters only
     counted, how, forward = out["flops"]
     assert counted == round((2 + 704 / 7696) * forward) and forward > 0
-    assert how.endswith("; LoRA basis: 2.09x the forward pass (the frozen weights get no gradient; 9.15% of the "
-                        "weights train)"), how
+    assert how.endswith(
+        "; LoRA basis: 2.09x the forward pass (the frozen weights get no gradient; 9.15% of the weights train)"
+    ), how
 
 
 @pytest.mark.slow
@@ -104,9 +115,19 @@ def test_a_preset_fine_tunes_on_tensorflow_too(preset, tmp_path):
     import tpukit
 
     assert keras.backend.backend() == "tensorflow"
-    config = tpukit.RunConfig(model=str(preset), dataset="pydoc", dataset_size=256, sequence_length=32, batch_size=16,
-                              epochs=3, learning_rate=1e-2, backend="tensorflow", replicas=1, validation_split=None,
-                              logdir=str(tmp_path))
+    config = tpukit.RunConfig(
+        model=str(preset),
+        dataset="pydoc",
+        dataset_size=256,
+        sequence_length=32,
+        batch_size=16,
+        epochs=3,
+        learning_rate=1e-2,
+        backend="tensorflow",
+        replicas=1,
+        validation_split=None,
+        logdir=str(tmp_path),
+    )
     result = tpukit.train(config, verbose=0)
     assert result.status == "completed", result.message
     loss = result.history["loss"]
@@ -126,14 +147,16 @@ def test_a_preset_fine_tunes_on_tensorflow_too(preset, tmp_path):
     for layer in [l for l in result.model.backbone._flatten_layers() if getattr(l, "lora_enabled", False)]:
         path = layer._kernel.path
         (kernel,) = [np.asarray(w.numpy(), "float32") for w in base.weights if w.path == path]
-        update = (layer.lora_alpha / layer.lora_rank) * np.matmul(np.asarray(layer.lora_kernel_a.numpy(), "float32"),
-                                                                  np.asarray(layer.lora_kernel_b.numpy(), "float32"))
+        update = (layer.lora_alpha / layer.lora_rank) * np.matmul(
+            np.asarray(layer.lora_kernel_a.numpy(), "float32"), np.asarray(layer.lora_kernel_b.numpy(), "float32")
+        )
         (merged,) = [w.numpy() for w in exported.weights if w.path == path]
         assert np.abs(update).max() > 0 and np.allclose(merged, kernel + update, rtol=0, atol=1e-7), path
     controller = Controller({"logdir": str(tmp_path)}, context="none", runs=[])
     controller._record(result)
-    assert controller.message.endswith(f"{samples['prompt']!r} continued: before {samples['before']!r}, after "
-                                       f"{samples['after']!r}"), controller.message
+    assert controller.message.endswith(
+        f"{samples['prompt']!r} continued: before {samples['before']!r}, after {samples['after']!r}"
+    ), controller.message
     assert os.path.isfile(os.path.join(result.run_dir, "adapters.lora.h5"))
     assert sum(w.trainable for w in result.model.weights) == 8
 
@@ -150,8 +173,17 @@ def test_the_users_prompt_response_pairs_from_a_jsonl_file_fine_tune_a_preset(pr
     rows = [{"prompt": d.split("\n", 1)[0][:80], "response": d[:400]} for d in text.pydoc_topics().documents[:40]]
     path = tmp_path / "pairs.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    config = tpukit.RunConfig(model=str(preset), sequence_length=32, batch_size=16, epochs=2, learning_rate=1e-2,
-                              backend="tensorflow", replicas=1, validation_split=None, logdir=str(tmp_path / "runs"))
+    config = tpukit.RunConfig(
+        model=str(preset),
+        sequence_length=32,
+        batch_size=16,
+        epochs=2,
+        learning_rate=1e-2,
+        backend="tensorflow",
+        replicas=1,
+        validation_split=None,
+        logdir=str(tmp_path / "runs"),
+    )
     result = tpukit.train(config, data=str(path), verbose=0)
     assert result.status == "completed", result.message
     assert result.config["dataset"] == str(path)
@@ -161,7 +193,7 @@ def test_the_users_prompt_response_pairs_from_a_jsonl_file_fine_tune_a_preset(pr
     encoder = pretrained.Preset(str(preset)).encoder(32)
     packed = text.tokenize(user_text.read_jsonl(str(path)), encoder)
     first_prompt = encoder.encode([rows[0]["prompt"] + "\n"])[0]
-    assert packed.arrays.y[0, :len(first_prompt)].tolist() == [encoder.pad_id] * len(first_prompt)
+    assert packed.arrays.y[0, : len(first_prompt)].tolist() == [encoder.pad_id] * len(first_prompt)
     assert (packed.arrays.y != encoder.pad_id).sum() > 0 and np.isfinite(result.history["loss"]).all()
 
 
@@ -175,8 +207,18 @@ def test_credentials_in_the_environment_are_written_nowhere_in_the_run_directory
     secrets = {name: f"{name.lower()}-{uuid.uuid4().hex}" for name in ("KAGGLE_USERNAME", "KAGGLE_KEY", "HF_TOKEN")}
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
-    config = tpukit.RunConfig(model=str(preset), dataset="pydoc", dataset_size=64, sequence_length=16, batch_size=16,
-                              epochs=2, backend="tensorflow", replicas=1, logdir=str(tmp_path), profile=(1, 2))
+    config = tpukit.RunConfig(
+        model=str(preset),
+        dataset="pydoc",
+        dataset_size=64,
+        sequence_length=16,
+        batch_size=16,
+        epochs=2,
+        backend="tensorflow",
+        replicas=1,
+        logdir=str(tmp_path),
+        profile=(1, 2),
+    )
     result = tpukit.train(config, verbose=0)
     assert result.status == "completed", result.message
     files = [p for p in (tmp_path).rglob("*") if p.is_file()]
@@ -213,10 +255,40 @@ def test_adapters_alone_are_kept_resume_reproduces_them_and_load_brings_them_bac
 
 @pytest.mark.slow
 def test_the_cli_fine_tunes_a_preset(preset, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "tpukit", "train", "--backend", "jax", "--model", str(preset),
-                           "--dataset", "pydoc", "--dataset-size", "64", "--sequence-length", "16", "--lora-rank", "2",
-                           "--batch-size", "16", "--epochs", "1", "--validation-split", "none", "--logdir",
-                           str(tmp_path), "--json"], capture_output=True, text=True, timeout=300, env=_env(), cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tpukit",
+            "train",
+            "--backend",
+            "jax",
+            "--model",
+            str(preset),
+            "--dataset",
+            "pydoc",
+            "--dataset-size",
+            "64",
+            "--sequence-length",
+            "16",
+            "--lora-rank",
+            "2",
+            "--batch-size",
+            "16",
+            "--epochs",
+            "1",
+            "--validation-split",
+            "none",
+            "--logdir",
+            str(tmp_path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(),
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["status"] == "completed" and out["model"] == str(preset) and out["dataset"] == "pydoc"
@@ -230,8 +302,12 @@ def test_preset_names_resolve_without_loading_or_downloading(preset):
     from tpukit import registry
     from tpukit.models import pretrained
 
-    for name in (str(preset), "kaggle://keras/gemma3/keras/gemma3_instruct_1b", "hf://google/gemma-3-1b-it",
-                 "gemma3_instruct_1b"):
+    for name in (
+        str(preset),
+        "kaggle://keras/gemma3/keras/gemma3_instruct_1b",
+        "hf://google/gemma-3-1b-it",
+        "gemma3_instruct_1b",
+    ):
         entry = registry.entry("model", name)
         assert entry.target == pretrained.Preset(name) and entry.description == f"KerasHub preset {name}"
     with pytest.raises(registry.RegistryError, match="the directory has no config.json"):
@@ -256,15 +332,19 @@ def test_a_tokenizer_larger_than_the_backbone_is_one_line_naming_both_sizes(pres
     message = str(info.value)
     assert "\n" not in message and message == (
         f"preset {str(wrong)!r}: its tokenizer has {VOCABULARY + 64} tokens, and the backbone's embedding only "
-        f"{VOCABULARY}: ids past it cannot be embedded; use a tokenizer of at most {VOCABULARY} tokens.")
+        f"{VOCABULARY}: ids past it cannot be embedded; use a tokenizer of at most {VOCABULARY} tokens."
+    )
 
 
 def test_a_prompt_longer_than_generates_max_length_is_one_line(preset):
     from tpukit.models import pretrained
     from tpukit.models.modeling import ModelError
 
-    with pytest.raises(ModelError, match=r"^the prompt is \d+ tokens, and generate's max_length=4 leaves it no room: "
-                                         r"give a max_length above \d+\.$"):
+    with pytest.raises(
+        ModelError,
+        match=r"^the prompt is \d+ tokens, and generate's max_length=4 leaves it no room: "
+        r"give a max_length above \d+\.$",
+    ):
         pretrained.Preset(str(preset)).generate(None, "The import statement binds names in a module", max_length=4)
 
 
@@ -285,8 +365,11 @@ def test_a_preset_path_that_is_not_a_preset_directory_says_what_is_missing(where
     path = {"missing": tmp_path / "no_such", "empty": tmp_path, "file": preset / "config.json"}[where]
     with pytest.raises(registry.RegistryError) as info:
         registry.entry("model", str(path))
-    said = {"missing": "no such directory", "empty": "the directory has no config.json and no metadata.json",
-            "file": "is a file, not a directory"}[where]
+    said = {
+        "missing": "no such directory",
+        "empty": "the directory has no config.json and no metadata.json",
+        "file": "is a file, not a directory",
+    }[where]
     assert str(info.value).startswith(f"model={str(path)!r}") and said in str(info.value), info.value
     assert "save_to_preset writes" in str(info.value) and "\n" not in str(info.value)
 
@@ -294,16 +377,20 @@ def test_a_preset_path_that_is_not_a_preset_directory_says_what_is_missing(where
 def test_a_misspelled_keras_hub_preset_name_gets_the_nearest():
     from tpukit import registry
 
-    with pytest.raises(registry.RegistryError, match=r"^unknown model 'gemma3_instruct_1bb': did you mean KerasHub's "
-                                                     r"preset 'gemma3_instruct_1b'\?"):
+    with pytest.raises(
+        registry.RegistryError,
+        match=r"^unknown model 'gemma3_instruct_1bb': did you mean KerasHub's "
+        r"preset 'gemma3_instruct_1b'\?",
+    ):
         registry.entry("model", "gemma3_instruct_1bb")
 
 
 def test_the_cli_takes_a_preset_with_its_lora_rank_and_sequence_length(preset):
     from tpukit.cli import main
 
-    args = main._parser().parse_args(["train", "--model", str(preset), "--dataset", "pydoc", "--lora-rank", "8",
-                                      "--sequence-length", "256"])
+    args = main._parser().parse_args(
+        ["train", "--model", str(preset), "--dataset", "pydoc", "--lora-rank", "8", "--sequence-length", "256"]
+    )
     config = main._config_from(args)
     assert (config.model, config.dataset, config.lora_rank, config.sequence_length) == (str(preset), "pydoc", 8, 256)
     assert main._config_from(main._parser().parse_args(["train", "--lora-rank", "none"])).lora_rank is None
@@ -323,8 +410,11 @@ def test_lora_targets_and_alpha_reach_the_adapted_layers(preset):
     assert sum(math.prod(w.shape) for w in model.trainable_weights) == adapters
     assert f"LoRA rank 2, alpha 8: {adapters:,} of " in note, note
     default, note = pretrained.Preset(str(preset)).build(RunConfig(model=str(preset)))
-    assert sorted({layer.name for layer in default.backbone._flatten_layers() if getattr(layer, "lora_enabled", 0)}) \
-        == ["query", "value"] and "LoRA rank 4: 704 of 7,696" in note
+    assert (
+        sorted({layer.name for layer in default.backbone._flatten_layers() if getattr(layer, "lora_enabled", 0)})
+        == ["query", "value"]
+        and "LoRA rank 4: 704 of 7,696" in note
+    )
 
 
 def test_lora_targets_that_match_no_layer_are_one_line_naming_those_that_do(preset):
@@ -335,16 +425,18 @@ def test_lora_targets_that_match_no_layer_are_one_line_naming_those_that_do(pres
     with pytest.raises(ModelError) as info:
         pretrained.Preset(str(preset)).build(RunConfig(model=str(preset), lora_targets=("qkv",)))
     message = str(info.value)
-    assert "\n" not in message and message.startswith(f"preset {str(preset)!r}: no layer is named qkv, so LoRA "
-                                                      "adapted none; layers that take adapters: ")
+    assert "\n" not in message and message.startswith(
+        f"preset {str(preset)!r}: no layer is named qkv, so LoRA adapted none; layers that take adapters: "
+    )
     assert "query" in message and "value" in message
 
 
 def test_the_cli_takes_lora_alpha_and_targets():
     from tpukit.cli import main
 
-    config = main._config_from(main._parser().parse_args(["train", "--lora-alpha", "16", "--lora-targets",
-                                                          "query, value,ffw_gating"]))
+    config = main._config_from(
+        main._parser().parse_args(["train", "--lora-alpha", "16", "--lora-targets", "query, value,ffw_gating"])
+    )
     assert (config.lora_alpha, config.lora_targets) == (16.0, ("query", "value", "ffw_gating"))
     assert (main._config_from(main._parser().parse_args(["train"])).lora_targets) is None
 
@@ -364,10 +456,13 @@ def test_the_panel_shows_a_preset_with_its_lora_and_text_settings_and_hides_them
         form = panel.form
         assert form.widgets["model"].value == str(preset)
         assert note("model").startswith(f"KerasHub preset {preset}; memory: about ") and note("model").endswith(
-            "; Connect compares it with the device's"), note("model")
+            "; Connect compares it with the device's"
+        ), note("model")
         assert form.rows["lora_rank"].layout.display == form.rows["sequence_length"].layout.display == ""
-        assert note("lora_rank") == ("LoRA adapters of rank 4 (alpha = rank) on the attention's query and value; "
-                                     "the other weights frozen, in bfloat16")
+        assert note("lora_rank") == (
+            "LoRA adapters of rank 4 (alpha = rank) on the attention's query and value; "
+            "the other weights frozen, in bfloat16"
+        )
         assert note("sequence_length") == "text packed end to end into rows of 128 tokens"
         form.widgets["lora_rank"].value = "8"
         form.widgets["sequence_length"].value = "256"
@@ -401,8 +496,10 @@ def test_on_8_devices_model_parallel_lays_each_weight_out_as_the_presets_layout_
     _python(BUILD.replace("num_key_value_heads=1", "num_key_value_heads=2"), preset)
     out = json.loads(_python(SHARDED, preset, tmp_path / "runs").strip().splitlines()[-1])
     assert out["status"] == "completed", out["message"]
-    assert out["strategy"].startswith("keras.distribution.ModelParallel over 8 CPU devices, a mesh of batch 4 x "
-                                      "model 2: the weights laid out by GemmaBackbone (KerasHub "), out["strategy"]
+    assert out["strategy"].startswith(
+        "keras.distribution.ModelParallel over 8 CPU devices, a mesh of batch 4 x "
+        "model 2: the weights laid out by GemmaBackbone (KerasHub "
+    ), out["strategy"]
     assert out["replicas"] == 4 and out["global_batch"] == 16  # the batch axis: 4 per replica x 4
     laid = {path: (got, want) for path, (got, want, mapped) in out["shardings"].items() if mapped}
     assert len(laid) == 1 + 2 * 7, sorted(laid)  # the embedding; per layer q, k, v, output, gating x2, linear
@@ -419,15 +516,21 @@ def test_model_parallel_on_tensorflow_or_not_dividing_the_devices_is_one_line():
 
     tf_runtime = Runtime(backend="tensorflow", kind="cpu", devices=("cpu:0",), replicas=1, strategy=None)
     assert tf_runtime.for_model(None, 1) == (tf_runtime, None)
-    with pytest.raises(ConfigError, match=r"^RunConfig.model_parallel: splitting a model over devices is Keras' JAX "
-                                          r"distribution .* Received: model_parallel=2\.$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^RunConfig.model_parallel: splitting a model over devices is Keras' JAX "
+        r"distribution .* Received: model_parallel=2\.$",
+    ):
         tf_runtime.for_model(None, 2)
-    jax_runtime = JaxRuntime(backend="jax", kind="cpu", devices=tuple(f"cpu:{i}" for i in range(8)), replicas=8,
-                             strategy=None)
+    jax_runtime = JaxRuntime(
+        backend="jax", kind="cpu", devices=tuple(f"cpu:{i}" for i in range(8)), replicas=8, strategy=None
+    )
     with pytest.raises(ConfigError) as info:
         jax_runtime.for_model(None, 3)
-    assert str(info.value) == ("RunConfig.model_parallel: expected one of [1, 2, 4, 8] (a divisor of this process's 8 "
-                               "CPU devices). Received: model_parallel=3.")
+    assert str(info.value) == (
+        "RunConfig.model_parallel: expected one of [1, 2, 4, 8] (a divisor of this process's 8 "
+        "CPU devices). Received: model_parallel=3."
+    )
 
 
 def test_a_model_without_a_layout_map_trains_data_parallel_and_the_note_says_so():
@@ -444,11 +547,19 @@ def test_a_model_without_a_layout_map_trains_data_parallel_and_the_note_says_so(
     class Mesh:  # the DataParallel strategy's mesh, as JaxRuntime keeps it: 8 devices
         devices = __import__("numpy").array(keras.distribution.list_devices() * 8)[:8]
 
-    runtime = JaxRuntime(backend="jax", kind="cpu", devices=tuple(f"cpu:{i}" for i in range(8)), replicas=8,
-                         strategy=type("DataParallel", (), {"device_mesh": Mesh})())
-    assert runtime.for_model(Gemma3Like(), 2) == (runtime, "model_parallel=2: Gemma3Backbone (KerasHub 0.32.0) has no "
-                                                           "layout map, so the model trains with data parallelism "
-                                                           "over all 8 devices")
+    runtime = JaxRuntime(
+        backend="jax",
+        kind="cpu",
+        devices=tuple(f"cpu:{i}" for i in range(8)),
+        replicas=8,
+        strategy=type("DataParallel", (), {"device_mesh": Mesh})(),
+    )
+    assert runtime.for_model(Gemma3Like(), 2) == (
+        runtime,
+        "model_parallel=2: Gemma3Backbone (KerasHub 0.32.0) has no "
+        "layout map, so the model trains with data parallelism "
+        "over all 8 devices",
+    )
 
 
 def test_the_adapter_file_is_under_5_percent_of_the_base_models_weights(tmp_path):
@@ -459,8 +570,13 @@ def test_the_adapter_file_is_under_5_percent_of_the_base_models_weights(tmp_path
     from tpukit.runs import model_state
 
     preset = tmp_path / "gemma_2m"
-    _python(BUILD.replace("num_layers=2", "num_layers=4").replace("hidden_dim=16", "hidden_dim=256")
-            .replace("intermediate_dim=32", "intermediate_dim=1024").replace("head_dim=4", "head_dim=64"), preset)
+    _python(
+        BUILD.replace("num_layers=2", "num_layers=4")
+        .replace("hidden_dim=16", "hidden_dim=256")
+        .replace("intermediate_dim=32", "intermediate_dim=1024")
+        .replace("head_dim=4", "head_dim=64"),
+        preset,
+    )
     model, note = pretrained.Preset(str(preset)).build(RunConfig(model=str(preset)))
     assert model_state.adapters_only(model)
     model_state.save_final(model, tmp_path / "adapters.lora.h5")

@@ -20,8 +20,9 @@ class LinearProbe(source.ModelSource):
 
     def build(self, config, spec, *, in_place, policy):
         name = config.sample_prompt or "probe"
-        model = keras.Sequential([keras.Input(spec.input_shape), keras.layers.Flatten(),
-                                  keras.layers.Dense(spec.num_classes, name=name)])
+        model = keras.Sequential(
+            [keras.Input(spec.input_shape), keras.layers.Flatten(), keras.layers.Dense(spec.num_classes, name=name)]
+        )
         return model, f"a linear probe named {name}"
 
     def user_compile(self, model):
@@ -41,8 +42,9 @@ def _digits():
 
 
 def test_a_new_kind_of_model_is_one_class_and_trains_through_train(tmp_path):
-    config = RunConfig(epochs=3, batch_size=32, learning_rate=1e-2, sample_prompt="head", logdir=str(tmp_path),
-                       loss="mse")  # the kind's own loss wins over RunConfig's, as a compiled model's does
+    config = RunConfig(
+        epochs=3, batch_size=32, learning_rate=1e-2, sample_prompt="head", logdir=str(tmp_path), loss="mse"
+    )  # the kind's own loss wins over RunConfig's, as a compiled model's does
     result = train(config, model=LinearProbe(), data=_digits(), verbose=0)
     assert result.status == "completed", result.message
     assert result.history["loss"][-1] < result.history["loss"][0]
@@ -55,15 +57,24 @@ def test_a_setting_the_kind_does_not_read_is_one_line_before_anything_is_made(tm
     config = RunConfig(epochs=1, lora_rank=8, logdir=str(tmp_path / "runs"))
     with pytest.raises(ConfigError) as info:
         train(config, model=LinearProbe(), data=_digits(), verbose=0)
-    assert str(info.value).startswith("RunConfig.lora_rank=8 applies to a model with LoRA adapters (a KerasHub "
-                                      "preset), and a linear probe has none; leave lora_rank unset"), info.value
+    assert str(info.value).startswith(
+        "RunConfig.lora_rank=8 applies to a model with LoRA adapters (a KerasHub "
+        "preset), and a linear probe has none; leave lora_rank unset"
+    ), info.value
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("changes, name", [(dict(lora_rank=8), "lora_rank"), (dict(lora_alpha=16.0), "lora_alpha"),
-                                           (dict(lora_targets=("query",)), "lora_targets"),
-                                           (dict(sequence_length=64), "sequence_length"),
-                                           (dict(lora_rank=None), "lora_rank"), (dict(model_parallel=2), "model_parallel")])
+@pytest.mark.parametrize(
+    "changes, name",
+    [
+        (dict(lora_rank=8), "lora_rank"),
+        (dict(lora_alpha=16.0), "lora_alpha"),
+        (dict(lora_targets=("query",)), "lora_targets"),
+        (dict(sequence_length=64), "sequence_length"),
+        (dict(lora_rank=None), "lora_rank"),
+        (dict(model_parallel=2), "model_parallel"),
+    ],
+)
 def test_lora_and_text_settings_on_a_zoo_model_are_refused_in_one_line(changes, name, tmp_path):
     config = RunConfig(model="mlp", dataset="digits", epochs=1, logdir=str(tmp_path), **changes)
     with pytest.raises(ConfigError, match=rf"^RunConfig\.{name}=.* the model mlp has none; leave {name} unset") as info:

@@ -29,10 +29,11 @@ def dtype_policy():
 
 
 def test_import_does_not_load_keras():
-    code = ("import sys, tpukit.data.builtin, tpukit.models.zoo; "
-            "assert not {'tensorflow', 'keras'} & set(sys.modules), sorted(sys.modules)")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
-                   env={**os.environ, "PYTHONPATH": REPO})
+    code = (
+        "import sys, tpukit.data.builtin, tpukit.models.zoo; "
+        "assert not {'tensorflow', 'keras'} & set(sys.modules), sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO})
 
 
 def test_describe_is_one_line_per_model():
@@ -48,11 +49,14 @@ def test_unknown_model_lists_the_choices():
         models.describe("vgg")
 
 
-@pytest.mark.parametrize("kwargs, received", [
-    ({"input_shape": (8, 8)}, "input_shape=(8, 8)"),
-    ({"input_shape": (8, 0, 1)}, "input_shape=(8, 0, 1)"),
-    ({"num_classes": 1}, "num_classes=1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, received",
+    [
+        ({"input_shape": (8, 8)}, "input_shape=(8, 8)"),
+        ({"input_shape": (8, 0, 1)}, "input_shape=(8, 0, 1)"),
+        ({"num_classes": 1}, "num_classes=1"),
+    ],
+)
 def test_build_rejects_bad_arguments(kwargs, received):
     args = {"input_shape": (8, 8, 1), "num_classes": 10, **kwargs}
     with pytest.raises(ValueError, match=re.escape(f"Received: {received}.")):
@@ -88,18 +92,19 @@ def test_flops_are_counted_from_dense_and_conv_layers():
 
     inputs = keras.Input((4, 4, 1), dtype="uint8")
     x = keras.layers.Rescaling(1 / 255)(inputs)
-    x = keras.layers.Conv2D(2, 3, padding="same")(x)    # 2*(3*3*1*2) per position, 4*4 positions = 576
+    x = keras.layers.Conv2D(2, 3, padding="same")(x)  # 2*(3*3*1*2) per position, 4*4 positions = 576
     x = keras.layers.Conv2D(3, 3, strides=2, padding="same")(x)  # 2*(3*3*2*3) * 2*2 positions = 432
     x = keras.layers.Flatten()(x)
-    x = keras.layers.Dense(5)(x)                         # 2*12*5 = 120
+    x = keras.layers.Dense(5)(x)  # 2*12*5 = 120
     inner = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4)])  # nested: 2*5*4 = 40
     model = keras.Model(inputs, inner(x))
     assert models.flops_per_example(model) == 3 * (576 + 432 + 120 + 40)
 
 
 def test_flops_grow_with_the_model():
-    flops = [models.flops_per_example(models.build(name, input_shape=(28, 28, 1), num_classes=10))
-             for name in models.MODELS]
+    flops = [
+        models.flops_per_example(models.build(name, input_shape=(28, 28, 1), num_classes=10)) for name in models.MODELS
+    ]
     assert 0 < flops[0] < flops[2] < flops[1]  # mlp < resnet < cnn at 28x28
 
 
@@ -109,10 +114,19 @@ def test_cnn_learns_shapes_in_two_epochs():
     shapes = data.load("shapes", size=512, seed=1)
     determinism.set_seed(0)
     model = models.build("cnn", input_shape=shapes.info.image_shape, num_classes=shapes.info.num_classes)
-    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.SparseCategoricalCrossentropy(),
-                  metrics=["accuracy"], jit_compile=False)
-    history = model.fit(data.train_dataset(shapes, global_batch=16, seed=0, epochs=2), epochs=2,
-                        steps_per_epoch=data.steps_per_epoch(shapes, 16), shuffle=False, verbose=0)
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(),
+        metrics=["accuracy"],
+        jit_compile=False,
+    )
+    history = model.fit(
+        data.train_dataset(shapes, global_batch=16, seed=0, epochs=2),
+        epochs=2,
+        steps_per_epoch=data.steps_per_epoch(shapes, 16),
+        shuffle=False,
+        verbose=0,
+    )
     # Chance is 0.25 over four classes. Training accuracy is the stable signal after 64 steps:
     # BatchNorm's moving averages still lag the weights, so evaluation swings more.
     assert history.history["accuracy"][-1] > 0.5

@@ -113,11 +113,13 @@ def test_summarize_without_capture_says_so_in_one_line_of_profile_error(tmp_path
     (tmp_path / "garbage.xplane.pb").write_bytes(b"\x00not an XSpace")
     (tmp_path / "empty").mkdir()
     expected = "expected an .xplane.pb file, a capture directory (<logdir>/plugins/profile/<time>) or a logdir"
-    for path, said in ((tmp_path / "empty", f"no profile capture under {tmp_path / 'empty'}"),
-                       (tmp_path / "missing", f"Received: {tmp_path / 'missing'}, which does not exist."),
-                       (tmp_path / "notes.txt", f"Received: {tmp_path / 'notes.txt'}, a file of another kind."),
-                       (tmp_path / "garbage.xplane.pb", f"{tmp_path / 'garbage.xplane.pb'}"),
-                       (None, "as a str or pathlib.Path. Received: None.")):
+    for path, said in (
+        (tmp_path / "empty", f"no profile capture under {tmp_path / 'empty'}"),
+        (tmp_path / "missing", f"Received: {tmp_path / 'missing'}, which does not exist."),
+        (tmp_path / "notes.txt", f"Received: {tmp_path / 'notes.txt'}, a file of another kind."),
+        (tmp_path / "garbage.xplane.pb", f"{tmp_path / 'garbage.xplane.pb'}"),
+        (None, "as a str or pathlib.Path. Received: None."),
+    ):
         with pytest.raises(tpukit.ProfileError) as caught:
             tpukit.summarize_profile(path)
         message = str(caught.value)
@@ -272,8 +274,9 @@ print(json.dumps({"tensorflow": "tensorflow" in sys.modules, "text": summary.to_
 
 def _run_python(code, *args, **env):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), **env}
-    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
-                          timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -314,8 +317,9 @@ def _assert_plain_and_consistent(summary):
     for op in summary.top_ops:
         assert op.name in text and op.self_time_us > 0 and 0 < op.self_time_percent <= 100
     assert sum(op.self_time_percent for op in summary.top_ops) <= 100.0 + 1e-6
-    assert [op.self_time_us for op in summary.top_ops] == sorted((op.self_time_us for op in summary.top_ops),
-                                                                 reverse=True)
+    assert [op.self_time_us for op in summary.top_ops] == sorted(
+        (op.self_time_us for op in summary.top_ops), reverse=True
+    )
     return text
 
 
@@ -376,11 +380,13 @@ def test_panel_html_shows_the_summarys_own_verdict(jax_capture):
 
 @pytest.mark.parametrize(
     "percent, bound, words",
-    [(0.0, False, "0.0% of step time waiting for input: not input-bound."),
-     (4.94, False, "4.9% of step time waiting for input: not input-bound."),
-     (5.0, True, "5.0% of step time waiting for input: input-bound"),
-     (17.5, True, "17.5% of step time waiting for input: input-bound"),
-     (None, None, "not measured")],
+    [
+        (0.0, False, "0.0% of step time waiting for input: not input-bound."),
+        (4.94, False, "4.9% of step time waiting for input: not input-bound."),
+        (5.0, True, "5.0% of step time waiting for input: input-bound"),
+        (17.5, True, "17.5% of step time waiting for input: input-bound"),
+        (None, None, "not measured"),
+    ],
 )
 def test_input_sentence_agrees_with_the_number(percent, bound, words):
     from tpukit.observe.profiling.summary import _INPUT_BOUND_PERCENT, _input_sentence
@@ -392,32 +398,49 @@ def test_input_sentence_agrees_with_the_number(percent, bound, words):
 def test_xprof_html_becomes_plain_text_without_section_pointers():
     from tpukit.observe.profiling.xprof import _plain
 
-    nextstep = ('Consider using <a href="https://www.tensorflow.org/guide/data" target="_blank">the tf.data API</a> '
-                "to enable profiler's host-side analysis for input pipeline. Profiler currently does not support "
-                "custom input pipeline (please ignore Section 3 below).")
-    assert _plain(nextstep) == ("Consider using the tf.data API (https://www.tensorflow.org/guide/data) to enable "
-                                "profiler's host-side analysis for input pipeline.")
+    nextstep = (
+        'Consider using <a href="https://www.tensorflow.org/guide/data" target="_blank">the tf.data API</a> '
+        "to enable profiler's host-side analysis for input pipeline. Profiler currently does not support "
+        "custom input pipeline (please ignore Section 3 below)."
+    )
+    assert _plain(nextstep) == (
+        "Consider using the tf.data API (https://www.tensorflow.org/guide/data) to enable "
+        "profiler's host-side analysis for input pipeline."
+    )
     assert _plain("Look at Section 3 for the breakdown of input time on the host.") == ""
     assert _plain("Only 1.0% of device computation is 16 bit &amp; <b>more</b>.") == (
-        "Only 1.0% of device computation is 16 bit & more.")
+        "Only 1.0% of device computation is 16 bit & more."
+    )
 
 
 def test_xla_ops_self_time_leaves_out_nested_ops():
     from tpukit.observe.profiling.xprof import _xla_ops
 
     def op(name, ts, dur, tid=1):
-        return {"ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur, "name": name,
-                "args": {"hlo_op": name, "hlo_module": "jit_step"}}
+        return {
+            "ph": "X",
+            "pid": 1,
+            "tid": tid,
+            "ts": ts,
+            "dur": dur,
+            "name": name,
+            "args": {"hlo_op": name, "hlo_module": "jit_step"},
+        }
 
     events = [
-        op("while.1", 0, 100), op("dot.2", 10, 30), op("fusion.3", 50, 20),  # nested in the while loop
+        op("while.1", 0, 100),
+        op("dot.2", 10, 30),
+        op("fusion.3", 50, 20),  # nested in the while loop
         op("dot.2", 200, 30, tid=2),  # the same op on another thread (another device)
         {"ph": "X", "pid": 1, "tid": 1, "ts": 120, "dur": 500, "name": "PjitFunction(step)", "args": {}},
         {"ph": "X", "pid": 1, "tid": 1, "ts": 150, "dur": 1, "name": "end: dot.2", "args": {"flow": "1"}},
     ]
     ops = {o.path: o for o in _xla_ops(events)}
     assert {name: o.self_time_us for name, o in ops.items()} == {
-        "jit_step/dot.2": 60.0, "jit_step/while.1": 50.0, "jit_step/fusion.3": 20.0}
+        "jit_step/dot.2": 60.0,
+        "jit_step/while.1": 50.0,
+        "jit_step/fusion.3": 20.0,
+    }
     assert ops["jit_step/dot.2"].category == "dot" and ops["jit_step/while.1"].category == "while"
     assert sum(o.self_time_percent for o in ops.values()) == pytest.approx(100.0)
     assert _xla_ops([]) == ()
@@ -473,18 +496,29 @@ def test_xla_op_gets_the_time_after_it_until_the_next_op_in_a_profiled_step():
     from tpukit.observe.profiling.xprof import _xla_ops
 
     def op(name, ts, dur, tid):
-        return {"ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur, "name": name,
-                "args": {"hlo_op": name, "hlo_module": "step"}}
+        return {
+            "ph": "X",
+            "pid": 1,
+            "tid": tid,
+            "ts": ts,
+            "dur": dur,
+            "name": name,
+            "args": {"hlo_op": name, "hlo_module": "step"},
+        }
 
     events = [
         {"ph": "X", "pid": 1, "tid": 9, "ts": 0, "dur": 1000, "name": "train 3", "args": {"step_num": "3"}},
-        op("conv.1", 100, 100, tid=1), op("conv.2", 150, 150, tid=2),  # at once on two threads, till 300
+        op("conv.1", 100, 100, tid=1),
+        op("conv.2", 150, 150, tid=2),  # at once on two threads, till 300
         op("fusion", 500, 100, tid=1),  # the 200 us before it, when no op ran, are conv.2's (which ended last)
         op("fusion", 2000, 100, tid=1),  # outside the profiled steps: only its own time
     ]
     ops = {o.path: o for o in _xla_ops(events)}
     assert {name: o.self_time_us for name, o in ops.items()} == {
-        "step/conv.2": 350.0, "step/fusion": 200.0, "step/conv.1": 100.0}
+        "step/conv.2": 350.0,
+        "step/fusion": 200.0,
+        "step/conv.1": 100.0,
+    }
     assert sum(o.self_time_percent for o in ops.values()) == pytest.approx(100.0)
 
 
@@ -497,28 +531,47 @@ def test_xla_ops_rank_with_host_ops_and_stand_in_for_the_ops_that_launch_them():
     ops, source = _top_ops([], host, xla)
     assert source == "XLA ops in the trace and host ops"
     assert [(o.name, o.self_time_percent) for o in ops] == [
-        ("Iterator::Root", 50.0), ("step/conv", 30.0), ("step/dot", 20.0)]
+        ("Iterator::Root", 50.0),
+        ("step/conv", 30.0),
+        ("step/dot", 20.0),
+    ]
     assert _top_ops([], host, ()) == (tuple(host), "host")
     assert _top_ops([], [], xla) == (xla, "XLA ops in the trace")
     device = [OpStat("conv", "Conv2D", 5.0, 100.0)]
     assert _top_ops(device, host, xla) == (tuple(device), "device")
 
 
-@pytest.mark.parametrize("op_us, covered, rest", [
-    (1000.0, 10.0, "Rest     20% of the step time in smaller ops, 70% in no op the profiler names (waiting"),
-    (6000.0, 60.0, "Rest     20% of the step time in smaller ops, 20% in no op the profiler names (waiting"),
-    (9000.0, 90.0, "Rest     20% of the step time in smaller ops; with the top ops that is more than the step: "
-                   "ops ran on several threads at once."),
-    (15000.0, 150.0, "Rest     20% of the step time in smaller ops."),
-])
+@pytest.mark.parametrize(
+    "op_us, covered, rest",
+    [
+        (1000.0, 10.0, "Rest     20% of the step time in smaller ops, 70% in no op the profiler names (waiting"),
+        (6000.0, 60.0, "Rest     20% of the step time in smaller ops, 20% in no op the profiler names (waiting"),
+        (
+            9000.0,
+            90.0,
+            "Rest     20% of the step time in smaller ops; with the top ops that is more than the step: "
+            "ops ran on several threads at once.",
+        ),
+        (15000.0, 150.0, "Rest     20% of the step time in smaller ops."),
+    ],
+)
 def test_summary_states_its_coverage_once_and_names_the_rest(op_us, covered, rest):
     """The top ops' share of the step is said once, on their heading; the line under the table says where the
     rest went (smaller ops, no op), and the advice points at the trace viewer without repeating the number."""
     from tpukit.observe.profiling.summary import OpStat, from_measurements
 
     ops = (OpStat("step/conv", "conv", op_us / 2, 50.0), OpStat("step/dot", "dot", op_us / 2, 50.0))
-    summary = from_measurements("x.xplane.pb", "CPU_ONLY", [("train 1", 4.0), ("train 2", 6.0)], None, None, ops,
-                                "XLA ops in the trace", [], ops_us=op_us + 2000.0)
+    summary = from_measurements(
+        "x.xplane.pb",
+        "CPU_ONLY",
+        [("train 1", 4.0), ("train 2", 6.0)],
+        None,
+        None,
+        ops,
+        "XLA ops in the trace",
+        [],
+        ops_us=op_us + 2000.0,
+    )
     assert summary.top_ops_step_percent == pytest.approx(covered)
     assert summary.to_dict()["top_ops_step_percent"] == pytest.approx(covered)
     assert summary.smaller_ops_step_percent == pytest.approx(20.0)

@@ -51,11 +51,18 @@ def test_a_real_fit_writes_scalars_tensorboard_reads(tmp_path):
 
 def test_on_jax_without_importing_tensorflow_or_tensorboard(tmp_path):
     pytest.importorskip("jax")
-    code = (f"LOGDIR = {str(tmp_path)!r}\n" + FIT + "import sys, json\n"
-            "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'tensorboard'})\n"
-            "print(json.dumps({'history': history.history, 'loaded': loaded, 'backend': keras.backend.backend()}))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
-                          env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO)})
+    code = (
+        f"LOGDIR = {str(tmp_path)!r}\n" + FIT + "import sys, json\n"
+        "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'tensorboard'})\n"
+        "print(json.dumps({'history': history.history, 'loaded': loaded, 'backend': keras.backend.backend()}))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["backend"] == "jax" and out["loaded"] == []
@@ -100,16 +107,26 @@ def test_the_writer_imports_no_cloud_clients_or_torch_and_leaves_them_importable
     fake.mkdir()
     for name in ("torch", "boto3"):  # stand-ins that say when they are imported
         (fake / f"{name}.py").write_text("import sys\nsys.stderr.write('imported %s\\n' % __name__)\nTensor = object\n")
-    code = (f"LOGDIR = {str(tmp_path / 'logs')!r}\n" + FIT + "import sys, json, importlib.util\n"
-            "during = sorted(m for m in ('torch', 'boto3', 'google.cloud.storage') if m in sys.modules)\n"
-            "import torch, boto3\n"
-            "gcs = importlib.util.find_spec('google.cloud') is not None and "
-            "importlib.util.find_spec('google.cloud.storage') is not None\n"
-            "if gcs:\n    import google.cloud.storage\n"
-            "print(json.dumps({'during': during, 'gcs': gcs, 'writer': 'tensorboardX' in sys.modules}))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
-                          env={**os.environ, "KERAS_BACKEND": "jax" if _has_jax() else "tensorflow",
-                               "PYTHONPATH": os.pathsep.join([str(REPO), str(fake)])})
+    code = (
+        f"LOGDIR = {str(tmp_path / 'logs')!r}\n" + FIT + "import sys, json, importlib.util\n"
+        "during = sorted(m for m in ('torch', 'boto3', 'google.cloud.storage') if m in sys.modules)\n"
+        "import torch, boto3\n"
+        "gcs = importlib.util.find_spec('google.cloud') is not None and "
+        "importlib.util.find_spec('google.cloud.storage') is not None\n"
+        "if gcs:\n    import google.cloud.storage\n"
+        "print(json.dumps({'during': during, 'gcs': gcs, 'writer': 'tensorboardX' in sys.modules}))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={
+            **os.environ,
+            "KERAS_BACKEND": "jax" if _has_jax() else "tensorflow",
+            "PYTHONPATH": os.pathsep.join([str(REPO), str(fake)]),
+        },
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["writer"] and out["during"] == []

@@ -89,8 +89,9 @@ def test_a_server_the_magic_started_is_reused_by_logdir_and_stopped(tmp_path, mo
     from tensorboard import manager
 
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    started = manager.start(["--logdir", str(tmp_path), "--port", "0", "--reload_interval", "7"],
-                            timeout=datetime.timedelta(seconds=90))
+    started = manager.start(
+        ["--logdir", str(tmp_path), "--port", "0", "--reload_interval", "7"], timeout=datetime.timedelta(seconds=90)
+    )
     assert isinstance(started, manager.StartLaunched), started
     try:
         again = tensorboard.start(tmp_path)
@@ -257,7 +258,11 @@ def test_colab_embed_uses_the_mechanism_of_tensorboards_own_magic():
 
     theirs = inspect.getsource(notebook._display_colab)
     ours = embed.tensorboard("http://127.0.0.1:6006/?run=x&tool=overview_page#profile", "colab", height=500)
-    for piece in ("await google.colab.kernel.proxyPort(", "cache", "searchParams.set('tensorboardColab', 'true')",
-                  "document.createElement('iframe')"):
+    for piece in (
+        "await google.colab.kernel.proxyPort(",
+        "cache",
+        "searchParams.set('tensorboardColab', 'true')",
+        "document.createElement('iframe')",
+    ):
         assert piece in theirs and piece in ours.javascript, piece
     assert '(6006, "/?run=x&tool=overview_page#profile", 500)' in ours.javascript

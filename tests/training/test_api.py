@@ -11,7 +11,9 @@ def test_a_setting_passed_to_resume_is_one_line_not_a_type_error(settings, tmp_p
     with pytest.raises(ConfigError) as info:
         resume(tmp_path / "a_run", **settings)
     given = ", ".join(f"{k}={v!r}" for k, v in settings.items())
-    assert str(info.value) == (f"resume() continues {tmp_path / 'a_run'} with the settings it was started with, so "
-                               f"{given} would be ignored; only epochs=N extends a completed run. To change them, "
-                               "start a new run: train(config.replace(...)).")
+    assert str(info.value) == (
+        f"resume() continues {tmp_path / 'a_run'} with the settings it was started with, so "
+        f"{given} would be ignored; only epochs=N extends a completed run. To change them, "
+        "start a new run: train(config.replace(...))."
+    )
     assert list(tmp_path.iterdir()) == []

@@ -37,8 +37,14 @@ print(json.dumps({"status": result.status, "compiles": result.compiles, "compile
 def _run(logdir, cache, **env):
     environment = {k: v for k, v in os.environ.items() if k != compile_cache.ENVIRONMENT}
     environment.update({"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), "KERAS_BACKEND": "jax", **env})
-    proc = subprocess.run([sys.executable, "-c", RUN, str(logdir), str(cache)], capture_output=True, text=True,
-                          timeout=300, env=environment, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN, str(logdir), str(cache)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -52,10 +58,13 @@ def test_a_second_process_with_the_same_cache_reads_the_training_step_back(tmp_p
     assert first["compiles"] == second["compiles"] == 1  # a served compile is still the step's one compile
     (said,) = first["notes"]
     assert said.startswith("compile: train_step compiled once, ") and said.endswith(
-        f": not in JAX's persistent compilation cache at {cache} yet, kept there for the next run"), said
+        f": not in JAX's persistent compilation cache at {cache} yet, kept there for the next run"
+    ), said
     (said,) = second["notes"]
-    assert said.startswith("compile: train_step compiled once, ") and (
-        f": served by JAX's persistent compilation cache at {cache} (it saved ") in said, said
+    assert (
+        said.startswith("compile: train_step compiled once, ")
+        and (f": served by JAX's persistent compilation cache at {cache} (it saved ") in said
+    ), said
     assert said in second["recorded"]  # result.json keeps it
     assert second["compile_s"] < first["compile_s"]
     assert any(name.startswith("jit_train_step") for name in os.listdir(cache))
@@ -74,8 +83,11 @@ def test_auto_keeps_the_cache_in_the_logdir_or_where_jax_compilation_cache_dir_s
     for off in ("None", "off"):
         result = _run(tmp_path / off, off)
         (said,) = result["notes"]
-        assert re.fullmatch(r"compile: train_step compiled once, \d+\.\d\d s; JAX's persistent compilation cache is "
-                            r"off", said), said
+        assert re.fullmatch(
+            r"compile: train_step compiled once, \d+\.\d\d s; JAX's persistent compilation cache is "
+            r"off",
+            said,
+        ), said
         assert [p for p in os.listdir(tmp_path / off) if not p.startswith("2")] == []  # the run's directory alone
 
 

@@ -40,11 +40,13 @@ def test_op_determinism_turned_on_by_the_user_is_seen():
     import subprocess
     import sys
 
-    code = ("import tensorflow as tf\n"
-            "from tpukit.training import determinism\n"
-            "before = determinism.op_determinism_enabled()\n"
-            "tf.config.experimental.enable_op_determinism()\n"
-            "print(before, determinism.op_determinism_enabled())\n")
+    code = (
+        "import tensorflow as tf\n"
+        "from tpukit.training import determinism\n"
+        "before = determinism.op_determinism_enabled()\n"
+        "tf.config.experimental.enable_op_determinism()\n"
+        "print(before, determinism.op_determinism_enabled())\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["False", "True"], done.stdout
@@ -58,15 +60,21 @@ def test_on_a_runtime_whose_determinism_is_xlas_setup_seeds_keras_and_switches_n
     import subprocess
     import sys
 
-    code = ("import json, sys, tpukit\n"
-            "runtime = tpukit.connect(backend='jax')\n"
-            "from tpukit.training import determinism\n"
-            "text = determinism.setup(3, True, runtime)\n"
-            "print(json.dumps({'text': text, 'by_xla': runtime.determinism_by_xla, "
-            "'tf': 'tensorflow' in sys.modules, 'op': determinism.op_determinism_enabled()}))\n")
+    code = (
+        "import json, sys, tpukit\n"
+        "runtime = tpukit.connect(backend='jax')\n"
+        "from tpukit.training import determinism\n"
+        "text = determinism.setup(3, True, runtime)\n"
+        "print(json.dumps({'text': text, 'by_xla': runtime.determinism_by_xla, "
+        "'tf': 'tensorflow' in sys.modules, 'op': determinism.op_determinism_enabled()}))\n"
+    )
     env = {**os.environ, "KERAS_BACKEND": "jax"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out == {"text": "seed 3 set; XLA ops are deterministic here (GPU: set at connect): same config, same "
-                           "weights.", "by_xla": True, "tf": False, "op": False}
+    assert out == {
+        "text": "seed 3 set; XLA ops are deterministic here (GPU: set at connect): same config, same weights.",
+        "by_xla": True,
+        "tf": False,
+        "op": False,
+    }

@@ -19,8 +19,10 @@ def test_candidates_are_multiples_that_double_up_to_the_limit():
 
 
 def test_the_limit_keeps_enough_steps_per_epoch_unless_the_data_is_tiny():
-    assert tuning._limit(1437, 1, 8, None) == (89, "an epoch of the 1,437 training examples would have fewer than "
-                                                    "16 steps")
+    assert tuning._limit(1437, 1, 8, None) == (
+        89,
+        "an epoch of the 1,437 training examples would have fewer than 16 steps",
+    )
     assert tuning._limit(1437, 1, 8, 32) == (32, "it would exceed max_batch_size=32")
     assert tuning._limit(1437, 4, 128, None) == (359, "one global batch would exceed the 1,437 training examples")
 
@@ -29,15 +31,22 @@ def test_the_search_stops_before_an_epoch_gets_too_few_steps(tmp_path):
     """digits once got 1024 recommended: one step per epoch, fast and useless."""
     config = RunConfig(model="mlp", dataset="digits", precision="float32", logdir=str(tmp_path))
     calls = []
-    result = tpukit.tune_batch_size(config, min_gain=None, warmup_steps=1, steps=2,
-                                    on_trial=lambda trials, trying: calls.append(([t.batch_size for t in trials], trying)))
+    result = tpukit.tune_batch_size(
+        config,
+        min_gain=None,
+        warmup_steps=1,
+        steps=2,
+        on_trial=lambda trials, trying: calls.append(([t.batch_size for t in trials], trying)),
+    )
     sizes = [t.batch_size for t in result.trials]
     assert calls == [(sizes[:i], size) for i, size in enumerate(sizes)]  # progress: before each size, what came before
     examples = int(re.search(r"of the ([\d,]+) training examples", result.reason).group(1).replace(",", ""))
     biggest = result.trials[-1].batch_size
     assert examples // biggest >= tuning.MIN_STEPS_PER_EPOCH > examples // (2 * biggest), result.reason
     assert f"at {2 * biggest} per replica an epoch" in result.reason
-    assert repr(result) == f"BatchTuning(recommended={result.recommended}, tried={[t.batch_size for t in result.trials]})"
+    assert (
+        repr(result) == f"BatchTuning(recommended={result.recommended}, tried={[t.batch_size for t in result.trials]})"
+    )
 
 
 def _check_sane(tuning_result, multiple=8):
@@ -52,8 +61,9 @@ def _check_sane(tuning_result, multiple=8):
 
 @pytest.mark.parametrize("model, dataset, size", [("mlp", "digits", None), ("cnn", "mnist5k", 1024)])
 def test_the_zoo_gets_a_sane_table_and_nothing_is_written(tmp_path, model, dataset, size):
-    config = RunConfig(model=model, dataset=dataset, dataset_size=size, precision="float32",
-                       logdir=str(tmp_path / "runs"))
+    config = RunConfig(
+        model=model, dataset=dataset, dataset_size=size, precision="float32", logdir=str(tmp_path / "runs")
+    )
     result = tpukit.tune_batch_size(config, max_batch_size=256)
     _check_sane(result)
     assert max(t.batch_size for t in result.trials) <= 256
@@ -77,15 +87,25 @@ class _MemoryWall(keras.layers.Layer):
 
 
 def _walled(spec):
-    return keras.Sequential([keras.Input(spec.input_shape), keras.layers.Flatten(), _MemoryWall(),
-                             keras.layers.Dense(spec.num_classes, activation="softmax")])
+    return keras.Sequential(
+        [
+            keras.Input(spec.input_shape),
+            keras.layers.Flatten(),
+            _MemoryWall(),
+            keras.layers.Dense(spec.num_classes, activation="softmax"),
+        ]
+    )
 
 
 def test_out_of_memory_ends_the_search_and_training_goes_on(tmp_path):
     config = RunConfig(dataset="digits", precision="float32", epochs=1, logdir=str(tmp_path))
     result = tpukit.tune_batch_size(config, model=_walled, min_gain=None)  # only the wall stops it
     assert [(t.batch_size, t.outcome) for t in result.trials] == [
-        (8, "measured"), (16, "measured"), (32, "measured"), (64, "out of memory")]
+        (8, "measured"),
+        (16, "measured"),
+        (32, "measured"),
+        (64, "out of memory"),
+    ]
     assert result.trials[-1].examples_per_sec is None
     assert result.recommended in (8, 16, 32) and "64 per replica ran out of memory" in result.reason
     assert tpukit.train(config.replace(batch_size=result.recommended), model=_walled).status == "completed"

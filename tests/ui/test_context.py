@@ -54,7 +54,9 @@ def test_no_notebook(inputs, shell):
 
 
 def test_the_real_answer_here_is_none_and_costs_no_import():
-    code = ("import sys; from tpukit.ui import context; print(context.detect()); "
-            "print('IPython' in sys.modules, 'ipywidgets' in sys.modules)")
+    code = (
+        "import sys; from tpukit.ui import context; print(context.detect()); "
+        "print('IPython' in sys.modules, 'ipywidgets' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["none", "False", "False"]

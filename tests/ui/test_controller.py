@@ -72,10 +72,16 @@ CONTROLLER_SCRIPT = textwrap.dedent("""
 def test_the_controller_trains_without_ipywidgets(tmp_path):
     """Every action of the panel, driven with no widget library importable: refuse, accept, train, record."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "TPUKIT_SMOKE": "1"}
-    done = subprocess.run([sys.executable, "-c", CONTROLLER_SCRIPT, str(tmp_path / "runs")], env=env,
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", CONTROLLER_SCRIPT, str(tmp_path / "runs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    out = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT ") :])
     assert set(out["refused"]) == {"batch_size", "epochs"}, out["refused"]
     assert "batch size must be a whole number" in out["refused"]["batch_size"]
     assert out["train_off"].startswith("Train is off: ") and "epochs" in out["train_off"]
@@ -225,10 +231,10 @@ def test_the_curves_show_each_steps_loss_not_the_epochs_running_mean():
     for epoch in range(2):
         callback.on_epoch_begin(epoch)
         for batch in range(5):
-            seen = true_loss[epoch * 5: epoch * 5 + batch + 1]
+            seen = true_loss[epoch * 5 : epoch * 5 + batch + 1]
             callback.on_train_batch_begin(batch)
             callback.on_train_batch_end(batch, {"loss": sum(seen) / len(seen), "accuracy": 0.25})
-        callback.on_epoch_end(epoch, {"loss": sum(true_loss[epoch * 5:epoch * 5 + 5]) / 5})
+        callback.on_epoch_end(epoch, {"loss": sum(true_loss[epoch * 5 : epoch * 5 + 5]) / 5})
     callback.on_train_end()
     points, _ = sink.curves
     assert [p[0] for p in points] == list(range(1, 11))
@@ -240,10 +246,30 @@ def test_the_runs_table_and_chart_show_a_regression_models_own_validation_metric
     """A user's regression model has no accuracy: the table shows its val MAE, the chart plots it (not zeros)."""
     from tpukit.ui import plots, tables
 
-    rows = [{"run": "r1", "status": "completed", "model": "m", "dataset": "d", "batch_size": 8, "replicas": 1,
-             "val_loss": 0.5, "val_mae": 0.25, "examples_per_sec": 100.0},
-            {"run": "r2", "status": "completed", "model": "m", "dataset": "d", "batch_size": 8, "replicas": 1,
-             "val_loss": 0.4, "val_mae": 0.2, "examples_per_sec": 120.0}]
+    rows = [
+        {
+            "run": "r1",
+            "status": "completed",
+            "model": "m",
+            "dataset": "d",
+            "batch_size": 8,
+            "replicas": 1,
+            "val_loss": 0.5,
+            "val_mae": 0.25,
+            "examples_per_sec": 100.0,
+        },
+        {
+            "run": "r2",
+            "status": "completed",
+            "model": "m",
+            "dataset": "d",
+            "batch_size": 8,
+            "replicas": 1,
+            "val_loss": 0.4,
+            "val_mae": 0.2,
+            "examples_per_sec": 120.0,
+        },
+    ]
     html_table = tables.runs(rows)
     assert "mae 0.25" in html_table and "mae 0.2<" in html_table and "validation" in html_table
     assert tables.validation_key({"val_loss": 1.0}) == "val_loss"
@@ -263,9 +289,20 @@ def test_stop_is_off_once_training_has_ended_while_the_profile_is_shown(tmp_path
         def profile(self, summary=None, text="", kind="info"):
             seen.append((controller.running, controller.controls().disabled["stop"], controller.stop()))
 
-    controller = Controller({"dataset": "digits", "model": "mlp", "epochs": 1, "batch_size": 32,
-                             "profile": (2, 4), "logdir": str(tmp_path)}, view=Watch(), context="none", runs=[],
-                            auto_tensorboard=False)
+    controller = Controller(
+        {
+            "dataset": "digits",
+            "model": "mlp",
+            "epochs": 1,
+            "batch_size": 32,
+            "profile": (2, 4),
+            "logdir": str(tmp_path),
+        },
+        view=Watch(),
+        context="none",
+        runs=[],
+        auto_tensorboard=False,
+    )
     result = controller.train(wait=True)
     assert result.status == "completed" and result.profile_files
     assert seen and seen[0] == (True, True, False)  # still busy showing it, Stop off, a stop does nothing
@@ -340,9 +377,11 @@ def test_a_refusal_is_worded_from_the_errors_facts_never_from_its_message():
     with pytest.raises(ConfigError) as refused:
         RunConfig(precision="fp8")
     assert messages.plain(refused.value) == (
-        "precision must be one of 'auto', 'float32', 'mixed_bfloat16', 'mixed_float16'; received 'fp8'.")
-    reworded = ConfigError("Nicht erlaubt.", field="precision", value="fp8", expected="one of 'auto', 'float32'",
-                           detail=None)
+        "precision must be one of 'auto', 'float32', 'mixed_bfloat16', 'mixed_float16'; received 'fp8'."
+    )
+    reworded = ConfigError(
+        "Nicht erlaubt.", field="precision", value="fp8", expected="one of 'auto', 'float32'", detail=None
+    )
     assert messages.field_of(reworded) == "precision"
     assert messages.plain(reworded) == "precision must be one of 'auto', 'float32'; received 'fp8'."
     with pytest.raises(ConfigError) as too_big:
@@ -351,8 +390,13 @@ def test_a_refusal_is_worded_from_the_errors_facts_never_from_its_message():
     assert messages.field_of(ValueError("no field named")) is None
     assert messages.plain(ValueError("no field named")) == "no field named"
 
-    stopped = RunResult(run_dir="r", status="stopped", config={}, cause="interrupted (KeyboardInterrupt)",
-                        message="interrupted (KeyboardInterrupt); resume continues from the last whole epoch")
+    stopped = RunResult(
+        run_dir="r",
+        status="stopped",
+        config={},
+        cause="interrupted (KeyboardInterrupt)",
+        message="interrupted (KeyboardInterrupt); resume continues from the last whole epoch",
+    )
     assert resumable.without_promise(stopped) == "interrupted (KeyboardInterrupt)"
     failed = RunResult(run_dir="r", status="failed", config={}, message="ValueError: bad")
     assert resumable.without_promise(failed) == "ValueError: bad"
@@ -391,15 +435,20 @@ def test_the_status_line_names_the_phase_from_the_progress_model():
     status.show_progress(meter.progress(clock.now, done=True))  # fit ended
     status.finish(_Result())
     status.tick()  # a late tick says nothing once the run has ended
-    assert said == ["Starting cnn-mnist5k: building the model and the input pipeline…",
-                    "Starting cnn-mnist5k: building the model and the input pipeline… (3 s so far)",
-                    "First step of cnn-mnist5k: tracing and compiling the model…",
-                    "First step of cnn-mnist5k: tracing and compiling the model… (41 s so far)",
-                    "Training cnn-mnist5k: epoch 1/2, step 1/36", "Training cnn-mnist5k: epoch 1/2, step 19/36",
-                    "Training cnn-mnist5k: epoch 1/2, step 36/36", "Training cnn-mnist5k: epoch 2/2, step 0/36",
-                    "Training cnn-mnist5k: epoch 2/2, step 1/36", "Training cnn-mnist5k: epoch 2/2, step 19/36",
-                    "Training cnn-mnist5k: epoch 2/2, step 36/36",
-                    "Trained cnn-mnist5k: saving the weights and the record…"]
+    assert said == [
+        "Starting cnn-mnist5k: building the model and the input pipeline…",
+        "Starting cnn-mnist5k: building the model and the input pipeline… (3 s so far)",
+        "First step of cnn-mnist5k: tracing and compiling the model…",
+        "First step of cnn-mnist5k: tracing and compiling the model… (41 s so far)",
+        "Training cnn-mnist5k: epoch 1/2, step 1/36",
+        "Training cnn-mnist5k: epoch 1/2, step 19/36",
+        "Training cnn-mnist5k: epoch 1/2, step 36/36",
+        "Training cnn-mnist5k: epoch 2/2, step 0/36",
+        "Training cnn-mnist5k: epoch 2/2, step 1/36",
+        "Training cnn-mnist5k: epoch 2/2, step 19/36",
+        "Training cnn-mnist5k: epoch 2/2, step 36/36",
+        "Trained cnn-mnist5k: saving the weights and the record…",
+    ]
     assert status.latest is status.sink.latest and status.latest.done  # the progress view got every report
 
 
@@ -411,8 +460,9 @@ def test_a_resume_says_where_it_resumes_and_a_stop_is_said_until_the_run_ends():
     from tpukit.ui.phases import RunStatus
 
     clock, said = FakeClock(), []
-    status = RunStatus(progress.ProgressRecord(), said.append, "cnn-mnist5k", clock, resumed_from=2,
-                       ticking=False)  # Colab: no ticker, so no seconds that would never move
+    status = RunStatus(
+        progress.ProgressRecord(), said.append, "cnn-mnist5k", clock, resumed_from=2, ticking=False
+    )  # Colab: no ticker, so no seconds that would never move
     status.start("cnn-mnist5k", True, 2.5)
     assert status.sink.line == "Resuming cnn-mnist5k from epoch 2: building the model and the input pipeline…"
     meter = progress_model.Meter(global_batch=64, steps=36, epochs=3)
@@ -422,11 +472,13 @@ def test_a_resume_says_where_it_resumes_and_a_stop_is_said_until_the_run_ends():
     meter.step(20, clock.now)
     status.show_progress(meter.progress(clock.now))  # the step in flight: still stopping
     status.show_progress(meter.progress(clock.now, done=True))
-    assert said == ["Resuming cnn-mnist5k from epoch 2: building the model and the input pipeline…",
-                    "Resuming cnn-mnist5k from epoch 2: first step: tracing and compiling the model…",
-                    "Resumed cnn-mnist5k from epoch 2: epoch 2/3, step 1/36",
-                    "Resumed cnn-mnist5k from epoch 2: epoch 2/3, step 19/36",
-                    "Stopping cnn-mnist5k after the current step…"]
+    assert said == [
+        "Resuming cnn-mnist5k from epoch 2: building the model and the input pipeline…",
+        "Resuming cnn-mnist5k from epoch 2: first step: tracing and compiling the model…",
+        "Resumed cnn-mnist5k from epoch 2: epoch 2/3, step 1/36",
+        "Resumed cnn-mnist5k from epoch 2: epoch 2/3, step 19/36",
+        "Stopping cnn-mnist5k after the current step…",
+    ]
     extended = RunStatus(progress.ProgressRecord(), said.append, "cnn-mnist5k", clock, resumed_from=4, extends_to=5)
     assert extended.lead() == "Extending cnn-mnist5k to 5 epochs, from epoch 4"
 
@@ -451,9 +503,20 @@ def test_the_panels_status_goes_through_the_phases_of_a_train_a_stop_and_a_resum
     view = Recorder()
     # Small batches, one step per call, and a clock 100 times faster than the wall: the progress reports (at
     # most every 0.5 s of the clock, and while they cost under 0.25% of the time) come every few steps.
-    controller = Controller({"dataset": "digits", "model": "mlp", "epochs": 2, "batch_size": 8,
-                             "steps_per_execution": 1, "logdir": str(tmp_path)}, view=view, context="none", runs=[],
-                            clock=lambda: 100 * time.perf_counter())
+    controller = Controller(
+        {
+            "dataset": "digits",
+            "model": "mlp",
+            "epochs": 2,
+            "batch_size": 8,
+            "steps_per_execution": 1,
+            "logdir": str(tmp_path),
+        },
+        view=view,
+        context="none",
+        runs=[],
+        clock=lambda: 100 * time.perf_counter(),
+    )
     name = controller.config.run_name
     stopped = controller.train(wait=True)
     assert stopped.status == "stopped" and stopped.epochs_done == 1, view.said
@@ -470,23 +533,32 @@ def test_the_panels_status_goes_through_the_phases_of_a_train_a_stop_and_a_resum
     points, epochs = view.progress_sink.curves
     stride = points[0][0]
     assert [p[0] for p in points] == list(range(stride, 2 * steps + 1, stride))  # no gap, no collapsed point
-    assert points[:len(kept)] == kept  # the kept epoch as it was drawn, then the redone one
-    assert [g for g, _ in epochs] == [steps, 2 * steps] and all(set(logs) <= {"val_loss", "val_accuracy"}
-                                                                 for _, logs in epochs)
+    assert points[: len(kept)] == kept  # the kept epoch as it was drawn, then the redone one
+    assert [g for g, _ in epochs] == [steps, 2 * steps] and all(
+        set(logs) <= {"val_loss", "val_accuracy"} for _, logs in epochs
+    )
 
     def phases(said):
         kinds = [re.sub(r"step \d+/\d+$", "step S/T", re.sub(r"… \(\d+ s so far\)$", "…", line)) for line in said]
         kinds = [k.split(":")[0] + ":" if k.startswith(("Connecting", "stopped", "completed")) else k for k in kinds]
         return [k for i, k in enumerate(kinds) if i == 0 or k != kinds[i - 1]]
 
-    assert phases(trained) == ["Connecting:", f"Starting {name}: building the model and the input pipeline…",
-                               f"First step of {name}: tracing and compiling the model…",
-                               f"Training {name}: epoch 1/2, step S/T", f"Training {name}: epoch 2/2, step S/T",
-                               f"Stopping {name} after the current step…", "stopped:"], trained
-    assert phases(view.said) == [f"Resuming {name} from epoch 2: building the model and the input pipeline…",
-                                 f"Resuming {name} from epoch 2: first step: tracing and compiling the model…",
-                                 f"Resumed {name} from epoch 2: epoch 2/2, step S/T",
-                                 f"Trained {name}: saving the weights and the record…", "completed:"], view.said
+    assert phases(trained) == [
+        "Connecting:",
+        f"Starting {name}: building the model and the input pipeline…",
+        f"First step of {name}: tracing and compiling the model…",
+        f"Training {name}: epoch 1/2, step S/T",
+        f"Training {name}: epoch 2/2, step S/T",
+        f"Stopping {name} after the current step…",
+        "stopped:",
+    ], trained
+    assert phases(view.said) == [
+        f"Resuming {name} from epoch 2: building the model and the input pipeline…",
+        f"Resuming {name} from epoch 2: first step: tracing and compiling the model…",
+        f"Resumed {name} from epoch 2: epoch 2/2, step S/T",
+        f"Trained {name}: saving the weights and the record…",
+        "completed:",
+    ], view.said
     first = next(i for i, line in enumerate(trained) if line.startswith("Training"))
     assert not [line for line in trained[first:] + view.said if "Starting" in line]  # gone once steps run
 
@@ -495,8 +567,13 @@ def test_the_panels_progress_line_says_why_a_completed_run_ended_before_its_last
     from tpukit.runs.records import RunResult
     from tpukit.ui import progress
 
-    early = RunResult(run_dir="r", status="completed", config={"epochs": 3}, epochs_done=2,
-                      message="early stopping after epoch 2 (no val_loss gain); restored the weights of epoch 1")
+    early = RunResult(
+        run_dir="r",
+        status="completed",
+        config={"epochs": 3},
+        epochs_done=2,
+        message="early stopping after epoch 2 (no val_loss gain); restored the weights of epoch 1",
+    )
     assert progress.ended_early(early) == f" ({early.message})"
     import dataclasses
 

@@ -49,8 +49,9 @@ def make_panel(tmp_path):
     def make(ctx=context.JUPYTER, logdir=None, model=None, data=None, **changes):
         shown = []
         config = RunConfig(**{**SMALL, "logdir": str(logdir or tmp_path / "runs"), **changes})
-        panel = tpukit.panel(config, model=model, data=data, display=False, context=ctx, display_fn=shown.append,
-                             runs=[])
+        panel = tpukit.panel(
+            config, model=model, data=data, display=False, context=ctx, display_fn=shown.append, runs=[]
+        )
         panel.shown = shown
         made.append(panel)
         return panel
@@ -93,8 +94,10 @@ def words(widget):
 
 # ---- building and the config ------------------------------------------------------
 def test_import_stays_cheap_until_a_panel_is_built():
-    code = ("import sys, tpukit; tpukit.panel; "
-            "print(*[m in sys.modules for m in ('ipywidgets', 'tensorflow', 'keras', 'matplotlib')])")
+    code = (
+        "import sys, tpukit; tpukit.panel; "
+        "print(*[m in sys.modules for m in ('ipywidgets', 'tensorflow', 'keras', 'matplotlib')])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False"] * 4
 
@@ -109,7 +112,13 @@ def test_widgets_and_config_follow_each_other(make_panel):
     w["profile"].value = "3:5"
     w["precision"].value = "float32"
     c = panel.config
-    assert (c.batch_size, c.deterministic, c.steps_per_epoch, c.profile, c.precision) == (64, True, 7, (3, 5), "float32")
+    assert (c.batch_size, c.deterministic, c.steps_per_epoch, c.profile, c.precision) == (
+        64,
+        True,
+        7,
+        (3, 5),
+        "float32",
+    )
     assert "global batch 64 = 64 × 1 replica" in text(panel.form.notes["batch_size"])
 
     panel.config = RunConfig(dataset="shapes", model="cnn", epochs=4, batch_size=8, replicas=8, logdir="elsewhere")
@@ -175,8 +184,11 @@ def test_every_invalid_field_is_marked_at_once_and_train_says_why_it_is_off(make
     w["epochs"].value = "0"
     w["seed"].value = "-1"
     assert set(panel.problems) == {"batch_size", "epochs", "seed"}
-    for field, start in (("batch_size", "batch size must be a whole number ≥ 1"),
-                         ("epochs", "epochs must be a whole number ≥ 1"), ("seed", "seed must be a whole number ≥ 0")):
+    for field, start in (
+        ("batch_size", "batch size must be a whole number ≥ 1"),
+        ("epochs", "epochs must be a whole number ≥ 1"),
+        ("seed", "seed must be a whole number ≥ 0"),
+    ):
         assert words(panel.form.errors[field]).startswith(start), field
     assert train.disabled
     assert train.tooltip.startswith("Train is off: batch size must be a whole number ≥ 1; received '1.5'. epochs must")
@@ -197,7 +209,9 @@ def test_every_invalid_field_is_marked_at_once_and_train_says_why_it_is_off(make
 def test_an_invalid_assignment_raises_value_error_and_changes_nothing(make_panel):
     panel = make_panel()
     before = panel.config
-    with pytest.raises(ValueError, match=r"RunConfig.epochs: expected an integer >= 1 and <= 1,000,000. Received: epochs=0"):
+    with pytest.raises(
+        ValueError, match=r"RunConfig.epochs: expected an integer >= 1 and <= 1,000,000. Received: epochs=0"
+    ):
         panel.config = {"epochs": 0}
     with pytest.raises(ValueError, match="RunConfig has no field 'epoch'"):
         panel.config = {"epoch": 2}
@@ -219,7 +233,6 @@ def test_connect_shows_the_accelerator_and_what_auto_precision_means(make_panel)
     assert "fewer than one global batch of 1600" in text(panel.form.errors["batch_size"])
 
 
-
 def test_a_precision_the_probe_measured_slow_is_said_under_precision_before_train(make_panel, cpu_probe_says):
     """TensorFlow's own float16 conv gradients at 0.1x float32 (the probe's figures, injected), with XLA off under
     op determinism: the form says so under precision, before Train; where XLA runs it instead, it says nothing."""
@@ -232,6 +245,7 @@ def test_a_precision_the_probe_measured_slow_is_said_under_precision_before_trai
     assert text(panel.form.notes["precision"]) == ""
     panel.form.widgets["precision"].value = "float32"
     assert text(panel.form.notes["precision"]) == ""
+
 
 # ---- training ------------------------------------------------------------------------
 def test_the_train_button_runs_a_run_and_lists_it(make_panel):
@@ -278,8 +292,9 @@ def test_the_runs_section_loads_exports_and_starts_the_next_run_from_a_run(make_
     assert panel.config.init_from == result.run_dir and panel.form.widgets["init_from"].value == result.run_dir
     follow = panel.train(wait=True)
     assert follow.config["init_from"] == result.run_dir and any(n.startswith("init_from:") for n in follow.notes)
-    assert [label for label, _ in panel.run_picker.options] == [f"#{i + 1} {Path(r.run_dir).name} · model saved"
-                                                               for i, r in enumerate(panel.runs)]
+    assert [label for label, _ in panel.run_picker.options] == [
+        f"#{i + 1} {Path(r.run_dir).name} · model saved" for i, r in enumerate(panel.runs)
+    ]
     panel.start_from("")
     assert panel.config.init_from is None and panel.form.widgets["init_from"].value == ""
     with pytest.raises(Exception, match="No run #5"):
@@ -410,8 +425,10 @@ def test_a_click_says_at_once_what_it_does_and_a_new_run_clears_the_last_status(
     for views in seen.values():
         views.clear()
     panel.buttons["train"].click()  # connected: no connecting now, and the last run's status is gone at once
-    assert first("message") == f"Starting {done.config['name'] or 'mlp-digits'}: building the model and the input " \
-                                "pipeline…"
+    assert (
+        first("message") == f"Starting {done.config['name'] or 'mlp-digits'}: building the model and the input "
+        "pipeline…"
+    )
     assert first("progress") == first("message") and first("bar") == 0
     panel.wait(120)
 
@@ -549,8 +566,9 @@ def test_reproducibility_and_compare(make_panel):
     assert all(r["examples_per_sec"] > 0 and "val_accuracy" in r for r in rows)
     assert is_png(panel.views["runs_chart"])
     logdir = first.config["logdir"]
-    assert words(panel.views["runs_compared"]) == (f"Compared: this kernel's 2 runs (no other run in {logdir}/). "
-                                                   "No setting differed.")
+    assert words(panel.views["runs_compared"]) == (
+        f"Compared: this kernel's 2 runs (no other run in {logdir}/). No setting differed."
+    )
     # a run of the logdir that this kernel did not make (the CLI's, an earlier kernel's): Compare shows it too
     other = directory.new_run_dir(logdir, "cli")
     config = {**first.config, "batch_size": first.config["batch_size"] * 2, "precision": "float32"}
@@ -599,7 +617,10 @@ def test_tensorboard_embeds_for_each_front_end(monkeypatch):
     proxied = embed.tensorboard(url, context.JUPYTER)
     assert proxied.src == "/user/me/proxy/6123/?run=a%2Fb&tool=overview_page#profile"
     colab = embed.tensorboard(url, context.COLAB)
-    assert "proxyPort(port" in colab.javascript and '(6123, "/?run=a%2Fb&tool=overview_page#profile", 800)' in colab.javascript
+    assert (
+        "proxyPort(port" in colab.javascript
+        and '(6123, "/?run=a%2Fb&tool=overview_page#profile", 800)' in colab.javascript
+    )
     assert embed.tensorboard(url, context.NONE).html.startswith("TensorBoard: http://127.0.0.1:6123/")
     with pytest.raises(ValueError, match="Unknown context"):
         embed.tensorboard(url, "emacs")
@@ -656,7 +677,8 @@ def test_a_cell_ending_with_a_shown_panel_names_it_instead_of_a_second_copy(make
     shown = list(panel.shown)
     panel._ipython_display_()  # what IPython calls for a cell ending with `panel`
     assert panel.shown == shown and capsys.readouterr().out.endswith(
-        ": shown above (panel.display() shows it here too).\n")
+        ": shown above (panel.display() shows it here too).\n"
+    )
     panel.display()  # asked for: another view
     assert len(panel.shown) == len(shown) + 1
 
@@ -696,29 +718,68 @@ def test_the_runs_table_is_narrow_names_never_wrap_and_numbers_line_up():
     its run, and the fingerprint is cut to 8 characters (the whole one in its tooltip)."""
     from tpukit.ui import tables
 
-    rows = [{"run": "20261124-101010-mlp-digits", "status": "completed", "model": "mlp", "dataset": "digits",
-             "precision": "mixed_bfloat16", "batch_size": 32, "replicas": 8, "deterministic": True,
-             "examples_per_sec": 12345.6, "val_accuracy": 0.9531, "fingerprint": "fa82969f8d1fd1ed"},
-            {"run": "20261124-101011-cnn", "status": "stopped", "model": "cnn", "dataset": "mnist5k",
-             "precision": "float32", "batch_size": 64, "replicas": 1}]
+    rows = [
+        {
+            "run": "20261124-101010-mlp-digits",
+            "status": "completed",
+            "model": "mlp",
+            "dataset": "digits",
+            "precision": "mixed_bfloat16",
+            "batch_size": 32,
+            "replicas": 8,
+            "deterministic": True,
+            "examples_per_sec": 12345.6,
+            "val_accuracy": 0.9531,
+            "fingerprint": "fa82969f8d1fd1ed",
+        },
+        {
+            "run": "20261124-101011-cnn",
+            "status": "stopped",
+            "model": "cnn",
+            "dataset": "mnist5k",
+            "precision": "float32",
+            "batch_size": 64,
+            "replicas": 1,
+        },
+    ]
     page = tables.runs(rows, ["", "stopped by the user (resumable)"])
     cells = re.findall(r"<t[hd] style=\"([^\"]*)\"(?: title=\"([^\"]*)\")?>([^<]*)</t[hd]>", page)
     assert page.startswith('<div style="overflow-x:auto')
     shown = [html.unescape(value) for _, _, value in cells]
-    assert shown[:9] == ["#", "run", "status", "model / data", "precision", "batch", "examples/s", "validation",
-                         "fingerprint"]
-    assert shown[9:18] == ["1", "20261124-101010-mlp-digits", "completed", "mlp / digits", "bf16", "32 × 8",
-                           "12,346", "95.3%", "fa82969f det"]
+    assert shown[:9] == [
+        "#",
+        "run",
+        "status",
+        "model / data",
+        "precision",
+        "batch",
+        "examples/s",
+        "validation",
+        "fingerprint",
+    ]
+    assert shown[9:18] == [
+        "1",
+        "20261124-101010-mlp-digits",
+        "completed",
+        "mlp / digits",
+        "bf16",
+        "32 × 8",
+        "12,346",
+        "95.3%",
+        "fa82969f det",
+    ]
     assert html.unescape(cells[17][1]) == "weights' fingerprint fa82969f8d1fd1ed (deterministic run)"
     assert cells[13][1] == "mixed_bfloat16"  # the short precision's tooltip is the policy's name
     assert shown[18:27] == ["2", "20261124-101011-cnn", "stopped", "cnn / mnist5k", "fp32", "64", "–", "–", "–"]
     assert len(cells) == 27 and page.count("<tr>") == 4  # header, run 1, run 2, and run 2's note under it:
-    assert re.search(r'<tr><td></td><td colspan="8" style="[^"]*white-space:normal">stopped by the user '
-                     r'\(resumable\)</td></tr></table>', page)
+    assert re.search(
+        r'<tr><td></td><td colspan="8" style="[^"]*white-space:normal">stopped by the user '
+        r"\(resumable\)</td></tr></table>",
+        page,
+    )
     styles = [style for style, _, _ in cells]
     assert all("nowrap" in s for s in styles)
-    assert ["text-align:right" in s for s in styles[:9]] == [True, False, False, False, False, False, True, True,
-                                                         False]
+    assert ["text-align:right" in s for s in styles[:9]] == [True, False, False, False, False, False, True, True, False]
 
 
 def test_differences_names_the_settings_that_differed_between_runs():
@@ -727,15 +788,20 @@ def test_differences_names_the_settings_that_differed_between_runs():
 
     base = RunConfig(dataset="digits", model="mlp", precision="float32", batch_size=32).to_dict()
     a = RunResult(run_dir="runs/a", status="completed", config={**base, "logdir": "runs", "name": "a"})
-    b = RunResult(run_dir="runs/b", status="completed",
-                  config={**base, "precision": "mixed_bfloat16", "batch_size": 64, "name": "b", "profile": [2, 4]})
+    b = RunResult(
+        run_dir="runs/b",
+        status="completed",
+        config={**base, "precision": "mixed_bfloat16", "batch_size": 64, "name": "b", "profile": [2, 4]},
+    )
     c = {**base, "batch_size": 64, "logdir": "elsewhere"}
     assert differences([a, b]) == ["batch: 32 vs 64", "precision: float32 vs mixed_bfloat16"]
     assert differences([a, b, c]) == ["batch: 32 vs 64", "precision: float32 vs mixed_bfloat16"]
     assert differences([a, {**base, "name": "again"}]) == [] and differences([]) == []
     older = {k: v for k, v in base.items() if k not in ("seed", "batch_size")}  # an older record: the defaults
     assert differences([base, {**base, "init_from": "/tmp/runs/20261124-101010-mlp"}, older]) == [
-        "batch: 32 vs 64", "started from: – vs 20261124-101010-mlp"]
+        "batch: 32 vs 64",
+        "started from: – vs 20261124-101010-mlp",
+    ]
     assert differences([base, {**base, "future_field": 1}]) == ["future_field: – vs 1"]
     assert differences([base, {**base, "metrics": ["accuracy", "mae"]}]) == ["metrics: accuracy vs accuracy, mae"]
 
@@ -819,8 +885,9 @@ def _stopped(callback, steps, stop_after):
         for step in range(last):
             callback.on_train_batch_begin(step)
             callback.on_train_batch_end(step, {"loss": 2.0 - 0.01 * (epoch * steps + step), "accuracy": 0.5})
-        callback.on_epoch_end(epoch, {"loss": 1.5, "accuracy": 0.5, "val_loss": 1.0 - epoch / 2,
-                                      "val_accuracy": 0.25 + epoch / 2})
+        callback.on_epoch_end(
+            epoch, {"loss": 1.5, "accuracy": 0.5, "val_loss": 1.0 - epoch / 2, "val_accuracy": 0.25 + epoch / 2}
+        )
     callback.on_train_end()
 
 

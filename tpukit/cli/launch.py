@@ -52,8 +52,10 @@ def command_for(argv: Sequence[str]) -> List[str]:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if argv[:1] != ["train"]:
-        raise ConfigError(f"launch runs a train command across processes: python -m tpukit launch --workers N -- "
-                          f"train ARGS. Received: {' '.join(argv) or 'nothing'}.")
+        raise ConfigError(
+            f"launch runs a train command across processes: python -m tpukit launch --workers N -- "
+            f"train ARGS. Received: {' '.join(argv) or 'nothing'}."
+        )
     backend = None
     for i, arg in enumerate(argv):
         if arg == "--backend" and i + 1 < len(argv):
@@ -66,8 +68,10 @@ def command_for(argv: Sequence[str]) -> List[str]:
         if backend == "auto":
             argv[argv.index("auto", argv.index("--backend"))] = chosen
     elif backend not in BACKENDS:
-        raise ConfigError(f"launch trains on JAX's or TensorFlow's multi-process engine: --backend jax or "
-                          f"tensorflow. Received: --backend {backend}.")
+        raise ConfigError(
+            f"launch trains on JAX's or TensorFlow's multi-process engine: --backend jax or "
+            f"tensorflow. Received: --backend {backend}."
+        )
     return argv
 
 
@@ -79,8 +83,10 @@ def _default_backend() -> str:
     if env is None:
         return "jax"
     if env not in BACKENDS:
-        raise ConfigError(f"KERAS_BACKEND={env} in the environment is not an engine launch runs. Choices: "
-                          f"{', '.join(BACKENDS)}: set KERAS_BACKEND to one, unset it, or pass --backend.")
+        raise ConfigError(
+            f"KERAS_BACKEND={env} in the environment is not an engine launch runs. Choices: "
+            f"{', '.join(BACKENDS)}: set KERAS_BACKEND to one, unset it, or pass --backend."
+        )
     return env
 
 
@@ -98,8 +104,11 @@ def worker_env(backend: str, index: int, workers: int, ports: Sequence[int]) -> 
     # Marked as tpukit's: the worker's backend comes from its --backend, not from a user's KERAS_BACKEND.
     env = {"KERAS_BACKEND": backend, WROTE: backend, "TPUKIT_LAUNCH_WORKER": str(index)}
     if backend == "jax":
-        env.update(KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{ports[0]}",
-                   KERAS_DISTRIBUTION_NUM_PROCESSES=str(workers), KERAS_DISTRIBUTION_PROCESS_ID=str(index))
+        env.update(
+            KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{ports[0]}",
+            KERAS_DISTRIBUTION_NUM_PROCESSES=str(workers),
+            KERAS_DISTRIBUTION_PROCESS_ID=str(index),
+        )
     else:
         cluster = {"worker": [f"127.0.0.1:{p}" for p in ports[:workers]]}
         env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
@@ -120,8 +129,14 @@ def free_ports(n: int) -> List[int]:
             s.close()
 
 
-def run(workers: int, argv: Sequence[str], *, port: Optional[int] = None, logs: Optional[str] = None,
-        python: str = sys.executable) -> int:
+def run(
+    workers: int,
+    argv: Sequence[str],
+    *,
+    port: Optional[int] = None,
+    logs: Optional[str] = None,
+    python: str = sys.executable,
+) -> int:
     """Start `workers` processes of `python -m tpukit ARGV`; return the job's exit status (the chief's, or the
     first failure's).
 
@@ -168,20 +183,29 @@ def _wait(procs, folder: str) -> int:
         codes = [p.poll() for p in procs]
         # A worker that dies takes the others down with it (gloo aborts them), often within one poll: name the
         # one that was killed from outside (SIGKILL, SIGTERM) before those that fell after it.
-        dead = sorted((i for i, c in enumerate(codes) if c not in (None, 0)),
-                      key=lambda i: (codes[i] not in (-signal.SIGKILL, -signal.SIGTERM), i))
+        dead = sorted(
+            (i for i, c in enumerate(codes) if c not in (None, 0)),
+            key=lambda i: (codes[i] not in (-signal.SIGKILL, -signal.SIGTERM), i),
+        )
         failed = dead[0] if dead else None
         if failed is not None:
             code = codes[failed]
             if code == _STOPPED:  # a run stopped on request: TensorFlow's workers agree to stop at the same step
                 _settle(procs, _STOP_WAIT_S)
             _stop(procs)
-            how = (f"was killed by signal {-code}" if code < 0 else "stopped its run (status 130)" if code == _STOPPED
-                   else f"exited with status {code}")
+            how = (
+                f"was killed by signal {-code}"
+                if code < 0
+                else "stopped its run (status 130)"
+                if code == _STOPPED
+                else f"exited with status {code}"
+            )
             where = "" if failed == 0 else f"; its output: {os.path.join(folder, f'worker-{failed}.log')}"
             tail = "" if failed == 0 else _last_line(os.path.join(folder, f"worker-{failed}.log"))
-            nativelog.say(f"python -m tpukit launch: worker {failed} of {len(procs)} {how}, so the others were "
-                          f"stopped{where}{(': ' + tail) if tail else ''}")
+            nativelog.say(
+                f"python -m tpukit launch: worker {failed} of {len(procs)} {how}, so the others were "
+                f"stopped{where}{(': ' + tail) if tail else ''}"
+            )
             return code if code > 0 else 1
         if all(c == 0 for c in codes):
             return 0

@@ -39,44 +39,83 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m tpukit", description="Connect, train and profile Keras models on TPU, GPU or CPU.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--verbose", action="store_true",
-                        help="show TensorFlow's log lines and warnings in full (unless TF_CPP_MIN_LOG_LEVEL is set)")
+    common.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show TensorFlow's log lines and warnings in full (unless TF_CPP_MIN_LOG_LEVEL is set)",
+    )
     common.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
-    t = sub.add_parser("train", help="train a model and record the run", parents=[common],
-                       formatter_class=options.DefaultsHelp, allow_abbrev=False)  # what was typed is known exactly
+    t = sub.add_parser(
+        "train",
+        help="train a model and record the run",
+        parents=[common],
+        formatter_class=options.DefaultsHelp,
+        allow_abbrev=False,
+    )  # what was typed is known exactly
     options.add_train_options(t)  # one per RunConfig field
-    t.add_argument("--resume", default=None, metavar="RUN_DIR",
-                   help="continue a stopped or killed run (or, with --epochs N, extend a completed one)")
+    t.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue a stopped or killed run (or, with --epochs N, extend a completed one)",
+    )
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
     parser.train = t
 
-    x = sub.add_parser("export", parents=[common],
-                       help="write a run's model as a float32 .keras file (and a SavedModel on TensorFlow)")
+    x = sub.add_parser(
+        "export", parents=[common], help="write a run's model as a float32 .keras file (and a SavedModel on TensorFlow)"
+    )
     x.add_argument("run_dir", metavar="RUN_DIR")
     x.add_argument("path", metavar="PATH", help="a file ending in .keras, or a folder for model.keras and saved_model/")
-    x.add_argument("--model", default=None, metavar="IMPORT_PATH",
-                   help="package.module:function that builds the model, for a run of a model handed to train()")
-    x.add_argument("--backend", default="auto",
-                   help="auto (KERAS_BACKEND if set), tensorflow or jax (a SavedModel needs tensorflow)")
+    x.add_argument(
+        "--model",
+        default=None,
+        metavar="IMPORT_PATH",
+        help="package.module:function that builds the model, for a run of a model handed to train()",
+    )
+    x.add_argument(
+        "--backend",
+        default="auto",
+        help="auto (KERAS_BACKEND if set), tensorflow or jax (a SavedModel needs tensorflow)",
+    )
 
-    la = sub.add_parser("launch", parents=[common],
-                        help="run a train command as N local processes (JAX's or TensorFlow's multi-process engine)")
+    la = sub.add_parser(
+        "launch",
+        parents=[common],
+        help="run a train command as N local processes (JAX's or TensorFlow's multi-process engine)",
+    )
     la.add_argument("--workers", type=int, required=True, help="processes to start on 127.0.0.1")
-    la.add_argument("--port", type=int, default=None,
-                    help="the coordinator's port (JAX), or the chief's (TensorFlow); default: a free one")
+    la.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="the coordinator's port (JAX), or the chief's (TensorFlow); default: a free one",
+    )
     la.add_argument("--logs", default=None, metavar="DIR", help="keep the other workers' output here")
-    la.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- train ARGS", help="the command each worker runs (its own --replicas)")
+    la.add_argument(
+        "argv",
+        nargs=argparse.REMAINDER,
+        metavar="-- train ARGS",
+        help="the command each worker runs (its own --replicas)",
+    )
 
     d = sub.add_parser("doctor", help="show the accelerator, versions and recommended settings", parents=[common])
     d.add_argument("--json", action="store_true")
 
-    b = sub.add_parser("tensorboard", help="start (or reuse) TensorBoard on 127.0.0.1, or --stop it",
-                       parents=[common], formatter_class=options.DefaultsHelp)
+    b = sub.add_parser(
+        "tensorboard",
+        help="start (or reuse) TensorBoard on 127.0.0.1, or --stop it",
+        parents=[common],
+        formatter_class=options.DefaultsHelp,
+    )
     b.add_argument("--logdir", default="runs", help="the runs to show")
     b.add_argument("--port", type=int, default=None, help="default: a free one")
-    b.add_argument("--stop", action="store_true",
-                   help="stop the TensorBoard that serves --logdir (with --port: the one on that port)")
+    b.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop the TensorBoard that serves --logdir (with --port: the one on that port)",
+    )
     return parser
 
 
@@ -112,8 +151,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         nativelog.hide_native_log_lines()  # Abseil's lines before its set-up ignore TF_CPP_MIN_LOG_LEVEL
     if os.getcwd() not in sys.path:  # import paths (--model pkg.mod:fn) resolve from here, as uvicorn's do
         sys.path.insert(0, os.getcwd())
-    command = {"train": _train, "export": _export, "doctor": _doctor, "tensorboard": _tensorboard,
-               "launch": _launch}[args.command]
+    command = {"train": _train, "export": _export, "doctor": _doctor, "tensorboard": _tensorboard, "launch": _launch}[
+        args.command
+    ]
     try:
         return command(args)
     except KeyboardInterrupt:
@@ -196,8 +236,10 @@ def _resume_refusal(args) -> Optional[str]:
     if not ignored:
         return None
     flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
-    return (f"--resume continues {args.resume} with the settings it was started with, so {flags} would be ignored; "
-            "drop them (only --epochs N extends a completed run), or start a new run with them.")
+    return (
+        f"--resume continues {args.resume} with the settings it was started with, so {flags} would be ignored; "
+        "drop them (only --epochs N extends a completed run), or start a new run with them."
+    )
 
 
 def _train(args) -> int:
@@ -233,19 +275,39 @@ def _train(args) -> int:
 def _json_result(result) -> dict:
     c, runtime = result.config, result.runtime
     return {
-        "run_dir": result.run_dir, "status": result.status, "message": result.message,
-        "backend": c["backend"], "accelerator": runtime.get("kind"), "devices": list(runtime.get("devices", ())),
-        "replicas": c["replicas"], "precision": c["precision"], "precision_reason": result.precision_reason,
-        "deterministic": c["deterministic"], "seed": c["seed"], "batch_size": c["batch_size"],
+        "run_dir": result.run_dir,
+        "status": result.status,
+        "message": result.message,
+        "backend": c["backend"],
+        "accelerator": runtime.get("kind"),
+        "devices": list(runtime.get("devices", ())),
+        "replicas": c["replicas"],
+        "precision": c["precision"],
+        "precision_reason": result.precision_reason,
+        "deterministic": c["deterministic"],
+        "seed": c["seed"],
+        "batch_size": c["batch_size"],
         "steps_per_execution": c.get("steps_per_execution"),
-        "global_batch_size": result.global_batch_size, "steps_per_epoch": result.steps_per_epoch,
-        "epochs": c["epochs"], "epochs_done": result.epochs_done,
-        "dataset": c["dataset"], "model": c["model"], "history": result.history, "final_metrics": result.final_metrics,
-        "validation_metrics": result.validation_metrics, "test_metrics": result.test_metrics,
-        "examples_per_sec": result.examples_per_sec, "step_time_ms": result.step_time_ms,
-        "time_to_first_step_s": result.time_to_first_step_s, "compiles": result.compiles,
-        "compile_s": result.compile_s, "flops_per_example": result.flops_per_example,
-        "mfu": result.mfu, "flops_source": result.flops_source, "fingerprint": result.fingerprint, "profile_files": list(result.profile_files),
+        "global_batch_size": result.global_batch_size,
+        "steps_per_epoch": result.steps_per_epoch,
+        "epochs": c["epochs"],
+        "epochs_done": result.epochs_done,
+        "dataset": c["dataset"],
+        "model": c["model"],
+        "history": result.history,
+        "final_metrics": result.final_metrics,
+        "validation_metrics": result.validation_metrics,
+        "test_metrics": result.test_metrics,
+        "examples_per_sec": result.examples_per_sec,
+        "step_time_ms": result.step_time_ms,
+        "time_to_first_step_s": result.time_to_first_step_s,
+        "compiles": result.compiles,
+        "compile_s": result.compile_s,
+        "flops_per_example": result.flops_per_example,
+        "mfu": result.mfu,
+        "flops_source": result.flops_source,
+        "fingerprint": result.fingerprint,
+        "profile_files": list(result.profile_files),
     }
 
 
@@ -257,8 +319,10 @@ def _print_summary(result, logdir: str) -> None:
         print()
         print(profiling.summarize(result.profile_files[0]).to_text())
     print()
-    print(f"Open TensorBoard on these runs: {_command()} tensorboard --logdir {shlex.quote(logdir)}"
-          f"  (or, in a notebook: %load_ext tensorboard; %tensorboard --logdir {shlex.quote(logdir)})")
+    print(
+        f"Open TensorBoard on these runs: {_command()} tensorboard --logdir {shlex.quote(logdir)}"
+        f"  (or, in a notebook: %load_ext tensorboard; %tensorboard --logdir {shlex.quote(logdir)})"
+    )
 
 
 def _total_time(started: float, stream) -> None:
@@ -269,8 +333,9 @@ def _total_time(started: float, stream) -> None:
     text = duration(seconds) if seconds >= 60 else f"{seconds:.1f}s"
     # One write, line end included: a worker's log gets stderr through the native-log filter and stdout directly,
     # and a line end written apart could land after the JSON object that stdout writes next.
-    stream.write(f"Total time: {text} (wall clock from the command's start: connecting, compiling and evaluating "
-                 "included)\n")
+    stream.write(
+        f"Total time: {text} (wall clock from the command's start: connecting, compiling and evaluating included)\n"
+    )
     stream.flush()
 
 
@@ -298,8 +363,7 @@ def _doctor(args) -> int:
 
     from importlib.metadata import PackageNotFoundError, version
 
-    versions = {"python": platform.python_version(),
-                "tensorflow": next(iter(installed_tensorflow().values()), None)}
+    versions = {"python": platform.python_version(), "tensorflow": next(iter(installed_tensorflow().values()), None)}
     for name in ("keras", "jax", "tensorboard", "xprof", "ipywidgets", "matplotlib", "jupytext"):
         try:
             versions[name] = version(name)
@@ -340,8 +404,10 @@ def _tensorboard(args) -> int:
         return EXIT_FAILED
     verb = "Reusing" if isinstance(result, tensorboard.Reused) else "Started"
     print(f"{verb} TensorBoard for {result.logdir} at {result.url} (pid {result.pid}, bound to 127.0.0.1)")
-    print(f"It runs in the background until stopped: {_command()} tensorboard --stop --logdir {shlex.quote(args.logdir)}"
-          f" (or kill {result.pid})")
+    print(
+        f"It runs in the background until stopped: {_command()} tensorboard --stop --logdir {shlex.quote(args.logdir)}"
+        f" (or kill {result.pid})"
+    )
     return 0
 
 
@@ -352,8 +418,9 @@ def _stop_tensorboard(args) -> int:
     if not installed("tensorboard"):
         print("TensorBoard is not installed here: none to stop")
         return 0
-    servers = [s for s in tensorboard.running(None if args.port else args.logdir)
-               if args.port is None or s.port == args.port]
+    servers = [
+        s for s in tensorboard.running(None if args.port else args.logdir) if args.port is None or s.port == args.port
+    ]
     stopped = [s for s in servers if tensorboard.stop(s)]
     where = f"port {args.port}" if args.port else os.path.abspath(args.logdir)
     if not stopped:

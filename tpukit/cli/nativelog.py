@@ -63,8 +63,12 @@ def hide_native_log_lines() -> bool:
         return True
     import threading
 
-    if not sys.platform.startswith("linux") or not hasattr(signal, "sigtimedwait") or \
-            threading.current_thread() is not threading.main_thread() or threading.active_count() > 1:
+    if (
+        not sys.platform.startswith("linux")
+        or not hasattr(signal, "sigtimedwait")
+        or threading.current_thread() is not threading.main_thread()
+        or threading.active_count() > 1
+    ):
         return False  # a fork with other threads running could deadlock the program (a lock held in one)
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -211,5 +215,3 @@ def _leave(status: int) -> None:
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)  # a signal that does not kill (SIGCHLD-like) ends here
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
-
-

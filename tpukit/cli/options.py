@@ -73,10 +73,18 @@ def _names(text: str):
 
 # How each kind of field (`config.FIELD_KINDS`) is read from the command line.
 PARSERS: Dict[str, Callable] = {
-    "choice": str, "name": str, "str": str, "optional_str": str,
-    "int": int, "optional_int": _optional(int, "a whole number or none"),  # argparse: "invalid int value: 'x'"
-    "float": float, "optional_float": _optional(float, "a number or none"),
-    "fraction": _fraction, "int_or_auto": _int_or_auto, "auto_on_off": _auto_on_off, "window": _window,
+    "choice": str,
+    "name": str,
+    "str": str,
+    "optional_str": str,
+    "int": int,
+    "optional_int": _optional(int, "a whole number or none"),  # argparse: "invalid int value: 'x'"
+    "float": float,
+    "optional_float": _optional(float, "a number or none"),
+    "fraction": _fraction,
+    "int_or_auto": _int_or_auto,
+    "auto_on_off": _auto_on_off,
+    "window": _window,
     "names": _names,
 }
 _SHOWN = {True: "on", False: "off"}  # how --help shows an auto_on_off default
@@ -88,8 +96,12 @@ class DefaultsHelp(argparse.HelpFormatter):
     def _get_help_string(self, action):
         text = action.help or ""
         default = action.default
-        if (not action.option_strings or default in (None, False, argparse.SUPPRESS) or "%(default)" in text
-                or "default" in text):
+        if (
+            not action.option_strings
+            or default in (None, False, argparse.SUPPRESS)
+            or "%(default)" in text
+            or "default" in text
+        ):
             return text
         shown = ",".join(default) if isinstance(default, (tuple, list)) else _SHOWN.get(default, default)
         return f"{text} (default: {shown})" if text else f"default: {shown}"
@@ -131,9 +143,13 @@ def _placeholders() -> Dict[str, str]:
     offline = [n for n in datasets if n not in ONLINE_DATASETS]
     online = [n for n in datasets if n in ONLINE_DATASETS]
     return {
-        "backends": ", ".join(BACKENDS), "accelerators": ", ".join(ACCELERATORS), "optimizers": ", ".join(OPTIMIZERS),
-        "precisions": ", ".join(precision.CHOICES), "models": ", ".join(registry.names("model")),
+        "backends": ", ".join(BACKENDS),
+        "accelerators": ", ".join(ACCELERATORS),
+        "optimizers": ", ".join(OPTIMIZERS),
+        "precisions": ", ".join(precision.CHOICES),
+        "models": ", ".join(registry.names("model")),
         "datasets": ", ".join(offline) + (f" (bundled, offline); {', '.join(online)} (downloaded)" if online else ""),
-        "steps_cap": str(AUTO_STEPS_PER_EXECUTION), "cpu_call_ms": f"{1000 * CPU_CALL_SECONDS:.0f}",
+        "steps_cap": str(AUTO_STEPS_PER_EXECUTION),
+        "cpu_call_ms": f"{1000 * CPU_CALL_SECONDS:.0f}",
         "epochs": str(RunConfig.__dataclass_fields__["epochs"].default),
     }

@@ -41,18 +41,45 @@ class DatasetInfo:
 
 
 _INFO = {
-    "mnist5k": DatasetInfo("mnist5k", (28, 28, 1), 10, 4000, 1000, True, False,
-                           "5,000 MNIST digits bundled with tpukit (4,000 train / 1,000 test)"),
-    "digits": DatasetInfo("digits", (8, 8, 1), 10, 1437, 360, True, False,
-                          "1,797 8x8 handwritten digits bundled with scikit-learn"),
-    "shapes": DatasetInfo("shapes", (32, 32, 3), 4, 8192, 1024, True, True,
-                          "generated coloured shapes at 32x32x3, any size, deterministic for a seed"),
-    "mnist": DatasetInfo("mnist", (28, 28, 1), 10, 60000, 10000, False, False,
-                         "MNIST from keras.datasets (needs the network once)"),
-    "fashion_mnist": DatasetInfo("fashion_mnist", (28, 28, 1), 10, 60000, 10000, False, False,
-                                 "Fashion-MNIST from keras.datasets (needs the network once)"),
-    "cifar10": DatasetInfo("cifar10", (32, 32, 3), 10, 50000, 10000, False, False,
-                           "CIFAR-10 from keras.datasets (needs the network once)"),
+    "mnist5k": DatasetInfo(
+        "mnist5k",
+        (28, 28, 1),
+        10,
+        4000,
+        1000,
+        True,
+        False,
+        "5,000 MNIST digits bundled with tpukit (4,000 train / 1,000 test)",
+    ),
+    "digits": DatasetInfo(
+        "digits", (8, 8, 1), 10, 1437, 360, True, False, "1,797 8x8 handwritten digits bundled with scikit-learn"
+    ),
+    "shapes": DatasetInfo(
+        "shapes",
+        (32, 32, 3),
+        4,
+        8192,
+        1024,
+        True,
+        True,
+        "generated coloured shapes at 32x32x3, any size, deterministic for a seed",
+    ),
+    "mnist": DatasetInfo(
+        "mnist", (28, 28, 1), 10, 60000, 10000, False, False, "MNIST from keras.datasets (needs the network once)"
+    ),
+    "fashion_mnist": DatasetInfo(
+        "fashion_mnist",
+        (28, 28, 1),
+        10,
+        60000,
+        10000,
+        False,
+        False,
+        "Fashion-MNIST from keras.datasets (needs the network once)",
+    ),
+    "cifar10": DatasetInfo(
+        "cifar10", (32, 32, 3), 10, 50000, 10000, False, False, "CIFAR-10 from keras.datasets (needs the network once)"
+    ),
 }
 
 
@@ -62,8 +89,7 @@ def info(name: str) -> DatasetInfo:
         return _INFO[name]
     except KeyError:
         raise ValueError(
-            f"Unknown dataset {name!r}. Choices: {', '.join(DATASETS)} "
-            f"(offline: {', '.join(OFFLINE_DATASETS)})."
+            f"Unknown dataset {name!r}. Choices: {', '.join(DATASETS)} (offline: {', '.join(OFFLINE_DATASETS)})."
         ) from None
 
 
@@ -103,6 +129,7 @@ class ImageData:
 
 
 # ---- loading ---------------------------------------------------------------
+
 
 def load(name: str, *, size: Optional[int] = None, seed: int = 0) -> ImageData:
     """Load dataset `name` as uint8 images and int32 labels.
@@ -144,7 +171,7 @@ def _fixed_split(x, y, num_train: int, num_test: int):
     import numpy as np
 
     order = np.random.default_rng(20240).permutation(len(x))
-    train, test = order[:num_train], order[num_train:num_train + num_test]
+    train, test = order[:num_train], order[num_train : num_train + num_test]
     return frozen(x[train], y[train].astype(np.int32), x[test], y[test].astype(np.int32))
 
 
@@ -175,8 +202,12 @@ _KERAS_FILES = {
     "mnist": ("mnist.npz",),
     "fashion_mnist": tuple(
         os.path.join("fashion-mnist", f)
-        for f in ("train-labels-idx1-ubyte.gz", "train-images-idx3-ubyte.gz",
-                  "t10k-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz")
+        for f in (
+            "train-labels-idx1-ubyte.gz",
+            "train-images-idx3-ubyte.gz",
+            "t10k-labels-idx1-ubyte.gz",
+            "t10k-images-idx3-ubyte.gz",
+        )
     ),
     "cifar10": ("cifar-10-batches-py-target_archive",),
 }
@@ -189,8 +220,11 @@ _KERAS_HOSTS = {
 
 def _keras_homes():
     """Directories Keras may cache into: $KERAS_HOME, ~/.keras, or /tmp/.keras when home is read-only."""
-    homes = [os.environ.get("KERAS_HOME"), os.path.join(os.path.expanduser("~"), ".keras"),
-             os.path.join("/tmp", ".keras")]
+    homes = [
+        os.environ.get("KERAS_HOME"),
+        os.path.join(os.path.expanduser("~"), ".keras"),
+        os.path.join("/tmp", ".keras"),
+    ]
     return [h for h in homes if h]
 
 
@@ -199,8 +233,7 @@ def cached(name: str) -> bool:
     files = _KERAS_FILES.get(name)
     if files is None:
         return info(name).offline
-    return any(all(os.path.exists(os.path.join(home, "datasets", f)) for f in files)
-               for home in _keras_homes())
+    return any(all(os.path.exists(os.path.join(home, "datasets", f)) for f in files) for home in _keras_homes())
 
 
 def reachable(host: str, port: int = 443, timeout: float = 3.0) -> bool:
@@ -248,8 +281,12 @@ def _load_keras(name: str):
         raise _unavailable(name, f"the download failed ({type(e).__name__}: {e})") from e
     if x_train.ndim == 3:
         x_train, x_test = x_train[..., None], x_test[..., None]
-    return frozen(x_train.astype(np.uint8), y_train.reshape(-1).astype(np.int32),
-                   x_test.astype(np.uint8), y_test.reshape(-1).astype(np.int32))
+    return frozen(
+        x_train.astype(np.uint8),
+        y_train.reshape(-1).astype(np.int32),
+        x_test.astype(np.uint8),
+        y_test.reshape(-1).astype(np.int32),
+    )
 
 
 _LOADERS = {
@@ -260,6 +297,7 @@ _LOADERS = {
 
 
 # ---- input pipelines (thin wrappers over tpukit.data.pipeline, for ImageData) -----------
+
 
 def loader(name: str):
     """The built-in loader behind dataset `name`, as the registry and `sources.prepare` call it."""
@@ -279,8 +317,15 @@ def steps_per_epoch(data: ImageData, global_batch: int) -> int:
     return pipeline.steps_per_epoch(data.num_train, global_batch)
 
 
-def train_dataset(data: ImageData, *, global_batch: int, seed: int, epochs: int,
-                  initial_epoch: int = 0, steps_per_epoch: Optional[int] = None) -> "tf.data.Dataset":
+def train_dataset(
+    data: ImageData,
+    *,
+    global_batch: int,
+    seed: int,
+    epochs: int,
+    initial_epoch: int = 0,
+    steps_per_epoch: Optional[int] = None,
+) -> "tf.data.Dataset":
     """Batches for epochs `initial_epoch` .. `epochs - 1`, in one finite tf.data stream (a NumPy PyDataset of
     the same batches where TensorFlow is not installed).
 
@@ -292,9 +337,15 @@ def train_dataset(data: ImageData, *, global_batch: int, seed: int, epochs: int,
     exactly that many batches (fewer, or its order repeated).
     """
     _check_batch(data, global_batch)
-    return pipeline.train_feed(Arrays(data.x_train, data.y_train), feeder=_feeder(),
-                               global_batch=global_batch, seed=seed, epochs=epochs, initial_epoch=initial_epoch,
-                               steps=steps_per_epoch)
+    return pipeline.train_feed(
+        Arrays(data.x_train, data.y_train),
+        feeder=_feeder(),
+        global_batch=global_batch,
+        seed=seed,
+        epochs=epochs,
+        initial_epoch=initial_epoch,
+        steps=steps_per_epoch,
+    )
 
 
 def eval_dataset(data: ImageData, *, global_batch: int) -> "tf.data.Dataset":
@@ -326,8 +377,14 @@ def _check_global_batch(global_batch) -> None:
 def _check_batch(data: ImageData, global_batch) -> None:
     """A training batch must be a positive int that at least one epoch can fill."""
     _check_global_batch(global_batch)
-    check_one_batch(data.num_train, global_batch, 1, has=f"{data.info.name!r} has {data.num_train} training examples",
-                    where="global_batch", name="global_batch")
+    check_one_batch(
+        data.num_train,
+        global_batch,
+        1,
+        has=f"{data.info.name!r} has {data.num_train} training examples",
+        where="global_batch",
+        name="global_batch",
+    )
 
 
 def entries():

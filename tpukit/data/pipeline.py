@@ -33,8 +33,9 @@ def steps_per_epoch(num_train: int, global_batch: int) -> int:
     """
     _check_positive("global_batch", global_batch)
     if num_train < global_batch:
-        raise ValueError(f"Expected global_batch <= the {num_train} training examples. "
-                         f"Received: global_batch={global_batch}.")
+        raise ValueError(
+            f"Expected global_batch <= the {num_train} training examples. Received: global_batch={global_batch}."
+        )
     return num_train // global_batch
 
 
@@ -84,8 +85,17 @@ def epoch_order(num_train: int, global_batch: int, steps: int, seed: int, epoch:
     return batches[np.arange(steps) % per_pass].astype(np.int64)
 
 
-def train_feed(part, *, feeder: str, global_batch: int, seed: int, epochs: int, initial_epoch: int = 0,
-               steps: Optional[int] = None, shard: Tuple[int, int] = (0, 1)):
+def train_feed(
+    part,
+    *,
+    feeder: str,
+    global_batch: int,
+    seed: int,
+    epochs: int,
+    initial_epoch: int = 0,
+    steps: Optional[int] = None,
+    shard: Tuple[int, int] = (0, 1),
+):
     """Batches for epochs `initial_epoch .. epochs - 1` of a training part, as one stream.
 
     Pass the same `steps` to `fit(steps_per_epoch=...)`, so Keras epochs and data epochs stay aligned.
@@ -100,8 +110,15 @@ def train_feed(part, *, feeder: str, global_batch: int, seed: int, epochs: int, 
     if isinstance(part, Stream):
         return _tf_stream(part, global_batch, seed, epochs, initial_epoch, steps)
     if feeder == "numpy":
-        return EpochBatches(part, global_batch=global_batch, seed=seed, epochs=epochs,
-                            initial_epoch=initial_epoch, steps=steps, shard=shard)
+        return EpochBatches(
+            part,
+            global_batch=global_batch,
+            seed=seed,
+            epochs=epochs,
+            initial_epoch=initial_epoch,
+            steps=steps,
+            shard=shard,
+        )
     return _tf_arrays(part, global_batch, seed, epochs, initial_epoch, steps)
 
 
@@ -122,11 +139,11 @@ def eval_feed(part, *, feeder: str, global_batch: int, replicas: int = 1, shard:
     import tensorflow as tf
 
     examples = tf.data.Dataset.from_tensor_slices((part.x, part.y))
-    return _with_options(examples.batch(batch, drop_remainder=True).cache().prefetch(tf.data.AUTOTUNE),
-                         autotune=False)
+    return _with_options(examples.batch(batch, drop_remainder=True).cache().prefetch(tf.data.AUTOTUNE), autotune=False)
 
 
 # ---- tf.data -----------------------------------------------------------------------
+
 
 def _tf_arrays(part, global_batch, seed, epochs, initial_epoch, steps):
     import tensorflow as tf
@@ -207,6 +224,7 @@ def _with_options(dataset, autotune: bool = True):
 
 # ---- NumPy (no TensorFlow) -----------------------------------------------------------
 
+
 def _make_classes():
     """The PyDataset classes, made when the NumPy feeder is first used (so importing this module skips Keras)."""
     import keras
@@ -273,6 +291,7 @@ def InOrder(part, batch: int, shard: Tuple[int, int] = (0, 1)):
 
 # ---- checks ------------------------------------------------------------------------
 
+
 def _share(batch: int, shard: Tuple[int, int]) -> slice:
     """The rows of a batch that process `shard[0]` of `shard[1]` feeds."""
     index, count = shard
@@ -285,12 +304,16 @@ def _check_shard(part, feeder: str, batch: int, shard: Tuple[int, int]) -> None:
     if count == 1:
         return
     if feeder != "numpy" or not isinstance(part, Arrays):
-        raise ConfigError(f"training across {count} processes cuts each process's share out of every batch, "
-                          "which needs arrays (or a dataset tpukit can read into arrays), not a stream or a batched "
-                          "dataset; pass arrays.")
+        raise ConfigError(
+            f"training across {count} processes cuts each process's share out of every batch, "
+            "which needs arrays (or a dataset tpukit can read into arrays), not a stream or a batched "
+            "dataset; pass arrays."
+        )
     if batch % count or not 0 <= index < count:
-        raise ConfigError(f"a batch of {batch} cannot be shared by {count} processes; use a global batch that "
-                          f"is a multiple of {count}.")
+        raise ConfigError(
+            f"a batch of {batch} cannot be shared by {count} processes; use a global batch that "
+            f"is a multiple of {count}."
+        )
 
 
 def _check_positive(field, value) -> None:

@@ -65,9 +65,9 @@ def _shape_masks(labels, centre, radius):
     r = radius[:, None, None].astype(np.float32)
     ax, ay = np.abs(dx), np.abs(dy)
     masks = (
-        dx * dx + dy * dy <= r * r,                                  # circle
-        np.maximum(ax, ay) <= 0.8 * r,                               # square
-        (ay <= r) & (ax <= (dy + r) * 0.5),                          # triangle, apex up
+        dx * dx + dy * dy <= r * r,  # circle
+        np.maximum(ax, ay) <= 0.8 * r,  # square
+        (ay <= r) & (ax <= (dy + r) * 0.5),  # triangle, apex up
         ((ax <= r / 3) & (ay <= r)) | ((ay <= r / 3) & (ax <= r)),  # cross
     )
     return np.select([labels[:, None, None] == k for k in range(len(masks))], masks)

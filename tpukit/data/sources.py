@@ -29,14 +29,21 @@ from tpukit.data import builtin
 from tpukit.data import text as texts
 from tpukit.data import tfds, user_text
 from tpukit.data.builtin import DatasetUnavailable
-from tpukit.data.types import (Arrays, Batched, DataError, DataSpec, Part, Splits, Stream,  # noqa: F401
-                               UnorderedDataWarning, map_x as _map_x)
+from tpukit.data.types import (
+    Arrays,
+    Batched,
+    DataError,
+    DataSpec,
+    Part,
+    Splits,
+    Stream,  # noqa: F401
+    UnorderedDataWarning,
+    map_x as _map_x,
+)
 from tpukit.errors import one_line
 
 # Unbatched datasets up to this many bytes are read into memory (arrays); larger ones stream.
 IN_MEMORY_LIMIT = int(float(os.environ.get("TPUKIT_IN_MEMORY_MB", "2048")) * 2**20)
-
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,9 +68,18 @@ class Source:
         """A JSON-ready description, as result.json records it."""
         import json
 
-        return json.loads(json.dumps({
-            "name": self.name, "spec": self.spec.to_dict(), "validation_from": self.validation_from,
-            "fingerprint": self.fingerprint, "ordered": self.ordered, "train": type(self.train).__name__.lower()}))
+        return json.loads(
+            json.dumps(
+                {
+                    "name": self.name,
+                    "spec": self.spec.to_dict(),
+                    "validation_from": self.validation_from,
+                    "fingerprint": self.fingerprint,
+                    "ordered": self.ordered,
+                    "train": type(self.train).__name__.lower(),
+                }
+            )
+        )
 
     def sample(self, n: int = 8):
         """A few training inputs (NumPy), for a forward-pass check and FLOP counting."""
@@ -79,9 +95,18 @@ def inputs_of(part: "Part", n: int):
 
 # ---- the dispatcher ------------------------------------------------------------
 
-def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
-            validation_split: Optional[float] = 0.1, validation_data=None, test_data=None,
-            encoder: Optional[Callable[[], Optional["texts.Encoder"]]] = None) -> Source:
+
+def prepare(
+    data,
+    *,
+    name: str,
+    seed: int = 0,
+    size: Optional[int] = None,
+    validation_split: Optional[float] = 0.1,
+    validation_data=None,
+    test_data=None,
+    encoder: Optional[Callable[[], Optional["texts.Encoder"]]] = None,
+) -> Source:
     """Turn what the user handed over (or a dataset name) into a `Source`.
 
     Args:
@@ -121,8 +146,12 @@ def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
     validation_from = "given" if validation is not None else "none"
     if validation is None and validation_split is not None:
         if isinstance(train, Batched):
-            warnings.warn("the data is already batched, so tpukit cannot split off a validation set: "
-                          "pass validation_data= for validation metrics.", UnorderedDataWarning, stacklevel=3)
+            warnings.warn(
+                "the data is already batched, so tpukit cannot split off a validation set: "
+                "pass validation_data= for validation metrics.",
+                UnorderedDataWarning,
+                stacklevel=3,
+            )
         else:
             train, validation = _split(train, validation_split, seed)
             validation_from = "split"
@@ -131,26 +160,39 @@ def prepare(data, *, name: str, seed: int = 0, size: Optional[int] = None,
         warnings.warn(
             "the data is already batched, so tpukit cannot control its order: a stopped run resumes at the start "
             "of its epoch without a bitwise guarantee, and the padding advice cannot check its batch size. Pass "
-            "unbatched (x, y) elements or arrays for exact resume.", UnorderedDataWarning, stacklevel=3)
+            "unbatched (x, y) elements or arrays for exact resume.",
+            UnorderedDataWarning,
+            stacklevel=3,
+        )
     spec = _spec(train, validation, test)
-    return Source(name=name, train=train, validation=validation, test=test, spec=spec,
-                  validation_from=validation_from, fingerprint=_fingerprint(train, validation), notes=notes)
+    return Source(
+        name=name,
+        train=train,
+        validation=validation,
+        test=test,
+        spec=spec,
+        validation_from=validation_from,
+        fingerprint=_fingerprint(train, validation),
+        notes=notes,
+    )
 
 
 def _encoder_for(encoder, name: str) -> "texts.Encoder":
     """The model's text encoder; DataError (one line) for text and a model without a tokenizer."""
     found = encoder() if encoder is not None else None
     if found is None:
-        raise DataError(f"dataset {name!r} is text, and the model has no tokenizer to turn it into token ids: train "
-                        f"a pretrained language model on it (a KerasHub preset, e.g. model='gemma3_instruct_1b' or a "
-                        f"preset directory). Received: dataset={name!r}.")
+        raise DataError(
+            f"dataset {name!r} is text, and the model has no tokenizer to turn it into token ids: train "
+            f"a pretrained language model on it (a KerasHub preset, e.g. model='gemma3_instruct_1b' or a "
+            f"preset directory). Received: dataset={name!r}."
+        )
     return found
 
 
 def _load_named(name: str, *, seed: int, size: Optional[int]):
     """A built-in, registered, tfds: or imported dataset, loaded."""
     if name.startswith("tfds:"):
-        return tfds.load(name[len("tfds:"):])
+        return tfds.load(name[len("tfds:") :])
     entry = registry.entry("dataset", name)
     if entry.builtin:
         return entry.target(size=size, seed=seed)
@@ -179,21 +221,26 @@ def _part(value, field: str) -> Part:
             return Batched(value, _cardinality(value))
         return _from_unbatched(value, field)
     if isinstance(value, dict):
-        raise DataError(f"{field}: a dict must be the inputs of (x, y): pass (dict_of_inputs, y). "
-                        f"Received: a dict with keys {sorted(value)[:6]}.")
+        raise DataError(
+            f"{field}: a dict must be the inputs of (x, y): pass (dict_of_inputs, y). "
+            f"Received: a dict with keys {sorted(value)[:6]}."
+        )
     if isinstance(value, (tuple, list)) and len(value) == 2:
         return _arrays(value[0], value[1], field)
-    raise DataError(f"{field}: expected arrays (x, y), a dict of inputs with y, a tf.data.Dataset, a "
-                    f"keras.utils.PyDataset, a callable returning one, or a dataset name. "
-                    f"Received: {_describe(value)}.")
+    raise DataError(
+        f"{field}: expected arrays (x, y), a dict of inputs with y, a tf.data.Dataset, a "
+        f"keras.utils.PyDataset, a callable returning one, or a dataset name. "
+        f"Received: {_describe(value)}."
+    )
 
 
 def _arrays(x, y, field: str) -> Arrays:
     import numpy as np
 
     if y is None:
-        raise DataError(f"{field}: expected targets y beside the inputs x (tpukit trains supervised models). "
-                        "Received: y=None.")
+        raise DataError(
+            f"{field}: expected targets y beside the inputs x (tpukit trains supervised models). Received: y=None."
+        )
     try:
         x = _map_x(np.asarray, x)
         y = np.asarray(y)
@@ -203,8 +250,10 @@ def _arrays(x, y, field: str) -> Arrays:
     if y.ndim == 0:
         raise DataError(f"{field}: expected y with one entry per example. Received: a scalar y={y!r}.")
     if any(a.dtype == object for _, a in _items(x)) or y.dtype == object:
-        raise DataError(f"{field}: expected numeric arrays of equal-length examples. Received: an object array "
-                        "(ragged lists?); pad them to one length first.")
+        raise DataError(
+            f"{field}: expected numeric arrays of equal-length examples. Received: an object array "
+            "(ragged lists?); pad them to one length first."
+        )
     for key, n in lengths.items():
         if n != len(y):
             which = "x" if key is None else f"x[{key!r}]"
@@ -219,13 +268,17 @@ def _split(train, fraction, seed: int):
     import numpy as np
 
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
-        raise DataError(f"validation_split: expected a fraction between 0 and 1 (exclusive), or None. "
-                        f"Received: validation_split={fraction!r}.")
+        raise DataError(
+            f"validation_split: expected a fraction between 0 and 1 (exclusive), or None. "
+            f"Received: validation_split={fraction!r}."
+        )
     n = len(train)
     n_val = validation_count(n, fraction)
     if n_val < 1 or n_val >= n:
-        raise DataError(f"validation_split: {fraction} of {n} examples leaves no validation or no training "
-                        f"examples. Received: validation_split={fraction!r}.")
+        raise DataError(
+            f"validation_split: {fraction} of {n} examples leaves no validation or no training "
+            f"examples. Received: validation_split={fraction!r}."
+        )
     if isinstance(train, Stream):  # too big to permute in memory: the first examples validate
         return Stream(train.dataset.skip(n_val), n - n_val), Stream(train.dataset.take(n_val), n_val)
     order = np.random.default_rng([seed, 0x7A11D]).permutation(n)
@@ -249,8 +302,12 @@ def planned_train_examples(config, data=None, validation_data=None) -> Optional[
         if config.dataset not in builtin.DATASETS:  # a built-in image set (its name cannot be registered over)
             return None  # anything else is counted when loaded; text, in rows once tokenized
         n = builtin.train_size(config.dataset, config.dataset_size)
-    elif isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[1], "__len__") and not (
-            user_text.is_text(data)):  # (x, y), not two documents or two prompt/response pairs
+    elif (
+        isinstance(data, (tuple, list))
+        and len(data) == 2
+        and hasattr(data[1], "__len__")
+        and not (user_text.is_text(data))
+    ):  # (x, y), not two documents or two prompt/response pairs
         n = min(len(data[1]), config.dataset_size or len(data[1]))
     else:
         return None
@@ -260,6 +317,7 @@ def planned_train_examples(config, data=None, validation_data=None) -> Optional[
 
 
 # ---- tf.data and PyDataset inputs -----------------------------------------------------
+
 
 def _is_dataset(value) -> bool:
     module = type(value).__module__ or ""
@@ -299,9 +357,11 @@ def _input_dataset_attribute() -> str:
     import tensorflow as tf
 
     if getattr(tf.data.Dataset.range(1).batch(1), "_input_dataset", None) is None:
-        raise DataError(f"TensorFlow {tf.__version__}'s tf.data no longer links a pipeline's steps through "
-                        "_input_dataset, which tpukit reads to tell a batched dataset from an unbatched one; pass "
-                        "arrays (x, y) or a keras.utils.PyDataset, and report this at tpukit's issues.")
+        raise DataError(
+            f"TensorFlow {tf.__version__}'s tf.data no longer links a pipeline's steps through "
+            "_input_dataset, which tpukit reads to tell a batched dataset from an unbatched one; pass "
+            "arrays (x, y) or a keras.utils.PyDataset, and report this at tpukit's issues."
+        )
     return "_input_dataset"
 
 
@@ -327,8 +387,9 @@ def _from_unbatched(dataset, field: str) -> Part:
         raise DataError(f"{field}: expected a dataset of unbatched (x, y) elements. Received: element_spec={spec}.")
     count = _cardinality(dataset)
     if count == tf.data.INFINITE_CARDINALITY or int(dataset.cardinality()) == -1:
-        raise DataError(f"{field}: the dataset repeats forever; pass one pass of it (no .repeat()). "
-                        f"Received: an infinite dataset.")
+        raise DataError(
+            f"{field}: the dataset repeats forever; pass one pass of it (no .repeat()). Received: an infinite dataset."
+        )
     per_example = sum(_spec_bytes(s) for s in tf.nest.flatten(spec))
     if count is not None and count * per_example > IN_MEMORY_LIMIT:
         return Stream(dataset, count)
@@ -376,6 +437,7 @@ def _first_inputs(part, n: int):
 
 # ---- the spec and the fingerprint ------------------------------------------------------
 
+
 def _spec(train: Part, validation: Optional[Part], test: Optional[Part]) -> DataSpec:
     import numpy as np
 
@@ -390,20 +452,28 @@ def _spec(train: Part, validation: Optional[Part], test: Optional[Part]) -> Data
             shapes = (_map_x(lambda a: tuple(np.shape(a)[1:]), x), tuple(np.shape(y)[1:]))
             dtypes = (_map_x(lambda a: str(np.asarray(a).dtype), x), str(np.asarray(y).dtype))
         else:
-            x_spec, y_spec = dataset.element_spec[:2] if isinstance(dataset.element_spec, tuple) else (
-                dataset.element_spec, None)
+            x_spec, y_spec = (
+                dataset.element_spec[:2] if isinstance(dataset.element_spec, tuple) else (dataset.element_spec, None)
+            )
             skip = 1 if isinstance(train, Batched) else 0
-            shapes = (_map_x(lambda s: tuple(d for d in s.shape[skip:]), x_spec),
-                      tuple(y_spec.shape[skip:]) if y_spec is not None else ())
+            shapes = (
+                _map_x(lambda s: tuple(d for d in s.shape[skip:]), x_spec),
+                tuple(y_spec.shape[skip:]) if y_spec is not None else (),
+            )
             dtypes = (_map_x(lambda s: s.dtype.name, x_spec), y_spec.dtype.name if y_spec is not None else "")
         (input_shape, target_shape), (input_dtype, target_dtype) = shapes, dtypes
     counts = [classes_in(p.y) for p in (train, validation, test) if isinstance(p, Arrays)]
     num_classes = max((n for n in counts if n is not None), default=None)
-    return DataSpec(input_shape=input_shape, input_dtype=input_dtype, target_shape=target_shape,
-                    target_dtype=target_dtype, num_classes=num_classes,
-                    num_train=len(train) if not isinstance(train, Batched) else None,
-                    num_validation=len(validation) if isinstance(validation, (Arrays, Stream)) else 0,
-                    num_test=len(test) if isinstance(test, (Arrays, Stream)) else 0)
+    return DataSpec(
+        input_shape=input_shape,
+        input_dtype=input_dtype,
+        target_shape=target_shape,
+        target_dtype=target_dtype,
+        num_classes=num_classes,
+        num_train=len(train) if not isinstance(train, Batched) else None,
+        num_validation=len(validation) if isinstance(validation, (Arrays, Stream)) else 0,
+        num_test=len(test) if isinstance(test, (Arrays, Stream)) else 0,
+    )
 
 
 def one_hot_width(y) -> Optional[int]:
@@ -411,8 +481,11 @@ def one_hot_width(y) -> Optional[int]:
     import numpy as np
 
     y = np.asarray(y)
-    if y.ndim != 2 or y.shape[1] < 2 or not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)
-                                              or y.dtype == bool):
+    if (
+        y.ndim != 2
+        or y.shape[1] < 2
+        or not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating) or y.dtype == bool)
+    ):
         return None
     if not np.all((y == 0) | (y == 1)) or not np.all(y.sum(axis=1) == 1):
         return None
@@ -449,6 +522,7 @@ def _fingerprint(train: Part, validation: Optional[Part]) -> Optional[str]:
 
 
 # ---- helpers ---------------------------------------------------------------------------
+
 
 def _items(x):
     return list(x.items()) if isinstance(x, dict) else [(None, x)]

@@ -72,11 +72,16 @@ class Packed:
 
     def note(self) -> str:
         rows, length = self.arrays.y.shape
-        prompts = (f"; {self.untrained:,} prompt tokens are no label (the loss sees the responses only)"
-                   if self.untrained else "")
-        return (f"text: {self.documents} documents, {self.tokens:,} tokens packed into {rows} rows of {length}; "
-                f"padding {self.padding:.1%} of the positions (one document per row: {self.unpacked_padding:.1%})"
-                f"{prompts}")
+        prompts = (
+            f"; {self.untrained:,} prompt tokens are no label (the loss sees the responses only)"
+            if self.untrained
+            else ""
+        )
+        return (
+            f"text: {self.documents} documents, {self.tokens:,} tokens packed into {rows} rows of {length}; "
+            f"padding {self.padding:.1%} of the positions (one document per row: {self.unpacked_padding:.1%})"
+            f"{prompts}"
+        )
 
 
 def pydoc_topics() -> Text:
@@ -93,8 +98,13 @@ def _load_pydoc(size: Optional[int] = None, seed: int = 0) -> Text:
 
 def entries():
     """The bundled text for `tpukit.registry`: (name, loader, description)."""
-    return [(PYDOC, _load_pydoc, "Python's help topics: 79 English documents (~0.5 MB), for fine-tuning a "
-                                 "language model offline")]
+    return [
+        (
+            PYDOC,
+            _load_pydoc,
+            "Python's help topics: 79 English documents (~0.5 MB), for fine-tuning a language model offline",
+        )
+    ]
 
 
 def train_sentencepiece(documents: Sequence[str], vocabulary_size: int, *, model_type: str = "unigram") -> bytes:
@@ -110,9 +120,22 @@ def train_sentencepiece(documents: Sequence[str], vocabulary_size: int, *, model
     lines = [line for doc in documents for line in doc.splitlines() if line.strip()]
     out = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_writer=out, vocab_size=vocabulary_size, model_type=model_type,
-        pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
-        unk_piece="<unk>", hard_vocab_limit=True, minloglevel=2, num_threads=1)
+        sentence_iterator=iter(lines),
+        model_writer=out,
+        vocab_size=vocabulary_size,
+        model_type=model_type,
+        pad_id=0,
+        eos_id=1,
+        bos_id=2,
+        unk_id=3,
+        pad_piece="<pad>",
+        eos_piece="<eos>",
+        bos_piece="<bos>",
+        unk_piece="<unk>",
+        hard_vocab_limit=True,
+        minloglevel=2,
+        num_threads=1,
+    )
     return out.getvalue()
 
 
@@ -129,8 +152,13 @@ def sentencepiece_encoder(proto: bytes, sequence_length: int, **ids) -> Encoder:
     found.update(ids)
     if found["pad_id"] is None:
         found["pad_id"] = 0
-    return Encoder(lambda docs: processor.encode(list(docs)), sequence_length,
-                   vocabulary_size=processor.vocab_size(), decode=processor.decode, **found)
+    return Encoder(
+        lambda docs: processor.encode(list(docs)),
+        sequence_length,
+        vocabulary_size=processor.vocab_size(),
+        decode=processor.decode,
+        **found,
+    )
 
 
 def tokenize(text: Text, encoder: Encoder) -> Packed:
@@ -139,8 +167,9 @@ def tokenize(text: Text, encoder: Encoder) -> Packed:
     pairs = list(zip(text.prompts or [""] * len(text.documents), text.documents))
     pairs = [(p, d) for p, d in pairs if d.strip()]
     if not pairs:
-        raise DataError(f"text {text.name!r} has no document with any text in it. Received: "
-                        f"{len(text.documents)} empty documents.")
+        raise DataError(
+            f"text {text.name!r} has no document with any text in it. Received: {len(text.documents)} empty documents."
+        )
     bos = [encoder.bos_id] if encoder.bos_id is not None else []
     eos = [encoder.eos_id] if encoder.eos_id is not None else []
     responses = encoder.encode([d for _, d in pairs])
@@ -152,8 +181,12 @@ def tokenize(text: Text, encoder: Encoder) -> Packed:
     return pack(ids, encoder.sequence_length, encoder.pad_id, trained)
 
 
-def pack(documents: Sequence[Sequence[int]], sequence_length: int, pad_id: int,
-         trained: Optional[Sequence[Sequence[bool]]] = None) -> Packed:
+def pack(
+    documents: Sequence[Sequence[int]],
+    sequence_length: int,
+    pad_id: int,
+    trained: Optional[Sequence[Sequence[bool]]] = None,
+) -> Packed:
     """Documents' token ids, end to end, cut into rows: each row's inputs are `sequence_length` tokens and its
     labels the same tokens one later (the next token), so every token but the first is a label once.
 

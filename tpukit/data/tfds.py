@@ -18,8 +18,10 @@ def load(name: str):
     except ImportError as e:
         if (getattr(e, "name", "") or "").split(".")[0] != "tensorflow_datasets":
             raise DataError(_broken(name, e)) from None
-        raise DataError(f"dataset 'tfds:{name}' needs tensorflow-datasets: pip install tensorflow-datasets. "
-                        f"Received: dataset='tfds:{name}'.") from None
+        raise DataError(
+            f"dataset 'tfds:{name}' needs tensorflow-datasets: pip install tensorflow-datasets. "
+            f"Received: dataset='tfds:{name}'."
+        ) from None
     if not hasattr(tfds, "builder"):
         # tensorflow_datasets/__init__.py logs its own import failure and goes on without its API: import the part
         # that failed again, for the error itself.
@@ -28,8 +30,10 @@ def load(name: str):
             import tensorflow_datasets.public_api  # noqa: F401
         except Exception as e:
             raise DataError(_broken(name, e)) from None
-        raise DataError(f"dataset 'tfds:{name}': tensorflow-datasets {_version('tensorflow-datasets')} did not "
-                        f"import completely here (see the error it logged above). Received: dataset='tfds:{name}'.")
+        raise DataError(
+            f"dataset 'tfds:{name}': tensorflow-datasets {_version('tensorflow-datasets')} did not "
+            f"import completely here (see the error it logged above). Received: dataset='tfds:{name}'."
+        )
     try:
         builder = tfds.builder(name)
     except Exception as e:
@@ -39,7 +43,8 @@ def load(name: str):
         raise DatasetUnavailable(
             f"Dataset 'tfds:{name}' is not in the tensorflow-datasets cache ({builder.data_dir}) and "
             "storage.googleapis.com cannot be reached (offline?). Use an offline dataset instead: "
-            f"mnist5k, digits, shapes. Received: dataset='tfds:{name}'.")
+            f"mnist5k, digits, shapes. Received: dataset='tfds:{name}'."
+        )
     splits = list(builder.info.splits.keys()) if prepared else ["train", "test"]
     test_split = "test" if "test" in splits else None
     wanted = ["train"] + ([test_split] if test_split else [])
@@ -74,7 +79,11 @@ def _broken(name: str, error: BaseException) -> str:
     where = f"{dists[0]} {_version(dists[0])}" if dists else culprit or "one of its dependencies"
     advice = "install releases of the two that fit each other, or use an offline dataset: mnist5k, digits, shapes"
     if "protobuf" in str(error).lower():
-        advice = (f"{where} needs another protobuf than the {_version('protobuf')} installed here: install a release "
-                  "of it generated for this protobuf, or use an offline dataset: mnist5k, digits, shapes")
-    return (f"dataset 'tfds:{name}': tensorflow-datasets {_version('tensorflow-datasets')} cannot be imported here, "
-            f"{where} fails: {one_line(error, 240)}; {advice}. Received: dataset='tfds:{name}'.")
+        advice = (
+            f"{where} needs another protobuf than the {_version('protobuf')} installed here: install a release "
+            "of it generated for this protobuf, or use an offline dataset: mnist5k, digits, shapes"
+        )
+    return (
+        f"dataset 'tfds:{name}': tensorflow-datasets {_version('tensorflow-datasets')} cannot be imported here, "
+        f"{where} fails: {one_line(error, 240)}; {advice}. Received: dataset='tfds:{name}'."
+    )

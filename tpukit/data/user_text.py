@@ -22,9 +22,11 @@ from tpukit import registry
 from tpukit.data.text import Text
 from tpukit.data.types import DataError
 
-FORMS = ("a list of strings, of (prompt, response) pairs or of dicts with a 'text' field or 'prompt' and "
-         "'response' fields; a JSONL file of such objects; or a Hugging Face datasets.Dataset with such columns")
-NAME_HINT = "a JSONL file path (lines of {\"text\": ...} or {\"prompt\": ..., \"response\": ...})"  # registry's hint
+FORMS = (
+    "a list of strings, of (prompt, response) pairs or of dicts with a 'text' field or 'prompt' and "
+    "'response' fields; a JSONL file of such objects; or a Hugging Face datasets.Dataset with such columns"
+)
+NAME_HINT = 'a JSONL file path (lines of {"text": ...} or {"prompt": ..., "response": ...})'  # registry's hint
 SUFFIXES = (".jsonl",)
 
 
@@ -67,11 +69,15 @@ def from_rows(rows: Iterable, name: str, *, where: str) -> Text:
             document = _from_dict(row, f"{where}[{i}]")
             found = "strings" if document[0] is None else "pairs"
         else:
-            raise DataError(f"{where}[{i}]: expected a string, a (prompt, response) pair or a dict; text is "
-                            f"{FORMS}. Received: {_describe(row)}.")
+            raise DataError(
+                f"{where}[{i}]: expected a string, a (prompt, response) pair or a dict; text is "
+                f"{FORMS}. Received: {_describe(row)}."
+            )
         if kind is not None and found != kind:
-            raise DataError(f"{where}[{i}]: a {found[:-1]} among {kind}: give every row as text alone or every row "
-                            f"as a prompt and response. Received: {_describe(row)}.")
+            raise DataError(
+                f"{where}[{i}]: a {found[:-1]} among {kind}: give every row as text alone or every row "
+                f"as a prompt and response. Received: {_describe(row)}."
+            )
         kind = found
         prompts.append(document[0])
         documents.append(document[1])
@@ -87,12 +93,16 @@ def _from_dict(row: dict, where: str):
     elif "prompt" in row or "response" in row:
         fields = ("prompt", "response")
     else:
-        raise DataError(f"{where} has no 'text' field and no 'prompt' and 'response' fields. Received: keys "
-                        f"{sorted(map(str, row))[:6]}.")
+        raise DataError(
+            f"{where} has no 'text' field and no 'prompt' and 'response' fields. Received: keys "
+            f"{sorted(map(str, row))[:6]}."
+        )
     for field in fields:
         if field not in row:
-            raise DataError(f"{where} has no {field!r} field beside {fields[1 - fields.index(field)]!r}. "
-                            f"Received: keys {sorted(map(str, row))[:6]}.")
+            raise DataError(
+                f"{where} has no {field!r} field beside {fields[1 - fields.index(field)]!r}. "
+                f"Received: keys {sorted(map(str, row))[:6]}."
+            )
         if not isinstance(row[field], str):
             raise DataError(f"{where}: field {field!r} must be a string. Received: {_describe(row[field])}.")
     return (None, row["text"]) if fields == ("text",) else (row["prompt"], row["response"])
@@ -106,18 +116,23 @@ def _from_hugging_face(dataset, name: str) -> Text:
     """
     columns = dataset.column_names
     if isinstance(columns, dict):  # a DatasetDict: one list of columns per split
-        raise DataError(f"data is a Hugging Face DatasetDict (splits {sorted(columns)}): pass one split, e.g. "
-                        f"data=dataset[{sorted(columns)[0]!r}]. Received: {type(dataset).__name__}.")
+        raise DataError(
+            f"data is a Hugging Face DatasetDict (splits {sorted(columns)}): pass one split, e.g. "
+            f"data=dataset[{sorted(columns)[0]!r}]. Received: {type(dataset).__name__}."
+        )
     if columns is None:  # an IterableDataset whose columns are known only from its rows
         return from_rows(dataset, name, where="dataset")
     if "text" not in columns and not {"prompt", "response"} <= set(columns):
-        raise DataError(f"the Hugging Face dataset has no 'text' column and no 'prompt' and 'response' columns: "
-                        f"rename them (dataset.rename_column(...)). Received: columns {list(columns)[:8]}.")
+        raise DataError(
+            f"the Hugging Face dataset has no 'text' column and no 'prompt' and 'response' columns: "
+            f"rename them (dataset.rename_column(...)). Received: columns {list(columns)[:8]}."
+        )
     wanted = ("text",) if "text" in columns else ("prompt", "response")
     return from_rows(({k: row[k] for k in wanted} for row in dataset), name, where="dataset")
 
 
 # ---- JSONL files, as dataset names --------------------------------------------------
+
 
 class JsonLines:
     """A JSONL file as the registry's dataset loader: calling it reads the file into a `Text`."""
@@ -154,15 +169,21 @@ def read_jsonl(path: str) -> Text:
             try:
                 row = json.loads(line)
             except ValueError as e:
-                raise DataError(f"{path} line {number} is not JSON ({str(e).splitlines()[0][:80]}); each line must "
-                                "be an object such as {\"text\": ...} or {\"prompt\": ..., \"response\": ...}.") from None
+                raise DataError(
+                    f"{path} line {number} is not JSON ({str(e).splitlines()[0][:80]}); each line must "
+                    'be an object such as {"text": ...} or {"prompt": ..., "response": ...}.'
+                ) from None
             if not isinstance(row, dict):
-                raise DataError(f"{path} line {number}: expected a JSON object with a 'text' field or 'prompt' and "
-                                f"'response' fields. Received: a JSON {type(row).__name__}.")
+                raise DataError(
+                    f"{path} line {number}: expected a JSON object with a 'text' field or 'prompt' and "
+                    f"'response' fields. Received: a JSON {type(row).__name__}."
+                )
             prompt, document = _from_dict(row, f"{path} line {number}")
             if rows and (prompt is None) != (rows[0][1] is None):
-                raise DataError(f"{path} line {number}: its fields differ from line {rows[0][0]}'s ('text' against "
-                                "'prompt' and 'response'): give every line the same fields.")
+                raise DataError(
+                    f"{path} line {number}: its fields differ from line {rows[0][0]}'s ('text' against "
+                    "'prompt' and 'response'): give every line the same fields."
+                )
             rows.append((number, prompt, document))
     if not rows:
         raise DataError(f"{path} has no lines of text. Received: an empty file.")

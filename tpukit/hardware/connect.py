@@ -92,9 +92,18 @@ def connect(
             return _current
         name, why = backend_for(backend, tpu)
         backends.select(name)
-        runtime = find(Request(accelerator=accelerator, backend=name, backend_reason=why, tpu=tpu,
-                               replicas=replicas, deterministic=deterministic, tpu_resolver=tpu_resolver,
-                               timeout=timeout))
+        runtime = find(
+            Request(
+                accelerator=accelerator,
+                backend=name,
+                backend_reason=why,
+                tpu=tpu,
+                replicas=replicas,
+                deterministic=deterministic,
+                tpu_resolver=tpu_resolver,
+                timeout=timeout,
+            )
+        )
         _current, _current_key = runtime, key
         return runtime
 
@@ -140,5 +149,10 @@ def find(request: Request) -> Runtime:
 def connect_for(config) -> Runtime:
     """`connect()` with a RunConfig's own settings (accelerator, backend, tpu, replicas, deterministic): the one
     place that maps a config to connect's arguments, for train, tune, the CLI and the panel."""
-    return connect(config.accelerator, backend=config.backend, tpu=config.tpu, replicas=config.replicas,
-                   deterministic=config.deterministic)
+    return connect(
+        config.accelerator,
+        backend=config.backend,
+        tpu=config.tpu,
+        replicas=config.replicas,
+        deterministic=config.deterministic,
+    )

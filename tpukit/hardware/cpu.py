@@ -81,9 +81,11 @@ def connect(request: Request, skipped=()) -> Runtime:
 def facts() -> Dict[str, Any]:
     """This CPU's facts, from the probe: its name, measured peaks and, under TensorFlow, XLA's 16-bit gain."""
     probe = cpu_probe()
-    found = {"name": probe["cpu"],
-             "peak_flops": {"fp32": probe["fp32_flops"], "bf16": probe["bf16_flops"], "fp16": None},
-             "measured": measured_where(probe)}
+    found = {
+        "name": probe["cpu"],
+        "peak_flops": {"fp32": probe["fp32_flops"], "bf16": probe["bf16_flops"], "fp16": None},
+        "measured": measured_where(probe),
+    }
     gain = xla_gain(probe)
     if gain:
         found["xla_gain"] = gain
@@ -100,8 +102,10 @@ def kernel_speed(probe: Dict[str, Any]) -> Dict[str, Dict[str, float]]:
     for short in ("bf16", "fp16"):
         needed = (f"{short}_flops", f"{short}_conv_flops", "fp32_flops", "fp32_conv_flops")
         if all(probe.get(k) for k in needed):
-            out[short] = {"matmul": probe[f"{short}_flops"] / probe["fp32_flops"],
-                          "conv": probe[f"{short}_conv_flops"] / probe["fp32_conv_flops"]}
+            out[short] = {
+                "matmul": probe[f"{short}_flops"] / probe["fp32_flops"],
+                "conv": probe[f"{short}_conv_flops"] / probe["fp32_conv_flops"],
+            }
     return out
 
 
@@ -115,9 +119,13 @@ def xla_gain(probe: Dict[str, Any]) -> Dict[str, Dict[str, float]]:
     {"bf16": {"matmul": x, "conv": y}, "fp16": {...}}; empty where the probe timed no XLA (JAX)."""
     if "bf16_xla_flops" not in probe:
         return {}
-    return {short: {"matmul": probe[f"{short}_xla_flops"] / probe[f"{short}_flops"],
-                    "conv": probe[f"{short}_conv_xla_flops"] / probe[f"{short}_conv_flops"]}
-            for short in ("bf16", "fp16")}
+    return {
+        short: {
+            "matmul": probe[f"{short}_xla_flops"] / probe[f"{short}_flops"],
+            "conv": probe[f"{short}_conv_xla_flops"] / probe[f"{short}_conv_flops"],
+        }
+        for short in ("bf16", "fp16")
+    }
 
 
 def precision() -> Tuple[str, str]:

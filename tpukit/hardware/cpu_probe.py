@@ -37,8 +37,14 @@ def _set_probe(figures: Dict[str, dict]) -> None:
 global_state.register("cpu_probe", lambda: dict(_probe), _set_probe, dict)
 _FIELDS = ("fp32_flops", "bf16_flops", "fp32_conv_flops", "bf16_conv_flops")
 # TensorFlow only: the 16-bit figures on TensorFlow's own CPU kernels and under XLA (`jit_compile=True`).
-XLA_FIELDS = ("fp16_flops", "fp16_conv_flops", "bf16_xla_flops", "bf16_conv_xla_flops", "fp16_xla_flops",
-              "fp16_conv_xla_flops")
+XLA_FIELDS = (
+    "fp16_flops",
+    "fp16_conv_flops",
+    "bf16_xla_flops",
+    "bf16_conv_xla_flops",
+    "fp16_xla_flops",
+    "fp16_conv_xla_flops",
+)
 FORCE = "TPUKIT_CPU_PROBE"
 # The conv probe: a 3x3 conv over a batch of 28x28 maps, 32 channels in and out, as a small CNN has. Smaller
 # (8 maps of 16x16: 0.1 GFLOP a call) its bfloat16-to-float32 ratio moved between 0.9 and 1.4 on one CPU.
@@ -94,14 +100,16 @@ def _measure(framework: str) -> dict:
     """Every figure of this framework's probe, timed round-robin (`_best_rates`)."""
     if framework == "jax":
         kinds = {"fp32": "float32", "bf16": "bfloat16"}
-        steps = {**{f"{k}_flops": _matmul_jax(d) for k, d in kinds.items()},
-                 **{f"{k}_conv_flops": _conv_jax(d) for k, d in kinds.items()}}
+        steps = {
+            **{f"{k}_flops": _matmul_jax(d) for k, d in kinds.items()},
+            **{f"{k}_conv_flops": _conv_jax(d) for k, d in kinds.items()},
+        }
         return _best_rates(steps)
     import tensorflow as tf
 
     steps = {}
     for short, dtype in (("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16")):
-        for xla in ((False, True) if short != "fp32" else (False,)):
+        for xla in (False, True) if short != "fp32" else (False,):
             suffix = "_xla_flops" if xla else "_flops"
             steps[short + suffix] = _matmul(dtype, xla)
             steps[short + "_conv" + suffix] = _conv(dtype, xla)
@@ -118,15 +126,24 @@ def _forced(path: str, fields: tuple) -> dict:
     try:
         entry = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
-        raise ConnectError(f"{FORCE}={path!r}: cannot read it as JSON ({type(e).__name__}); expected a JSON file of "
-                           f"FLOP/s figures ({', '.join(fields)}), or unset it to measure this CPU") from None
-    bad = [f for f in fields if not (isinstance(entry, dict) and isinstance(entry.get(f), (int, float))
-                                     and entry[f] > 0)]
+        raise ConnectError(
+            f"{FORCE}={path!r}: cannot read it as JSON ({type(e).__name__}); expected a JSON file of "
+            f"FLOP/s figures ({', '.join(fields)}), or unset it to measure this CPU"
+        ) from None
+    bad = [
+        f for f in fields if not (isinstance(entry, dict) and isinstance(entry.get(f), (int, float)) and entry[f] > 0)
+    ]
     if bad:
-        raise ConnectError(f"{FORCE}={path!r}: {', '.join(bad)} missing or not a positive number; expected FLOP/s "
-                           f"figures for {', '.join(fields)}, or unset it to measure this CPU")
-    return {"key": f"{FORCE}={path}", "cpu": entry.get("cpu", _cpu_name()), **{f: float(entry[f]) for f in fields},
-            "forced": path}
+        raise ConnectError(
+            f"{FORCE}={path!r}: {', '.join(bad)} missing or not a positive number; expected FLOP/s "
+            f"figures for {', '.join(fields)}, or unset it to measure this CPU"
+        )
+    return {
+        "key": f"{FORCE}={path}",
+        "cpu": entry.get("cpu", _cpu_name()),
+        **{f: float(entry[f]) for f in fields},
+        "forced": path,
+    }
 
 
 def _probe_framework() -> str:
@@ -136,6 +153,7 @@ def _probe_framework() -> str:
 
 
 # Each builder returns (step, wait, FLOPs per step): `step()` launches one call, `wait(out)` blocks until it is done.
+
 
 def _matmul(dtype: str, xla: bool, n: int = 1024):
     import tensorflow as tf

@@ -44,8 +44,9 @@ def connect(request: Request, skipped=()) -> Runtime:
     device_facts = []
     for i, gpu in enumerate(gpus):
         details = tf.config.experimental.get_device_details(gpu)
-        device_facts.append(facts(details.get("device_name", f"GPU {i}"), details.get("compute_capability"),
-                                  memory.get(i)))
+        device_facts.append(
+            facts(details.get("device_name", f"GPU {i}"), details.get("compute_capability"), memory.get(i))
+        )
     logical = [d.name for d in tf.config.list_logical_devices("GPU")][: len(gpus)]
     strategy, strategy_reason = gpu_strategy(logical)
     policy, reason = precision(device_facts)
@@ -84,10 +85,12 @@ def gpu_strategy(devices) -> Tuple[Any, str]:
     if len(devices) == 1:
         return tf.distribute.get_strategy(), (
             "TensorFlow's default strategy on one GPU, as plain model.fit: Keras' jit_compile='auto' compiles "
-            "with XLA there (it turns XLA off under a tf.distribute strategy)")
+            "with XLA there (it turns XLA off under a tf.distribute strategy)"
+        )
     return mirrored.strategy(devices), (
         f"MirroredStrategy over {len(devices)} GPUs: each replica takes its share of the global batch and the "
-        "gradients are all-reduced; Keras' jit_compile='auto' keeps XLA off under it")
+        "gradients are all-reduced; Keras' jit_compile='auto' keeps XLA off under it"
+    )
 
 
 def precision(device_facts) -> Tuple[str, str]:
@@ -96,8 +99,10 @@ def precision(device_facts) -> Tuple[str, str]:
     caps = [tuple(f["compute_capability"] or (0, 0)) for f in device_facts]
     low = [f["name"] for f, cc in zip(device_facts, caps) if cc < (7, 0)]
     if low:
-        return FLOAT32.name, (f"{', '.join(low)} has compute capability below 7.0 (no Tensor Cores): "
-                           "mixed precision would run slower than float32.")
+        return FLOAT32.name, (
+            f"{', '.join(low)} has compute capability below 7.0 (no Tensor Cores): "
+            "mixed precision would run slower than float32."
+        )
     reason = f"compute capability {'.'.join(map(str, min(caps)))} >= 7.0: Tensor Cores run float16."
     if min(caps) >= (8, 0):
         reason += " Ampere or newer also uses TF32 for float32 matmuls (see set_tf32), so gains shrink."
@@ -108,8 +113,12 @@ def _nvidia_memory() -> Dict[int, int]:
     if not shutil.which("nvidia-smi"):
         return {}
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
         return {i: int(line.strip()) for i, line in enumerate(out.splitlines()) if line.strip()}
     except (OSError, ValueError, subprocess.SubprocessError):
         return {}

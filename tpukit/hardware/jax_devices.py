@@ -39,9 +39,11 @@ class JaxRuntime(Runtime):
         """XLA reads its deterministic-ops flag once, when JAX starts: a GPU started without it cannot have it."""
         if self.kind != "gpu" or self.xla_deterministic_ops:
             return None
-        return ("this JAX runtime started its GPU without XLA's deterministic ops, and XLA reads that flag only when "
-                "JAX starts: restart the runtime, then call tpukit.connect(deterministic=True) (in the panel: tick "
-                "deterministic before connecting) before anything uses JAX")
+        return (
+            "this JAX runtime started its GPU without XLA's deterministic ops, and XLA reads that flag only when "
+            "JAX starts: restart the runtime, then call tpukit.connect(deterministic=True) (in the panel: tick "
+            "deterministic before connecting) before anything uses JAX"
+        )
 
     def callbacks(self) -> list:
         """Over several simulated CPU devices, a callback that waits for each call's steps (`SyncSteps`)."""
@@ -62,23 +64,35 @@ class JaxRuntime(Runtime):
         count = len(self.devices)
         if self.workers > 1 or count % model_parallel:
             divisors = [d for d in range(1, count + 1) if count % d == 0]
-            raise ConfigError(f"RunConfig.model_parallel: expected one of {divisors} (a divisor of this process's "
-                              f"{count} {self.kind.upper()} devices{'; one process only' if self.workers > 1 else ''})"
-                              f". Received: model_parallel={model_parallel}.", field="model_parallel",
-                              value=model_parallel, choices=tuple(divisors))
+            raise ConfigError(
+                f"RunConfig.model_parallel: expected one of {divisors} (a divisor of this process's "
+                f"{count} {self.kind.upper()} devices{'; one process only' if self.workers > 1 else ''})"
+                f". Received: model_parallel={model_parallel}.",
+                field="model_parallel",
+                value=model_parallel,
+                choices=tuple(divisors),
+            )
         devices = getattr(getattr(self.strategy, "device_mesh", None), "devices", None)
-        mesh = keras.distribution.DeviceMesh((count // model_parallel, model_parallel), ("batch", "model"),
-                                             devices=list(devices.flatten()) if devices is not None else None)
+        mesh = keras.distribution.DeviceMesh(
+            (count // model_parallel, model_parallel),
+            ("batch", "model"),
+            devices=list(devices.flatten()) if devices is not None else None,
+        )
         layout, named = source.layout_map(mesh)
         if layout is None:
-            return self, (f"model_parallel={model_parallel}: {named} has no layout map, so the model trains with "
-                          f"data parallelism over all {count} devices")
+            return self, (
+                f"model_parallel={model_parallel}: {named} has no layout map, so the model trains with "
+                f"data parallelism over all {count} devices"
+            )
         distribution = keras.distribution.ModelParallel(layout_map=layout, batch_dim_name="batch")
-        reason = (f"keras.distribution.ModelParallel over {count} {self.kind.upper()} devices, a mesh of batch "
-                  f"{count // model_parallel} x model {model_parallel}: the weights laid out by {named}, the "
-                  f"global batch split over the batch axis")
-        return dataclasses.replace(self, strategy=distribution, replicas=count // model_parallel,
-                                   strategy_reason=reason), None
+        reason = (
+            f"keras.distribution.ModelParallel over {count} {self.kind.upper()} devices, a mesh of batch "
+            f"{count // model_parallel} x model {model_parallel}: the weights laid out by {named}, the "
+            f"global batch split over the batch axis"
+        )
+        return dataclasses.replace(
+            self, strategy=distribution, replicas=count // model_parallel, strategy_reason=reason
+        ), None
 
 
 def _sync_steps():
@@ -131,8 +145,10 @@ def processes() -> int:
     try:
         return max(1, int(os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES") or 1))
     except ValueError:
-        raise ConnectError(f"KERAS_DISTRIBUTION_NUM_PROCESSES must be a whole number. Received: "
-                           f"{os.environ.get('KERAS_DISTRIBUTION_NUM_PROCESSES')!r}.") from None
+        raise ConnectError(
+            f"KERAS_DISTRIBUTION_NUM_PROCESSES must be a whole number. Received: "
+            f"{os.environ.get('KERAS_DISTRIBUTION_NUM_PROCESSES')!r}."
+        ) from None
 
 
 _initialized = False
@@ -155,9 +171,11 @@ def _join_processes(count: int) -> None:
     try:
         keras.distribution.initialize()
     except Exception as e:  # a coordinator that never answers, a bad address, no TPU metadata
-        raise ConnectError(f"could not join the {count} processes through {where}: "
-                           f"{str(e).splitlines()[0][:200]} (off a Cloud TPU pod, set KERAS_DISTRIBUTION_JOB_ADDRESSES "
-                           "and KERAS_DISTRIBUTION_PROCESS_ID, or use python -m tpukit launch)") from None
+        raise ConnectError(
+            f"could not join the {count} processes through {where}: "
+            f"{str(e).splitlines()[0][:200]} (off a Cloud TPU pod, set KERAS_DISTRIBUTION_JOB_ADDRESSES "
+            "and KERAS_DISTRIBUTION_PROCESS_ID, or use python -m tpukit launch)"
+        ) from None
     _initialized = True
 
 
@@ -206,15 +224,17 @@ def connect(request: Request, skipped=()) -> JaxRuntime:
     if count > 1:  # replicas: each process's own devices; the run trains on all of them
         local = [d for d in devices if d.process_index == jax.process_index()]
         if replicas and len(local) < replicas:
-            raise RestartRequired(f"replicas={replicas} per process, but this process has {len(local)} "
-                                  f"{kind.upper()} device(s).")
+            raise RestartRequired(
+                f"replicas={replicas} per process, but this process has {len(local)} {kind.upper()} device(s)."
+            )
     elif replicas:
         if len(devices) < replicas:
             raise RestartRequired(
                 f"replicas={replicas} but JAX started with {len(devices)} {kind.upper()} device(s). "
                 "Restart the runtime and connect with replicas first (JAX fixes its CPU device count "
-                "when it starts)." if kind == "cpu" else
-                f"replicas={replicas} but JAX sees only {len(devices)} {kind.upper()} device(s)."
+                "when it starts)."
+                if kind == "cpu"
+                else f"replicas={replicas} but JAX sees only {len(devices)} {kind.upper()} device(s)."
             )
         devices = devices[:replicas]
     # Facts of this process's devices (peak_flops multiplies them by the workers).
@@ -229,13 +249,17 @@ def connect(request: Request, skipped=()) -> JaxRuntime:
     skipped = tuple(skipped) + tuple((k, f"JAX sees no {k.upper()} device") for k in others[: KINDS.index(kind)])
     if count == 1 and len(devices) == 1:
         distribution = OneDevice(devices[0])
-        strategy_reason = (f"one {kind.upper()} device, no keras.distribution, as plain Keras on JAX runs it "
-                           "(DataParallel over one device would compile train_step three times)")
+        strategy_reason = (
+            f"one {kind.upper()} device, no keras.distribution, as plain Keras on JAX runs it "
+            "(DataParallel over one device would compile train_step three times)"
+        )
     else:
         distribution = keras.distribution.DataParallel(devices=devices)
-        strategy_reason = (f"keras.distribution.DataParallel over {len(devices)} {kind.upper()} devices"
-                           + (f" in {count} processes" if count > 1 else "")
-                           + ": each takes its share of the global batch, and XLA all-reduces the gradients")
+        strategy_reason = (
+            f"keras.distribution.DataParallel over {len(devices)} {kind.upper()} devices"
+            + (f" in {count} processes" if count > 1 else "")
+            + ": each takes its share of the global batch, and XLA all-reduces the gradients"
+        )
     if count > 1:
         distribution.auto_shard_dataset = False  # tpukit's feeders give each process its share of every batch
     return JaxRuntime(
@@ -291,8 +315,11 @@ def _memory_mib(device) -> Optional[int]:
 def _jax_facts(device, kind) -> Dict[str, Any]:
     name = getattr(device, "device_kind", kind)
     if kind == "tpu":
-        return {"name": name, "tpu_type": tpu_type_from_kind(name),
-                "peak_flops": PEAK_FLOPS.get(tpu_type_from_kind(name), {})}
+        return {
+            "name": name,
+            "tpu_type": tpu_type_from_kind(name),
+            "peak_flops": PEAK_FLOPS.get(tpu_type_from_kind(name), {}),
+        }
     if kind == "gpu":
         cc = getattr(device, "compute_capability", None)
         return gpu.facts(name, str(cc) if cc else None, _memory_mib(device))

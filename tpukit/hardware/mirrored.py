@@ -58,7 +58,8 @@ def _group_keys_from(offset: int):
     if base is None:
         raise ConnectError(
             f"TensorFlow {tf.__version__} no longer has MirroredStrategy._collective_key_base; tpukit needs it to give "
-            "a second device set its own all-reduce group keys: restart the runtime and connect with one device set.")
+            "a second device set its own all-reduce group keys: restart the runtime and connect with one device set."
+        )
     cls._collective_key_base = base + offset
     try:
         yield

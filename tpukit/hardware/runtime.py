@@ -108,8 +108,9 @@ class Runtime:
         if self.kind == "cpu":
             return f"this CPU's {kind} matmul peak as tpukit's probe measured it ({peak / 1e9:,.1f} GFLOP/s)"
         chips = len(self.device_facts) * self.workers
-        return (f"the published {kind} peak of {chips} × {self.chip_name or self.kind.upper()} "
-                f"({peak / 1e12:,.1f} TFLOP/s)")
+        return (
+            f"the published {kind} peak of {chips} × {self.chip_name or self.kind.upper()} ({peak / 1e12:,.1f} TFLOP/s)"
+        )
 
     def resolve_precision(self, requested: str) -> Tuple[str, str]:
         """(the precision a run asking for `requested` trains under here, why): "auto" is this runtime's
@@ -179,9 +180,14 @@ class Runtime:
         from tpukit.config import ConfigError
 
         if config.backend not in ("auto", self.backend):
-            raise ConfigError(f"RunConfig.backend: the runtime runs {self.backend}, not {config.backend}. "
-                              f"Received: backend={config.backend!r}.", field="backend", value=config.backend,
-                              expected=f"{self.backend!r} or 'auto'", choices=("auto", self.backend))
+            raise ConfigError(
+                f"RunConfig.backend: the runtime runs {self.backend}, not {config.backend}. "
+                f"Received: backend={config.backend!r}.",
+                field="backend",
+                value=config.backend,
+                expected=f"{self.backend!r} or 'auto'",
+                choices=("auto", self.backend),
+            )
         config.check_for(self.kind, self.replicas)
 
     def padding_advice(self, config) -> Optional[str]:
@@ -205,23 +211,35 @@ class Runtime:
             return self, None
         from tpukit.config import ConfigError
 
-        raise ConfigError(f"RunConfig.model_parallel: splitting a model over devices is Keras' JAX distribution "
-                          f"(keras.distribution.ModelParallel), and this runtime runs {self.backend}; use "
-                          f"model_parallel=1 or backend='jax'. Received: model_parallel={model_parallel}.",
-                          field="model_parallel", value=model_parallel)
+        raise ConfigError(
+            f"RunConfig.model_parallel: splitting a model over devices is Keras' JAX distribution "
+            f"(keras.distribution.ModelParallel), and this runtime runs {self.backend}; use "
+            f"model_parallel=1 or backend='jax'. Received: model_parallel={model_parallel}.",
+            field="model_parallel",
+            value=model_parallel,
+        )
 
     def shard(self) -> Tuple[int, int]:
         """(this process, processes) for the feeds: each process cuts its share of every global batch."""
         return self.process_index, self.workers
 
-    def fit(self, model, train, *, validation, epochs: int, initial_epoch: int, steps, callbacks,
-            whole_feed: bool = False):
+    def fit(
+        self, model, train, *, validation, epochs: int, initial_epoch: int, steps, callbacks, whole_feed: bool = False
+    ):
         """Train `model` (built and compiled in the strategy's scope) as Keras' `fit` does here.
 
         `steps`: per epoch; `whole_feed`: each epoch runs to the end of the feed instead (batched data with no
         steps_per_epoch set, whose length Keras finds by iterating)."""
-        return model.fit(train, validation_data=validation, epochs=epochs, initial_epoch=initial_epoch,
-                         steps_per_epoch=None if whole_feed else steps, callbacks=callbacks, shuffle=False, verbose=0)
+        return model.fit(
+            train,
+            validation_data=validation,
+            epochs=epochs,
+            initial_epoch=initial_epoch,
+            steps_per_epoch=None if whole_feed else steps,
+            callbacks=callbacks,
+            shuffle=False,
+            verbose=0,
+        )
 
     def evaluate(self, model, data) -> Dict[str, float]:
         """`model.evaluate(data)` as a dict of floats."""
@@ -252,16 +270,27 @@ class Runtime:
             return AUTO_STEPS_PER_EXECUTION, f"on {self.kind.upper()}"
         estimate = step_seconds() if callable(step_seconds) else step_seconds
         if estimate is None:
-            return 1, ("on the CPU: the step's time could not be estimated (the model's FLOPs or the CPU's peak are "
-                       "unknown), and a stop request, progress and callbacks wait for a whole call")
-        cap = min(AUTO_STEPS_PER_EXECUTION, int(CPU_CALL_SECONDS / estimate) if estimate > 0 else
-                  AUTO_STEPS_PER_EXECUTION)
-        return cap, (f"on the CPU, where a step takes at least {1000 * estimate:.2g} ms (the model's FLOPs at the "
-                     f"CPU's measured peak) and a call is held under {1000 * CPU_CALL_SECONDS:.0f} ms, since a stop "
-                     "request, progress and callbacks wait for it")
+            return 1, (
+                "on the CPU: the step's time could not be estimated (the model's FLOPs or the CPU's peak are "
+                "unknown), and a stop request, progress and callbacks wait for a whole call"
+            )
+        cap = min(
+            AUTO_STEPS_PER_EXECUTION, int(CPU_CALL_SECONDS / estimate) if estimate > 0 else AUTO_STEPS_PER_EXECUTION
+        )
+        return cap, (
+            f"on the CPU, where a step takes at least {1000 * estimate:.2g} ms (the model's FLOPs at the "
+            f"CPU's measured peak) and a call is held under {1000 * CPU_CALL_SECONDS:.0f} ms, since a stop "
+            "request, progress and callbacks wait for it"
+        )
 
-    def jit_compile(self, requested, policy: str, model, op_determinism: bool = False,
-                    step_seconds: Callable[[], Optional[float]] = lambda: None) -> Tuple[object, Optional[str]]:
+    def jit_compile(
+        self,
+        requested,
+        policy: str,
+        model,
+        op_determinism: bool = False,
+        step_seconds: Callable[[], Optional[float]] = lambda: None,
+    ) -> Tuple[object, Optional[str]]:
         """(jit_compile for `model.compile`, a sentence on why, or None where Keras' own "auto" stands)."""
         return requested, None
 
@@ -305,9 +334,11 @@ class TensorFlowRuntime(Runtime):
         import tensorflow as tf
 
         if isinstance(self.strategy, tf.distribute.MirroredStrategy):
-            return (f"Keras 3.15 cannot run more than one step per execution under MirroredStrategy with more than "
-                    f"one replica ({self.replicas} here): its multi-step loop fails with \"You must feed a value "
-                    f"for placeholder tensor\"")
+            return (
+                f"Keras 3.15 cannot run more than one step per execution under MirroredStrategy with more than "
+                f'one replica ({self.replicas} here): its multi-step loop fails with "You must feed a value '
+                f'for placeholder tensor"'
+            )
         return None
 
     def precision_advice(self, precision: str, deterministic: bool = False) -> Optional[str]:
@@ -325,14 +356,27 @@ class TensorFlowRuntime(Runtime):
         xla_gains = bool(gain) and (gain["matmul"] * gain["conv"]) ** 0.5 > XLA_MIN_GAIN
         if xla_gains and not deterministic and self.replicas == 1 and self.workers == 1:
             return None  # XLA runs it instead (jit_compile), at the speed it measured
-        why = ("XLA stays off under op determinism" if deterministic and xla_gains else
-               "XLA stays off over several replicas" if xla_gains else "XLA was not measured faster")
-        return (f"{precision} is slow here: TensorFlow's own CPU kernels ran {mode.compute} matmuls at "
-                f"{speed['matmul']:.1f}x and conv gradients at {speed['conv']:.1f}x float32's speed "
-                f"({facts.get('measured', 'measured here')}), and {why}: float32 is likely faster")
+        why = (
+            "XLA stays off under op determinism"
+            if deterministic and xla_gains
+            else "XLA stays off over several replicas"
+            if xla_gains
+            else "XLA was not measured faster"
+        )
+        return (
+            f"{precision} is slow here: TensorFlow's own CPU kernels ran {mode.compute} matmuls at "
+            f"{speed['matmul']:.1f}x and conv gradients at {speed['conv']:.1f}x float32's speed "
+            f"({facts.get('measured', 'measured here')}), and {why}: float32 is likely faster"
+        )
 
-    def jit_compile(self, requested, policy: str, model, op_determinism: bool = False,
-                    step_seconds: Callable[[], Optional[float]] = lambda: None) -> Tuple[object, Optional[str]]:
+    def jit_compile(
+        self,
+        requested,
+        policy: str,
+        model,
+        op_determinism: bool = False,
+        step_seconds: Callable[[], Optional[float]] = lambda: None,
+    ) -> Tuple[object, Optional[str]]:
         """(jit_compile for `model.compile`, a sentence on why, or None where Keras' own "auto" stands).
 
         Keras' "auto" keeps XLA off on a TensorFlow CPU. Under mixed precision whether that
@@ -358,20 +402,24 @@ class TensorFlowRuntime(Runtime):
         gain = (facts.get("xla_gain") or {}).get(mode.key)
         if not gain:
             return requested, None
-        measured = (f"{facts.get('measured', 'measured here')}, XLA ran {mode.compute} matmuls at "
-                    f"{gain['matmul']:.1f}x and conv gradients at {gain['conv']:.1f}x the speed of TensorFlow's own CPU kernels")
+        measured = (
+            f"{facts.get('measured', 'measured here')}, XLA ran {mode.compute} matmuls at "
+            f"{gain['matmul']:.1f}x and conv gradients at {gain['conv']:.1f}x the speed of TensorFlow's own CPU kernels"
+        )
         if (gain["matmul"] * gain["conv"]) ** 0.5 <= XLA_MIN_GAIN:
             return requested, f"Keras' auto (off on a CPU): {measured}, so XLA would not gain"
         slow = f"{policy} runs on TensorFlow's own CPU kernels ({measured}; float32 may be the faster choice here)"
         if self.replicas > 1 or self.workers > 1:
-            return requested, (f"XLA stays off: it cannot compile MirroredStrategy's variables across CPU devices, "
-                               f"so {slow}")
+            return requested, (
+                f"XLA stays off: it cannot compile MirroredStrategy's variables across CPU devices, so {slow}"
+            )
         layers = getattr(model, "_flatten_layers", None)
-        unsupported = [layer.name for layer in (layers() if layers else ())
-                       if not getattr(layer, "supports_jit", True)]
+        unsupported = [layer.name for layer in (layers() if layers else ()) if not getattr(layer, "supports_jit", True)]
         if unsupported:
             return requested, f"XLA stays off: layer {unsupported[0]!r} does not support it, so {slow}"
         if op_determinism:
-            return requested, (f"XLA stays off under TensorFlow's op determinism (RunConfig.deterministic, or a "
-                               f"deterministic run earlier in this process), so {slow}")
+            return requested, (
+                f"XLA stays off under TensorFlow's op determinism (RunConfig.deterministic, or a "
+                f"deterministic run earlier in this process), so {slow}"
+            )
         return True, f"on (XLA): {measured}; RunConfig.jit_compile=False turns it off"

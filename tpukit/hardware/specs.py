@@ -30,12 +30,25 @@ PEAK_FLOPS = {
 
 # Memory (HBM) of one device, a replica, in bytes, from Google's TPU system architecture pages: v2 and v3 cores
 # hold 8 and 16 GiB (2 cores a chip); v4, v5e, v5p and v6e chips 32, 16, 95 and 32 GiB.
-HBM_BYTES = {"TPU v2": 8 * 2**30, "TPU v3": 16 * 2**30, "TPU v4": 32 * 2**30, "TPU v5e": 16 * 2**30,
-             "TPU v5p": 95 * 2**30, "TPU v6e": 32 * 2**30}
+HBM_BYTES = {
+    "TPU v2": 8 * 2**30,
+    "TPU v3": 16 * 2**30,
+    "TPU v4": 32 * 2**30,
+    "TPU v5e": 16 * 2**30,
+    "TPU v5p": 95 * 2**30,
+    "TPU v6e": 32 * 2**30,
+}
 
 
-TPU_TYPES = (("v2", "TPU v2"), ("v3", "TPU v3"), ("v4", "TPU v4"), ("v5litepod", "TPU v5e"),
-              ("v5e", "TPU v5e"), ("v5p", "TPU v5p"), ("v6e", "TPU v6e"))
+TPU_TYPES = (
+    ("v2", "TPU v2"),
+    ("v3", "TPU v3"),
+    ("v4", "TPU v4"),
+    ("v5litepod", "TPU v5e"),
+    ("v5e", "TPU v5e"),
+    ("v5p", "TPU v5p"),
+    ("v6e", "TPU v6e"),
+)
 
 
 def tpu_type_from_kind(device_kind: str) -> str:

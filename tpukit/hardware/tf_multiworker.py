@@ -31,8 +31,16 @@ class MultiWorkerRuntime(TensorFlowRuntime):
     def fit(self, model, train, *, validation, epochs, initial_epoch, steps, callbacks, whole_feed=False):
         from tpukit.hardware import tf_multiworker_loop
 
-        return tf_multiworker_loop.fit(model, self.strategy, train, validation=validation, epochs=epochs,
-                                       initial_epoch=initial_epoch, steps=steps, callbacks=callbacks)
+        return tf_multiworker_loop.fit(
+            model,
+            self.strategy,
+            train,
+            validation=validation,
+            epochs=epochs,
+            initial_epoch=initial_epoch,
+            steps=steps,
+            callbacks=callbacks,
+        )
 
     def evaluate(self, model, data):
         from tpukit.hardware import tf_multiworker_loop
@@ -43,8 +51,10 @@ class MultiWorkerRuntime(TensorFlowRuntime):
         return bool(model.stop_training)
 
     def multi_step_refusal(self):
-        return ("tpukit's loop for TensorFlow's MultiWorkerMirroredStrategy (Keras 3's fit cannot run under it, "
-                "keras-team/keras#20585) runs one step per call")
+        return (
+            "tpukit's loop for TensorFlow's MultiWorkerMirroredStrategy (Keras 3's fit cannot run under it, "
+            "keras-team/keras#20585) runs one step per call"
+        )
 
 
 def available(request: Request) -> Optional[str]:
@@ -66,7 +76,9 @@ def connect(request: Request, skipped=()) -> "MultiWorkerRuntime":
     except (ValueError, KeyError, TypeError) as e:
         raise ConnectError(f"TF_CONFIG is not a valid cluster spec with a 'worker' list and a 'task': {e}") from None
     if accelerator == "tpu":
-        raise ConnectError("TF_CONFIG describes a multi-worker cluster; TPU pods use accelerator='tpu' without TF_CONFIG")
+        raise ConnectError(
+            "TF_CONFIG describes a multi-worker cluster; TPU pods use accelerator='tpu' without TF_CONFIG"
+        )
     gpus = tf.config.list_physical_devices("GPU")
     kind = "gpu" if gpus and accelerator != "cpu" else "cpu"
     cpus = replicas if kind == "cpu" and replicas and replicas > 1 else 1
@@ -131,10 +143,12 @@ def _local_cpu_devices(cpus: int):
     cls = getattr(impl, "CollectiveAllReduceExtended", None)
     original = getattr(cls, "_initialize_local_devices", None)
     if original is None:
-        raise ConnectError(f"TensorFlow {tf.__version__} no longer has "
-                           "CollectiveAllReduceExtended._initialize_local_devices; tpukit needs it for "
-                           f"replicas={cpus} per worker (simulated CPU devices under MultiWorkerMirroredStrategy): "
-                           "use replicas=1 per worker (one CPU device each).")
+        raise ConnectError(
+            f"TensorFlow {tf.__version__} no longer has "
+            "CollectiveAllReduceExtended._initialize_local_devices; tpukit needs it for "
+            f"replicas={cpus} per worker (simulated CPU devices under MultiWorkerMirroredStrategy): "
+            "use replicas=1 per worker (one CPU device each)."
+        )
 
     def local_devices(self, resolver, worker_device):
         devices, kind = original(self, resolver, worker_device)

@@ -27,8 +27,7 @@ from typing import Dict, Iterable, Optional
 from tpukit.errors import TpukitError
 
 
-def fit(model, strategy, train, *, epochs: int, initial_epoch: int, steps: int, callbacks: Iterable,
-        validation=None):
+def fit(model, strategy, train, *, epochs: int, initial_epoch: int, steps: int, callbacks: Iterable, validation=None):
     """Train `model` (built and compiled in `strategy.scope()`) as `model.fit` would; returns its History.
 
     Args:
@@ -42,15 +41,24 @@ def fit(model, strategy, train, *, epochs: int, initial_epoch: int, steps: int, 
         WorkerLost: another worker stopped answering (killed, failed, unreachable).
     """
     with _lost_worker_said():
-        return _fit(model, strategy, train, epochs=epochs, initial_epoch=initial_epoch, steps=steps,
-                    callbacks=callbacks, validation=validation)
+        return _fit(
+            model,
+            strategy,
+            train,
+            epochs=epochs,
+            initial_epoch=initial_epoch,
+            steps=steps,
+            callbacks=callbacks,
+            validation=validation,
+        )
 
 
 def _fit(model, strategy, train, *, epochs, initial_epoch, steps, callbacks, validation):
     import keras
 
-    hooks = keras.callbacks.CallbackList(list(callbacks), add_history=True, add_progbar=False, model=model,
-                                         verbose=0, epochs=epochs, steps=steps)
+    hooks = keras.callbacks.CallbackList(
+        list(callbacks), add_history=True, add_progbar=False, model=model, verbose=0, epochs=epochs, steps=steps
+    )
     loop = _Loop(model, strategy)
     loop.build(train)
     batches = iter(strategy.experimental_distribute_dataset(train))
@@ -100,14 +108,20 @@ def _lost_worker_said():
     Cancelled, DeadlineExceeded, with its whole graph in the message) becomes WorkerLost, in one line."""
     import tensorflow as tf
 
-    lost = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
-            tf.errors.DeadlineExceededError)
+    lost = (
+        tf.errors.UnavailableError,
+        tf.errors.AbortedError,
+        tf.errors.CancelledError,
+        tf.errors.DeadlineExceededError,
+    )
     try:
         yield
     except lost as e:
-        raise WorkerLost(f"another worker of the cluster stopped answering ({type(e).__name__} in an all-reduce); "
-                         "the run keeps its last whole epoch: resume it in one process with python -m tpukit "
-                         "train --resume RUN_DIR") from None
+        raise WorkerLost(
+            f"another worker of the cluster stopped answering ({type(e).__name__} in an all-reduce); "
+            "the run keeps its last whole epoch: resume it in one process with python -m tpukit "
+            "train --resume RUN_DIR"
+        ) from None
 
 
 class _Loop:

@@ -94,8 +94,10 @@ def tpu_timeout(timeout: Optional[float] = None) -> float:
 
 def check_timeout(value, name: str, shown=None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ValueError(f"{name}: expected a positive number of seconds. "
-                         f"Received: {name}={shown if shown is not None else value!r}.")
+        raise ValueError(
+            f"{name}: expected a positive number of seconds. "
+            f"Received: {name}={shown if shown is not None else value!r}."
+        )
     return float(value)
 
 
@@ -202,8 +204,9 @@ def connect(request: Request, skipped=()) -> Runtime:
         resolver = _within(deadline - time.monotonic(), lambda: make(address), "tpu-resolve")
         if address != "local":
             step = "reach"
-            _within(deadline - time.monotonic(), lambda: tf.config.experimental_connect_to_cluster(resolver),
-                    "tpu-connect")
+            _within(
+                deadline - time.monotonic(), lambda: tf.config.experimental_connect_to_cluster(resolver), "tpu-connect"
+            )
 
         def initialize():
             tf.tpu.experimental.initialize_tpu_system(resolver)
@@ -239,12 +242,14 @@ def _tpu_timed_out(address: str, step: str, seconds: float) -> ConnectError:
     if step == "resolve":
         return ConnectError(
             f"TPU '{address}' could not be resolved within {seconds:g} s. Check the name and the network, "
-            + _wait_hint(seconds))
+            + _wait_hint(seconds)
+        )
     what = "did not answer" if step == "reach" else "was not initialized"
     return RestartRequired(
         f"TPU '{address}' {what} within {seconds:g} s, and TensorFlow stays blocked waiting for it: "
         "check the address, restart the runtime (Colab: Runtime > Restart session) and connect again, "
-        + _wait_hint(seconds))
+        + _wait_hint(seconds)
+    )
 
 
 def _explain_tpu_failure(address: str, error: Exception) -> str:

@@ -30,15 +30,52 @@ from typing import Optional, Tuple
 
 LAYERS = "counted from the Dense and convolution layers"
 # Layers whose forward pass has no matmul: the compiler's count adds their elementwise work, under 1% of the zoo's.
-_NO_MATMUL = frozenset({
-    "InputLayer", "Flatten", "Reshape", "Permute", "Dropout", "SpatialDropout1D", "SpatialDropout2D",
-    "GaussianNoise", "Activation", "ReLU", "LeakyReLU", "ELU", "Softmax", "Rescaling", "Normalization",
-    "BatchNormalization", "LayerNormalization", "GroupNormalization", "Add", "Subtract", "Multiply", "Average",
-    "Maximum", "Minimum", "Concatenate", "ZeroPadding1D", "ZeroPadding2D", "Cropping1D", "Cropping2D",
-    "MaxPooling1D", "MaxPooling2D", "MaxPooling3D", "AveragePooling1D", "AveragePooling2D", "AveragePooling3D",
-    "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D", "GlobalMaxPooling1D",
-    "GlobalMaxPooling2D", "GlobalMaxPooling3D", "Identity",
-})
+_NO_MATMUL = frozenset(
+    {
+        "InputLayer",
+        "Flatten",
+        "Reshape",
+        "Permute",
+        "Dropout",
+        "SpatialDropout1D",
+        "SpatialDropout2D",
+        "GaussianNoise",
+        "Activation",
+        "ReLU",
+        "LeakyReLU",
+        "ELU",
+        "Softmax",
+        "Rescaling",
+        "Normalization",
+        "BatchNormalization",
+        "LayerNormalization",
+        "GroupNormalization",
+        "Add",
+        "Subtract",
+        "Multiply",
+        "Average",
+        "Maximum",
+        "Minimum",
+        "Concatenate",
+        "ZeroPadding1D",
+        "ZeroPadding2D",
+        "Cropping1D",
+        "Cropping2D",
+        "MaxPooling1D",
+        "MaxPooling2D",
+        "MaxPooling3D",
+        "AveragePooling1D",
+        "AveragePooling2D",
+        "AveragePooling3D",
+        "GlobalAveragePooling1D",
+        "GlobalAveragePooling2D",
+        "GlobalAveragePooling3D",
+        "GlobalMaxPooling1D",
+        "GlobalMaxPooling2D",
+        "GlobalMaxPooling3D",
+        "Identity",
+    }
+)
 _COUNTED = frozenset({"Dense", "Conv1D", "Conv2D", "Conv3D"})
 _GRAPHS = ("Sequential", "Functional")  # Keras' models whose layers are their whole computation
 
@@ -65,8 +102,10 @@ def training_multiple(model) -> Tuple[float, str]:
     trainable = sum(_size(w.shape) for w in model.trainable_weights)
     total = trainable + sum(_size(w.shape) for w in model.non_trainable_weights if _floating(w))
     share = trainable / total if total else 1.0
-    return 2.0 + share, (f"; LoRA basis: {2 + share:.3g}x the forward pass (the frozen weights get no gradient; "
-                         f"{share:.2%} of the weights train)")
+    return 2.0 + share, (
+        f"; LoRA basis: {2 + share:.3g}x the forward pass (the frozen weights get no gradient; "
+        f"{share:.2%} of the weights train)"
+    )
 
 
 def _floating(variable) -> bool:

@@ -40,22 +40,33 @@ def enable(backbone, rank: int, alpha: Optional[float], targets, source: str) ->
     backbone.enable_lora(rank, target_layer_names=list(targets) if targets else None)
     adapted = adapted_layers(backbone)
     if not adapted:
-        names = sorted({layer.name for layer in backbone._flatten_layers(include_self=False)
-                        if hasattr(layer, "enable_lora") and layer.weights})
-        raise ModelError(f"preset {source!r}: no layer is named {', '.join(targets or ())}, so LoRA adapted none; "
-                        f"layers that take adapters: {', '.join(names)}.")
+        names = sorted(
+            {
+                layer.name
+                for layer in backbone._flatten_layers(include_self=False)
+                if hasattr(layer, "enable_lora") and layer.weights
+            }
+        )
+        raise ModelError(
+            f"preset {source!r}: no layer is named {', '.join(targets or ())}, so LoRA adapted none; "
+            f"layers that take adapters: {', '.join(names)}."
+        )
     widest = min(_width(layer) for layer in adapted)
     if rank > widest:
-        raise ModelError(f"lora_rank={rank} is more than the adapted layers' own width ({widest}): the adapters would "
-                        f"hold more parameters than the update they express can use; use lora_rank={widest} or less "
-                        "(4, 8 or 16 are usual on real models).")
+        raise ModelError(
+            f"lora_rank={rank} is more than the adapted layers' own width ({widest}): the adapters would "
+            f"hold more parameters than the update they express can use; use lora_rank={widest} or less "
+            "(4, 8 or 16 are usual on real models)."
+        )
     if alpha is not None:
         missing = [layer.name for layer in adapted if not hasattr(layer, "lora_alpha")]
         if missing:
             import keras
 
-            raise ModelError(f"lora_alpha={alpha}: Keras {keras.__version__}'s layers have no LoRA alpha; leave "
-                            "lora_alpha=None (alpha = rank) or install a newer Keras.")
+            raise ModelError(
+                f"lora_alpha={alpha}: Keras {keras.__version__}'s layers have no LoRA alpha; leave "
+                "lora_alpha=None (alpha = rank) or install a newer Keras."
+            )
         for layer in adapted:
             layer.lora_alpha = alpha
 

@@ -85,13 +85,24 @@ class Estimate:
         logits 0.4)`: in GiB, or MiB where the step and the device are both under 1 GiB."""
         unit, size = ("GiB", GIB) if max(self.total, self.device or 0) >= GIB else ("MiB", MIB)
         of = f" of {self.device / size:.3g} {unit}" if self.device else ""
-        terms = ", ".join(f"{name} {getattr(self, name) / size:.1f}"
-                          for name in ("weights", "gradients", "optimizer", "activations", "logits"))
+        terms = ", ".join(
+            f"{name} {getattr(self, name) / size:.1f}"
+            for name in ("weights", "gradients", "optimizer", "activations", "logits")
+        )
         return f"memory: about {self.total / size:.1f} {unit}{of} ({terms}{', remat on' if self.remat else ''})"
 
 
-def estimate(model, *, batch_size: int, sequence_length: int, optimizer: str = "adam", remat: bool = False,
-             accumulation: int = 1, device: Optional[int] = None, upcast: bool = False) -> Optional[Estimate]:
+def estimate(
+    model,
+    *,
+    batch_size: int,
+    sequence_length: int,
+    optimizer: str = "adam",
+    remat: bool = False,
+    accumulation: int = 1,
+    device: Optional[int] = None,
+    upcast: bool = False,
+) -> Optional[Estimate]:
     """The memory of one training step of `model` on one device, or None where `model` is not a KerasHub transformer.
 
     Args:
@@ -108,14 +119,34 @@ def estimate(model, *, batch_size: int, sequence_length: int, optimizer: str = "
     if shape is None:
         return None
     weights = sum(_bytes(w) + (4 * _size(w) if upcast and _itemsize(w.dtype) == 2 else 0) for w in model.weights)
-    return _step(shape, weights, sum(_bytes(w) for w in model.trainable_weights),
-                 _itemsize(model.dtype_policy.compute_dtype), batch_size=batch_size, sequence_length=sequence_length,
-                 optimizer=optimizer, remat=remat, accumulation=accumulation, device=device, upcast=upcast)
+    return _step(
+        shape,
+        weights,
+        sum(_bytes(w) for w in model.trainable_weights),
+        _itemsize(model.dtype_policy.compute_dtype),
+        batch_size=batch_size,
+        sequence_length=sequence_length,
+        optimizer=optimizer,
+        remat=remat,
+        accumulation=accumulation,
+        device=device,
+        upcast=upcast,
+    )
 
 
-def estimate_unbuilt(backbone: dict, parameters: int, *, lora_rank: Optional[int], batch_size: int,
-                     sequence_length: int, optimizer: str = "adam", remat: bool = False, accumulation: int = 1,
-                     device: Optional[int] = None, upcast: bool = False) -> Optional[Estimate]:
+def estimate_unbuilt(
+    backbone: dict,
+    parameters: int,
+    *,
+    lora_rank: Optional[int],
+    batch_size: int,
+    sequence_length: int,
+    optimizer: str = "adam",
+    remat: bool = False,
+    accumulation: int = 1,
+    device: Optional[int] = None,
+    upcast: bool = False,
+) -> Optional[Estimate]:
     """`estimate` for a preset not loaded yet, from its backbone's config (`config.json`) and parameter count
     (`metadata.json`), as a run would build it: with LoRA, every weight in bfloat16 and adapters of `lora_rank` on
     the query and value projections (float32); without, every weight trains, in float32. None where the config
@@ -132,36 +163,72 @@ def estimate_unbuilt(backbone: dict, parameters: int, *, lora_rank: Optional[int
     else:
         weights = trainable = 4 * parameters
         c = 4
-    return _step(shape, weights, trainable, c, batch_size=batch_size, sequence_length=sequence_length,
-                 optimizer=optimizer, remat=remat, accumulation=accumulation, device=device, upcast=upcast)
+    return _step(
+        shape,
+        weights,
+        trainable,
+        c,
+        batch_size=batch_size,
+        sequence_length=sequence_length,
+        optimizer=optimizer,
+        remat=remat,
+        accumulation=accumulation,
+        device=device,
+        upcast=upcast,
+    )
 
 
-def _step(shape: Shape, weights: int, trainable: int, c: int, *, batch_size: int, sequence_length: int,
-          optimizer: str, remat: bool, accumulation: int, device: Optional[int], upcast: bool) -> Estimate:
+def _step(
+    shape: Shape,
+    weights: int,
+    trainable: int,
+    c: int,
+    *,
+    batch_size: int,
+    sequence_length: int,
+    optimizer: str,
+    remat: bool,
+    accumulation: int,
+    device: Optional[int],
+    upcast: bool,
+) -> Estimate:
     """The step's terms from the model's shape, its weights' and trainable weights' bytes and its compute dtype's
     item size `c`."""
     slots = OPTIMIZER_SLOTS.get(optimizer, 2) + (1 if accumulation > 1 else 0)
     a = 4 if upcast else c
     tokens = batch_size * sequence_length
-    per_token = a * (HIDDEN_COPIES * shape.hidden + HEADS_COPIES * shape.heads * shape.head_dim
-                     + FEEDFORWARD_COPIES * shape.feedforward)
-    scores = (SCORES_F32_COPIES * 4 + c) * batch_size * shape.heads * sequence_length ** 2
+    per_token = a * (
+        HIDDEN_COPIES * shape.hidden
+        + HEADS_COPIES * shape.heads * shape.head_dim
+        + FEEDFORWARD_COPIES * shape.feedforward
+    )
+    scores = (SCORES_F32_COPIES * 4 + c) * batch_size * shape.heads * sequence_length**2
     layer = tokens * per_token + scores
     kept = shape.layers * tokens * shape.hidden * a + layer if remat else shape.layers * layer
-    return Estimate(weights=int(weights), gradients=trainable, optimizer=slots * trainable,
-                    activations=int(kept), logits=(LOGITS_F32_COPIES * 4 + c) * tokens * shape.vocabulary,
-                    device=device, remat=remat)
+    return Estimate(
+        weights=int(weights),
+        gradients=trainable,
+        optimizer=slots * trainable,
+        activations=int(kept),
+        logits=(LOGITS_F32_COPIES * 4 + c) * tokens * shape.vocabulary,
+        device=device,
+        remat=remat,
+    )
 
 
-def advice(model, *, batch_size: int, sequence_length: int, remat: bool = False,
-           **settings) -> Tuple[Optional[str], Optional[Estimate]]:
+def advice(
+    model, *, batch_size: int, sequence_length: int, remat: bool = False, **settings
+) -> Tuple[Optional[str], Optional[Estimate]]:
     """(the settings that make a step fit, or None where it fits or nothing tried does; their estimate).
 
     Tried in order: remat on; a smaller batch with gradient accumulation making up the examples per update; batch
     size 1 with a shorter sequence_length. `settings`: `estimate`'s other arguments (optimizer, device, upcast)."""
+
     def fits(**changes):
-        found = estimate(model, **{"batch_size": batch_size, "sequence_length": sequence_length, "remat": remat,
-                                   **settings, **changes})
+        found = estimate(
+            model,
+            **{"batch_size": batch_size, "sequence_length": sequence_length, "remat": remat, **settings, **changes},
+        )
         return found if found is not None and found.fits else None
 
     if fits() or settings.get("device") is None:
@@ -173,8 +240,9 @@ def advice(model, *, batch_size: int, sequence_length: int, remat: bool = False,
         steps = math.ceil(batch_size / smaller)
         found = fits(remat=True, batch_size=smaller, accumulation=steps)
         if found:
-            return (f"remat=True, batch_size={smaller} and gradient_accumulation={steps} (the same examples per "
-                    "update)"), found
+            return (
+                f"remat=True, batch_size={smaller} and gradient_accumulation={steps} (the same examples per update)"
+            ), found
         smaller //= 2
     length = sequence_length // 2
     while length >= 16:
@@ -197,8 +265,10 @@ def verdict(found: Estimate, fix: Optional[str], fixed: Optional[Estimate]) -> s
 def remedy(fix: Optional[str], fixed: Optional[Estimate] = None) -> str:
     """What to change where a step does not fit: `advice`'s settings, or the usual ones where none was found."""
     if fix is None:
-        return ("try remat=True, a smaller batch_size with gradient_accumulation (the same examples per update), or "
-                "a shorter sequence_length")
+        return (
+            "try remat=True, a smaller batch_size with gradient_accumulation (the same examples per update), or "
+            "a shorter sequence_length"
+        )
     return f"{fix} brings it to about {fixed.total / GIB:.1f} GiB" if fixed else f"try {fix}"
 
 
@@ -206,8 +276,13 @@ def decide(model, config, runtime) -> Tuple[bool, Optional[str], Optional[str]]:
     """(whether the run rematerializes, the notes' memory line, what to change where the step does not fit) for
     `model` built for `config` on `runtime`: `config.remat` where set; "auto" is on only where the step does not
     fit without it. A model with no estimate gets no line, and "auto" leaves it as it is."""
-    settings = dict(batch_size=config.batch_size, sequence_length=config.sequence_length,
-                    optimizer=config.optimizer, device=runtime.device_memory, upcast=runtime.upcasts)
+    settings = dict(
+        batch_size=config.batch_size,
+        sequence_length=config.sequence_length,
+        optimizer=config.optimizer,
+        device=runtime.device_memory,
+        upcast=runtime.upcasts,
+    )
     remat = config.remat is True
     found = estimate(model, remat=remat, accumulation=config.accumulation_steps, **settings)
     if found is None:
@@ -246,13 +321,20 @@ def xla_step_bytes(model, x, y) -> int:
 
     model._symbolic_build(data_batch=(x, y, None))  # what fit does first (Keras' private build from a batch)
     model.optimizer.build(model.trainable_variables)
-    state = tuple([jax.ShapeDtypeStruct(v.shape, v.dtype) for v in group] for group in (
-        model.trainable_variables, model.non_trainable_variables, model.optimizer.variables,
-        model.metrics_variables))
+    state = tuple(
+        [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in group]
+        for group in (
+            model.trainable_variables,
+            model.non_trainable_variables,
+            model.optimizer.variables,
+            model.metrics_variables,
+        )
+    )
     data = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype), (x, y, None))
     stats = jax.jit(model.train_step, donate_argnums=0).lower(state, data).compile().memory_analysis()
-    return (stats.argument_size_in_bytes + stats.temp_size_in_bytes + stats.output_size_in_bytes
-            - stats.alias_size_in_bytes)
+    return (
+        stats.argument_size_in_bytes + stats.temp_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes
+    )
 
 
 def _size(variable) -> int:

@@ -47,26 +47,38 @@ def compile(model, config, user: Optional[dict] = None, note: str = "") -> str:
 
     if user:
         optimizer = precisions.get(config.precision).wrap(
-            user.get("optimizer") or precisions.make_optimizer(config.optimizer, config.learning_rate,
-                                                               config.precision, config.accumulation_steps))
+            user.get("optimizer")
+            or precisions.make_optimizer(
+                config.optimizer, config.learning_rate, config.precision, config.accumulation_steps
+            )
+        )
         args = {k: user.get(k) for k in ("loss", "loss_weights", "metrics", "weighted_metrics")}
-        model.compile(optimizer=optimizer, **args, steps_per_execution=config.steps_per_execution,
-                      jit_compile=config.jit_compile)
+        model.compile(
+            optimizer=optimizer, **args, steps_per_execution=config.steps_per_execution, jit_compile=config.jit_compile
+        )
         inner = getattr(optimizer, "inner_optimizer", optimizer)
-        return note or (f"the model came compiled: its own optimizer ({type(inner).__name__}), loss and metrics were "
-                        "kept (RunConfig.optimizer, learning_rate, loss and metrics apply to uncompiled models)")
+        return note or (
+            f"the model came compiled: its own optimizer ({type(inner).__name__}), loss and metrics were "
+            "kept (RunConfig.optimizer, learning_rate, loss and metrics apply to uncompiled models)"
+        )
     try:
         keras.losses.get(config.loss)  # unknown names fail here, in one line
         for metric in config.metrics:
             if metric not in ("accuracy", "acc"):
                 keras.metrics.get(metric)
     except (ValueError, TypeError) as e:
-        raise ModelError(f"RunConfig.loss/metrics: {one_line(e)}. Received: loss={config.loss!r}, "
-                         f"metrics={config.metrics!r}.") from None
-    model.compile(optimizer=precisions.make_optimizer(config.optimizer, config.learning_rate, config.precision,
-                                                      config.accumulation_steps),
-                  loss=config.loss, metrics=list(config.metrics), steps_per_execution=config.steps_per_execution,
-                  jit_compile=config.jit_compile)
+        raise ModelError(
+            f"RunConfig.loss/metrics: {one_line(e)}. Received: loss={config.loss!r}, metrics={config.metrics!r}."
+        ) from None
+    model.compile(
+        optimizer=precisions.make_optimizer(
+            config.optimizer, config.learning_rate, config.precision, config.accumulation_steps
+        ),
+        loss=config.loss,
+        metrics=list(config.metrics),
+        steps_per_execution=config.steps_per_execution,
+        jit_compile=config.jit_compile,
+    )
     return f"compiled by tpukit: {config.optimizer} at learning rate {config.learning_rate}, loss {config.loss}"
 
 
@@ -114,18 +126,26 @@ def _cannot_take(model, part, sample, prefix: str, error: BaseException) -> str:
     want = tuple(_model_inputs(model)[0].shape[1:]) if single else None
     have = tuple(int(d) for d in np.shape(sample)[1:]) if single else None
     if not single or _fits(have, want):  # shapes that agree: the failure is inside the model, as Keras says
-        return (f"{prefix}the model cannot take this data: {one_line(error)}. Received: examples of shape "
-                f"{_example_shapes(sample)}; the model takes {_expected_inputs(model)}.")
+        return (
+            f"{prefix}the model cannot take this data: {one_line(error)}. Received: examples of shape "
+            f"{_example_shapes(sample)}; the model takes {_expected_inputs(model)}."
+        )
     if prefix:  # the training data fits (it is checked first): these examples differ from it
-        return (f"{prefix}the model cannot take this data: it takes examples of shape {want}, and these have shape "
-                f"{have}: give {prefix.rstrip(': ')} examples of the shape the training data has.")
+        return (
+            f"{prefix}the model cannot take this data: it takes examples of shape {want}, and these have shape "
+            f"{have}: give {prefix.rstrip(': ')} examples of the shape the training data has."
+        )
     said = f"the model cannot take this data: it takes examples of shape {want}, and the data's have shape {have}"
     if None not in want and math.prod(want) == math.prod(have):
         last = "keras.layers.Flatten()" if len(want) == 1 else f"keras.layers.Reshape({want})"
-        return (f"{said}: reshape the data (x.reshape(len(x), {', '.join(str(d) for d in want)})), or build the "
-                f"model for {have}: keras.Input({have}) followed by {last}.")
-    return (f"{said}: build the model for the data's shape, keras.Input({have}) (a factory that takes the DataSpec "
-            f"reads it as spec.input_shape), or give the data examples of shape {want}.")
+        return (
+            f"{said}: reshape the data (x.reshape(len(x), {', '.join(str(d) for d in want)})), or build the "
+            f"model for {have}: keras.Input({have}) followed by {last}."
+        )
+    return (
+        f"{said}: build the model for the data's shape, keras.Input({have}) (a factory that takes the DataSpec "
+        f"reads it as spec.input_shape), or give the data examples of shape {want}."
+    )
 
 
 def _fits(have, want) -> bool:
@@ -147,32 +167,42 @@ def _check_labels(user, loss_name, y, outputs, prefix: str) -> None:
     units = int(outputs.shape[-1]) if hasattr(outputs, "shape") and len(outputs.shape) == 2 else None
     width = sources.one_hot_width(y)
     if sparse and width and units:
-        fix = ("pass the class numbers, as the training data has them: y.argmax(axis=1)" if prefix else
-               f"{_use_loss(user, 'categorical')}, or pass the class numbers: y.argmax(axis=1)")
+        fix = (
+            "pass the class numbers, as the training data has them: y.argmax(axis=1)"
+            if prefix
+            else f"{_use_loss(user, 'categorical')}, or pass the class numbers: y.argmax(axis=1)"
+        )
         more = f"; and give the last layer {width} units, one per class (it has {units})" if units != width else ""
         raise sources.DataError(
             f"{prefix}the labels are one-hot ({width} columns, one 1 per example), but the loss {loss_name} takes "
-            f"class numbers (0 to {width - 1}): {fix}{more}.")
+            f"class numbers (0 to {width - 1}): {fix}{more}."
+        )
     if categorical and width and units and units != width:
         raise sources.DataError(
             f"{prefix}the labels are one-hot with {width} classes ({width} columns, one 1 per example), but the "
             f"model's output has {units} unit(s) for the loss {loss_name}: give the last layer {width} units (one per "
-            "class).")
+            "class)."
+        )
     whole = np.issubdtype(y.dtype, np.integer) or (np.issubdtype(y.dtype, np.floating) and np.all(y == np.round(y)))
     if categorical and units and units > 1 and whole and (y.ndim == 1 or y.shape[1:] == (1,)):
         top = int(y.max())
-        fix = (f"encode them one-hot, as the training data is: keras.utils.to_categorical(y, {units})" if prefix else
-               f"{_use_loss(user, 'sparse_categorical')}, or pass one-hot labels: "
-               f"keras.utils.to_categorical(y, {max(units, top + 1)})")
+        fix = (
+            f"encode them one-hot, as the training data is: keras.utils.to_categorical(y, {units})"
+            if prefix
+            else f"{_use_loss(user, 'sparse_categorical')}, or pass one-hot labels: "
+            f"keras.utils.to_categorical(y, {max(units, top + 1)})"
+        )
         raise sources.DataError(
             f"{prefix}the labels are class numbers ({int(y.min())} to {top}, one per example), but the loss "
-            f"{loss_name} takes one-hot labels ({units} columns, one per output unit): {fix}.")
+            f"{loss_name} takes one-hot labels ({units} columns, one per output unit): {fix}."
+        )
     if not sparse:
         return
     if np.issubdtype(y.dtype, np.floating) and not whole:
         raise sources.DataError(
             f"{prefix}the loss {loss_name} expects integer class labels, but y holds fractional {y.dtype} "
-            "values; for regression use RunConfig(loss='mse', metrics=('mae',)).")
+            "values; for regression use RunConfig(loss='mse', metrics=('mae',))."
+        )
     if not whole or not hasattr(outputs, "shape"):
         return  # labels of another kind, or several outputs
     units = int(outputs.shape[-1]) if len(outputs.shape) else 1
@@ -180,7 +210,8 @@ def _check_labels(user, loss_name, y, outputs, prefix: str) -> None:
     if low < 0 or top >= units:
         raise sources.DataError(
             f"{prefix}the labels run from {low} to {top}, but the model's output has {units} unit(s) for the loss "
-            f"{loss_name}: give the last layer {top + 1} units (one per class), or check the labels.")
+            f"{loss_name}: give the last layer {top + 1} units (one per class), or check the labels."
+        )
 
 
 def _use_loss(args: Optional[dict], kind: str) -> str:
@@ -233,7 +264,8 @@ def _check_loss_takes(model, loss_name, y, outputs, prefix: str = "") -> None:
         raise sources.DataError(
             f"{prefix}the model's output {shape[1:]} does not fit the labels "
             f"{tuple(np.shape(y))[1:] or '(scalar)'} for the loss {loss_name}: {one_line(e, 160)}. Check the last "
-            "layers (a Flatten or pooling before the classifier?) or the loss.") from None
+            "layers (a Flatten or pooling before the classifier?) or the loss."
+        ) from None
 
 
 def loss_name(config, user: Optional[dict] = None) -> str:

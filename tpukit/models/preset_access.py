@@ -17,15 +17,24 @@ from typing import Callable, Optional
 HOSTS = {"kaggle": "www.kaggle.com", "hf": "huggingface.co"}
 # What the download libraries' errors say when the network is missing (requests, httpx, urllib3, socket; kagglehub and
 # huggingface_hub raise through them), and when the hub refused the file.
-_OFFLINE = ("name or service not known", "temporary failure in name resolution", "failed to resolve",
-            "network is unreachable", "max retries exceeded", "connection refused", "nodename nor servname",
-            "offline mode is enabled", "check your connection", "timed out")
+_OFFLINE = (
+    "name or service not known",
+    "temporary failure in name resolution",
+    "failed to resolve",
+    "network is unreachable",
+    "max retries exceeded",
+    "connection refused",
+    "nodename nor servname",
+    "offline mode is enabled",
+    "check your connection",
+    "timed out",
+)
 _REFUSED = ("403", "401", "forbidden", "unauthorized", "consent", "not accessible", "gated", "accept its terms")
 SETUP_HUB = "tpukit.colab.setup(hub=True), first in a fresh runtime"
 
 
 def hub_of(source: str) -> Optional[str]:
-    """"kaggle" or "hf": where `source` downloads from (a bare KerasHub name is a Kaggle handle); None for a directory
+    """ "kaggle" or "hf": where `source` downloads from (a bare KerasHub name is a Kaggle handle); None for a directory
     or another scheme."""
     if source.startswith("hf://"):
         return "hf"
@@ -49,10 +58,15 @@ def has_credentials(hub: str) -> bool:
     if hub == "kaggle":
         if (os.environ.get("KAGGLE_USERNAME") and os.environ.get("KAGGLE_KEY")) or os.environ.get("KAGGLE_API_TOKEN"):
             return True
-        folders = [os.environ.get("KAGGLE_CONFIG_DIR"), os.path.join(home, ".kaggle"),
-                   os.path.join(home, ".config", "kaggle")]
-        return any(f and (os.path.isfile(os.path.join(f, "kaggle.json")) or os.path.isfile(os.path.join(f, "access_token")))
-                   for f in folders)
+        folders = [
+            os.environ.get("KAGGLE_CONFIG_DIR"),
+            os.path.join(home, ".kaggle"),
+            os.path.join(home, ".config", "kaggle"),
+        ]
+        return any(
+            f and (os.path.isfile(os.path.join(f, "kaggle.json")) or os.path.isfile(os.path.join(f, "access_token")))
+            for f in folders
+        )
     if os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN"):
         return True
     hf_home = os.environ.get("HF_HOME") or os.path.join(home, ".cache", "huggingface")
@@ -62,9 +76,9 @@ def has_credentials(hub: str) -> bool:
 def terms_page(source: str, kaggle_handle: Callable[[str], Optional[str]] = lambda name: None) -> str:
     """The page where a model's terms are accepted: Kaggle's model page, or the Hugging Face repository's."""
     if source.startswith("hf://"):
-        return "https://huggingface.co/" + source[len("hf://"):].strip("/")
+        return "https://huggingface.co/" + source[len("hf://") :].strip("/")
     handle = source if source.startswith("kaggle://") else (kaggle_handle(source) or "")
-    parts = handle[len("kaggle://"):].split("/") if handle.startswith("kaggle://") else []
+    parts = handle[len("kaggle://") :].split("/") if handle.startswith("kaggle://") else []
     if len(parts) >= 2:
         return f"https://www.kaggle.com/models/{parts[0]}/{parts[1]}"
     return f"https://www.kaggle.com/models?query={source}"
@@ -79,8 +93,13 @@ def _chain_text(error: BaseException) -> str:
     return " | ".join(parts).lower()
 
 
-def download_problem(source: str, error: BaseException, *, reach: Callable[[str], bool] = reachable,
-                     kaggle_handle: Callable[[str], Optional[str]] = lambda name: None) -> Optional[str]:
+def download_problem(
+    source: str,
+    error: BaseException,
+    *,
+    reach: Callable[[str], bool] = reachable,
+    kaggle_handle: Callable[[str], Optional[str]] = lambda name: None,
+) -> Optional[str]:
     """The one line for a preset that failed to load because of its download, or None (a local preset, or a failure
     that is not about getting the files). `reach` and `kaggle_handle` are injected by tests (no network here)."""
     hub = hub_of(source)
@@ -94,23 +113,33 @@ def download_problem(source: str, error: BaseException, *, reach: Callable[[str]
     if not (offline or refused or missing):
         return None  # the files came; something else failed (KerasHub's own words say what)
     if offline or not reach(host):
-        return (f"preset {source!r} must be downloaded from {host}, which this machine cannot reach (no network): "
-                f"connect it, or load the preset where there is a network, save it with save_to_preset(DIR) and "
-                f"pass model=DIR.")
+        return (
+            f"preset {source!r} must be downloaded from {host}, which this machine cannot reach (no network): "
+            f"connect it, or load the preset where there is a network, save it with save_to_preset(DIR) and "
+            f"pass model=DIR."
+        )
     page = terms_page(source, kaggle_handle)
     if hub == "kaggle":
-        who = ("set KAGGLE_USERNAME and KAGGLE_KEY (your kaggle.com account's API key; on Colab, in Colab Secrets, the "
-               "key icon, with notebook access; or kagglehub.login())")
+        who = (
+            "set KAGGLE_USERNAME and KAGGLE_KEY (your kaggle.com account's API key; on Colab, in Colab Secrets, the "
+            "key icon, with notebook access; or kagglehub.login())"
+        )
     else:
         who = "set HF_TOKEN (a huggingface.co access token; on Colab, in Colab Secrets, with notebook access)"
     if not has_credentials(hub):
-        return (f"preset {source!r} was refused without credentials, as gated models (Gemma, Llama) are: {who}, and "
-                f"accept the model's terms at {page} with that account.")
+        return (
+            f"preset {source!r} was refused without credentials, as gated models (Gemma, Llama) are: {who}, and "
+            f"accept the model's terms at {page} with that account."
+        )
     if refused:
-        return (f"preset {source!r}: {host} refused the download with your credentials (403): accept the model's "
-                f"terms at {page} with the same account, then run again.")
-    return (f"preset {source!r}: {host} gave none of its files with your credentials: accept the model's terms at "
-            f"{page} if it is gated, or check the name (KerasHub's names: keras_hub.models.CausalLM.presets).")
+        return (
+            f"preset {source!r}: {host} refused the download with your credentials (403): accept the model's "
+            f"terms at {page} with the same account, then run again."
+        )
+    return (
+        f"preset {source!r}: {host} gave none of its files with your credentials: accept the model's terms at "
+        f"{page} if it is gated, or check the name (KerasHub's names: keras_hub.models.CausalLM.presets)."
+    )
 
 
 def keras_too_old(requires, keras_version: str, hub_version: str) -> Optional[str]:
@@ -120,9 +149,15 @@ def keras_too_old(requires, keras_version: str, hub_version: str) -> Optional[st
 
     for text in requires or ():
         requirement = Requirement(text)
-        if requirement.name == "keras" and requirement.marker is None and requirement.specifier and \
-                not requirement.specifier.contains(keras_version, prereleases=True):
-            return (f"keras-hub {hub_version} needs keras{requirement.specifier} and keras {keras_version} is "
-                    f"installed: pip install 'keras{requirement.specifier}' and restart Python (on Colab's TPU runtime: "
-                    f"{SETUP_HUB}).")
+        if (
+            requirement.name == "keras"
+            and requirement.marker is None
+            and requirement.specifier
+            and not requirement.specifier.contains(keras_version, prereleases=True)
+        ):
+            return (
+                f"keras-hub {hub_version} needs keras{requirement.specifier} and keras {keras_version} is "
+                f"installed: pip install 'keras{requirement.specifier}' and restart Python (on Colab's TPU runtime: "
+                f"{SETUP_HUB})."
+            )
     return None

@@ -64,15 +64,18 @@ def named(name: str) -> Optional["Preset"]:
         return Preset(name)
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.85)
     if close:
-        raise registry.RegistryError(f"unknown model {name!r}: did you mean KerasHub's preset {close[0]!r}? "
-                                     f"Received: model={name!r}.")
+        raise registry.RegistryError(
+            f"unknown model {name!r}: did you mean KerasHub's preset {close[0]!r}? Received: model={name!r}."
+        )
     return None
 
 
 def _not_a_preset_dir(path: str) -> str:
     """The line for a model named by a path that is not a preset directory: what is missing there."""
-    expected = ("a KerasHub preset directory is what save_to_preset writes (config.json, metadata.json, the weights "
-                "and the tokenizer's assets)")
+    expected = (
+        "a KerasHub preset directory is what save_to_preset writes (config.json, metadata.json, the weights "
+        "and the tokenizer's assets)"
+    )
     full = os.path.expanduser(path)
     if not os.path.exists(full):
         return f"model={path!r}: no such directory; {expected}."
@@ -92,11 +95,15 @@ def _keras_hub():
         import keras_hub
     except ImportError as e:
         if importlib.util.find_spec("keras_hub") is not None:
-            raise ModelError(f"KerasHub is installed but did not import ({one_line(e)}): reinstall it with "
-                             f"pip install 'tpukit[hub]' (on Colab's TPU runtime: {preset_access.SETUP_HUB}).") from e
-        raise ModelError(f"pretrained models need KerasHub, which is not installed ({one_line(e)}): "
-                         "pip install 'tpukit[hub]' (on Colab's TPU runtime: tpukit.colab.setup(hub=True), first in "
-                         "a fresh runtime).") from None
+            raise ModelError(
+                f"KerasHub is installed but did not import ({one_line(e)}): reinstall it with "
+                f"pip install 'tpukit[hub]' (on Colab's TPU runtime: {preset_access.SETUP_HUB})."
+            ) from e
+        raise ModelError(
+            f"pretrained models need KerasHub, which is not installed ({one_line(e)}): "
+            "pip install 'tpukit[hub]' (on Colab's TPU runtime: tpukit.colab.setup(hub=True), first in "
+            "a fresh runtime)."
+        ) from None
     return keras_hub
 
 
@@ -131,8 +138,7 @@ def _kaggle_handle(name: str) -> Optional[str]:
 def _not_loaded(source: str, what: str, error: BaseException) -> ModelError:
     """The one-line ModelError for a preset (or its tokenizer) that did not load: why the download failed where it
     did (`preset_access`), else KerasHub's own words."""
-    problem = preset_access.download_problem(source, error, reach=preset_access.reachable,
-                                             kaggle_handle=_kaggle_handle)
+    problem = preset_access.download_problem(source, error, reach=preset_access.reachable, kaggle_handle=_kaggle_handle)
     return ModelError(problem or f"preset {source!r}{what}: {one_line(error)}")
 
 
@@ -152,7 +158,9 @@ class Preset(ModelSource):
         if config.lora_rank:
             alpha = "alpha = rank" if config.lora_alpha is None else f"alpha {config.lora_alpha:g}"
             where = ", ".join(config.lora_targets) if config.lora_targets else "the attention's query and value"
-            lora = f"LoRA adapters of rank {config.lora_rank} ({alpha}) on {where}; the other weights frozen, in bfloat16"
+            lora = (
+                f"LoRA adapters of rank {config.lora_rank} ({alpha}) on {where}; the other weights frozen, in bfloat16"
+            )
         else:
             lora = "every weight trains, in the run's precision"
         return lora, f"text packed end to end into rows of {config.sequence_length:,} tokens"
@@ -175,10 +183,17 @@ class Preset(ModelSource):
         except (OSError, ValueError, KeyError, TypeError):
             return ""
         found = memory.estimate_unbuilt(
-            backbone, parameters, lora_rank=config.lora_rank, batch_size=config.batch_size,
-            sequence_length=config.sequence_length, optimizer=config.optimizer, remat=config.remat is True,
-            accumulation=config.accumulation_steps, device=runtime.device_memory if runtime else None,
-            upcast=bool(runtime and runtime.upcasts))
+            backbone,
+            parameters,
+            lora_rank=config.lora_rank,
+            batch_size=config.batch_size,
+            sequence_length=config.sequence_length,
+            optimizer=config.optimizer,
+            remat=config.remat is True,
+            accumulation=config.accumulation_steps,
+            device=runtime.device_memory if runtime else None,
+            upcast=bool(runtime and runtime.upcasts),
+        )
         if found is None:
             return ""
         if runtime is None:
@@ -199,8 +214,10 @@ class Preset(ModelSource):
             raise ModelError(f"preset {self.source!r}: its config did not load: {one_line(e)}") from e
         named = f"{getattr(backbone, '__name__', backbone)} (KerasHub {keras_hub.__version__})"
         make = getattr(backbone, "get_layout_map", None)
-        return (make(mesh, model_parallel_dim_name="model", data_parallel_dim_name="batch") if make else None,
-                f"{named}.get_layout_map" if make else named)
+        return (
+            make(mesh, model_parallel_dim_name="model", data_parallel_dim_name="batch") if make else None,
+            f"{named}.get_layout_map" if make else named,
+        )
 
     def __call__(self):
         """Build it as a plain factory would (no LoRA, the run's dtype policy), for callers that know no config."""
@@ -218,17 +235,24 @@ class Preset(ModelSource):
         model = self._load("bfloat16" if rank else None)
         longest = getattr(model.backbone, "max_sequence_length", None)  # learned positions end there (GPT-2, OPT)
         if longest and config.sequence_length > longest:
-            raise ModelError(f"RunConfig.sequence_length={config.sequence_length} is longer than preset "
-                             f"{self.source!r} takes: its backbone's max_sequence_length is {longest}; use "
-                             f"sequence_length={longest} or less.")
+            raise ModelError(
+                f"RunConfig.sequence_length={config.sequence_length} is longer than preset "
+                f"{self.source!r} takes: its backbone's max_sequence_length is {longest}; use "
+                f"sequence_length={longest} or less."
+            )
         vocabulary = int(self.tokenizer().vocabulary_size())
         if vocabulary > model.backbone.vocabulary_size:
-            raise ModelError(f"preset {self.source!r}: its tokenizer has {vocabulary} tokens, and the backbone's "
-                             f"embedding only {model.backbone.vocabulary_size}: ids past it cannot be embedded; use "
-                             f"a tokenizer of at most {model.backbone.vocabulary_size} tokens.")
+            raise ModelError(
+                f"preset {self.source!r}: its tokenizer has {vocabulary} tokens, and the backbone's "
+                f"embedding only {model.backbone.vocabulary_size}: ids past it cannot be embedded; use "
+                f"a tokenizer of at most {model.backbone.vocabulary_size} tokens."
+            )
         if rank:
             lora.enable(model.backbone, rank, config.lora_alpha, config.lora_targets, self.source)
-        return model, f"{self.description} ({type(model).__name__}), {lora.trainable_note(model, rank, config.lora_alpha)}"
+        return (
+            model,
+            f"{self.description} ({type(model).__name__}), {lora.trainable_note(model, rank, config.lora_alpha)}",
+        )
 
     def user_compile(self, model) -> dict:
         """A next-token loss that ignores the tokenizer's padding id (the optimizer is the RunConfig's)."""
@@ -238,8 +262,10 @@ class Preset(ModelSource):
         return {"loss": loss, "weighted_metrics": []}
 
     def compile(self, model, config) -> str:
-        note = (f"compiled by tpukit: {config.optimizer} at learning rate {config.learning_rate}, next-token loss "
-                f"ignoring padding (id {self.tokenizer().pad_token_id})")
+        note = (
+            f"compiled by tpukit: {config.optimizer} at learning rate {config.learning_rate}, next-token loss "
+            f"ignoring padding (id {self.tokenizer().pad_token_id})"
+        )
         return modeling.compile(model, config, self.user_compile(model), note=note)
 
     def writes_text(self) -> bool:
@@ -281,12 +307,18 @@ class Preset(ModelSource):
         tokenizer = self.tokenizer()
         proto = getattr(tokenizer, "proto", None)
         if not isinstance(proto, (bytes, bytearray)):
-            raise ModelError(f"preset {self.source!r}: its tokenizer ({type(tokenizer).__name__}) is not a "
-                             "SentencePiece model, which is what tpukit tokenizes text with; pass token ids as "
-                             "arrays ({'token_ids', 'padding_mask'}, next-token labels) instead.")
-        return texts.sentencepiece_encoder(bytes(proto), sequence_length, pad_id=tokenizer.pad_token_id,
-                                           bos_id=getattr(tokenizer, "start_token_id", None),
-                                           eos_id=getattr(tokenizer, "end_token_id", None))
+            raise ModelError(
+                f"preset {self.source!r}: its tokenizer ({type(tokenizer).__name__}) is not a "
+                "SentencePiece model, which is what tpukit tokenizes text with; pass token ids as "
+                "arrays ({'token_ids', 'padding_mask'}, next-token labels) instead."
+            )
+        return texts.sentencepiece_encoder(
+            bytes(proto),
+            sequence_length,
+            pad_id=tokenizer.pad_token_id,
+            bos_id=getattr(tokenizer, "start_token_id", None),
+            eos_id=getattr(tokenizer, "end_token_id", None),
+        )
 
     def generate(self, model, prompt: str, max_length: int = 64) -> str:
         """The text `model` (this preset, as a run trained or `load()` rebuilt it) continues `prompt` with, greedily,
@@ -301,16 +333,18 @@ class Preset(ModelSource):
         encoder = self.encoder(max_length)
         ids = ([encoder.bos_id] if encoder.bos_id is not None else []) + list(encoder.encode([prompt])[0])
         if len(ids) >= max_length:
-            raise ModelError(f"the prompt is {len(ids)} tokens, and generate's max_length={max_length} leaves it no "
-                             f"room: give a max_length above {len(ids)}.")
+            raise ModelError(
+                f"the prompt is {len(ids)} tokens, and generate's max_length={max_length} leaves it no "
+                f"room: give a max_length above {len(ids)}."
+            )
         token_ids = np.full((1, max_length), encoder.pad_id, dtype="int32")
-        token_ids[0, :len(ids)] = ids
+        token_ids[0, : len(ids)] = ids
         mask = (np.arange(max_length) < len(ids)).astype("int32")[None, :]
         if not isinstance(getattr(model, "sampler", None), keras_hub.samplers.GreedySampler):
             model.sampler = keras_hub.samplers.get("greedy")  # what compile(sampler=) sets, without a new optimizer
             model.generate_function = None  # built again for this sampler (else kept: a second call compiles nothing)
         out = model.generate({"token_ids": token_ids, "padding_mask": mask}, stop_token_ids=None)
-        generated = np.asarray(out["token_ids"][0])[np.asarray(out["padding_mask"][0]).astype(bool)][len(ids):]
+        generated = np.asarray(out["token_ids"][0])[np.asarray(out["padding_mask"][0]).astype(bool)][len(ids) :]
         return encoder.decode([int(i) for i in generated])
 
     def prompt_from(self, token_ids, sequence_length: int) -> str:
@@ -335,8 +369,9 @@ class Preset(ModelSource):
     def _load(self, dtype: Optional[str]):
         keras_hub = _keras_hub()
         try:
-            return keras_hub.models.CausalLM.from_preset(self.source, preprocessor=None,
-                                                         **({"dtype": dtype} if dtype else {}))
+            return keras_hub.models.CausalLM.from_preset(
+                self.source, preprocessor=None, **({"dtype": dtype} if dtype else {})
+            )
         except Exception as e:
             raise _not_loaded(self.source, " did not load as a causal language model", e) from e
 

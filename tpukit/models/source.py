@@ -53,7 +53,10 @@ class ModelSource:
             raise ConfigError(
                 f"RunConfig.{name}={getattr(config, name)!r} applies to a model with {KIND_SETTINGS[name]} (a KerasHub "
                 f"preset), and {self.description} has none; leave {', '.join(unused)} unset, or pass a preset as "
-                f"model=.", field=name, value=getattr(config, name))
+                f"model=.",
+                field=name,
+                value=getattr(config, name),
+            )
 
     def settings_note(self, config) -> Optional[Tuple[str, ...]]:
         """What `config` makes of the settings this kind reads (a line each, in `reads`' order), before anything
@@ -137,18 +140,25 @@ class Factory(ModelSource):
             said = one_line(e)
             if spec is not None and spec.num_classes is None and "None" in said and registry.takes_argument(factory):
                 shape = f" of shape {tuple(spec.target_shape)} per example" if spec.target_shape else ""
-                hint = ("; for class labels pass y.astype(int)" if "float" in str(spec.target_dtype) and not shape
-                        else "")
-                said += (" (spec.num_classes is None: tpukit counts classes from integer or one-hot labels, and y "
-                         f"holds {spec.target_dtype} values{shape}{hint})")
+                hint = (
+                    "; for class labels pass y.astype(int)" if "float" in str(spec.target_dtype) and not shape else ""
+                )
+                said += (
+                    " (spec.num_classes is None: tpukit counts classes from integer or one-hot labels, and y "
+                    f"holds {spec.target_dtype} values{shape}{hint})"
+                )
             raise ModelError(f"the model factory {name!r} raised {said}") from e
         if model is spec and spec is not None:
-            raise ModelError(f"model=: tpukit called {name} as a factory (a function that builds the model) and it "
-                             f"returned its argument, the DataSpec: a {_kind(factory)} object is not a Keras model. "
-                             "Pass a keras.Model, or a function (or class) that returns one.")
+            raise ModelError(
+                f"model=: tpukit called {name} as a factory (a function that builds the model) and it "
+                f"returned its argument, the DataSpec: a {_kind(factory)} object is not a Keras model. "
+                "Pass a keras.Model, or a function (or class) that returns one."
+            )
         if not isinstance(model, keras.Model):
-            raise ModelError(f"the model factory {name!r} returned {type(model).__name__}; expected a keras.Model "
-                             f"(a Sequential, functional or subclassed model). Received: {_short_repr(model)}.")
+            raise ModelError(
+                f"the model factory {name!r} returned {type(model).__name__}; expected a keras.Model "
+                f"(a Sequential, functional or subclassed model). Received: {_short_repr(model)}."
+            )
         return model, "built by the factory inside the run's scope"
 
 
@@ -167,11 +177,15 @@ class BuiltModel(ModelSource):
         if why is not None:
             return _clone(model, why), "a clone of the model handed over (weights copied)"
         name = type(model).__name__
-        note = (f"tpukit trains your {name} object in place: after train() it holds the trained weights "
-                f"(result.model is the same object)")
+        note = (
+            f"tpukit trains your {name} object in place: after train() it holds the trained weights "
+            f"(result.model is the same object)"
+        )
         if model.dtype_policy.name != policy:
-            note += (f"; its layers keep the dtype policy they were built with ({model.dtype_policy.name}, not "
-                     f"{policy}): pass a factory to build it under the run's policy")
+            note += (
+                f"; its layers keep the dtype policy they were built with ({model.dtype_policy.name}, not "
+                f"{policy}): pass a factory to build it under the run's policy"
+            )
         warnings.warn(note, TrainedInPlace, stacklevel=5)
         return model, f"your {name} object, trained in place"
 
@@ -239,30 +253,40 @@ def _clone_reason(model):
     outside = [v for v in model.weights if not strategy.extended.variable_created_in_scope(v.value)]
     if not outside:
         return None  # unbuilt (its variables will be made here), or built in this strategy's scope
-    return (f"{type(strategy).__name__} over {strategy.num_replicas_in_sync} replicas makes its variables in its own "
-            f"scope, and yours were made outside it")
+    return (
+        f"{type(strategy).__name__} over {strategy.num_replicas_in_sync} replicas makes its variables in its own "
+        f"scope, and yours were made outside it"
+    )
 
 
 def _clone(model, why: str = ""):
     """Clone a built model inside the current scope and copy its weights; say once, in one line, that it happened."""
     import keras
 
-    warnings.warn(f"tpukit trains a clone of your {type(model).__name__} ({why}); your object is left as it was and "
-                  "the trained model is result.model. Build it inside runtime.strategy.scope(), or pass a factory, "
-                  "to train it in place.", ClonedModelWarning, stacklevel=4)
+    warnings.warn(
+        f"tpukit trains a clone of your {type(model).__name__} ({why}); your object is left as it was and "
+        "the trained model is result.model. Build it inside runtime.strategy.scope(), or pass a factory, "
+        "to train it in place.",
+        ClonedModelWarning,
+        stacklevel=4,
+    )
     try:
         clone = keras.models.clone_model(model)
     except Exception as e:
-        raise ModelError(f"could not clone {type(model).__name__} ({one_line(e)}); pass a factory instead: "
-                         f"model=lambda: {type(model).__name__}(...).") from e
+        raise ModelError(
+            f"could not clone {type(model).__name__} ({one_line(e)}); pass a factory instead: "
+            f"model=lambda: {type(model).__name__}(...)."
+        ) from e
     if model.built and model.weights:
         if not clone.built:
             clone.build(_input_shape(model))
         try:
             clone.set_weights(model.get_weights())
         except Exception as e:
-            raise ModelError(f"could not copy the weights of {type(model).__name__} into its clone "
-                             f"({one_line(e)}); pass a factory instead.") from e
+            raise ModelError(
+                f"could not copy the weights of {type(model).__name__} into its clone "
+                f"({one_line(e)}); pass a factory instead."
+            ) from e
     return clone
 
 
@@ -289,12 +313,17 @@ def check_model_arg(model_arg) -> None:
 
     if model_arg is None or isinstance(model_arg, keras.Model):
         return
-    layer = (issubclass(model_arg, keras.layers.Layer) and not issubclass(model_arg, keras.Model)
-             if inspect.isclass(model_arg) else isinstance(model_arg, keras.layers.Layer))
+    layer = (
+        issubclass(model_arg, keras.layers.Layer) and not issubclass(model_arg, keras.Model)
+        if inspect.isclass(model_arg)
+        else isinstance(model_arg, keras.layers.Layer)
+    )
     if layer:
         name = model_arg.__name__ if inspect.isclass(model_arg) else type(model_arg).__name__
-        raise ModelError(f"model=: {name} is a Keras layer, not a model; wrap it (keras.Sequential([...])) or pass a "
-                         "function that builds the model.")
+        raise ModelError(
+            f"model=: {name} is a Keras layer, not a model; wrap it (keras.Sequential([...])) or pass a "
+            "function that builds the model."
+        )
     if inspect.isclass(model_arg):
         return  # a class is a factory: calling it builds the model (a keras.Model subclass), checked when built
     plain = inspect.isroutine(model_arg) or isinstance(model_arg, functools.partial)
@@ -303,9 +332,11 @@ def check_model_arg(model_arg) -> None:
     if not callable(model_arg) or (not plain and other):
         keras2 = " (tf_keras is Keras 2; tpukit trains Keras 3 models)" if root == "tf_keras" else ""
         own_repr = type(model_arg).__repr__ is not object.__repr__
-        raise ModelError(f"model=: expected a keras.Model (Keras 3), or a function (or class) that returns one. "
-                         f"Received: a {_kind(model_arg)} object{keras2}, which is not a Keras model"
-                         f"{': ' + _short_repr(model_arg) if own_repr else ''}.")
+        raise ModelError(
+            f"model=: expected a keras.Model (Keras 3), or a function (or class) that returns one. "
+            f"Received: a {_kind(model_arg)} object{keras2}, which is not a Keras model"
+            f"{': ' + _short_repr(model_arg) if own_repr else ''}."
+        )
 
 
 def _kind(value) -> str:

@@ -7,6 +7,7 @@ the reverse), so their padding is the profiler's to show, not a rule's. `config.
 (the 8 side); this covers the model, for any Keras model, the user's own included. A model's output layers are left out: their size is the
 task's (10 classes are 10), not a choice.
 """
+
 from __future__ import annotations
 
 from typing import List, Tuple
@@ -56,5 +57,7 @@ def note(model) -> str:
         return ""
     shown = ", ".join(f"{name} {width}->{padded}" for name, width, padded in found[:4])
     more = f" and {len(found) - 4} more" if len(found) > 4 else ""
-    return (f"tiling: on a TPU these feature sizes are padded to a multiple of 128 lanes, so part of each matmul is "
-            f"padding: {shown}{more} (a multiple of 128 wastes none)")
+    return (
+        f"tiling: on a TPU these feature sizes are padded to a multiple of 128 lanes, so part of each matmul is "
+        f"padding: {shown}{more} (a multiple of 128 wastes none)"
+    )

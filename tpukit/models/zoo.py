@@ -18,10 +18,14 @@ MODELS = ("mlp", "cnn", "resnet")
 
 _DESCRIPTIONS = {
     "mlp": "MLP: Flatten, Dense 256, Dense 128 (ReLU), softmax; a baseline that ignores the image's layout.",
-    "cnn": ("CNN: 2x (Conv 3x3, BatchNorm, ReLU) at 64 then 128 filters, MaxPool after each, "
-            "global average pool, Dense 256."),
-    "resnet": ("ResNet: stem conv and max pool, three stages of basic residual blocks (32, 64, 128 filters), "
-               "global average pool."),
+    "cnn": (
+        "CNN: 2x (Conv 3x3, BatchNorm, ReLU) at 64 then 128 filters, MaxPool after each, "
+        "global average pool, Dense 256."
+    ),
+    "resnet": (
+        "ResNet: stem conv and max pool, three stages of basic residual blocks (32, 64, 128 filters), "
+        "global average pool."
+    ),
 }
 
 
@@ -68,7 +72,8 @@ def factory(name: str):
             raise ValueError(
                 f"the zoo model {name!r} takes images (height, width, channels) with integer class labels. "
                 f"Received: inputs of shape {shape} with {spec.target_dtype or 'no'} labels; "
-                "pass model= a factory of your own for this data.")
+                "pass model= a factory of your own for this data."
+            )
         return build(name, input_shape=shape, num_classes=max(spec.num_classes, 2))
 
     build_zoo_model.__doc__ = describe(name)
@@ -86,6 +91,7 @@ def flops_per_example(model) -> int:
 
 
 # ---- bodies ----------------------------------------------------------------
+
 
 def _mlp(x):
     import keras
@@ -164,6 +170,7 @@ def _can_halve(x) -> bool:
 
 # ---- checks ------------------------------------------------------------------
 
+
 def _check_name(name) -> None:
     if name not in MODELS:
         raise ValueError(f"Unknown model. Expected one of {', '.join(MODELS)}. Received: name={name!r}.")
@@ -171,9 +178,7 @@ def _check_name(name) -> None:
 
 def _check_shape(input_shape):
     shape = tuple(input_shape) if isinstance(input_shape, (tuple, list)) else None
-    if shape is None or len(shape) != 3 or any(
-        isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape
-    ):
+    if shape is None or len(shape) != 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
         raise ValueError(
             f"Expected input_shape to be (height, width, channels) of positive integers. "
             f"Received: input_shape={input_shape!r}."

@@ -64,8 +64,9 @@ class Progress:
         total = self.epochs * self.steps
         return min(1.0, (self.epoch * self.steps + self.step) / total) if total else 0.0
 
-    def text(self, sep: str = "  ·  ", metrics: Optional[Dict[str, Any]] = None,
-             elapsed: Optional[float] = None) -> str:
+    def text(
+        self, sep: str = "  ·  ", metrics: Optional[Dict[str, Any]] = None, elapsed: Optional[float] = None
+    ) -> str:
         """One line: epoch, step, loss, accuracy, examples/s, elapsed, ETA (and the view's overhead where measured).
 
         `metrics`: Keras' logs, shown in place of loss and accuracy (the CLI shows validation metrics too).
@@ -137,8 +138,12 @@ def text_progress(verbose, stream) -> Optional[TextProgress]:
         ConfigError: `verbose` is none of "auto", 0, 1, 2.
     """
     if verbose not in VERBOSE:  # True and False count as 1 and 0, as in Keras
-        raise ConfigError(f"verbose must be one of 'auto', 0, 1, 2 (as Keras' fit). Received: verbose={verbose!r}",
-                          value=verbose, expected="'auto', 0, 1 or 2", choices=VERBOSE)
+        raise ConfigError(
+            f"verbose must be one of 'auto', 0, 1, 2 (as Keras' fit). Received: verbose={verbose!r}",
+            value=verbose,
+            expected="'auto', 0, 1 or 2",
+            choices=VERBOSE,
+        )
     if verbose == 0:
         return None
     stream = stream if stream is not None else sys.stdout  # read now: a notebook kernel replaces sys.stdout
@@ -240,8 +245,15 @@ class Meter:
         self._done = self.timed()
         self._mark = None
 
-    def progress(self, now: float, *, loss: Optional[float] = None, accuracy: Optional[float] = None,
-                 done: bool = False, overhead: Optional[float] = None) -> Progress:
+    def progress(
+        self,
+        now: float,
+        *,
+        loss: Optional[float] = None,
+        accuracy: Optional[float] = None,
+        done: bool = False,
+        overhead: Optional[float] = None,
+    ) -> Progress:
         """Where the run is at `now`, with the rate and ETA as of its latest step."""
         if self._mark is not None and self.global_step > self._mark[1] and self._last > self._mark[0]:
             self.rate = (self.global_step - self._mark[1]) * self.global_batch / (self._last - self._mark[0])
@@ -250,6 +262,16 @@ class Meter:
             per_step = (self._last - self._first[0]) / (self.global_step - self._first[1])
             remaining = (self.epochs - self.epoch_index - 1) * self.steps + (self.steps - self.step_index)
             eta = max(0.0, remaining * per_step)
-        return Progress(epoch=self.epoch_index, epochs=self.epochs, step=self.step_index, steps=self.steps,
-                        global_step=self.global_step, examples_per_sec=self.rate, eta_s=eta, loss=loss,
-                        accuracy=accuracy, overhead=overhead, done=done)
+        return Progress(
+            epoch=self.epoch_index,
+            epochs=self.epochs,
+            step=self.step_index,
+            steps=self.steps,
+            global_step=self.global_step,
+            examples_per_sec=self.rate,
+            eta_s=eta,
+            loss=loss,
+            accuracy=accuracy,
+            overhead=overhead,
+            done=done,
+        )

@@ -66,8 +66,9 @@ class EpochScalars(keras.callbacks.Callback):
             return
         if run not in self._writers:
             SummaryWriter = _import_writer()
-            self._writers[run] = SummaryWriter(os.path.join(self.logdir, run), flush_secs=FLUSH_S,
-                                               filename_suffix=".tpukit")
+            self._writers[run] = SummaryWriter(
+                os.path.join(self.logdir, run), flush_secs=FLUSH_S, filename_suffix=".tpukit"
+            )
         writer = self._writers[run]
         for tag, value in scalars.items():
             writer.add_scalar(tag, value, global_step=step)

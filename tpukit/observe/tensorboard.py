@@ -142,8 +142,10 @@ def start(
     from tpukit.backend import installed
 
     if not installed("tensorboard"):
-        return Failed("TensorBoard is not installed here: run tpukit.colab.setup() on Colab, or "
-                      "pip install 'tpukit[profile]'. The runs' scalars are written all the same.")
+        return Failed(
+            "TensorBoard is not installed here: run tpukit.colab.setup() on Colab, or "
+            "pip install 'tpukit[profile]'. The runs' scalars are written all the same."
+        )
     for inst in running(logdir):
         if port is not None and inst.port != port:
             continue
@@ -202,8 +204,7 @@ def stop(result_or_port: Union[Launched, Reused, Instance, int]) -> bool:
         port, pid = result_or_port, None
     else:
         raise TypeError(
-            "stop() expects a Launched, Reused or Instance result, or a port. "
-            f"Received: {result_or_port!r}"
+            f"stop() expects a Launched, Reused or Instance result, or a port. Received: {result_or_port!r}"
         )
     known = [inst for inst in running() if inst.port == port and pid in (None, inst.pid)]
     for inst in known:
@@ -290,8 +291,9 @@ def _launch(logdir: str, host: str, port: int, timeout: float) -> Result:
     cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", host, "--port", str(port)]
     try:
         with os.fdopen(fd, "wb") as log:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
     except OSError as e:
         os.remove(log_path)
         return Failed(f"Could not run {sys.executable} -m tensorboard.main: {e}")
@@ -303,8 +305,10 @@ def _launch(logdir: str, host: str, port: int, timeout: float) -> Result:
         code = proc.poll()
         if code is not None:
             _children.pop(proc.pid, None)
-            return Failed(f"TensorBoard exited with code {code} before serving {logdir} on {host}. "
-                          f"Last lines of its log ({named}):\n{_tail(named)}")
+            return Failed(
+                f"TensorBoard exited with code {code} before serving {logdir} on {host}. "
+                f"Last lines of its log ({named}):\n{_tail(named)}"
+            )
         info = next((i for i in manager.get_all() if i.pid == proc.pid), None)
         if info is not None:
             return Launched(info.port, proc.pid, logdir, _url(host, info.port), named)
@@ -318,8 +322,10 @@ def _launch(logdir: str, host: str, port: int, timeout: float) -> Result:
 
 def _log_paths(logdir: str, pid: int) -> List[str]:
     """Where a server's log is: under its logdir, or in the temp dir."""
-    return [os.path.join(logdir, _LOG_NAMES[0].format(pid)),
-            os.path.join(tempfile.gettempdir(), _LOG_NAMES[1].format(pid))]
+    return [
+        os.path.join(logdir, _LOG_NAMES[0].format(pid)),
+        os.path.join(tempfile.gettempdir(), _LOG_NAMES[1].format(pid)),
+    ]
 
 
 def _remove_stale_logs(logdir: str) -> List[str]:
@@ -382,8 +388,9 @@ def _cannot_bind(host: str, port: int) -> Optional[str]:
         return f"Cannot listen on {host}:{port}: {error.strerror or error}. Pass a local address as host=."
     holder = next((i for i in running() if i.port == port), None)
     who = f"TensorBoard pid {holder.pid} serving {holder.logdir}" if holder else "by another program"
-    return (f"Port {port} on {host} is already in use ({who}). "
-            "Pass port=None to pick a free port, or stop what holds it.")
+    return (
+        f"Port {port} on {host} is already in use ({who}). Pass port=None to pick a free port, or stop what holds it."
+    )
 
 
 def _tensorboard_process(pid: int) -> Optional[psutil.Process]:

@@ -67,8 +67,10 @@ def room_for(folder, needed: int, what: str) -> None:
     except OSError:
         return  # the write itself will say what is wrong
     if free < needed:
-        raise BackupError(f"could not {what} in {folder}: the disk is full; {_kept(folder)} ({free / 2**20:.1f} MB "
-                          f"free, about {needed / 2**20:.1f} MB needed). Free space and resume the run.")
+        raise BackupError(
+            f"could not {what} in {folder}: the disk is full; {_kept(folder)} ({free / 2**20:.1f} MB "
+            f"free, about {needed / 2**20:.1f} MB needed). Free space and resume the run."
+        )
 
 
 def _kept(folder: Path) -> str:
@@ -108,16 +110,18 @@ def write(backup_dir, epochs_done: int, save: Callable[[str], None], needed: int
             with directory.atomic(target) as tmp:
                 save(str(tmp))
             size, digest = _digest(target)
-            directory.write_json(folder / MARKER, {"epochs_done": epochs_done, "file": target.name, "bytes": size,
-                                                 "sha256": digest})
+            directory.write_json(
+                folder / MARKER, {"epochs_done": epochs_done, "file": target.name, "bytes": size, "sha256": digest}
+            )
         except OSError as e:
             failure = e.errno, e.strerror or str(e).strip().splitlines()[0]
         if failure:  # outside the except block, so the failed writer's frames (and its open file) can be freed
             gc.collect()
     if failure:
         why = "the disk is full" if failure[0] in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else failure[1]
-        raise BackupError(f"could not back up epoch {epochs_done} in {folder}: {why}; {_kept(folder)}. "
-                          "Free space and resume the run.")
+        raise BackupError(
+            f"could not back up epoch {epochs_done} in {folder}: {why}; {_kept(folder)}. Free space and resume the run."
+        )
     for old in folder.iterdir():  # earlier epochs and temporary files a kill left behind
         if old.name not in (target.name, MARKER) and old.is_file():
             old.unlink(missing_ok=True)
@@ -143,8 +147,17 @@ def _hush_h5py():
 
 
 def _ours(line: str) -> bool:
-    return not (line.startswith(("Exception ignored in: 'h5py", "Traceback (most recent call last)", "  File ",
-                                 "RuntimeError: Can't decrement id ref count", ", filename = ")))
+    return not (
+        line.startswith(
+            (
+                "Exception ignored in: 'h5py",
+                "Traceback (most recent call last)",
+                "  File ",
+                "RuntimeError: Can't decrement id ref count",
+                ", filename = ",
+            )
+        )
+    )
 
 
 def latest(backup_dir, verify: bool = True) -> Optional[Backup]:
@@ -166,8 +179,10 @@ def latest(backup_dir, verify: bool = True) -> Optional[Backup]:
     if not path.is_file():
         raise BackupError(f"{marker} names {path.name}, which is missing; the run cannot resume exactly.")
     if verify and _digest(path) != (size, digest):
-        raise BackupError(f"{path} does not match its record in {MARKER} (changed or torn after it was written); "
-                          "the run cannot resume exactly.")
+        raise BackupError(
+            f"{path} does not match its record in {MARKER} (changed or torn after it was written); "
+            "the run cannot resume exactly."
+        )
     return Backup(int(epochs), path)
 
 
@@ -197,5 +212,7 @@ def restore_exactly(model, path: str) -> None:
         optimizer.build(model.trainable_variables)
     problem = model_state.load_into(model, path)
     if problem:
-        raise RestoreError(f"{path} does not fit this model ({problem.splitlines()[0][:200].strip()}); resume needs "
-                           "the model the run was trained with.")
+        raise RestoreError(
+            f"{path} does not fit this model ({problem.splitlines()[0][:200].strip()}); resume needs "
+            "the model the run was trained with."
+        )

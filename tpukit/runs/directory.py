@@ -33,7 +33,9 @@ ADAPTERS_FILE = "adapters.lora.h5"
 # run continues exactly as the uninterrupted run would: the adapters file alone holds no optimizer state.
 ADAPTERS_STATE_FILE = "adapters.state.npz"
 BACKUP_DIR = "backup"  # one file per whole epoch, named by backup/latest.json
-STATE_SUFFIX = ".state.npz"  # an epoch backup's file (tpukit.runs.model_state); older runs' backups are Keras' .weights.h5
+STATE_SUFFIX = (
+    ".state.npz"  # an epoch backup's file (tpukit.runs.model_state); older runs' backups are Keras' .weights.h5
+)
 
 
 def final_weights(run_dir) -> Path:
@@ -115,8 +117,10 @@ def check_logdir(logdir) -> None:
     """Create `logdir` if needed and check that a run can be written there; RunDirError in one line if not."""
     why = unwritable(logdir)
     if why:
-        raise RunDirError(f"logdir {logdir} is not a writable directory ({why}); "
-                          "choose another with RunConfig(logdir=...) or --logdir.")
+        raise RunDirError(
+            f"logdir {logdir} is not a writable directory ({why}); "
+            "choose another with RunConfig(logdir=...) or --logdir."
+        )
 
 
 def new_run_dir(logdir: str, name: str, now: Optional[float] = None) -> Path:
@@ -163,8 +167,10 @@ def locked(run_dir) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "another process"
-            raise RunInUse(f"{run_dir} is in use by process {holder}: one process trains a run at a time; wait for "
-                           "it to end or stop it.") from None
+            raise RunInUse(
+                f"{run_dir} is in use by process {holder}: one process trains a run at a time; wait for "
+                "it to end or stop it."
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield
@@ -201,14 +207,18 @@ def check_contained(run_dir) -> None:
     """RunDirError if the run directory is a symlink or holds one: resume writes there and must stay inside it."""
     root = Path(run_dir)
     if root.is_symlink():
-        raise RunDirError(f"{run_dir} is a symlink; resume works on the run directory itself. "
-                          f"Received: {run_dir} -> {os.readlink(root)}")
+        raise RunDirError(
+            f"{run_dir} is a symlink; resume works on the run directory itself. "
+            f"Received: {run_dir} -> {os.readlink(root)}"
+        )
     for folder, dirs, files in os.walk(root):
         for name in dirs + files:
             path = Path(folder, name)
             if path.is_symlink():
-                raise RunDirError(f"{path} is a symlink (to {os.readlink(path)}); tpukit does not write through links "
-                                  "out of a run directory. Remove it to resume.")
+                raise RunDirError(
+                    f"{path} is a symlink (to {os.readlink(path)}); tpukit does not write through links "
+                    "out of a run directory. Remove it to resume."
+                )
 
 
 def read_object(path: Path) -> dict:
@@ -227,14 +237,21 @@ def check_run_dir(run_dir, what: str) -> None:
     For the calls that take a run directory (`what`: "resume", "load"), before they read or create anything.
     """
     if isinstance(run_dir, bool) or not isinstance(run_dir, (str, os.PathLike)) or not os.fspath(run_dir):
-        shown = repr(run_dir) if isinstance(run_dir, (str, bytes, int, float, type(None))) else \
-            f"a {type(run_dir).__name__} object"
-        raise RunDirError(f"{what}() takes the path of a run directory (a str or pathlib.Path, as result.run_dir "
-                          f"gives). Received: {shown}.")
+        shown = (
+            repr(run_dir)
+            if isinstance(run_dir, (str, bytes, int, float, type(None)))
+            else f"a {type(run_dir).__name__} object"
+        )
+        raise RunDirError(
+            f"{what}() takes the path of a run directory (a str or pathlib.Path, as result.run_dir "
+            f"gives). Received: {shown}."
+        )
     path = Path(run_dir)
     if not path.exists():
-        raise RunDirError(f"{what}(): {run_dir} does not exist; expected a run directory (<logdir>/<run>, as "
-                          "result.run_dir or list_runs() give).")
+        raise RunDirError(
+            f"{what}(): {run_dir} does not exist; expected a run directory (<logdir>/<run>, as "
+            "result.run_dir or list_runs() give)."
+        )
     if not path.is_dir():
         inside = f" (pass {path.parent}, the directory it is in)" if path.name in (CONFIG_FILE, RESULT_FILE) else ""
         raise RunDirError(f"{what}(): {run_dir} is a file, not a run directory{inside}.")
@@ -272,6 +289,10 @@ def recorded(run_dir) -> dict:
         values = {"run_dir": str(run_dir), "status": "running", "config": read_object(config_path)}
     if values.get("status") == "running" and (run_dir / LOCK_NAME).exists() and not in_use(run_dir):
         cause = "the process ended while the run was training (killed?)"
-        values = {**values, "status": "stopped", "cause": cause,
-                  "message": f"{cause}; resume continues from the last whole epoch"}
+        values = {
+            **values,
+            "status": "stopped",
+            "cause": cause,
+            "message": f"{cause}; resume continues from the last whole epoch",
+        }
     return values

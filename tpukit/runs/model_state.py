@@ -24,7 +24,7 @@ from tpukit.runs.directory import ADAPTERS_FILE, STATE_SUFFIX
 from tpukit.errors import TpukitError
 from tpukit.models import lora
 
-ADAPTERS_SUFFIX = ADAPTERS_FILE[ADAPTERS_FILE.index("."):]  # .lora.h5, as KerasHub insists
+ADAPTERS_SUFFIX = ADAPTERS_FILE[ADAPTERS_FILE.index(".") :]  # .lora.h5, as KerasHub insists
 _META = "__meta__"  # each variable's (key, path, dtype, shape, stored as bits), as JSON
 _BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -105,8 +105,9 @@ def _pairs(model, path, optimizer):
                 raise StateMismatch(f"it holds {len(saved)} {what}, the model has {len(variables)}")
             for (key, name, dtype, shape, bits), v in zip(saved, variables):
                 if tuple(shape) != tuple(v.shape) or dtype != _dtype_name(v):
-                    raise StateMismatch(f"{name} is {dtype} {tuple(shape)} there, {v.path} is "
-                                        f"{_dtype_name(v)} {tuple(v.shape)} here")
+                    raise StateMismatch(
+                        f"{name} is {dtype} {tuple(shape)} there, {v.path} is {_dtype_name(v)} {tuple(v.shape)} here"
+                    )
                 value = stored[key]
                 pairs.append((v, value.view(_numpy_dtype(dtype)) if bits else value))
     return pairs
@@ -193,5 +194,7 @@ def load_into(model, path, optimizer: bool = True) -> "str | None":
             model.load_weights(str(path))
         except Exception as e:
             return f"{type(e).__name__}: {str(e).strip()}"
-    return next((str(w.message) for w in caught if "saving" in w.filename
-                 and (optimizer or "optimizer" not in str(w.message))), None)
+    return next(
+        (str(w.message) for w in caught if "saving" in w.filename and (optimizer or "optimizer" not in str(w.message))),
+        None,
+    )

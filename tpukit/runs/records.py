@@ -18,8 +18,16 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tpukit.config import global_batch
 from tpukit.runs import backups, saving
-from tpukit.runs.directory import (BACKUP_DIR, CONFIG_FILE, RESULT_FILE, RunDirError, final_weights, in_use,
-                                  recorded, write_json)
+from tpukit.runs.directory import (
+    BACKUP_DIR,
+    CONFIG_FILE,
+    RESULT_FILE,
+    RunDirError,
+    final_weights,
+    in_use,
+    recorded,
+    write_json,
+)
 
 History = Dict[str, List[float]]  # {metric: [value per epoch]}
 
@@ -92,8 +100,10 @@ class RunResult:
         return twin
 
     def __repr__(self) -> str:
-        return (f"RunResult(status={self.status!r}, epochs_done={self.epochs_done}, run_dir={self.run_dir!r}, "
-                f"fingerprint={self.fingerprint!r})")
+        return (
+            f"RunResult(status={self.status!r}, epochs_done={self.epochs_done}, run_dir={self.run_dir!r}, "
+            f"fingerprint={self.fingerprint!r})"
+        )
 
     def _repr_pretty_(self, printer, cycle):  # IPython / Jupyter: the summary, not forty fields and the history
         printer.text(self.summary())
@@ -153,12 +163,17 @@ class RunResult:
     def summary(self) -> str:
         """One readable paragraph for the console or a notebook cell."""
         c = self.config
-        lines = [f"{self.status.upper()}: {c.get('model')} on {c.get('dataset')}, {self.epochs_done}/{c.get('epochs')} epochs, "
-                 f"{c.get('precision')}, batch {c.get('batch_size')} x {c.get('replicas')} replicas -> run dir {self.run_dir}"]
+        lines = [
+            f"{self.status.upper()}: {c.get('model')} on {c.get('dataset')}, {self.epochs_done}/{c.get('epochs')} epochs, "
+            f"{c.get('precision')}, batch {c.get('batch_size')} x {c.get('replicas')} replicas -> run dir {self.run_dir}"
+        ]
         if self.message:
             lines.append(self.message)
-        for label, metrics in (("train", self.train_metrics), ("validation", self.validation_metrics),
-                               ("test", self.test_metrics)):
+        for label, metrics in (
+            ("train", self.train_metrics),
+            ("validation", self.validation_metrics),
+            ("test", self.test_metrics),
+        ):
             if metrics:
                 lines.append(f"{label}: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
         if self.examples_per_sec:
@@ -168,8 +183,9 @@ class RunResult:
             if self.time_to_first_step_s is not None:
                 perf += f", first step after {self.time_to_first_step_s:.1f} s"
             if self.compiles is not None:
-                perf += (f" (train step compiled {self.compiles}x" +
-                         (f", {self.compile_s:.1f} s)" if self.compiles else ")"))
+                perf += f" (train step compiled {self.compiles}x" + (
+                    f", {self.compile_s:.1f} s)" if self.compiles else ")"
+                )
             if self.mfu is not None:
                 perf += f", MFU {100 * self.mfu:.1f}%"
             lines.append(perf)
@@ -189,8 +205,9 @@ def sample_lines(samples: Dict[str, str]) -> List[str]:
     """A language model's continuation of the run's prompt before and after training, as the summary shows it."""
     if not samples.get("prompt"):
         return []
-    return [f"sample: {samples['prompt']!r} continued"] + [f"  {when:<6} {samples[when]!r}" for when in
-                                                          ("before", "after") if when in samples]
+    return [f"sample: {samples['prompt']!r} continued"] + [
+        f"  {when:<6} {samples[when]!r}" for when in ("before", "after") if when in samples
+    ]
 
 
 def save_result(result: RunResult) -> None:
@@ -234,8 +251,10 @@ def resume_check(run_dir, result: Optional[RunResult] = None, verify: bool = Fal
         return ResumeCheck(run_dir, False, reason, status)
 
     if status == "completed":
-        return no("Nothing to resume: the run completed. To train it further, extend it into a new run with "
-                  "resume(run_dir, epochs=N) (--resume RUN_DIR --epochs N).")
+        return no(
+            "Nothing to resume: the run completed. To train it further, extend it into a new run with "
+            "resume(run_dir, epochs=N) (--resume RUN_DIR --epochs N)."
+        )
     if in_use(run_dir):
         return no("Cannot resume yet: a process is training this run now.")
     try:
@@ -254,14 +273,17 @@ def resume_check(run_dir, result: Optional[RunResult] = None, verify: bool = Fal
         if parent is not None and parent.status == "completed" and final_weights(result.parent).is_file():
             return _yes(run_dir, status, parent.epochs_done, total)
         return no(f"Cannot resume: {result.parent}, the run this one extends, has no final weights.")
-    return no(f"Nothing to resume: the run {status} before its first whole epoch ended, so no epoch was kept; "
-              "start a new run (Train, in the panel).")
+    return no(
+        f"Nothing to resume: the run {status} before its first whole epoch ended, so no epoch was kept; "
+        "start a new run (Train, in the panel)."
+    )
 
 
 def _yes(run_dir: str, status: str, epochs_done: int, total, backup: Optional[str] = None) -> ResumeCheck:
     of = f" of {total}" if total else ""
-    return ResumeCheck(run_dir, True, f"Resume continues it from epoch {epochs_done + 1}{of}.", status,
-                       epochs_done + 1, backup)
+    return ResumeCheck(
+        run_dir, True, f"Resume continues it from epoch {epochs_done + 1}{of}.", status, epochs_done + 1, backup
+    )
 
 
 def load(run_dir) -> RunResult:
@@ -313,24 +335,41 @@ def compare(results) -> List[Dict[str, Any]]:
     rows = []
     for r in results:
         c = r.config
-        rows.append({
-            "run": Path(r.run_dir).name, "status": r.status, "model": c.get("model"), "dataset": c.get("dataset"),
-            "precision": c.get("precision"), "batch_size": c.get("batch_size"), "replicas": c.get("replicas"),
-            "global_batch_size": r.global_batch_size,
-            "deterministic": c.get("deterministic"), "examples_per_sec": r.examples_per_sec,
-            "step_time_ms": r.step_time_ms, "mfu": r.mfu, "fingerprint": r.fingerprint,
-            **{k: v for k, v in r.final_metrics.items()},
-        })
+        rows.append(
+            {
+                "run": Path(r.run_dir).name,
+                "status": r.status,
+                "model": c.get("model"),
+                "dataset": c.get("dataset"),
+                "precision": c.get("precision"),
+                "batch_size": c.get("batch_size"),
+                "replicas": c.get("replicas"),
+                "global_batch_size": r.global_batch_size,
+                "deterministic": c.get("deterministic"),
+                "examples_per_sec": r.examples_per_sec,
+                "step_time_ms": r.step_time_ms,
+                "mfu": r.mfu,
+                "fingerprint": r.fingerprint,
+                **{k: v for k, v in r.final_metrics.items()},
+            }
+        )
     return rows
 
 
 # The settings that tell compared runs apart: every config field but these (where a run is written, its name,
 # what the panel adds for a one-off capture).
 _NOT_SETTINGS = ("logdir", "name", "profile")
-_SETTING_NAMES = {"batch_size": "batch", "dataset_size": "dataset size", "steps_per_epoch": "steps/epoch",
-                  "steps_per_execution": "steps/execution", "learning_rate": "learning rate",
-                  "validation_split": "validation split", "early_stopping": "early stopping",
-                  "jit_compile": "jit_compile", "init_from": "started from"}
+_SETTING_NAMES = {
+    "batch_size": "batch",
+    "dataset_size": "dataset size",
+    "steps_per_epoch": "steps/epoch",
+    "steps_per_execution": "steps/execution",
+    "learning_rate": "learning rate",
+    "validation_split": "validation split",
+    "early_stopping": "early stopping",
+    "jit_compile": "jit_compile",
+    "init_from": "started from",
+}
 
 
 def differences(runs) -> List[str]:
@@ -362,9 +401,17 @@ def _defaults() -> Dict[str, Any]:
     """RunConfig's fields and their defaults, as a recorded config writes them."""
     from tpukit.config import RunConfig
 
-    return {f.name: (f.default if f.default is not dataclasses.MISSING else
-                     f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-            for f in dataclasses.fields(RunConfig) if f.init}
+    return {
+        f.name: (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else f.default_factory()
+            if f.default_factory is not dataclasses.MISSING
+            else None
+        )
+        for f in dataclasses.fields(RunConfig)
+        if f.init
+    }
 
 
 def _setting(key: str, value: Any) -> str:
@@ -378,6 +425,7 @@ def _setting(key: str, value: Any) -> str:
 
 
 # ---- the record while a run trains ----------------------------------------------------------------------------
+
 
 def epochs_in(history: History) -> int:
     """How many whole epochs a history holds."""
@@ -433,8 +481,15 @@ class Recording:
     def result(self, status: str, message: str = "", **final: Any) -> RunResult:
         """The record as a `RunResult`; `final` adds what only the end knows (why it stopped, test metrics,
         fingerprint, MFU, profile files)."""
-        fields = dict(self.fixed, run_dir=self.run_dir, status=status, message=message, notes=tuple(self.notes),
-                      history=first_epochs(self.history, self.epochs_done), epochs_done=self.epochs_done)
+        fields = dict(
+            self.fixed,
+            run_dir=self.run_dir,
+            status=status,
+            message=message,
+            notes=tuple(self.notes),
+            history=first_epochs(self.history, self.epochs_done),
+            epochs_done=self.epochs_done,
+        )
         if self.epochs_done:
             fields["final_metrics"] = {k: v[-1] for k, v in self.history.items()}
         for measured in self._measures:

@@ -47,16 +47,17 @@ def weights_file(run_dir) -> Tuple[Path, str]:
     try:
         result = directory.recorded(run_dir)
     except FileNotFoundError:
-        raise directory.RunDirError(f"{run_dir} is not a tpukit run directory (no config.json); pass the directory "
-                                  "of a run (tpukit.list_runs(logdir) lists them).") from None
+        raise directory.RunDirError(
+            f"{run_dir} is not a tpukit run directory (no config.json); pass the directory "
+            "of a run (tpukit.list_runs(logdir) lists them)."
+        ) from None
     final = directory.final_weights(run_dir)
     status = result.get("status", "running")
     if status == "completed" and final.is_file():
         return final, f"final weights of {run_dir.name} ({result.get('epochs_done', 0)} epochs)"
     backup = backups.latest(run_dir / directory.BACKUP_DIR, verify=False)
     if backup is not None:
-        return Path(backup.path), (f"weights of {run_dir.name}'s last whole epoch ({backup.epochs_done}, "
-                                   f"{status})")
+        return Path(backup.path), (f"weights of {run_dir.name}'s last whole epoch ({backup.epochs_done}, {status})")
     parent = result.get("parent")
     if parent and status != "completed":
         path, _ = weights_file(parent)
@@ -64,7 +65,8 @@ def weights_file(run_dir) -> Tuple[Path, str]:
     raise directory.RunDirError(
         f"{run_dir} holds no weights: the run {status} before its first whole epoch ended"
         f"{'' if final.is_file() or status != 'completed' else ' (model.weights.h5 is missing)'}; "
-        "load or start from a run that trained at least one epoch.")
+        "load or start from a run that trained at least one epoch."
+    )
 
 
 def load_weights(model, path, what: str) -> None:
@@ -76,8 +78,10 @@ def load_weights(model, path, what: str) -> None:
             lines = [line.strip() for line in problem.splitlines() if line.strip()]
             detail = next((line for line in lines if "shape" in line), lines[1] if len(lines) > 1 else lines[0])
             detail = detail if len(detail) <= 160 else detail[:157] + "..."
-        raise ModelError(f"the {what} do not fit this {type(model).__name__} ({detail}); use the model that run "
-                         "trained (same layers and shapes).")
+        raise ModelError(
+            f"the {what} do not fit this {type(model).__name__} ({detail}); use the model that run "
+            "trained (same layers and shapes)."
+        )
 
 
 _ASSIGN = re.compile(r"variable\.shape=(\([^)]*\)).*?value\.shape=(\([^)]*\))", re.S)
@@ -124,15 +128,17 @@ def rebuild(run_dir, model=None, config=None):
         raise ModelError(
             f"cannot rebuild the model of {run_dir}: it trained {config.model}, an object handed to train(), "
             "which config.json cannot name; pass it again: tpukit.load(run_dir, model=<the same factory or "
-            "a built model>).") from None
+            "a built model>)."
+        ) from None
     try:
         with precisions.policy(policy):
             target = kind.rebuild(config, _spec(result))
     except ModelError as e:
         raise ModelError(f"cannot rebuild the model of {run_dir}: {e}") from None
     except Exception as e:
-        raise ModelError(f"cannot rebuild the model of {run_dir}: its factory {config.model!r} raised "
-                         f"{one_line(e, 160)}.") from None
+        raise ModelError(
+            f"cannot rebuild the model of {run_dir}: its factory {config.model!r} raised {one_line(e, 160)}."
+        ) from None
     if not target.weights:
         _build_on_zeros(target, _spec(result))
     load_weights(target, path, what)
@@ -171,6 +177,7 @@ def _build_on_zeros(model, spec) -> None:
 
 # ---- export -------------------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class Exported:
     """What `export` wrote: the `.keras` file, the SavedModel folder (or None), and a sentence on both."""
@@ -206,18 +213,25 @@ def export(model, path) -> Exported:
         with directory.atomic(keras_path) as tmp:
             plain.save(str(tmp))
     except OSError as e:
-        raise ExportError(f"could not write {keras_path} ({e.strerror or type(e).__name__}); choose a writable "
-                          "path.") from None
+        raise ExportError(
+            f"could not write {keras_path} ({e.strerror or type(e).__name__}); choose a writable path."
+        ) from None
     note = f"wrote {keras_path} (float32; open it with keras.saving.load_model)"
     name = _unregistered(plain)
     if name:
-        note = (f"wrote {keras_path} (float32); {name} is not registered with "
-                f"@keras.saving.register_keras_serializable(), so keras.saving.load_model opens it only with "
-                f"custom_objects={{{name!r}: {name}}}")
+        note = (
+            f"wrote {keras_path} (float32); {name} is not registered with "
+            f"@keras.saving.register_keras_serializable(), so keras.saving.load_model opens it only with "
+            f"custom_objects={{{name!r}: {name}}}"
+        )
     if keras.backend.backend() != "tensorflow":
-        return Exported(str(keras_path), None, note + "; on JAX no SavedModel is written: Keras exports one through "
-                                                      "TensorFlow, so load the .keras file in a TensorFlow session "
-                                                      "and call model.export there")
+        return Exported(
+            str(keras_path),
+            None,
+            note + "; on JAX no SavedModel is written: Keras exports one through "
+            "TensorFlow, so load the .keras file in a TensorFlow session "
+            "and call model.export there",
+        )
     try:
         _quiet_export(plain, saved)
     except Exception as e:
@@ -228,11 +242,13 @@ def export(model, path) -> Exported:
 def _check_writable(folder: Path, target: Path) -> None:
     why = directory.unwritable(folder)
     if why:
-        raise ExportError(f"cannot export to {target}: {folder} is not a writable directory ({why}); choose "
-                          "another path.")
+        raise ExportError(
+            f"cannot export to {target}: {folder} is not a writable directory ({why}); choose another path."
+        )
     if target.is_dir():
-        raise ExportError(f"cannot export to {target}: it is a directory; give a path ending in .keras or a "
-                          "new folder.")
+        raise ExportError(
+            f"cannot export to {target}: it is a directory; give a path ending in .keras or a new folder."
+        )
 
 
 def _quiet_export(model, saved: Path) -> None:
@@ -259,8 +275,11 @@ def _off_float32(model) -> bool:
     rounding step, losing the updates smaller than it."""
     layers = [model, *getattr(model, "_flatten_layers", lambda: [])()]
     policies = [getattr(layer, "dtype_policy", None) for layer in layers]
-    return any(p is not None and "float32" != getattr(p, dtype, "float32")
-               for p in policies for dtype in ("compute_dtype", "variable_dtype"))
+    return any(
+        p is not None and "float32" != getattr(p, dtype, "float32")
+        for p in policies
+        for dtype in ("compute_dtype", "variable_dtype")
+    )
 
 
 def _merged_weights(model, copy) -> list:
@@ -297,17 +316,23 @@ def float32_copy(model):
                 copy(inputs[0] if inputs and len(inputs) == 1 else inputs, training=False)
             copy.set_weights(_merged_weights(model, copy))
     except Exception as e:
-        raise ExportError(f"could not copy {type(model).__name__} into float32 layers for export ({one_line(e, 160)}); "
-                          "a subclassed model needs get_config() and @keras.saving.register_keras_serializable().") \
-            from None
+        raise ExportError(
+            f"could not copy {type(model).__name__} into float32 layers for export ({one_line(e, 160)}); "
+            "a subclassed model needs get_config() and @keras.saving.register_keras_serializable()."
+        ) from None
     if getattr(model, "compiled", False):
         args = modeling.compile_args(model)
         optimizer = args.get("optimizer") or getattr(model, "optimizer", None)
         inner = getattr(optimizer, "inner_optimizer", optimizer)
         fresh = inner.__class__.from_config(inner.get_config()) if hasattr(inner, "get_config") else "adam"
         with precisions.FLOAT32.scope():
-            copy.compile(optimizer=fresh, loss=args.get("loss"), metrics=args.get("metrics"),
-                         loss_weights=args.get("loss_weights"), weighted_metrics=args.get("weighted_metrics"))
+            copy.compile(
+                optimizer=fresh,
+                loss=args.get("loss"),
+                metrics=args.get("metrics"),
+                loss_weights=args.get("loss_weights"),
+                weighted_metrics=args.get("weighted_metrics"),
+            )
             copy.optimizer.build(copy.trainable_variables)  # saved whole, so load_model finds every slot it builds
     return copy
 
@@ -336,11 +361,13 @@ def _float32(value):
     """A serialized model with every mixed or 16-bit float dtype policy replaced by float32."""
     if isinstance(value, dict):
         if value.get("class_name") in ("DTypePolicy", "FloatDTypePolicy") and str(
-                (value.get("config") or {}).get("name", "")).startswith(_OFF_FLOAT32):
+            (value.get("config") or {}).get("name", "")
+        ).startswith(_OFF_FLOAT32):
             return {**value, "config": {**value["config"], "name": "float32"}}
-        return {k: ("float32" if k == "dtype" and isinstance(v, str) and v.startswith(_OFF_FLOAT32) else _float32(v))
-                for k, v in value.items()}
+        return {
+            k: ("float32" if k == "dtype" and isinstance(v, str) and v.startswith(_OFF_FLOAT32) else _float32(v))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_float32(v) for v in value]
     return value
-

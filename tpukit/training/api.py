@@ -70,13 +70,27 @@ def train(
             before a run directory is made.
     """
     progress = text_progress(verbose, progress)
-    return Run(config, runtime, callbacks, stop, progress, inputs=(model, data, validation_data, test_data),
-               announce=announce).execute()
+    return Run(
+        config, runtime, callbacks, stop, progress, inputs=(model, data, validation_data, test_data), announce=announce
+    ).execute()
 
 
-def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[int] = None, model=None, data=None,
-           validation_data=None, test_data=None, stop=None, progress=None, verbose="auto", announce=None,
-           **settings) -> RunResult:
+def resume(
+    run_dir,
+    runtime=None,
+    callbacks: Iterable = (),
+    *,
+    epochs: Optional[int] = None,
+    model=None,
+    data=None,
+    validation_data=None,
+    test_data=None,
+    stop=None,
+    progress=None,
+    verbose="auto",
+    announce=None,
+    **settings,
+) -> RunResult:
     """Continue a stopped or killed run in its own directory, from its last whole epoch.
 
     `progress`, `verbose` and `announce` say where and how progress is shown, as for `train()`.
@@ -98,9 +112,13 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
         from tpukit.config import ConfigError
 
         given = ", ".join(f"{k}={v!r}" for k, v in settings.items())
-        raise ConfigError(f"resume() continues {run_dir} with the settings it was started with, so {given} would be "
-                          "ignored; only epochs=N extends a completed run. To change them, start a new run: "
-                          "train(config.replace(...)).", field=next(iter(settings)), value=next(iter(settings.values())))
+        raise ConfigError(
+            f"resume() continues {run_dir} with the settings it was started with, so {given} would be "
+            "ignored; only epochs=N extends a completed run. To change them, start a new run: "
+            "train(config.replace(...)).",
+            field=next(iter(settings)),
+            value=next(iter(settings.values())),
+        )
     progress = text_progress(verbose, progress)
     directory.check_run_dir(run_dir, "resume")
     directory.check_contained(run_dir)
@@ -113,19 +131,32 @@ def resume(run_dir, runtime=None, callbacks: Iterable = (), *, epochs: Optional[
             raise directory.RunDirError(
                 f"{run_dir} is a completed run ({previous.epochs_done} epochs) and is not trained again; to train it "
                 f"further, extend it into a new run: resume(run_dir, epochs=N) or --resume DIR --epochs N, with N > "
-                f"{previous.epochs_done}. Received: epochs={epochs}.")
+                f"{previous.epochs_done}. Received: epochs={epochs}."
+            )
         extended = config.replace(epochs=epochs)
-        return Run(extended, runtime, callbacks, stop, progress, parent=previous, inputs=inputs,
-                   announce=announce).execute()
+        return Run(
+            extended, runtime, callbacks, stop, progress, parent=previous, inputs=inputs, announce=announce
+        ).execute()
     found = records.resume_check(run_dir, previous, verify=True)  # a damaged backup: BackupError, saying what
     if not found.ok and not directory.in_use(run_dir):  # in use: taking the lock says by whom
         raise directory.RunDirError(f"{run_dir}: {found.reason}")
     if epochs is not None and epochs != config.epochs:
         raise directory.RunDirError(
             f"{run_dir} is a {previous.status} run of {config.epochs} epochs; resume finishes it as it was set up, "
-            f"and epochs= extends only completed runs. Received: epochs={epochs}.")
-    return Run(config, runtime, callbacks, stop, progress, run_dir=Path(run_dir), inputs=inputs,
-               previous=previous, resume_from=found, announce=announce).execute()
+            f"and epochs= extends only completed runs. Received: epochs={epochs}."
+        )
+    return Run(
+        config,
+        runtime,
+        callbacks,
+        stop,
+        progress,
+        run_dir=Path(run_dir),
+        inputs=inputs,
+        previous=previous,
+        resume_from=found,
+        announce=announce,
+    ).execute()
 
 
 def _check_agree(run_dir, config: RunConfig, previous: RunResult) -> None:
@@ -137,6 +168,5 @@ def _check_agree(run_dir, config: RunConfig, previous: RunResult) -> None:
         k = differ[0]
         raise directory.RunDirError(
             f"{run_dir}: config.json and result.json disagree on {', '.join(differ)} ({k}={written.get(k)!r} vs "
-            f"{recorded.get(k)!r}); the run cannot resume exactly. Start a new run with the settings you want.")
-
-
+            f"{recorded.get(k)!r}); the run cannot resume exactly. Start a new run with the settings you want."
+        )

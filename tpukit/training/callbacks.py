@@ -166,8 +166,14 @@ class RunRecorder(StepSafe):
     step that saw it is the last of its call of `steps_per_execution` steps.
     """
 
-    def __init__(self, examples_per_step: int, record, clock=time.perf_counter,
-                 steps_per_epoch: Optional[int] = None, epochs: int = 0):
+    def __init__(
+        self,
+        examples_per_step: int,
+        record,
+        clock=time.perf_counter,
+        steps_per_epoch: Optional[int] = None,
+        epochs: int = 0,
+    ):
         super().__init__()
         self.steps_per_epoch = steps_per_epoch
         self.record = record
@@ -207,8 +213,11 @@ class RunRecorder(StepSafe):
     # ---- derived figures ---------------------------------------------------
     def speed(self) -> Dict[str, Optional[float]]:
         """The `RunResult` fields of the run's speed, as measured so far."""
-        return {"examples_per_sec": self.examples_per_sec(), "step_time_ms": self.step_time_ms(),
-                "time_to_first_step_s": self.time_to_first_step()}
+        return {
+            "examples_per_sec": self.examples_per_sec(),
+            "step_time_ms": self.step_time_ms(),
+            "time_to_first_step_s": self.time_to_first_step(),
+        }
 
     def step_time_ms(self) -> Optional[float]:
         seconds, steps = self.meter.timed()
@@ -243,8 +252,16 @@ class ProgressLogger(StepSafe):
         clock: the time, in seconds (injected by tests).
     """
 
-    def __init__(self, epochs: int, steps_per_epoch: Optional[int], stream=None, every_s: float = 0.25,
-                 clock=time.perf_counter, global_batch: int = 0, live: Optional[bool] = None):
+    def __init__(
+        self,
+        epochs: int,
+        steps_per_epoch: Optional[int],
+        stream=None,
+        every_s: float = 0.25,
+        clock=time.perf_counter,
+        global_batch: int = 0,
+        live: Optional[bool] = None,
+    ):
         super().__init__()
         self.epochs = epochs
         self.steps = steps_per_epoch

@@ -50,8 +50,9 @@ def _set_counts(value) -> None:
             table.update(saved)
 
 
-global_state.register("compiles", lambda: tuple(dict(t) for t in _TABLES), _set_counts,
-                      lambda: tuple({} for _ in _TABLES))
+global_state.register(
+    "compiles", lambda: tuple(dict(t) for t in _TABLES), _set_counts, lambda: tuple({} for _ in _TABLES)
+)
 
 
 def _heard_hit(event: str, **kwargs) -> None:
@@ -129,8 +130,10 @@ class Watch:
         if cache is None:
             return f"{said}; JAX's persistent compilation cache is off"
         if self.served == self.count:
-            return (f"{said}: served by JAX's persistent compilation cache at {cache} (it saved "
-                    f"{self.saved:.2f} s of compiling)")
+            return (
+                f"{said}: served by JAX's persistent compilation cache at {cache} (it saved "
+                f"{self.saved:.2f} s of compiling)"
+            )
         if self.served:
             return f"{said}: {self.served} of them served by JAX's persistent compilation cache at {cache}"
         return f"{said}: not in JAX's persistent compilation cache at {cache} yet, kept there for the next run"

@@ -104,11 +104,15 @@ def setup(seed: int, deterministic: bool, runtime=None) -> str:
         enable_op_determinism()
         return f"seed {seed} set and op determinism on: same config, same weights."
     if by_xla:
-        return (f"seed {seed} set; XLA's CPU and TPU kernels are deterministic anyway, GPU kernels may differ in "
-                "the last bits between runs (deterministic=True sets XLA's flag at connect).")
+        return (
+            f"seed {seed} set; XLA's CPU and TPU kernels are deterministic anyway, GPU kernels may differ in "
+            "the last bits between runs (deterministic=True sets XLA's flag at connect)."
+        )
     if _enabled:
-        return (f"seed {seed} set; op determinism stays on in this process (TensorFlow cannot turn it off): "
-                "restart the runtime for the faster nondeterministic kernels.")
+        return (
+            f"seed {seed} set; op determinism stays on in this process (TensorFlow cannot turn it off): "
+            "restart the runtime for the faster nondeterministic kernels."
+        )
     return f"seed {seed} set; ops may be nondeterministic, so weights can differ in the last bits between runs."
 
 
@@ -117,9 +121,13 @@ def check_runtime(deterministic: bool, runtime) -> None:
     GPU without XLA's deterministic ops, a flag XLA reads once, when JAX starts)."""
     refusal = runtime.determinism_refusal() if deterministic else None
     if refusal:
-        raise ConfigError(f"RunConfig.deterministic: {refusal}. Received: deterministic=True.",
-                          field="deterministic", value=True, expected="a runtime connected with deterministic=True",
-                          choices=(False,))
+        raise ConfigError(
+            f"RunConfig.deterministic: {refusal}. Received: deterministic=True.",
+            field="deterministic",
+            value=True,
+            expected="a runtime connected with deterministic=True",
+            choices=(False,),
+        )
 
 
 def fingerprint(model_or_weights, length: int = 16) -> str:

@@ -36,11 +36,26 @@ class RunPlan:
     precision_reason: str
 
 
-def resolve(config: RunConfig, runtime, *, policy: str, precision_reason: str, steps: Optional[int],
-            steps_per_execution, jit_compile, logdir: str) -> RunPlan:
+def resolve(
+    config: RunConfig,
+    runtime,
+    *,
+    policy: str,
+    precision_reason: str,
+    steps: Optional[int],
+    steps_per_execution,
+    jit_compile,
+    logdir: str,
+) -> RunPlan:
     """The run's plan: `config` with what was decided for `runtime`, in one validated copy."""
-    resolved = config.replace(backend=runtime.backend, replicas=runtime.replicas, precision=policy,
-                              steps_per_execution=steps_per_execution, jit_compile=jit_compile, logdir=logdir)
+    resolved = config.replace(
+        backend=runtime.backend,
+        replicas=runtime.replicas,
+        precision=policy,
+        steps_per_execution=steps_per_execution,
+        jit_compile=jit_compile,
+        logdir=logdir,
+    )
     return RunPlan(resolved, steps, precision_reason)
 
 
@@ -70,15 +85,22 @@ def batches_line(config: RunConfig, replicas: int, available: Optional[int], ste
 
     `available`: the training examples; `steps`: the steps per epoch (`steps_per_epoch`)."""
     global_batch = config.global_batch(replicas)
-    per = (f"{config.batch_size} per replica x {replicas} replicas = {global_batch:,} examples per step"
-           if replicas > 1 else f"{global_batch:,} examples per step")
+    per = (
+        f"{config.batch_size} per replica x {replicas} replicas = {global_batch:,} examples per step"
+        if replicas > 1
+        else f"{global_batch:,} examples per step"
+    )
     if config.steps_per_epoch:
         return f"Batches: {per}; {config.steps_per_epoch} steps per epoch (--steps-per-epoch)"
     if not available or not steps:
         return None
     left = available - steps * global_batch
-    tail = (f"; {left} are left out of each epoch (whole batches only, so every step has one shape; "
-            f"Keras' fit would run a smaller step {steps + 1})" if left > 0 else "")
+    tail = (
+        f"; {left} are left out of each epoch (whole batches only, so every step has one shape; "
+        f"Keras' fit would run a smaller step {steps + 1})"
+        if left > 0
+        else ""
+    )
     return f"Batches: {per}; {available:,} training examples make {steps} steps per epoch{tail}"
 
 
@@ -90,7 +112,11 @@ def check_profile_window(profile, steps_per_epoch: Optional[int], epochs: int) -
         raise ConfigError(
             f"RunConfig.profile: the run has {total} steps ({epochs} epochs x {steps_per_epoch}), so "
             f"steps {profile[0]}-{profile[1]} are never reached; choose a window within 1-{total}. "
-            f"Received: profile={profile}.", field="profile", value=profile, expected=f"a window within 1-{total}")
+            f"Received: profile={profile}.",
+            field="profile",
+            value=profile,
+            expected=f"a window within 1-{total}",
+        )
 
 
 def default_window(steps_per_epoch: Optional[int], epochs: int):
@@ -107,8 +133,7 @@ def estimated_step_seconds(flops_per_example, global_batch: int, peak_flops) -> 
     return flops_per_example * global_batch / peak_flops
 
 
-def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[int], profile=None,
-                                step_seconds=None):
+def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[int], profile=None, step_seconds=None):
     """(steps per execution, why) for a run: "auto" resolved, or an explicit value checked against the backend.
 
     "auto" is the largest divisor of the epoch's steps up to the runtime's cap
@@ -138,14 +163,24 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
     refusal = runtime.multi_step_refusal()
     if requested != "auto":
         if requested > 1 and refusal:
-            raise ConfigError(f"RunConfig.steps_per_execution: {refusal}; use 1 there (or 'auto'). "
-                              f"Received: steps_per_execution={requested}.", field="steps_per_execution",
-                              value=requested, expected="1 or 'auto'", choices=(1, "auto"))
+            raise ConfigError(
+                f"RunConfig.steps_per_execution: {refusal}; use 1 there (or 'auto'). "
+                f"Received: steps_per_execution={requested}.",
+                field="steps_per_execution",
+                value=requested,
+                expected="1 or 'auto'",
+                choices=(1, "auto"),
+            )
         if requested > 1 and profile is not None:
-            raise ConfigError(f"RunConfig.steps_per_execution: the profile window {profile[0]}-{profile[1]} counts "
-                              f"steps one call at a time, and {requested} steps per call would move or skip it; use "
-                              f"1 (or 'auto') for a profiled run. Received: steps_per_execution={requested}.",
-                              field="steps_per_execution", value=requested, expected="1 or 'auto'", choices=(1, "auto"))
+            raise ConfigError(
+                f"RunConfig.steps_per_execution: the profile window {profile[0]}-{profile[1]} counts "
+                f"steps one call at a time, and {requested} steps per call would move or skip it; use "
+                f"1 (or 'auto') for a profiled run. Received: steps_per_execution={requested}.",
+                field="steps_per_execution",
+                value=requested,
+                expected="1 or 'auto'",
+                choices=(1, "auto"),
+            )
         if steps_per_epoch and steps_per_epoch % requested:
             divisors = ", ".join(str(d) for d in range(steps_per_epoch, 0, -1) if steps_per_epoch % d == 0)
             raise ConfigError(
@@ -153,22 +188,30 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
                 f"Keras would run {-(-steps_per_epoch // requested) * requested} steps in each epoch, taking batches "
                 f"of the next, and run out of data before the last epoch ends; use a divisor ({divisors[:40]}"
                 f"{', ...' if len(divisors) > 40 else ''}) or 'auto'. Received: steps_per_execution={requested}.",
-                field="steps_per_execution", value=requested, expected="a divisor of the steps per epoch or 'auto'",
-                choices=tuple(d for d in range(1, steps_per_epoch + 1) if steps_per_epoch % d == 0) + ("auto",))
+                field="steps_per_execution",
+                value=requested,
+                expected="a divisor of the steps per epoch or 'auto'",
+                choices=tuple(d for d in range(1, steps_per_epoch + 1) if steps_per_epoch % d == 0) + ("auto",),
+            )
         return requested, f"{requested}, as set"
     if refusal:
         return 1, f"auto → 1: {refusal}"
     if not steps_per_epoch:
         return 1, "auto → 1: the number of steps per epoch is unknown, so no value is known to keep epochs whole"
     if profile is not None:
-        return 1, (f"auto → 1: the profile window {profile[0]}-{profile[1]} marks one step per call of the train "
-                   f"function")
+        return 1, (
+            f"auto → 1: the profile window {profile[0]}-{profile[1]} marks one step per call of the train function"
+        )
     cap, where = runtime.steps_per_call_cap(step_seconds)
     if cap < 2:
         return 1, f"auto → 1 {where}"
     n = max(d for d in range(1, min(steps_per_epoch, cap) + 1) if steps_per_epoch % d == 0)
     if n == 1:
-        return 1, (f"auto → 1: the {steps_per_epoch} steps per epoch have no divisor from 2 to {cap}, and epochs must "
-                   "stay whole; a steps_per_epoch or batch size with one would let more steps run per call")
-    return n, (f"auto → {n} {where}: fewer calls from the host, each running {n} steps; the largest divisor of the "
-               f"{steps_per_epoch} steps per epoch up to {cap}, so epochs stay whole")
+        return 1, (
+            f"auto → 1: the {steps_per_epoch} steps per epoch have no divisor from 2 to {cap}, and epochs must "
+            "stay whole; a steps_per_epoch or batch size with one would let more steps run per call"
+        )
+    return n, (
+        f"auto → {n} {where}: fewer calls from the host, each running {n} steps; the largest divisor of the "
+        f"{steps_per_epoch} steps per epoch up to {cap}, so epochs stay whole"
+    )

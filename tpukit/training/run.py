@@ -26,8 +26,14 @@ from tpukit.runs import backups, directory, model_state, records
 from tpukit.runs.records import RunResult
 from tpukit.runs.records import Recording, first_epochs
 from tpukit.training import compile_cache, compiles, determinism
-from tpukit.training.plan import (RunPlan, batches_line, check_profile_window, estimated_step_seconds,
-                                  resolve_steps_per_execution, steps_per_epoch)
+from tpukit.training.plan import (
+    RunPlan,
+    batches_line,
+    check_profile_window,
+    estimated_step_seconds,
+    resolve_steps_per_execution,
+    steps_per_epoch,
+)
 from tpukit.training.plan import resolve as resolve_plan
 from tpukit.training.signals import Terminated, sigterm_stops
 
@@ -40,9 +46,20 @@ class Run:
     after reads.
     """
 
-    def __init__(self, config, runtime, callbacks, stop, progress, run_dir=None, inputs=(None, None, None, None),
-                 parent: Optional[RunResult] = None, previous: Optional[RunResult] = None, resume_from=None,
-                 announce: Optional[Callable[[str], None]] = None):
+    def __init__(
+        self,
+        config,
+        runtime,
+        callbacks,
+        stop,
+        progress,
+        run_dir=None,
+        inputs=(None, None, None, None),
+        parent: Optional[RunResult] = None,
+        previous: Optional[RunResult] = None,
+        resume_from=None,
+        announce: Optional[Callable[[str], None]] = None,
+    ):
         model, data, self.validation_data, self.test_data = inputs
         self.config, self.model_arg, self.data_arg = with_labels(config, model, data)
         self.runtime = runtime
@@ -90,8 +107,9 @@ class Run:
         config = self.config
         self.prepare(held)
         steps = self._steps_per_epoch(config)
-        line = batches_line(config, self.runtime.replicas, len(self.source.train) if self.source.ordered else None,
-                            steps)
+        line = batches_line(
+            config, self.runtime.replicas, len(self.source.train) if self.source.ordered else None, steps
+        )
         if line:
             self.announce(line)
         check_profile_window(config.profile, steps, config.epochs)
@@ -165,19 +183,35 @@ class Run:
             plan = self._plan(model, config, per_epoch)
             self._compile(model, plan)
             global_batch = plan.config.global_batch_size
-            feed = pipeline.train_feed(self.source.train, feeder=self.feeder, global_batch=global_batch,
-                                       seed=config.seed, epochs=epochs, steps=per_epoch, shard=self.runtime.shard())
-            self.runtime.fit(self.model_source.trainer(model), feed, validation=None, epochs=epochs, initial_epoch=0, steps=per_epoch,
-                             callbacks=[timer(global_batch, per_epoch)])
+            feed = pipeline.train_feed(
+                self.source.train,
+                feeder=self.feeder,
+                global_batch=global_batch,
+                seed=config.seed,
+                epochs=epochs,
+                steps=per_epoch,
+                shard=self.runtime.shard(),
+            )
+            self.runtime.fit(
+                self.model_source.trainer(model),
+                feed,
+                validation=None,
+                epochs=epochs,
+                initial_epoch=0,
+                steps=per_epoch,
+                callbacks=[timer(global_batch, per_epoch)],
+            )
 
     def _worker_writes_aside(self, runtime, held) -> str:
         """The run's logdir in this process. Across processes only the chief (process 0) writes the run; the
         others write theirs (the same checkpoints and events, which every process must save in step) to a
         temporary directory, removed at the end, so nothing they leave looks like a run."""
         if self.resuming:
-            raise ConfigError("resume continues a run in one process; a run trained across processes cannot be "
-                              "resumed yet (train it again, or resume it with python -m tpukit train --resume in "
-                              "one process with the same global batch).")
+            raise ConfigError(
+                "resume continues a run in one process; a run trained across processes cannot be "
+                "resumed yet (train it again, or resume it with python -m tpukit train --resume in "
+                "one process with the same global batch)."
+            )
         if runtime.process_index == 0:
             return self.config.logdir
         aside = tempfile.mkdtemp(prefix=f"tpukit-worker{runtime.process_index}-")
@@ -187,21 +221,30 @@ class Run:
     def _load_data(self):
         """The prepared data (`sources.Source`), checked against the run it continues."""
         config = self.config
-        source = sources.prepare(self.data_arg if self.data_arg is not None else config.dataset, name=config.dataset,
-                                 seed=config.seed, size=config.dataset_size,
-                                 validation_split=config.validation_split, validation_data=self.validation_data,
-                                 test_data=self.test_data, encoder=self._text_encoder)
+        source = sources.prepare(
+            self.data_arg if self.data_arg is not None else config.dataset,
+            name=config.dataset,
+            seed=config.seed,
+            size=config.dataset_size,
+            validation_split=config.validation_split,
+            validation_data=self.validation_data,
+            test_data=self.test_data,
+            encoder=self._text_encoder,
+        )
         self.notes.extend(source.notes)
         if self.previous is not None:
             recorded = self.previous.data.get("fingerprint")
             if recorded and source.fingerprint and recorded != source.fingerprint:
                 raise sources.DataError(
                     f"the data differs from the data this run trained on (fingerprint {source.fingerprint}, "
-                    f"recorded {recorded}); resume needs the same data. Received: dataset={config.dataset!r}.")
+                    f"recorded {recorded}); resume needs the same data. Received: dataset={config.dataset!r}."
+                )
         self.feeder = pipeline.choose(self.runtime.feeder, fixed=self.runtime.feeder_fixed)
         if source.validation_from == "split":
-            self.notes.append(f"validation: {config.validation_split:.0%} of the training data "
-                              f"({source.spec.num_validation} examples, split with seed {config.seed})")
+            self.notes.append(
+                f"validation: {config.validation_split:.0%} of the training data "
+                f"({source.spec.num_validation} examples, split with seed {config.seed})"
+            )
         return source
 
     def _text_encoder(self):
@@ -247,16 +290,26 @@ class Run:
         def step_seconds():  # a training step's time at the CPU's measured peak (a lower bound), or None
             return estimated_step_seconds(self._flops(model)[0], global_batch, runtime.peak_flops(policy))
 
-        spe, why = resolve_steps_per_execution(config.steps_per_execution, runtime, steps, config.profile,
-                                               step_seconds=step_seconds)
+        spe, why = resolve_steps_per_execution(
+            config.steps_per_execution, runtime, steps, config.profile, step_seconds=step_seconds
+        )
         if config.steps_per_execution == "auto":
             self.notes.append(f"steps_per_execution: {why}")
-        jit, why = runtime.jit_compile(config.jit_compile, policy, model, determinism.op_determinism_enabled(),
-                                       step_seconds)
+        jit, why = runtime.jit_compile(
+            config.jit_compile, policy, model, determinism.op_determinism_enabled(), step_seconds
+        )
         if why:
             self.notes.append(f"jit_compile: {why}")
-        return resolve_plan(config, runtime, policy=policy, precision_reason=self.precision_reason, steps=steps,
-                            steps_per_execution=spe, jit_compile=jit, logdir=self.logdir)
+        return resolve_plan(
+            config,
+            runtime,
+            policy=policy,
+            precision_reason=self.precision_reason,
+            steps=steps,
+            steps_per_execution=spe,
+            jit_compile=jit,
+            logdir=self.logdir,
+        )
 
     def _compile(self, model, plan: RunPlan) -> None:
         config = plan.config
@@ -284,7 +337,8 @@ class Run:
             return
         if "prompt" not in self.samples:
             self.samples["prompt"] = config.sample_prompt or sampler.prompt_from(
-                self.source.sample(1)["token_ids"][0], config.sequence_length)
+                self.source.sample(1)["token_ids"][0], config.sequence_length
+            )
         prompt = self.samples["prompt"]
         try:
             self.samples[when] = sampler.sample(self.model, prompt, config.sequence_length)
@@ -310,10 +364,20 @@ class Run:
             held.enter_context(directory.locked(self.run_dir))
             directory.write_json(self.run_dir / directory.CONFIG_FILE, config.to_dict())
         self._use_compile_cache(held)
-        self.record = Recording(self.run_dir, self.kept_history, self.notes, config=config.to_dict(),
-                                steps_per_epoch=self.plan.steps_per_epoch, precision_reason=self.plan.precision_reason,
-                                runtime=self.runtime.to_dict(), data=self.source.describe(), started=self.started,
-                                parent=self.parent, model_policy=self.model.dtype_policy.name, samples=self.samples)
+        self.record = Recording(
+            self.run_dir,
+            self.kept_history,
+            self.notes,
+            config=config.to_dict(),
+            steps_per_epoch=self.plan.steps_per_epoch,
+            precision_reason=self.plan.precision_reason,
+            runtime=self.runtime.to_dict(),
+            data=self.source.describe(),
+            started=self.started,
+            parent=self.parent,
+            model_policy=self.model.dtype_policy.name,
+            samples=self.samples,
+        )
 
     def _use_compile_cache(self, held) -> None:
         """JAX's persistent cache for the compiles from here on: fit's and evaluate's (JAX's settings come back when
@@ -321,8 +385,9 @@ class Run:
         build's small compiles before it are not kept. "auto" is in the logdir this process writes: a worker other
         than the chief keeps its own aside, as its run."""
         if self.runtime.caches_compiles:
-            self.cache_dir = compile_cache.directory_for(self.config.compilation_cache, self.logdir or
-                                                         self.config.logdir, compile_cache.jax_configured())
+            self.cache_dir = compile_cache.directory_for(
+                self.config.compilation_cache, self.logdir or self.config.logdir, compile_cache.jax_configured()
+            )
         held.enter_context(compile_cache.used(self.cache_dir))
 
     def _fit(self) -> RunResult:
@@ -330,19 +395,38 @@ class Run:
         config, source, model = self.plan.config, self.source, self.model
         global_batch = config.global_batch_size
         shard = self.runtime.shard()
-        train_feed = pipeline.train_feed(source.train, feeder=self.feeder, global_batch=global_batch,
-                                         seed=config.seed, epochs=config.epochs, initial_epoch=self.initial_epoch,
-                                         steps=self.plan.steps_per_epoch, shard=shard)
-        validation_feed = pipeline.eval_feed(source.validation, feeder=self.feeder, global_batch=global_batch,
-                                             replicas=self.runtime.replicas, shard=shard)
+        train_feed = pipeline.train_feed(
+            source.train,
+            feeder=self.feeder,
+            global_batch=global_batch,
+            seed=config.seed,
+            epochs=config.epochs,
+            initial_epoch=self.initial_epoch,
+            steps=self.plan.steps_per_epoch,
+            shard=shard,
+        )
+        validation_feed = pipeline.eval_feed(
+            source.validation,
+            feeder=self.feeder,
+            global_batch=global_batch,
+            replicas=self.runtime.replicas,
+            shard=shard,
+        )
         callbacks = self._callbacks(self.plan.steps_per_epoch, global_batch, self.restore_from)
         status, message = "completed", ""
         self.fitting = True
         self.compiles.start()
         try:
-            self.runtime.fit(self.model_source.trainer(model), train_feed, validation=validation_feed, epochs=config.epochs,
-                             initial_epoch=self.initial_epoch, steps=self.plan.steps_per_epoch, callbacks=callbacks,
-                             whole_feed=not source.ordered and not config.steps_per_epoch)
+            self.runtime.fit(
+                self.model_source.trainer(model),
+                train_feed,
+                validation=validation_feed,
+                epochs=config.epochs,
+                initial_epoch=self.initial_epoch,
+                steps=self.plan.steps_per_epoch,
+                callbacks=callbacks,
+                whole_feed=not source.ordered and not config.steps_per_epoch,
+            )
         except KeyboardInterrupt as e:
             status, message = self._ending(e)
         finally:
@@ -360,9 +444,11 @@ class Run:
             status, message = "stopped", self._stopped_message("stopped on request")
         elif self.early_stopper is not None and self.early_stopper.stopped_epoch:
             best = getattr(self.early_stopper, "best_epoch", None)
-            message = (f"early stopping after epoch {self.early_stopper.stopped_epoch + 1} (no "
-                       f"{self.early_stopper.monitor} gain)" + (f"; restored the weights of epoch {best + 1}"
-                                                                 if best is not None else ""))
+            message = (
+                f"early stopping after epoch {self.early_stopper.stopped_epoch + 1} (no "
+                f"{self.early_stopper.monitor} gain)"
+                + (f"; restored the weights of epoch {best + 1}" if best is not None else "")
+            )
             if self.logger is not None:  # the epochs' lines end before the last epoch: say why under them
                 self.logger.say(message[0].upper() + message[1:] + ".")
         elif self.runtime.stopped_elsewhere(model) and status == "completed":
@@ -375,9 +461,13 @@ class Run:
     def _evaluate_test(self):
         """The test split, evaluated once, after training: held out from training and validation alike."""
 
-        feed = pipeline.eval_feed(self.source.test, feeder=self.feeder,
-                                  global_batch=self.plan.config.global_batch_size, replicas=self.runtime.replicas,
-                                  shard=self.runtime.shard())
+        feed = pipeline.eval_feed(
+            self.source.test,
+            feeder=self.feeder,
+            global_batch=self.plan.config.global_batch_size,
+            replicas=self.runtime.replicas,
+            shard=self.runtime.shard(),
+        )
         return self.runtime.evaluate(self.model_source.trainer(self.model), feed)
 
     def _restore_point(self):
@@ -393,8 +483,10 @@ class Run:
         parent = self.previous if not self.resuming else records.load(self.parent)  # an extension was read already
         weights = directory.continued_from(self.parent)
         if parent.status != "completed" or not weights.is_file():
-            raise backups.RestoreError(f"{self.parent}, the run this one extends, has no final weights "
-                                          f"({parent.status}); it cannot be continued exactly.")
+            raise backups.RestoreError(
+                f"{self.parent}, the run this one extends, has no final weights "
+                f"({parent.status}); it cannot be continued exactly."
+            )
         return parent.epochs_done, first_epochs(parent.history, parent.epochs_done), str(weights)
 
     def _callbacks(self, steps, global_batch, weights):
@@ -408,7 +500,9 @@ class Run:
         self.record.measure(self.compiles.fields)
         out = [
             self.recorder,  # records an epoch before its backup: a kill between them redoes the epoch, nothing lost
-            cb.EpochBackup(str(self.run_dir / directory.BACKUP_DIR), steps, restore=weights),  # restores before any write
+            cb.EpochBackup(
+                str(self.run_dir / directory.BACKUP_DIR), steps, restore=weights
+            ),  # restores before any write
             keras.callbacks.LambdaCallback(on_train_begin=lambda logs: self.record.save("running")),
             self.stopper,
             _scalar_writer(str(self.run_dir)),
@@ -424,12 +518,18 @@ class Run:
         if config.early_stopping:
             monitor = "val_loss" if self.source.validation is not None else "loss"
             self.early_stopper = keras.callbacks.EarlyStopping(
-                monitor=monitor, patience=config.early_stopping, restore_best_weights=True)
+                monitor=monitor, patience=config.early_stopping, restore_best_weights=True
+            )
             out.append(self.early_stopper)
         self.logger = None
         if self.progress is not None:  # an `observe.meter.TextProgress`: train()'s verbose and progress
-            self.logger = cb.ProgressLogger(config.epochs, steps, stream=self.progress.stream,
-                                            live=self.progress.live, global_batch=config.global_batch_size)
+            self.logger = cb.ProgressLogger(
+                config.epochs,
+                steps,
+                stream=self.progress.stream,
+                live=self.progress.live,
+                global_batch=config.global_batch_size,
+            )
             out.append(self.logger)
         return out + self.extra_callbacks
 
@@ -492,8 +592,9 @@ class Run:
 
     def _finish(self, status: str, message: str) -> RunResult:
         backup_dir = self.run_dir / directory.BACKUP_DIR
-        backups.room_for(self.run_dir, backups.size_needed(model_state.nbytes(self.model), backup_dir),
-                         "write the final weights")
+        backups.room_for(
+            self.run_dir, backups.size_needed(model_state.nbytes(self.model), backup_dir), "write the final weights"
+        )
         adapters = self.model_source.adapters_only(self.model)
         with directory.atomic(self.run_dir / (directory.ADAPTERS_FILE if adapters else directory.WEIGHTS_FILE)) as tmp:
             model_state.save_final(self.model, tmp)
@@ -506,11 +607,19 @@ class Run:
         precision = self.plan.config.precision
         mfu, flops_source = _mfu(flops, examples_per_sec, self.runtime.peak_flops(precision), flops_source)
         tokens = _tokens_per_example(self.source.sample(1))
-        result = self.record.save(status, message, **self._ended(), fingerprint=determinism.fingerprint(self.model),
-                                  tokens_per_sec=examples_per_sec * tokens if examples_per_sec and tokens else None,
-                                  flops_per_example=flops, flops_source=flops_source, mfu=mfu, ended=time.time(),
-                                  mfu_basis=self.runtime.peak_basis(precision) if mfu is not None else "",
-                                  profile_files=tuple(self.profiler.files) if self.profiler is not None else ())
+        result = self.record.save(
+            status,
+            message,
+            **self._ended(),
+            fingerprint=determinism.fingerprint(self.model),
+            tokens_per_sec=examples_per_sec * tokens if examples_per_sec and tokens else None,
+            flops_per_example=flops,
+            flops_source=flops_source,
+            mfu=mfu,
+            ended=time.time(),
+            mfu_basis=self.runtime.peak_basis(precision) if mfu is not None else "",
+            profile_files=tuple(self.profiler.files) if self.profiler is not None else (),
+        )
         result.attach_model(self.model)  # result.model: in this process, not in result.json
         if status == "completed":
             shutil.rmtree(self.run_dir / directory.BACKUP_DIR, ignore_errors=True)
@@ -533,9 +642,11 @@ def _mfu(flops, examples_per_sec, peak, how: str):
         return None, how
     mfu = flops * examples_per_sec / peak
     if mfu > 1.0:
-        return None, (f"{how}; MFU not reported: the run reached {flops * examples_per_sec / 1e9:.1f} GFLOP/s, more "
-                      f"than the peak measured at connect ({peak / 1e9:.1f}), which was measured under load "
-                      "(delete ~/.cache/tpukit/cpu_probe.json to measure again)")
+        return None, (
+            f"{how}; MFU not reported: the run reached {flops * examples_per_sec / 1e9:.1f} GFLOP/s, more "
+            f"than the peak measured at connect ({peak / 1e9:.1f}), which was measured under load "
+            "(delete ~/.cache/tpukit/cpu_probe.json to measure again)"
+        )
     return mfu, how
 
 

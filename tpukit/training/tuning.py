@@ -78,10 +78,20 @@ def candidates(multiple: int, start: int, limit: int) -> List[int]:
     return out
 
 
-def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, start: Optional[int] = None,
-                    max_batch_size: Optional[int] = None, warmup_steps: int = 2, steps: int = 5,
-                    min_gain: Optional[float] = 0.05, time_budget_s: float = 60.0,
-                    on_trial: Optional[Callable[[Tuple[BatchTrial, ...], int], None]] = None) -> BatchTuning:
+def tune_batch_size(
+    config: RunConfig,
+    runtime=None,
+    *,
+    model=None,
+    data=None,
+    start: Optional[int] = None,
+    max_batch_size: Optional[int] = None,
+    warmup_steps: int = 2,
+    steps: int = 5,
+    min_gain: Optional[float] = 0.05,
+    time_budget_s: float = 60.0,
+    on_trial: Optional[Callable[[Tuple[BatchTrial, ...], int], None]] = None,
+) -> BatchTuning:
     """Try growing per-replica batch sizes on `config`'s model and data; recommend the fastest that fits.
 
     Batches are multiples of 8 (128 on a TPU, the matrix unit's side), doubling from
@@ -111,8 +121,9 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigError(f"tune_batch_size: {name} must be an integer >= {low}. Received: {name}={value!r}.")
     if min_gain is not None and (isinstance(min_gain, bool) or not 0 <= min_gain < 1):
-        raise ConfigError(f"tune_batch_size: min_gain must be a fraction in [0, 1) or None. Received: "
-                          f"min_gain={min_gain!r}.")
+        raise ConfigError(
+            f"tune_batch_size: min_gain must be a fraction in [0, 1) or None. Received: min_gain={min_gain!r}."
+        )
     run = Run(config, runtime, (), None, None, inputs=(model, data, None, None))  # the recipe train() runs
     with contextlib.ExitStack() as held, warnings.catch_warnings():
         warnings.simplefilter("ignore", UnorderedDataWarning)  # batched data is refused just below
@@ -120,15 +131,22 @@ def tune_batch_size(config: RunConfig, runtime=None, *, model=None, data=None, s
         run.prepare(held, writes=False)
     runtime, source = run.runtime, run.source
     if not source.ordered:
-        raise ConfigError("tune_batch_size: the data is already batched, so its batch size is its own; pass arrays "
-                          "or an unbatched dataset.")
+        raise ConfigError(
+            "tune_batch_size: the data is already batched, so its batch size is its own; pass arrays "
+            "or an unbatched dataset."
+        )
     multiple = runtime.lane_width or 8  # a TPU's matrix unit is as wide as its lanes
     limit, why = _limit(len(source.train), runtime.replicas, multiple, max_batch_size)
     sizes = candidates(multiple, start or multiple, limit)
     if not sizes:
-        check_one_batch(len(source.train), multiple, runtime.replicas, where="tune_batch_size",
-                        has=f"the data has {len(source.train)} training examples, and the smallest batch tried is "
-                            f"{multiple} per replica")
+        check_one_batch(
+            len(source.train),
+            multiple,
+            runtime.replicas,
+            where="tune_batch_size",
+            has=f"the data has {len(source.train)} training examples, and the smallest batch tried is "
+            f"{multiple} per replica",
+        )
     trials, began, flat = [], time.perf_counter(), 0
     for size in sizes:
         if on_trial is not None:
@@ -166,8 +184,13 @@ def _trial(run, size: int, warmup: int, steps: int) -> BatchTrial:
     finally:
         gc.collect()
     seconds, timed = timers[-1].meter.timed()
-    return BatchTrial(size, global_batch, examples_per_sec=timers[-1].meter.run_rate(),
-                      step_time_ms=1000 * seconds / timed if timed else None, noise=step_noise(timers[-1].ends))
+    return BatchTrial(
+        size,
+        global_batch,
+        examples_per_sec=timers[-1].meter.run_rate(),
+        step_time_ms=1000 * seconds / timed if timed else None,
+        noise=step_noise(timers[-1].ends),
+    )
 
 
 def step_noise(ends: List[float]) -> Optional[float]:
@@ -223,8 +246,12 @@ class _StepTimer:
 def _out_of_memory(error: BaseException) -> bool:
     """TensorFlow's ResourceExhaustedError, XLA's RESOURCE_EXHAUSTED (JAX), or Python's MemoryError."""
     text = f"{type(error).__name__}: {error}"
-    return (isinstance(error, MemoryError) or "ResourceExhausted" in text or "RESOURCE_EXHAUSTED" in text
-            or "out of memory" in text.lower())
+    return (
+        isinstance(error, MemoryError)
+        or "ResourceExhausted" in text
+        or "RESOURCE_EXHAUSTED" in text
+        or "out of memory" in text.lower()
+    )
 
 
 def _limit(examples: int, replicas: int, multiple: int, max_batch_size: Optional[int]) -> Tuple[int, str]:
@@ -237,8 +264,10 @@ def _limit(examples: int, replicas: int, multiple: int, max_batch_size: Optional
     """
     by_steps = examples // (replicas * MIN_STEPS_PER_EPOCH)
     if by_steps >= multiple:
-        limit, why = by_steps, (f"an epoch of the {examples:,} training examples would have fewer than "
-                                f"{MIN_STEPS_PER_EPOCH} steps")
+        limit, why = (
+            by_steps,
+            (f"an epoch of the {examples:,} training examples would have fewer than {MIN_STEPS_PER_EPOCH} steps"),
+        )
     else:
         limit, why = examples // replicas, f"one global batch would exceed the {examples:,} training examples"
     if max_batch_size is not None and max_batch_size < limit:
@@ -249,14 +278,18 @@ def _limit(examples: int, replicas: int, multiple: int, max_batch_size: Optional
 def _recommend(trials, min_gain, replicas, limit, why, flattened) -> BatchTuning:
     measured = [t for t in trials if t.examples_per_sec]
     if not measured:
-        raise MemoryError(f"tune_batch_size: even {trials[0].batch_size} per replica ran out of memory; use a smaller "
-                          "model or a lower precision.")
+        raise MemoryError(
+            f"tune_batch_size: even {trials[0].batch_size} per replica ran out of memory; use a smaller "
+            "model or a lower precision."
+        )
     fastest = max(measured, key=lambda t: t.examples_per_sec)
     # Two trials' rates differ by chance by about twice their standard error: a gain must beat that too.
     noise = 2 * max((t.noise for t in measured if t.noise), default=0.0)
     margin = max(min_gain or 0, noise)
-    pick = min((t for t in measured if t.examples_per_sec >= fastest.examples_per_sec / (1 + margin)),
-               key=lambda t: t.batch_size)
+    pick = min(
+        (t for t in measured if t.examples_per_sec >= fastest.examples_per_sec / (1 + margin)),
+        key=lambda t: t.batch_size,
+    )
     last = trials[-1]
     if last.outcome == "out of memory":
         ended = f"{last.batch_size} per replica ran out of memory"
@@ -266,12 +299,19 @@ def _recommend(trials, min_gain, replicas, limit, why, flattened) -> BatchTuning
         ended = f"at {last.batch_size * 2} per replica {why}"
     else:
         ended = "the time budget ran out"
-    closest = ("the fastest measured" if pick is fastest else
-               f"within {margin:.0%} of the fastest ({fastest.batch_size}: {fastest.examples_per_sec:,.0f}/s)")
+    closest = (
+        "the fastest measured"
+        if pick is fastest
+        else f"within {margin:.0%} of the fastest ({fastest.batch_size}: {fastest.examples_per_sec:,.0f}/s)"
+    )
     picked_global = global_batch_of(pick.batch_size, replicas)
-    reason = (f"Recommended: batch_size={pick.batch_size} per replica (global {picked_global}), "
-              f"{pick.examples_per_sec:,.0f} examples/s, {closest}; the search stopped because {ended}.")
+    reason = (
+        f"Recommended: batch_size={pick.batch_size} per replica (global {picked_global}), "
+        f"{pick.examples_per_sec:,.0f} examples/s, {closest}; the search stopped because {ended}."
+    )
     if noise:
-        reason += (f" Step times varied: rates measured over a few steps differ by up to about {noise:.0%} by "
-                   f"chance{', so smaller gains count as none' if noise > (min_gain or 0) else ''}.")
+        reason += (
+            f" Step times varied: rates measured over a few steps differ by up to about {noise:.0%} by "
+            f"chance{', so smaller gains count as none' if noise > (min_gain or 0) else ''}."
+        )
     return BatchTuning(trials, pick.batch_size, reason)

@@ -84,8 +84,7 @@ class ProfileActions:
             atexit.register(tb.stop, result)
         self._tensorboard = result
         capture = self._latest_capture(logdir) if profile is not False else None
-        url = tb.profile_url(result, run=capture) if capture else (
-            tb.profile_url(result) if profile else result.url)
+        url = tb.profile_url(result, run=capture) if capture else (tb.profile_url(result) if profile else result.url)
         self.view.tensorboard(embed.tensorboard(url, self.context, height=embed.HEIGHT))
         return url
 
@@ -107,8 +106,9 @@ class ProfileActions:
             if self._auto_tensorboard:
                 self.show_tensorboard(profile=True)
         except Exception as e:
-            self._say(f"{result.status}, but the profile could not be shown: {self.explain(e, 'show_profile')}",
-                      "error")
+            self._say(
+                f"{result.status}, but the profile could not be shown: {self.explain(e, 'show_profile')}", "error"
+            )
 
     def _default_window(self) -> Tuple[int, int]:
         """A few steps after warm-up that fit in the run: 10-14 when the run is long enough."""

@@ -61,15 +61,21 @@ class RunsActions:
 
         runs = list(self._runs)
         mine = {os.path.realpath(r.run_dir) for r in runs}
-        others = [r for r in records.list_runs(self._config.logdir)
-                  if os.path.realpath(r.run_dir) not in mine] if logdir else []
+        others = (
+            [r for r in records.list_runs(self._config.logdir) if os.path.realpath(r.run_dir) not in mine]
+            if logdir
+            else []
+        )
         where = self._config.logdir
         if not others:
-            shown = (f"this kernel's {_count(len(runs))}" + (f" (no other run in {where}/)" if logdir else ""))
+            shown = f"this kernel's {_count(len(runs))}" + (f" (no other run in {where}/)" if logdir else "")
         else:
-            shown = (f"this kernel's {_count(len(runs))} ({_numbers(1, len(runs))}) and {_count(len(others))} more "
-                     f"from {where}/ ({_numbers(len(runs) + 1, len(runs) + len(others))})" if runs
-                     else f"the {_count(len(others))} in {where}/ (none in this kernel yet)")
+            shown = (
+                f"this kernel's {_count(len(runs))} ({_numbers(1, len(runs))}) and {_count(len(others))} more "
+                f"from {where}/ ({_numbers(len(runs) + 1, len(runs) + len(others))})"
+                if runs
+                else f"the {_count(len(others))} in {where}/ (none in this kernel yet)"
+            )
         return runs + others, shown
 
     def _show_compare(self, logdir: bool) -> List[Dict[str, Any]]:
@@ -94,8 +100,13 @@ class RunsActions:
         if run is None:
             raise NoRunError("No completed run to rerun yet: train one first.")
         config = valid({**run.config, "profile": None})
-        return self._start("check reproducibility", functools.partial(self._reproduce_work, run, config), wait,
-                           config, self._runtime_for(run.to_dict()))
+        return self._start(
+            "check reproducibility",
+            functools.partial(self._reproduce_work, run, config),
+            wait,
+            config,
+            self._runtime_for(run.to_dict()),
+        )
 
     def _reproduce_work(self, original, config: RunConfig):
         rerun = self._train_work(config, None, self._runtime_for(original.to_dict()))
@@ -124,8 +135,11 @@ class RunsActions:
             result.attach_model(model)
         self._model = model
         where = f"panel.runs[{self._runs.index(result)}].model" if result in self._runs else "panel.model"
-        self._say(f"The model of {os.path.basename(result.run_dir)} is in the kernel: panel.model (also {where}); "
-                  "predict, evaluate or save it as any keras.Model.", "ok")
+        self._say(
+            f"The model of {os.path.basename(result.run_dir)} is in the kernel: panel.model (also {where}); "
+            "predict, evaluate or save it as any keras.Model.",
+            "ok",
+        )
         return model
 
     @property
@@ -150,8 +164,11 @@ class RunsActions:
         path = path or os.path.join(self._config.logdir, "exports", os.path.basename(result.run_dir) + ".keras")
         exported = saving.export(result.model, path)
         beside = ", with a SavedModel beside it" if exported.saved_model else ""
-        self._say(f"Exported {os.path.basename(result.run_dir)} to {exported.keras_path} (float32; "
-                  f"keras.saving.load_model opens it){beside}.", "ok")
+        self._say(
+            f"Exported {os.path.basename(result.run_dir)} to {exported.keras_path} (float32; "
+            f"keras.saving.load_model opens it){beside}.",
+            "ok",
+        )
         return exported
 
     def start_from(self, run=None) -> RunConfig:
@@ -166,8 +183,11 @@ class RunsActions:
             return self._config
         result = self._run_for_model(run)
         self.config = {"init_from": result.run_dir}
-        self._say(f"The next run starts from the weights of {os.path.basename(result.run_dir)} (init_from): set a "
-                  "lower learning rate to fine-tune, then Train.", "ok")
+        self._say(
+            f"The next run starts from the weights of {os.path.basename(result.run_dir)} (init_from): set a "
+            "lower learning rate to fine-tune, then Train.",
+            "ok",
+        )
         return self._config
 
     def _run_for_model(self, run):
@@ -176,13 +196,17 @@ class RunsActions:
         if run is None:
             found = next((r for r in reversed(self._runs) if model_loads(r)), None)
             if found is None:
-                raise NoRunError("No run with a model to load yet: train one first (a run keeps its model once it "
-                                 "has trained a whole epoch).")
+                raise NoRunError(
+                    "No run with a model to load yet: train one first (a run keeps its model once it "
+                    "has trained a whole epoch)."
+                )
             return found
         if isinstance(run, int) and not isinstance(run, bool):
             if not -len(self._runs) <= run < len(self._runs):
-                raise NoRunError(f"No run #{run} in this kernel: it has {len(self._runs)} run(s), panel.runs[0] to "
-                                 f"panel.runs[{len(self._runs) - 1}]. Received: run={run}.")
+                raise NoRunError(
+                    f"No run #{run} in this kernel: it has {len(self._runs)} run(s), panel.runs[0] to "
+                    f"panel.runs[{len(self._runs) - 1}]. Received: run={run}."
+                )
             return self._runs[run]
         if isinstance(run, records.RunResult):
             return run
@@ -205,7 +229,8 @@ class RunsActions:
         if not os.path.isfile(os.path.join(path, directory.CONFIG_FILE)):
             raise directory.RunDirError(
                 f"{run!s} is not a tpukit run directory (no config.json): pass a run's directory, "
-                f"or the name of one under {os.path.abspath(self._config.logdir)}.")
+                f"or the name of one under {os.path.abspath(self._config.logdir)}."
+            )
         return path
 
 

@@ -42,8 +42,9 @@ class TrainActions:
         config = self._config
         status = self._run_status_for(config.run_name)
         once = self._profile_once
-        result = self._start("train", functools.partial(self._train_work, config, None, status=status), wait, config,
-                             status=status)  # PanelBusy: nothing started, and "Profile next run" still holds
+        result = self._start(
+            "train", functools.partial(self._train_work, config, None, status=status), wait, config, status=status
+        )  # PanelBusy: nothing started, and "Profile next run" still holds
         if once is not None:  # it was for this run only
             self._profile_once = None
             if self._config.profile == once:
@@ -89,8 +90,11 @@ class TrainActions:
         recorded = records.load(run_dir)
         config = directory.load_config(run_dir)
         runtime = self._runtime_for(recorded.to_dict())
-        status = self._run_status_for(config.run_name, resumed_from=recorded.epochs_done + 1,
-                                      extends_to=epochs if recorded.status == "completed" else None)
+        status = self._run_status_for(
+            config.run_name,
+            resumed_from=recorded.epochs_done + 1,
+            extends_to=epochs if recorded.status == "completed" else None,
+        )
         work = functools.partial(self._train_work, config, run_dir, runtime, epochs, status=status)
         return self._start("resume", work, wait, config, runtime, status=status)
 
@@ -165,11 +169,13 @@ class TrainActions:
         Outside Colab a ticker says the seconds of the slow phases; in Colab the page would not show its updates."""
         from tpukit.ui.phases import RunStatus
 
-        return RunStatus(self.view.progress_sink, self._say, name, self.clock, ticking=self.context != _context.COLAB,
-                         **run)
+        return RunStatus(
+            self.view.progress_sink, self._say, name, self.clock, ticking=self.context != _context.COLAB, **run
+        )
 
-    def _train_work(self, config: RunConfig, run_dir: Optional[str], runtime=None, epochs: Optional[int] = None,
-                    *, status=None):
+    def _train_work(
+        self, config: RunConfig, run_dir: Optional[str], runtime=None, epochs: Optional[int] = None, *, status=None
+    ):
         from tpukit.ui import jobs
 
         status = status or self._run_status_for(config.run_name)
@@ -196,8 +202,13 @@ class TrainActions:
         first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if images else 1.0
         sink = status  # the view's progress sink, and the status line's phase, from one progress model
         sink.start(config.run_name, self.context == _context.COLAB, first_loss)  # sized when fit begins
-        callback = progress.make_callback(sink, global_batch=config.global_batch(runtime.replicas), clock=self.clock,
-                                          earlier=_history(run_dir), before=progress.drawn(run_dir))
+        callback = progress.make_callback(
+            sink,
+            global_batch=config.global_batch(runtime.replicas),
+            clock=self.clock,
+            earlier=_history(run_dir),
+            before=progress.drawn(run_dir),
+        )
         stop = self._jobs.stop_event
         quiet = dict(callbacks=[callback], stop=stop, verbose=0)  # the panel's progress is its own: no text lines
         if run_dir is None:
@@ -224,12 +235,13 @@ class TrainActions:
         inputs = self.inputs_for(config)
 
         def on_trial(trials, trying):  # each size as it goes: the table so far and the size being tried
-            done = "; ".join(f"{t.batch_size}: {t.examples_per_sec:,.0f}/s" if t.examples_per_sec else
-                             f"{t.batch_size}: {t.outcome}" for t in trials)
+            done = "; ".join(
+                f"{t.batch_size}: {t.examples_per_sec:,.0f}/s" if t.examples_per_sec else f"{t.batch_size}: {t.outcome}"
+                for t in trials
+            )
             sink.waiting(f"Tuning the batch size: trying {trying} per replica…" + (f" (so far {done})" if done else ""))
 
-        result = tuning.tune_batch_size(config, runtime, model=inputs["model"], data=inputs["data"],
-                                        on_trial=on_trial)
+        result = tuning.tune_batch_size(config, runtime, model=inputs["model"], data=inputs["data"], on_trial=on_trial)
         self.view.tuning(result)
         self.config = self._config.replace(batch_size=result.recommended)
         sink.waiting(f"Tuned: tried {', '.join(str(t.batch_size) for t in result.trials)} per replica.")
@@ -256,8 +268,9 @@ class TrainActions:
             line += f". {resumable.check(result.run_dir).reason}"
         samples = result.samples
         if samples.get("after") is not None:  # a language model: what training changed in its writing
-            line += (f". {samples['prompt']!r} continued: before {samples.get('before', '')!r}, "
-                     f"after {samples['after']!r}")
+            line += (
+                f". {samples['prompt']!r} continued: before {samples.get('before', '')!r}, after {samples['after']!r}"
+            )
         self._say(line, kind)
         self.render_runs()
 

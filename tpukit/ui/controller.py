@@ -41,6 +41,7 @@ from tpukit.ui.actions_runs import RunsActions
 from tpukit.ui.actions_settings import SettingsActions
 from tpukit.ui.actions_train import TrainActions
 from tpukit.ui.jobs import ErrorLog, Runner, short_error
+
 # View and NoRunError are imported from here too (tests, scripts): the names of `tpukit.ui.state`.
 from tpukit.ui.state import KERNEL_RUNS, Controls, NoRunError, View, runtime_key, valid  # noqa: F401
 
@@ -58,10 +59,20 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
         auto_tensorboard: open TensorBoard on the profile tab after a profiled run.
     """
 
-    def __init__(self, config=None, *, model=None, data=None, validation_data=None, test_data=None,
-                 view: Optional[View] = None, context: Optional[str] = None,
-                 clock: Callable[[], float] = time.perf_counter, runs: Optional[list] = None,
-                 auto_tensorboard: bool = True):
+    def __init__(
+        self,
+        config=None,
+        *,
+        model=None,
+        data=None,
+        validation_data=None,
+        test_data=None,
+        view: Optional[View] = None,
+        context: Optional[str] = None,
+        clock: Callable[[], float] = time.perf_counter,
+        runs: Optional[list] = None,
+        auto_tensorboard: bool = True,
+    ):
         from tpukit import registry
 
         if isinstance(config, dict):
@@ -72,8 +83,12 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
             raise TypeError(f"Expected a RunConfig, a dict of its fields or None. Received: config={config!r}")
         config, model, data = registry.with_labels(config, model, data)
         # The user's own model and data (objects), used while the config still names them.
-        self._inputs = {"model": (config.model, model), "data": (config.dataset, data),
-                        "validation_data": validation_data, "test_data": test_data}
+        self._inputs = {
+            "model": (config.model, model),
+            "data": (config.dataset, data),
+            "validation_data": validation_data,
+            "test_data": test_data,
+        }
         self.context = context or _context.detect()
         if self.context not in _context.CONTEXTS:
             raise ValueError(f"Unknown context {self.context!r}. Expected one of {', '.join(_context.CONTEXTS)}.")
@@ -117,8 +132,12 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
             self._say(line, "error")
             self.view.accelerator(self._runtime, text=line, kind="error")
             return None
-        self._say(f"Connected: {runtime.kind.upper()}, {runtime.replicas} replica"
-                  + ("s" if runtime.replicas != 1 else "") + f", {runtime.backend}.", "ok")
+        self._say(
+            f"Connected: {runtime.kind.upper()}, {runtime.replicas} replica"
+            + ("s" if runtime.replicas != 1 else "")
+            + f", {runtime.backend}.",
+            "ok",
+        )
         return runtime
 
     def _connect(self, config: RunConfig):
@@ -141,8 +160,11 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
         """What an action that connects says at once: connecting, and loading the framework the first time."""
         from tpukit import backend
 
-        line = ("Connecting: looking for a TPU, else GPUs, else the CPU…" if config.accelerator == "auto"
-                else f"Connecting to the {config.accelerator.upper()}…")
+        line = (
+            "Connecting: looking for a TPU, else GPUs, else the CPU…"
+            if config.accelerator == "auto"
+            else f"Connecting to the {config.accelerator.upper()}…"
+        )
         if backend.loaded() is None:
             name = config.backend if config.backend != "auto" else backend.from_environment()
             framework = {"tensorflow": "TensorFlow", "jax": "JAX"}.get(name, "TensorFlow or JAX")
@@ -153,8 +175,11 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
         """The connected runtime if it is the kind and size a recorded run used (no reconnect, which
         on a TPU would initialize it again), else None."""
         rt = self._runtime
-        if rt is not None and rt.kind == recorded.get("runtime", {}).get("kind") \
-                and rt.replicas == recorded.get("config", {}).get("replicas"):
+        if (
+            rt is not None
+            and rt.kind == recorded.get("runtime", {}).get("kind")
+            and rt.replicas == recorded.get("config", {}).get("replicas")
+        ):
             return rt
         return None
 
@@ -248,12 +273,17 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
             "tensorboard": False,
             "compare": not runs and not records.has_runs(self._config.logdir),  # the logdir's others count too
             "reproduce": busy or not any(r.status == "completed" and r.fingerprint for r in runs),
-            "load_model": not runs, "export": not runs, "start_from": busy or not runs,
+            "load_model": not runs,
+            "export": not runs,
+            "start_from": busy or not runs,
         }
         why = f"'{self.job.name}' is going on: wait for it, or press Stop." if busy else ""
         train_off = self.train_off() if self._invalid else ""
-        resume_tip = ("Resume is off: " + why) if busy else (
-            f"{os.path.basename(target.run_dir)}: {target.reason}" if target.run_dir else target.reason)
+        resume_tip = (
+            ("Resume is off: " + why)
+            if busy
+            else (f"{os.path.basename(target.run_dir)}: {target.reason}" if target.run_dir else target.reason)
+        )
         return Controls(disabled, train_off, train_off or ("Train is off: " + why if busy else ""), resume_tip)
 
     def refresh(self) -> None:

@@ -77,17 +77,21 @@ def _colab(port: int, path: str, height: int) -> Embed:
         "  where.appendChild(frame);\n"
         f"}})({int(port)}, {json.dumps(path)}, {int(height)});"
     )
-    note = (f"<span>TensorBoard on port {int(port)} through Colab's port proxy. "
-            "If the frame stays blank, allow third-party cookies for colab.research.google.com; "
-            "the profile summary above needs no frame.</span>")
+    note = (
+        f"<span>TensorBoard on port {int(port)} through Colab's port proxy. "
+        "If the frame stays blank, allow third-party cookies for colab.research.google.com; "
+        "the profile summary above needs no frame.</span>"
+    )
     return Embed(html=note, javascript=script)
 
 
 def _jupyter(port: int, path: str, height: int) -> Embed:
     src = _proxied(port, path) or f"http://127.0.0.1:{int(port)}{path}"
     link = html.escape(src, quote=True)
-    frame = (f'<iframe src="{link}" width="100%" height="{int(height)}" style="border:0"></iframe>'
-             f'<div><a href="{link}" target="_blank" rel="noopener">Open TensorBoard in a new tab</a></div>')
+    frame = (
+        f'<iframe src="{link}" width="100%" height="{int(height)}" style="border:0"></iframe>'
+        f'<div><a href="{link}" target="_blank" rel="noopener">Open TensorBoard in a new tab</a></div>'
+    )
     return Embed(html=frame, src=src)
 
 

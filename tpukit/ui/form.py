@@ -120,8 +120,9 @@ class Form:
     def note(self, field: str, text: str, detail: str = "") -> None:
         """A grey line of information beside a field (empty text clears it); `detail` shows on hover."""
         title = f' title="{html.escape(detail)}"' if detail else ""
-        value = (f'<div style="color:#666;font-size:12px;line-height:1.35"{title}>{html.escape(text)}</div>'
-                 if text else "")
+        value = (
+            f'<div style="color:#666;font-size:12px;line-height:1.35"{title}>{html.escape(text)}</div>' if text else ""
+        )
         if self.notes[field].value != value:
             self.notes[field].value = value
             self.notes[field].layout.display = "" if text and not self.errors[field].value else "none"
@@ -139,8 +140,11 @@ class Form:
             policy, why = runtime.resolve_precision("auto")
             self.note("precision", f"auto → {policy}: {why}")
         else:
-            self.note("precision", "auto: decided at connect (TPU bfloat16, Tensor Core GPU float16, "
-                                   "CPU bfloat16 only where it measures faster)")
+            self.note(
+                "precision",
+                "auto: decided at connect (TPU bfloat16, Tensor Core GPU float16, "
+                "CPU bfloat16 only where it measures faster)",
+            )
         replicas = runtime.replicas if runtime is not None else (config.replicas or 1)
         batch = f"global batch {config.global_batch(replicas)} = {config.batch_size} × {replicas} replica"
         advice = runtime.padding_advice(config) if runtime is not None else config.padding_advice()
@@ -184,16 +188,22 @@ class Form:
             self.note("steps_per_execution", "")
             return
         if runtime is not None and runtime.step_time_caps_calls and not runtime.multi_step_refusal():
-            self.note("steps_per_execution", "auto on the CPU: from the model's step time, when the run starts",
-                      detail=f"auto on the CPU: up to {AUTO_STEPS_PER_EXECUTION} steps per call while a call "
-                             f"stays under {1000 * CPU_CALL_SECONDS:.0f} ms, from the model's FLOPs at the "
-                             "CPU's measured peak (only millisecond steps gain; a stop request waits for a call); the "
-                             "run's notes say what it chose")
+            self.note(
+                "steps_per_execution",
+                "auto on the CPU: from the model's step time, when the run starts",
+                detail=f"auto on the CPU: up to {AUTO_STEPS_PER_EXECUTION} steps per call while a call "
+                f"stays under {1000 * CPU_CALL_SECONDS:.0f} ms, from the model's FLOPs at the "
+                "CPU's measured peak (only millisecond steps gain; a stop request waits for a call); the "
+                "run's notes say what it chose",
+            )
             return
         if runtime is None or (not config.steps_per_epoch and not runtime.multi_step_refusal()):
-            self.note("steps_per_execution", f"auto: up to {AUTO_STEPS_PER_EXECUTION} steps per call on "
-                                             "TPU and GPU, and on the CPU for millisecond steps; decided when the run "
-                                             "starts")
+            self.note(
+                "steps_per_execution",
+                f"auto: up to {AUTO_STEPS_PER_EXECUTION} steps per call on "
+                "TPU and GPU, and on the CPU for millisecond steps; decided when the run "
+                "starts",
+            )
             return
         try:
             _, why = plan.resolve_steps_per_execution("auto", runtime, config.steps_per_epoch, config.profile)

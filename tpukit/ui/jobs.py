@@ -42,8 +42,9 @@ class Runner:
         ended: called once a job has ended, however it ended (the controls change).
     """
 
-    def __init__(self, explain: Callable[[BaseException, str], str], failed: Callable[[str], None],
-                 ended: Callable[[], None]):
+    def __init__(
+        self, explain: Callable[[BaseException, str], str], failed: Callable[[str], None], ended: Callable[[], None]
+    ):
         self.job: Optional[Job] = None
         self.stop_event = threading.Event()  # a fresh one for each job; training ends after the step it is set
         self._lock = threading.Lock()

@@ -25,15 +25,39 @@ BUTTONS = (
 TIPS = {name: tip for name, _, _, tip in BUTTONS}
 # The sections below the actions, one shown at a time; the settings first.
 SECTIONS = ("Settings", "Progress", "Runs", "Profile", "TensorBoard", "Accelerator")
-SECTION_TIPS = ("The run's settings (a RunConfig)", "Live curves of the current run, and batch-size tuning",
-                "The runs of this kernel: compare, check reproducibility, load or export a model",
-                "The profile capture's summary",
-                "TensorBoard inline (starts when opened)", "What Connect found, and why it skipped the rest")
+SECTION_TIPS = (
+    "The run's settings (a RunConfig)",
+    "Live curves of the current run, and batch-size tuning",
+    "The runs of this kernel: compare, check reproducibility, load or export a model",
+    "The profile capture's summary",
+    "TensorBoard inline (starts when opened)",
+    "What Connect found, and why it skipped the rest",
+)
 # Settings in two columns: what a run is about, then where and how it runs.
-CORE_FIELDS = ("dataset", "model", "lora_rank", "sequence_length", "precision", "batch_size", "epochs", "steps_per_epoch", "learning_rate",
-               "optimizer")
-ADVANCED_FIELDS = ("accelerator", "backend", "replicas", "tpu", "steps_per_execution", "deterministic", "seed",
-                   "profile", "logdir", "name")
+CORE_FIELDS = (
+    "dataset",
+    "model",
+    "lora_rank",
+    "sequence_length",
+    "precision",
+    "batch_size",
+    "epochs",
+    "steps_per_epoch",
+    "learning_rate",
+    "optimizer",
+)
+ADVANCED_FIELDS = (
+    "accelerator",
+    "backend",
+    "replicas",
+    "tpu",
+    "steps_per_execution",
+    "deterministic",
+    "seed",
+    "profile",
+    "logdir",
+    "name",
+)
 
 # When the front end loses the kernel, ipywidgets marks every widget view `jupyter-widgets-disconnected` (the
 # widget manager sets comm_live false: JupyterLab/Notebook 7 on a restart, classic Notebook on a kill or restart,
@@ -64,8 +88,7 @@ def build(p) -> None:
     p.form = _form.Form(p._config, p._form_changed)
     p.buttons = {}
     for name, label, style, tip in BUTTONS:
-        button = widgets.Button(description=label, button_style=style, tooltip=tip,
-                                layout=widgets.Layout(width="auto"))
+        button = widgets.Button(description=label, button_style=style, tooltip=tip, layout=widgets.Layout(width="auto"))
         button.on_click(getattr(p, "_on_" + name))
         p.buttons[name] = button
     if p.context == _context.COLAB:
@@ -78,18 +101,34 @@ def build(p) -> None:
         return widgets.Image(value=b"", format="png", layout=widgets.Layout(display="none"))
 
     p.views = {
-        "message": html(), "accelerator": html(tables.message(
-            "Not connected. Connect finds a TPU, else GPUs, else the CPU (Train connects too).")),
+        "message": html(),
+        "accelerator": html(
+            tables.message("Not connected. Connect finds a TPU, else GPUs, else the CPU (Train connects too).")
+        ),
         "chip": html(tables.chip(None)),
-        "progress": html(tables.message("No run yet.")), "curves": image(),
+        "progress": html(tables.message("No run yet.")),
+        "curves": image(),
         "bar": widgets.IntProgress(value=0, min=0, max=1000, layout=widgets.Layout(width="60%")),
-        "profile": html(), "profile_chart": image(), "tensorboard": html(),
-        "tensorboard_frame": widgets.Output(), "runs": html(), "runs_compared": html(), "runs_chart": image(),
-        "reproducibility": html(), "train_off": html(), "tuning": html(), "tuning_chart": image(),
+        "profile": html(),
+        "profile_chart": image(),
+        "tensorboard": html(),
+        "tensorboard_frame": widgets.Output(),
+        "runs": html(),
+        "runs_compared": html(),
+        "runs_chart": image(),
+        "reproducibility": html(),
+        "train_off": html(),
+        "tuning": html(),
+        "tuning_chart": image(),
     }
     # The run the Runs section's Load model, Export and Start next run from it act on (the latest by default).
-    p.run_picker = widgets.Dropdown(options=[("no run yet", -1)], value=-1, description="run",
-                                    style={"description_width": "32px"}, layout=widgets.Layout(width="400px"))
+    p.run_picker = widgets.Dropdown(
+        options=[("no run yet", -1)],
+        value=-1,
+        description="run",
+        style={"description_width": "32px"},
+        layout=widgets.Layout(width="400px"),
+    )
     p._progress_view = progress.ProgressView(p.views["progress"], p.views["bar"], p.views["curves"])
     rows, b, v = p.form.rows, p.buttons, p.views
     v["progress"].add_class("tpukit-progress-line")
@@ -98,23 +137,38 @@ def build(p) -> None:
         return widgets.VBox([rows[n] for n in names], layout=widgets.Layout(width="50%", min_width="360px"))
 
     # What stays on screen: the header (what is connected), the actions, the status and the progress line.
-    top = widgets.VBox([
-        widgets.HBox([html(STYLE + "<b style='font-size:14px'>tpukit</b>"), v["chip"], b["connect"]],
-                     layout=widgets.Layout(align_items="center")),
-        widgets.HBox([b["train"], b["stop"], b["resume"], b["profile"], b["tune"]]),
-        v["train_off"], v["message"], v["progress"], v["bar"],
-    ])
+    top = widgets.VBox(
+        [
+            widgets.HBox(
+                [html(STYLE + "<b style='font-size:14px'>tpukit</b>"), v["chip"], b["connect"]],
+                layout=widgets.Layout(align_items="center"),
+            ),
+            widgets.HBox([b["train"], b["stop"], b["resume"], b["profile"], b["tune"]]),
+            v["train_off"],
+            v["message"],
+            v["progress"],
+            v["bar"],
+        ]
+    )
     top.add_class("tpukit-top")
     # The rest, one section at a time (ToggleButtons, not Tab or Accordion: both render alike in ipywidgets 7
     # on Colab, whose Accordion misbehaves, colabtools #3571).
     p.sections = {
-        "Settings": widgets.HBox([column(*CORE_FIELDS), column(*ADVANCED_FIELDS)],
-                                 layout=widgets.Layout(flex_flow="row wrap")),
+        "Settings": widgets.HBox(
+            [column(*CORE_FIELDS), column(*ADVANCED_FIELDS)], layout=widgets.Layout(flex_flow="row wrap")
+        ),
         "Progress": widgets.VBox([v["curves"], v["tuning"], v["tuning_chart"]]),
-        "Runs": widgets.VBox([widgets.HBox([b["compare"], b["reproduce"]]),
-                              widgets.HBox([p.run_picker, b["load_model"], b["export"], b["start_from"]]),
-                              rows["init_from"],  # a RunConfig field, shown by the action that sets it
-                              v["reproducibility"], v["runs"], v["runs_compared"], v["runs_chart"]]),
+        "Runs": widgets.VBox(
+            [
+                widgets.HBox([b["compare"], b["reproduce"]]),
+                widgets.HBox([p.run_picker, b["load_model"], b["export"], b["start_from"]]),
+                rows["init_from"],  # a RunConfig field, shown by the action that sets it
+                v["reproducibility"],
+                v["runs"],
+                v["runs_compared"],
+                v["runs_chart"],
+            ]
+        ),
         "Profile": widgets.VBox([v["profile"], v["profile_chart"]]),
         "TensorBoard": widgets.VBox([widgets.HBox([b["tensorboard"]]), v["tensorboard"], v["tensorboard_frame"]]),
         "Accelerator": widgets.VBox([v["accelerator"]]),
@@ -122,8 +176,13 @@ def build(p) -> None:
     for name, box in p.sections.items():
         box.add_class(f"tpukit-section-{name.lower()}")
         box.layout.display = "" if name == SECTIONS[0] else "none"
-    p.picker = widgets.ToggleButtons(options=SECTIONS, value=SECTIONS[0], tooltips=SECTION_TIPS,
-                                     style={"button_width": "104px"}, layout=widgets.Layout(margin="8px 0 4px 0"))
+    p.picker = widgets.ToggleButtons(
+        options=SECTIONS,
+        value=SECTIONS[0],
+        tooltips=SECTION_TIPS,
+        style={"button_width": "104px"},
+        layout=widgets.Layout(margin="8px 0 4px 0"),
+    )
     p.picker.observe(p._on_section, names="value")
     p.widget = widgets.VBox([top, p.picker, *p.sections.values()])
     p.widget.add_class(ROOT_CLASS)

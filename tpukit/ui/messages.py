@@ -9,8 +9,14 @@ from __future__ import annotations
 from typing import Optional
 
 # How a sentence names a field, where its label is terse.
-SAY = {"batch_size": "batch size", "steps_per_epoch": "steps per epoch", "steps_per_execution": "steps per execution",
-       "learning_rate": "learning rate", "profile": "the profile window", "name": "the run name"}
+SAY = {
+    "batch_size": "batch size",
+    "steps_per_epoch": "steps per epoch",
+    "steps_per_execution": "steps per execution",
+    "learning_rate": "learning rate",
+    "profile": "the profile window",
+    "name": "the run name",
+}
 
 
 def field_of(error: BaseException) -> Optional[str]:

@@ -79,11 +79,29 @@ class Panel(View):
         widget: the root widget. `buttons`, `form.widgets` and `views` hold the parts.
     """
 
-    def __init__(self, config=None, *, model=None, data=None, validation_data=None, test_data=None,
-                 context: Optional[str] = None, display_fn: Optional[Callable] = None, **options):
+    def __init__(
+        self,
+        config=None,
+        *,
+        model=None,
+        data=None,
+        validation_data=None,
+        test_data=None,
+        context: Optional[str] = None,
+        display_fn: Optional[Callable] = None,
+        **options,
+    ):
         super().__init__()
-        self.controller = Controller(config, model=model, data=data, validation_data=validation_data,
-                                     test_data=test_data, view=self, context=context, **options)
+        self.controller = Controller(
+            config,
+            model=model,
+            data=data,
+            validation_data=validation_data,
+            test_data=test_data,
+            view=self,
+            context=context,
+            **options,
+        )
         self.context = self.controller.context
         self._display_fn = display_fn
         self._shown = False  # displayed once: a cell ending with `panel` then names it instead of a second copy
@@ -376,8 +394,9 @@ class Panel(View):
 
     def show_runs(self, rows: List[dict], notes: List[str]) -> None:
         self.views["runs"].value = _tables().runs(rows, notes)
-        options = [(f"#{i + 1} {row.get('run')} · {_model_word(row)}", i)
-                   for i, row in enumerate(rows)] or [("no run yet", -1)]
+        options = [(f"#{i + 1} {row.get('run')} · {_model_word(row)}", i) for i, row in enumerate(rows)] or [
+            ("no run yet", -1)
+        ]
         if list(self.run_picker.options) != options:
             self.run_picker.options = options
             self.run_picker.value = options[-1][1]  # a new run: the latest is chosen

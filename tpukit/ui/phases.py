@@ -17,8 +17,14 @@ from __future__ import annotations
 import threading
 from typing import Callable, Optional
 
-BUILDING, FIRST_STEP, TRAINING, TRAINED, STOPPING, ENDED = ("building", "first step", "training", "trained",
-                                                           "stopping", "ended")
+BUILDING, FIRST_STEP, TRAINING, TRAINED, STOPPING, ENDED = (
+    "building",
+    "first step",
+    "training",
+    "trained",
+    "stopping",
+    "ended",
+)
 
 
 class RunStatus:
@@ -35,8 +41,17 @@ class RunStatus:
             moves would be wrong a second later).
     """
 
-    def __init__(self, sink, say: Callable[[str], None], name: str, clock: Callable[[], float], *,
-                 resumed_from: Optional[int] = None, extends_to: Optional[int] = None, ticking: bool = False):
+    def __init__(
+        self,
+        sink,
+        say: Callable[[str], None],
+        name: str,
+        clock: Callable[[], float],
+        *,
+        resumed_from: Optional[int] = None,
+        extends_to: Optional[int] = None,
+        ticking: bool = False,
+    ):
         self.sink = sink
         self.say = say
         self.name = name
@@ -69,8 +84,11 @@ class RunStatus:
             where = f"{self.lead()}: first step" if self.resumed_from is not None else f"First step of {self.name}"
             return f"{where}: tracing and compiling the model…{seconds}"
         if phase == TRAINING:
-            where = f"Training {self.name}" if self.resumed_from is None else \
-                f"Resumed {self.name} from epoch {self.resumed_from}"
+            where = (
+                f"Training {self.name}"
+                if self.resumed_from is None
+                else f"Resumed {self.name} from epoch {self.resumed_from}"
+            )
             steps = f"/{p.steps}" if p.steps else ""
             return f"{where}: epoch {min(p.epoch + 1, p.epochs)}/{p.epochs}, step {p.step}{steps}"
         if phase == TRAINED:

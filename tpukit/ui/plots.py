@@ -65,13 +65,25 @@ class LiveCurves:
             ax.tick_params(labelsize=8)
             ax.grid(alpha=0.3)
             (self.lines[key],) = ax.plot([], [], color=_BLUE, lw=1.2, label="train", animated=True)
-            (self.lines["val_" + key],) = ax.plot([], [], "o-", color=_ORANGE, ms=4, lw=1, label="validation",
-                                                  animated=True, clip_on=False)  # the last epoch's dot: whole
-            (self.lines["mean_" + key],) = ax.plot([], [], "o", mfc="white", mec=_BLUE, ms=5, mew=1.2,
-                                                   label="train, epoch mean", animated=True, clip_on=False)
+            (self.lines["val_" + key],) = ax.plot(
+                [], [], "o-", color=_ORANGE, ms=4, lw=1, label="validation", animated=True, clip_on=False
+            )  # the last epoch's dot: whole
+            (self.lines["mean_" + key],) = ax.plot(
+                [],
+                [],
+                "o",
+                mfc="white",
+                mec=_BLUE,
+                ms=5,
+                mew=1.2,
+                label="train, epoch mean",
+                animated=True,
+                clip_on=False,
+            )
         self.acc_ax.set_ylim(0, 1.02)
-        self._none_note = self.acc_ax.text(0.5, 0.5, "", ha="center", va="center", fontsize=9, color="#666",
-                                           transform=self.acc_ax.transAxes)
+        self._none_note = self.acc_ax.text(
+            0.5, 0.5, "", ha="center", va="center", fontsize=9, color="#666", transform=self.acc_ax.transAxes
+        )
         self._limits = (0, 0.0)
         self._background = None
         self._means = None  # whether the legend names the epoch means (only where some are drawn)
@@ -82,8 +94,11 @@ class LiveCurves:
         self._background = None  # a new run's axes: without this, a second run drew on the first run's x range
         return self.render([], [])
 
-    def render(self, points: Sequence[Tuple[int, Optional[float], Optional[float]]],
-               epochs: Sequence[Tuple[int, Dict[str, float]]] = ()) -> bytes:
+    def render(
+        self,
+        points: Sequence[Tuple[int, Optional[float], Optional[float]]],
+        epochs: Sequence[Tuple[int, Dict[str, float]]] = (),
+    ) -> bytes:
         """PNG of the curves; the axes only grow, and only then is the whole figure drawn.
 
         Args:
@@ -100,15 +115,26 @@ class LiveCurves:
         x_max, y_max = self._limits
         limits = (max(x_max, last), y_max if top <= y_max else _nice_ceiling(top))
         # A model compiled without accuracy (a language model's next-token loss): say so, not an empty chart.
-        none = "no accuracy: the model measures none" if data["loss"][0] and not any(
-            data[k][0] for k in ("accuracy", "val_accuracy", "mean_accuracy")) else ""
-        if (limits != self._limits or self._background is None or means != self._means
-                or none != self._none_note.get_text()):
+        none = (
+            "no accuracy: the model measures none"
+            if data["loss"][0] and not any(data[k][0] for k in ("accuracy", "val_accuracy", "mean_accuracy"))
+            else ""
+        )
+        if (
+            limits != self._limits
+            or self._background is None
+            or means != self._means
+            or none != self._none_note.get_text()
+        ):
             self._none_note.set_text(none)
             self._limits, self._means = limits, means
             shown = ["accuracy", "val_accuracy"] + (["mean_accuracy"] if means else [])
-            self.acc_ax.legend([self.lines[k] for k in shown], [self.lines[k].get_label() for k in shown],
-                               fontsize=8, loc="lower right").set_visible(not none)
+            self.acc_ax.legend(
+                [self.lines[k] for k in shown],
+                [self.lines[k].get_label() for k in shown],
+                fontsize=8,
+                loc="lower right",
+            ).set_visible(not none)
             for ax in (self.loss_ax, self.acc_ax):
                 ax.set_xlim(0, limits[0])
             self.loss_ax.set_ylim(0, limits[1])
@@ -121,15 +147,18 @@ class LiveCurves:
         return _fast_png(self.fig)
 
 
-def series(points: Sequence[Tuple[int, Optional[float], Optional[float]]],
-           epochs: Sequence[Tuple[int, Dict[str, float]]] = ()) -> Dict[str, Tuple[List[int], List[float]]]:
+def series(
+    points: Sequence[Tuple[int, Optional[float], Optional[float]]], epochs: Sequence[Tuple[int, Dict[str, float]]] = ()
+) -> Dict[str, Tuple[List[int], List[float]]]:
     """The curves' (steps, values), by line: "loss"/"accuracy" (the train line: one point per drawn step),
     "val_loss"/"val_accuracy" (validation, at epoch ends), "mean_loss"/"mean_accuracy" (an epoch's mean train
     figure, at its end: only for a kept epoch whose steps the curve does not have; never joined to the line)."""
     out = {}
     for key, column in (("loss", 1), ("accuracy", 2)):
-        out[key] = ([p[0] for p in points if p[column] is not None],
-                    [p[column] for p in points if p[column] is not None])
+        out[key] = (
+            [p[0] for p in points if p[column] is not None],
+            [p[column] for p in points if p[column] is not None],
+        )
         for prefix, name in (("val_", "val_" + key), ("", "mean_" + key)):
             kept = [(step, logs[prefix + key]) for step, logs in epochs if logs.get(prefix + key) is not None]
             out[name] = ([v[0] for v in kept], [v[1] for v in kept])
@@ -142,8 +171,8 @@ def _nice_ceiling(value: float) -> float:
         return 1.0
     exponent = math.floor(math.log10(value))
     for step in (1, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10):
-        if step * 10 ** exponent >= value:
-            return float(step * 10 ** exponent)
+        if step * 10**exponent >= value:
+            return float(step * 10**exponent)
     return float(10 ** (exponent + 1))
 
 
@@ -197,13 +226,30 @@ def tuning_chart(result) -> bytes:
     best = next((t for t in measured if t.batch_size == result.recommended), None)
     if best is not None:
         ax.plot([best.batch_size], [best.examples_per_sec], "o", color=_ORANGE, markersize=10)
-        ax.annotate(f"recommended: {best.batch_size}", (best.batch_size, best.examples_per_sec), fontsize=8,
-                    color="#a04000", xytext=(0, 9), textcoords="offset points", ha="center", va="bottom")
+        ax.annotate(
+            f"recommended: {best.batch_size}",
+            (best.batch_size, best.examples_per_sec),
+            fontsize=8,
+            color="#a04000",
+            xytext=(0, 9),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+        )
     for t in result.trials:
         if t.outcome != "measured":
             ax.axvline(t.batch_size, color="#b00020", linestyle="--", linewidth=1)
-            ax.annotate(t.outcome, (t.batch_size, 0), fontsize=8, color="#b00020", rotation=90,
-                        xytext=(-4, 4), textcoords="offset points", va="bottom", ha="right")
+            ax.annotate(
+                t.outcome,
+                (t.batch_size, 0),
+                fontsize=8,
+                color="#b00020",
+                rotation=90,
+                xytext=(-4, 4),
+                textcoords="offset points",
+                va="bottom",
+                ha="right",
+            )
     sizes = [t.batch_size for t in result.trials]
     ax.set_xscale("log", base=2)
     ax.set_xlim(min(sizes) / 1.3, max(sizes) * 1.3)
@@ -250,4 +296,4 @@ def _short(name: str, width: int = 36) -> str:
     if len(name) <= width:
         return name
     tail = (width - 1) // 2 + 2
-    return name[:width - 1 - tail] + "…" + name[-tail:]
+    return name[: width - 1 - tail] + "…" + name[-tail:]

@@ -177,7 +177,7 @@ class ProgressView:
 
 
 def ended_early(result) -> str:
-    """" (early stopping after epoch 2 …)" for a completed run that ended before its last epoch: the progress
+    """ " (early stopping after epoch 2 …)" for a completed run that ended before its last epoch: the progress
     line's "epoch 2/3" then says why; "" otherwise."""
     epochs = result.config.get("epochs")
     if result.status != "completed" or not result.message or not epochs or result.epochs_done >= epochs:
@@ -229,9 +229,17 @@ def drawn(run_dir: Optional[str]) -> Optional[Drawn]:
         return _DRAWN.get(os.path.realpath(run_dir))
 
 
-def make_callback(sink, *, global_batch: int, clock: Callable[[], float] = time.perf_counter,
-                  text_every: float = 0.5, plot_every: float = 1.0, budget: float = 0.01,
-                  earlier: Optional[Dict[str, List[float]]] = None, before: Optional[Drawn] = None):
+def make_callback(
+    sink,
+    *,
+    global_batch: int,
+    clock: Callable[[], float] = time.perf_counter,
+    text_every: float = 0.5,
+    plot_every: float = 1.0,
+    budget: float = 0.01,
+    earlier: Optional[Dict[str, List[float]]] = None,
+    before: Optional[Drawn] = None,
+):
     """A Keras callback that reports a run's progress to `sink` (see the module docstring).
 
     Args:
@@ -242,8 +250,16 @@ def make_callback(sink, *, global_batch: int, clock: Callable[[], float] = time.
         before: what this kernel drew for the resumed run (`drawn(run_dir)`): its kept epochs' per-step points,
             drawn again as they were.
     """
-    return _callback_class()(sink, global_batch=global_batch, clock=clock, text_every=text_every,
-                             plot_every=plot_every, budget=budget, earlier=earlier, before=before)
+    return _callback_class()(
+        sink,
+        global_batch=global_batch,
+        clock=clock,
+        text_every=text_every,
+        plot_every=plot_every,
+        budget=budget,
+        earlier=earlier,
+        before=before,
+    )
 
 
 _CLASS = None
@@ -325,8 +341,9 @@ def _build_class():
             # The train line has the epoch's steps, so only validation is an epoch's point.
             if self._whole_epoch():
                 self._whole += 1
-                self.epoch_ends.append((self.meter.global_step, {k: _metric(logs, k) for k in (logs or {})
-                                                                 if k.startswith("val_")}))
+                self.epoch_ends.append(
+                    (self.meter.global_step, {k: _metric(logs, k) for k in (logs or {}) if k.startswith("val_")})
+                )
             now = self.clock()
             if self.text.due(now):
                 self._report(now, logs)
@@ -398,8 +415,9 @@ def _build_class():
             logs = self._logs if logs is None else logs
             overhead = (self.text.spent + self.plot.spent) / max(now - self._begin, 1e-9)
             with self._lock:
-                self.progress = self.meter.progress(now, loss=_metric(logs, "loss"),
-                                                    accuracy=_metric(logs, "accuracy"), done=done, overhead=overhead)
+                self.progress = self.meter.progress(
+                    now, loss=_metric(logs, "loss"), accuracy=_metric(logs, "accuracy"), done=done, overhead=overhead
+                )
             self.sink.show_progress(self.progress)
             after_text = self.clock()
             self.text.done(now, after_text - now)

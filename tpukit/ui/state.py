@@ -15,8 +15,9 @@ from tpukit.errors import TpukitError
 
 # Runs made by panels in this kernel: a panel built again (a re-run cell) still lists them.
 KERNEL_RUNS: List[Any] = []
-global_state.register("kernel_runs", lambda: list(KERNEL_RUNS), lambda runs: KERNEL_RUNS.__setitem__(slice(None), runs),
-                      list)
+global_state.register(
+    "kernel_runs", lambda: list(KERNEL_RUNS), lambda runs: KERNEL_RUNS.__setitem__(slice(None), runs), list
+)
 
 
 class PanelBusy(TpukitError, RuntimeError):
@@ -42,8 +43,11 @@ class Reproducibility:
         a, b = self.original.fingerprint, self.rerun.fingerprint
         if self.reproducible:
             return f"Reproducible: the rerun ended with the same weights (fingerprint {a})."
-        why = ("" if self.original.config.get("deterministic")
-               else " The run was not deterministic: tick 'deterministic' for bitwise-equal reruns.")
+        why = (
+            ""
+            if self.original.config.get("deterministic")
+            else " The run was not deterministic: tick 'deterministic' for bitwise-equal reruns."
+        )
         return f"Not reproducible: fingerprints differ ({a} vs {b}).{why}"
 
 

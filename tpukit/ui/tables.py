@@ -20,8 +20,9 @@ _CELL = 'style="padding:2px 6px;border-bottom:1px solid #ddd;text-align:{align}"
 _NUMBER = re.compile(r"^[➜ ]*[-+]?[\d,]*\.?\d+\s*%?$|^–$")  # 12,345 / 3.5 / 40% / – (none) / ➜ 64
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[object]], highlight: Optional[int] = None,
-          nowrap: int = 0) -> str:
+def table(
+    header: Sequence[str], rows: Iterable[Sequence[object]], highlight: Optional[int] = None, nowrap: int = 0
+) -> str:
     """An HTML table; numbers (also formatted ones) are right-aligned, everything is escaped.
 
     Args:
@@ -30,14 +31,22 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]], highlight: Op
     """
     rows = [list(row) for row in rows]
     numeric = [all(_is_number(row[i]) for row in rows) if rows else False for i in range(len(header))]
-    out = [_TABLE, "<tr>" + "".join(
-        f"<th {_CELL.format(align='right' if numeric[i] else 'left')[:-1]}"
-        f"{';white-space:nowrap' if i < nowrap else ''}\">{html.escape(h)}</th>"
-        for i, h in enumerate(header)) + "</tr>"]
+    out = [
+        _TABLE,
+        "<tr>"
+        + "".join(
+            f"<th {_CELL.format(align='right' if numeric[i] else 'left')[:-1]}"
+            f'{";white-space:nowrap" if i < nowrap else ""}">{html.escape(h)}</th>'
+            for i, h in enumerate(header)
+        )
+        + "</tr>",
+    ]
     for r, row in enumerate(rows):
-        cells = "".join(f"<td {_CELL.format(align='right' if numeric[i] else 'left')[:-1]}"
-                        f"{';white-space:nowrap' if i < nowrap else ''}\">{html.escape(_fmt(value))}</td>"
-                        for i, value in enumerate(row))
+        cells = "".join(
+            f"<td {_CELL.format(align='right' if numeric[i] else 'left')[:-1]}"
+            f'{";white-space:nowrap" if i < nowrap else ""}">{html.escape(_fmt(value))}</td>'
+            for i, value in enumerate(row)
+        )
         style = ' style="font-weight:600;background:#fff3e0"' if r == highlight else ""
         out.append(f"<tr{style}>{cells}</tr>")
     out.append("</table>")
@@ -65,9 +74,14 @@ def runtime(rt) -> str:
     kind = rt.kind.upper() + (" (simulated replicas on logical CPU devices)" if rt.simulated else "")
     names = sorted({f.get("name", "") for f in rt.device_facts if f.get("name")})
     why = rt.backend_reason  # KERAS_BACKEND in the environment, the config, ...
-    rows = [("kind", kind), ("backend", f"{rt.backend} ({why})" if why else rt.backend), ("replicas", rt.replicas),
-            ("devices", ", ".join(rt.devices)), ("hardware", ", ".join(names) or "–"),
-            ("precision", f"{rt.precision}: {rt.precision_reason}")]
+    rows = [
+        ("kind", kind),
+        ("backend", f"{rt.backend} ({why})" if why else rt.backend),
+        ("replicas", rt.replicas),
+        ("devices", ", ".join(rt.devices)),
+        ("hardware", ", ".join(names) or "–"),
+        ("precision", f"{rt.precision}: {rt.precision_reason}"),
+    ]
     if rt.multi_process:
         rows.append(("workers", rt.workers))
     rows += [(f"skipped {kind_.upper()}", why) for kind_, why in rt.skipped]
@@ -79,17 +93,22 @@ def chip(rt, state: str = "") -> str:
     if rt is None:
         text, colour = state or "not connected", "#666"
     else:
-        text = " · ".join([rt.kind.upper() + (f" {rt.chip_name}" if rt.chip_name else ""), rt.backend,
-                           f"{rt.replicas} replica" + ("s" if rt.replicas != 1 else "")
-                           + (" (simulated)" if rt.simulated else "")]
-                          + ([f"{rt.workers} workers"] if rt.multi_process else []))
+        text = " · ".join(
+            [
+                rt.kind.upper() + (f" {rt.chip_name}" if rt.chip_name else ""),
+                rt.backend,
+                f"{rt.replicas} replica" + ("s" if rt.replicas != 1 else "") + (" (simulated)" if rt.simulated else ""),
+            ]
+            + ([f"{rt.workers} workers"] if rt.multi_process else [])
+        )
         colour = "#1b5e20"
-    return (f'<span style="margin:0 10px;padding:2px 8px;border-radius:10px;border:1px solid {colour};'
-            f'color:{colour};font-size:12px;white-space:nowrap">{html.escape(text)}</span>')
+    return (
+        f'<span style="margin:0 10px;padding:2px 8px;border-radius:10px;border:1px solid {colour};'
+        f'color:{colour};font-size:12px;white-space:nowrap">{html.escape(text)}</span>'
+    )
 
 
-RUNS_HEADER = ("#", "run", "status", "model / data", "precision", "batch", "examples/s", "validation",
-               "fingerprint")
+RUNS_HEADER = ("#", "run", "status", "model / data", "precision", "batch", "examples/s", "validation", "fingerprint")
 
 
 def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
@@ -107,16 +126,29 @@ def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
         precision = row.get("precision")
         mode = precisions.find(precision)  # its short form (bf16), the full policy name in the tooltip
         fingerprint = row.get("fingerprint")
-        body.append((
-            (i + 1, None), (row.get("run"), None), (row.get("status"), None),
-            (f"{row.get('model')} / {row.get('dataset')}", None),
-            (mode.key if mode else precision, precision),
-            (f"{row.get('batch_size')} × {row.get('replicas') or 1}" if (row.get("replicas") or 1) > 1
-             else row.get("batch_size"), None),
-            (row.get("examples_per_sec"), None), (_validation(row), None),
-            ((fingerprint[:8] if fingerprint else "–") + (" det" if row.get("deterministic") else ""),
-             f"weights' fingerprint {fingerprint}" + (" (deterministic run)" if row.get("deterministic") else "")
-             if fingerprint else None)))
+        body.append(
+            (
+                (i + 1, None),
+                (row.get("run"), None),
+                (row.get("status"), None),
+                (f"{row.get('model')} / {row.get('dataset')}", None),
+                (mode.key if mode else precision, precision),
+                (
+                    f"{row.get('batch_size')} × {row.get('replicas') or 1}"
+                    if (row.get("replicas") or 1) > 1
+                    else row.get("batch_size"),
+                    None,
+                ),
+                (row.get("examples_per_sec"), None),
+                (_validation(row), None),
+                (
+                    (fingerprint[:8] if fingerprint else "–") + (" det" if row.get("deterministic") else ""),
+                    f"weights' fingerprint {fingerprint}" + (" (deterministic run)" if row.get("deterministic") else "")
+                    if fingerprint
+                    else None,
+                ),
+            )
+        )
     numeric = [all(_is_number(row[i][0]) for row in body) for i in range(len(RUNS_HEADER))]
 
     def cell(tag, value, i, title=None, border=True):
@@ -131,8 +163,10 @@ def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
         note = notes[r] if r < len(notes) else ""
         out.append("<tr>" + "".join(cell("td", v, i, t, border=not note) for i, (v, t) in enumerate(row)) + "</tr>")
         if note:
-            out.append(f'<tr><td></td><td colspan="{len(RUNS_HEADER) - 1}" style="padding:0 6px 3px;'
-                       f'border-bottom:1px solid #ddd;color:#555;white-space:normal">{html.escape(note)}</td></tr>')
+            out.append(
+                f'<tr><td></td><td colspan="{len(RUNS_HEADER) - 1}" style="padding:0 6px 3px;'
+                f'border-bottom:1px solid #ddd;color:#555;white-space:normal">{html.escape(note)}</td></tr>'
+            )
     out.append("</table>")
     return '<div style="overflow-x:auto;max-width:100%">' + "".join(out) + "</div>"
 
@@ -140,8 +174,10 @@ def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
 def compared(shown: str, differed: Sequence[str]) -> str:
     """The line above Compare's chart: which runs it shows, and the settings that differed between them."""
     what = ("settings that differed: " + "; ".join(differed)) if differed else "no setting differed"
-    return (f'<div style="font-size:12px;line-height:1.4;margin:6px 0 2px"><b>Compared</b>: {html.escape(shown)}. '
-            f'{html.escape(what[0].upper() + what[1:])}.</div>')
+    return (
+        f'<div style="font-size:12px;line-height:1.4;margin:6px 0 2px"><b>Compared</b>: {html.escape(shown)}. '
+        f"{html.escape(what[0].upper() + what[1:])}.</div>"
+    )
 
 
 def validation_key(row: dict) -> Optional[str]:
@@ -168,14 +204,24 @@ def profile(summary) -> str:
     if summary.step_time_ms is None:
         step = "no step markers in this capture"
     else:
-        step = (f"{summary.step_time_ms:.2f} ms average (min {summary.step_time_ms_min:.2f}, "
-                f"max {summary.step_time_ms_max:.2f}) over {len(summary.steps)} steps")
-    facts = table(("", ""), [("capture", summary.path), ("hardware", summary.hardware_type or "unknown"),
-                             ("step time", step), ("input pipeline", summary.input_verdict),
-                             ("next step", summary.recommendation or "–")])
-    ops = table(("self time (us)", "share", "category", "op"),
-                [(op.self_time_us, f"{op.self_time_percent:.1f}%", op.category, op.name)
-                 for op in summary.top_ops[:TOP_OPS]])
+        step = (
+            f"{summary.step_time_ms:.2f} ms average (min {summary.step_time_ms_min:.2f}, "
+            f"max {summary.step_time_ms_max:.2f}) over {len(summary.steps)} steps"
+        )
+    facts = table(
+        ("", ""),
+        [
+            ("capture", summary.path),
+            ("hardware", summary.hardware_type or "unknown"),
+            ("step time", step),
+            ("input pipeline", summary.input_verdict),
+            ("next step", summary.recommendation or "–"),
+        ],
+    )
+    ops = table(
+        ("self time (us)", "share", "category", "op"),
+        [(op.self_time_us, f"{op.self_time_percent:.1f}%", op.category, op.name) for op in summary.top_ops[:TOP_OPS]],
+    )
     return facts + "<div style='margin-top:6px'><b>Top ops by self time</b></div>" + ops
 
 
@@ -191,11 +237,18 @@ def tuning(result) -> str:
     for i, t in enumerate(result.trials):
         chosen = t.batch_size == result.recommended and t.outcome == "measured"
         pick = i if chosen else pick
-        rows.append((t.batch_size, t.global_batch_size, f"{t.examples_per_sec:,.0f}" if t.examples_per_sec else "–",
-                     f"{t.step_time_ms:.1f}" if t.step_time_ms else "–",
-                     "recommended" if chosen else t.outcome))
+        rows.append(
+            (
+                t.batch_size,
+                t.global_batch_size,
+                f"{t.examples_per_sec:,.0f}" if t.examples_per_sec else "–",
+                f"{t.step_time_ms:.1f}" if t.step_time_ms else "–",
+                "recommended" if chosen else t.outcome,
+            )
+        )
     return table(("batch / replica", "global batch", "examples/s", "ms/step", ""), rows, highlight=pick) + message(
-        result.reason)
+        result.reason
+    )
 
 
 def short_error(error: BaseException, limit: int = 300) -> str:
@@ -203,4 +256,3 @@ def short_error(error: BaseException, limit: int = 300) -> str:
     from tpukit.errors import one_line
 
     return one_line(error, limit)
-

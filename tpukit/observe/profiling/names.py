@@ -85,8 +85,11 @@ def tf_layer_suffixes(paths: Iterable[str]) -> FrozenSet[str]:
     for scopes, _ in map(_tf_scopes, paths):
         if len(scopes) >= 3:
             layers.setdefault(scopes[0], []).append(scopes[1])
-    return frozenset(model for model, found in layers.items()
-                     if _TF_UNIQUE_SUFFIX.search(model) and all(_TF_UNIQUE_SUFFIX.search(x) for x in found))
+    return frozenset(
+        model
+        for model, found in layers.items()
+        if _TF_UNIQUE_SUFFIX.search(model) and all(_TF_UNIQUE_SUFFIX.search(x) for x in found)
+    )
 
 
 def tf_name(path: str, op_type: str = "", suffixed: Collection[str] = ()) -> str:
@@ -182,8 +185,18 @@ def jax_name(op_name: str, kind: str = "") -> str:
 
 
 # XLA opcodes of collectives: what they cost is the communication, whatever op their metadata names.
-_COLLECTIVES = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
-                          "all-reduce-start", "all-gather-start", "collective-permute-start"})
+_COLLECTIVES = frozenset(
+    {
+        "all-reduce",
+        "all-gather",
+        "reduce-scatter",
+        "all-to-all",
+        "collective-permute",
+        "all-reduce-start",
+        "all-gather-start",
+        "collective-permute-start",
+    }
+)
 
 
 def _framework_name(op_name: str, op_type: str, suffixed: Collection[str], opcode: str = "") -> str:
@@ -217,9 +230,16 @@ def forward_layer(op_name: str) -> str:
     return "" if grad else layer
 
 
-def xla_name(opcode: str, op_type: str, op_name: str, fused: Sequence[Tuple[str, str, str]] = (),
-             inputs: Sequence[str] = (), outputs: Sequence[str] = (), suffixed: Collection[str] = (),
-             weight_of: str = "") -> str:
+def xla_name(
+    opcode: str,
+    op_type: str,
+    op_name: str,
+    fused: Sequence[Tuple[str, str, str]] = (),
+    inputs: Sequence[str] = (),
+    outputs: Sequence[str] = (),
+    suffixed: Collection[str] = (),
+    weight_of: str = "",
+) -> str:
     """A readable name for an XLA op from its compiled module's metadata; "" where the module says nothing.
 
     The op's own framework op name first; for a fusion without one, the first
@@ -257,6 +277,7 @@ def distinct(names: Sequence[str], paths: Sequence[str]) -> List[str]:
         same = [i for i, n in enumerate(names) if n == name]
         if len(same) < 2:
             continue
+
         def tails(depth: int) -> List[str]:
             return ["/".join(_split(_untyped(paths[i])[0])[-depth:]) for i in same]
 

@@ -156,10 +156,18 @@ class ProfileSummary:
         return self.to_text()
 
 
-def from_measurements(path: str, hardware_type: str, steps: Sequence[Tuple[str, float]],
-                      input_percent: Optional[float], other_percent: Optional[float], top_ops: Tuple[OpStat, ...],
-                      top_ops_source: str, tips: Sequence[str], ops_us: Optional[float] = None,
-                      input_source: str = "tf.data") -> ProfileSummary:
+def from_measurements(
+    path: str,
+    hardware_type: str,
+    steps: Sequence[Tuple[str, float]],
+    input_percent: Optional[float],
+    other_percent: Optional[float],
+    top_ops: Tuple[OpStat, ...],
+    top_ops_source: str,
+    tips: Sequence[str],
+    ops_us: Optional[float] = None,
+    input_source: str = "tf.data",
+) -> ProfileSummary:
     """A `ProfileSummary` from what a capture measured: step times, verdict, sentences and advice follow from it.
 
     `tips` are xprof's findings worth passing on, already plain text. `ops_us`
@@ -228,15 +236,22 @@ def _rest_sentence(covered: Optional[float], smaller: Optional[float], no_op: Op
         return ""
     words = f"{smaller:.0f}% of the step time in smaller ops"
     if no_op is not None:
-        return (f"{words}, {no_op:.0f}% in no op the profiler names (waiting for work or input, Python, the "
-                "framework's dispatch between ops).")
+        return (
+            f"{words}, {no_op:.0f}% in no op the profiler names (waiting for work or input, Python, the "
+            "framework's dispatch between ops)."
+        )
     if covered > 100.0:
         return words + "."  # the top ops' line says already that ops ran on several threads at once
     return f"{words}; with the top ops that is more than the step: ops ran on several threads at once."
 
 
-def _advice(input_bound: Optional[bool], other_percent: Optional[float], covered: Optional[float],
-            tips: Sequence[str], top: Optional[OpStat] = None) -> str:
+def _advice(
+    input_bound: Optional[bool],
+    other_percent: Optional[float],
+    covered: Optional[float],
+    tips: Sequence[str],
+    top: Optional[OpStat] = None,
+) -> str:
     """What to look at next, naming only what the user can open: TensorBoard's Profile tab and its tools; where
     nothing stands out, the op with the most self time."""
     parts = []
@@ -252,6 +267,8 @@ def _advice(input_bound: Optional[bool], other_percent: Optional[float], covered
         parts.append(f"The trace viewer in {_PROFILE_TAB} shows what runs between the ops.")
     parts.extend(tips)
     if not any(parts) and top is not None:
-        parts.append(f"Start with {top.name}, the op with the most self time ({top.self_time_percent:.0f}% of the "
-                     f"ops' time): the trace viewer in {_PROFILE_TAB} shows where it runs in each step.")
+        parts.append(
+            f"Start with {top.name}, the op with the most self time ({top.self_time_percent:.0f}% of the "
+            f"ops' time): the trace viewer in {_PROFILE_TAB} shows where it runs in each step."
+        )
     return " ".join(p for p in parts if p)

@@ -34,8 +34,10 @@ class ProfileError(TpukitError, ValueError):
     """`summarize` found no profile capture it can read where it was pointed. The message is one line."""
 
 
-_EXPECTED = (f"expected an {_XPLANE_SUFFIX} file, a capture directory (<logdir>/plugins/profile/<time>) or a logdir "
-             "that holds one")
+_EXPECTED = (
+    f"expected an {_XPLANE_SUFFIX} file, a capture directory (<logdir>/plugins/profile/<time>) or a logdir "
+    "that holds one"
+)
 
 
 # --- finding captures --------------------------------------------------------
@@ -130,9 +132,18 @@ def summarize(path) -> ProfileSummary:
     if input_percent is None:
         input_percent = _input_from_trace(events)
         input_source = "trace" if input_percent is not None else ""
-    return from_measurements(shown, props.get("hardware_type", ""), steps, input_percent, other_percent, top_ops,
-                             source, [_plain(s) for s in statements if s],
-                             ops_us=sum(op.self_time_us for op in ops), input_source=input_source)
+    return from_measurements(
+        shown,
+        props.get("hardware_type", ""),
+        steps,
+        input_percent,
+        other_percent,
+        top_ops,
+        source,
+        [_plain(s) for s in statements if s],
+        ops_us=sum(op.self_time_us for op in ops),
+        input_source=input_source,
+    )
 
 
 _LINK = re.compile(r"<a\b[^>]*?href=[\"']([^\"']*)[\"'][^>]*>(.*?)</a\s*>", re.IGNORECASE | re.DOTALL)
@@ -169,12 +180,14 @@ def _summarize_trace_only(shown: str, xplanes: List[str], why: str) -> ProfileSu
         try:
             found = xspace.trace_events(xplane)
         except Exception as e:  # not an XSpace
-            raise ProfileError(f"summarize_profile: {xplane} is not a profile capture ({one_line(e, 120)}); "
-                               f"{_EXPECTED}.") from None
+            raise ProfileError(
+                f"summarize_profile: {xplane} is not a profile capture ({one_line(e, 120)}); {_EXPECTED}."
+            ) from None
         events.extend(dict(e, pid=(i, e["pid"])) for e in found)  # hosts apart
     if not events:
-        raise ProfileError(f"summarize_profile: no events in {', '.join(xplanes)}: not a whole profile capture; "
-                           f"{_EXPECTED}.")
+        raise ProfileError(
+            f"summarize_profile: no events in {', '.join(xplanes)}: not a whole profile capture; {_EXPECTED}."
+        )
     steps: Dict[int, float] = {}
     for event in events:
         step = event["args"].get("step_num")
@@ -185,17 +198,31 @@ def _summarize_trace_only(shown: str, xplanes: List[str], why: str) -> ProfileSu
     xla = _xla_ops(events, _hlo_instructions(xplanes))
     top_ops, source = _top_ops([], [], xla)
     ops_us = sum(op.self_time_us for op in xla)
-    note = (f"Read from the capture's trace only: {why}, so there is no input-pipeline analysis and no "
-            "framework op statistics.")
+    note = (
+        f"Read from the capture's trace only: {why}, so there is no input-pipeline analysis and no "
+        "framework op statistics."
+    )
     fetching = _input_from_trace(events)
-    summary = from_measurements(shown, "", [(f"{step_names[n]} {n}", ms) for n, ms in sorted(steps.items())],
-                                fetching, None, top_ops, source, [note], ops_us=ops_us,
-                                input_source="trace" if fetching is not None else "")
+    summary = from_measurements(
+        shown,
+        "",
+        [(f"{step_names[n]} {n}", ms) for n, ms in sorted(steps.items())],
+        fetching,
+        None,
+        top_ops,
+        source,
+        [note],
+        ops_us=ops_us,
+        input_source="trace" if fetching is not None else "",
+    )
     # Its advice would point at TensorBoard's Profile tab, which needs the same xprof: say what is missing instead.
     if fetching is not None:
         return dataclasses.replace(summary, recommendation=note)
-    return dataclasses.replace(summary, recommendation=note,
-                               input_conclusion="not measured: xprof's input-pipeline analysis is unavailable here.")
+    return dataclasses.replace(
+        summary,
+        recommendation=note,
+        input_conclusion="not measured: xprof's input-pipeline analysis is unavailable here.",
+    )
 
 
 def _tool_json(xplanes: List[str], tool: str, params: Optional[Dict[str, Any]] = None) -> Any:
@@ -207,11 +234,15 @@ def _tool_json(xplanes: List[str], tool: str, params: Optional[Dict[str, Any]] =
             data = data[0]
         values = json.loads(data) if data else None
     except Exception as e:  # a file that is not an XSpace: xprof's own error, whatever its type
-        raise ProfileError(f"summarize_profile: {', '.join(xplanes)} is not a profile capture xprof can read "
-                           f"({one_line(e, 120)}); {_EXPECTED}.") from None
+        raise ProfileError(
+            f"summarize_profile: {', '.join(xplanes)} is not a profile capture xprof can read "
+            f"({one_line(e, 120)}); {_EXPECTED}."
+        ) from None
     if not values:
-        raise ProfileError(f"summarize_profile: xprof found no {tool} data in {', '.join(xplanes)}: not a whole "
-                           f"profile capture; {_EXPECTED}.")
+        raise ProfileError(
+            f"summarize_profile: xprof found no {tool} data in {', '.join(xplanes)}: not a whole "
+            f"profile capture; {_EXPECTED}."
+        )
     return values
 
 
@@ -297,8 +328,10 @@ def _ranked(on_device: List[OpStat], on_host: List[OpStat], xla: Sequence[OpStat
     # Shares of all the ops listed together (xprof's host shares are of host op time only).
     ops = list(xla) + on_host
     total = sum(op.self_time_us for op in ops)
-    return ([dataclasses.replace(op, self_time_percent=100.0 * op.self_time_us / total) for op in ops],
-            "XLA ops in the trace and host ops")
+    return (
+        [dataclasses.replace(op, self_time_percent=100.0 * op.self_time_us / total) for op in ops],
+        "XLA ops in the trace and host ops",
+    )
 
 
 def _top(ops: List[OpStat]) -> Tuple[OpStat, ...]:
@@ -332,7 +365,8 @@ def _op_stats(tables: List[Dict[str, Any]]) -> Tuple[List[OpStat], List[OpStat]]
         share = cells[col[share_key]] if share_key in col else 0.0
         path = str(cells[col["operation"]]) if "operation" in col else category
         (on_device if where == "Device" else on_host).append(
-            OpStat(names.tf_name(path, category, strip), category, self_time, 100.0 * float(share or 0.0), path))
+            OpStat(names.tf_name(path, category, strip), category, self_time, 100.0 * float(share or 0.0), path)
+        )
     return on_device, on_host
 
 
@@ -389,13 +423,15 @@ def _hlo_instructions(xplanes: List[str]) -> _Modules:
 def _xla_name(module: str, op: str, program_id: Any, modules: _Modules) -> str:
     """The op's readable name from its module's metadata, else `<module>/<op>`."""
     found = modules.get((module, program_id)) or next(
-        (instructions for (name, _), instructions in modules.items() if name == module and op in instructions), {})
+        (instructions for (name, _), instructions in modules.items() if name == module and op in instructions), {}
+    )
     ins = found.get(op)
     if not ins:
         return f"{module}/{op}" if module else op
     suffixed = names.tf_layer_suffixes(i.op_name for i in found.values() if i.op_name and "(" not in i.op_name)
-    named = names.xla_name(ins.opcode, ins.op_type, ins.op_name, ins.fused, ins.inputs, ins.outputs, suffixed,
-                           _weight_of(ins, found))
+    named = names.xla_name(
+        ins.opcode, ins.op_type, ins.op_name, ins.fused, ins.inputs, ins.outputs, suffixed, _weight_of(ins, found)
+    )
     return named or (f"{module}/{op}" if module else op)
 
 
@@ -442,8 +478,13 @@ def _xla_ops(events: Sequence[Dict[str, Any]], modules: Optional[_Modules] = Non
         self_us[key] = self_us.get(key, 0.0) + us
     total = sum(us for us in self_us.values() if us > 0)
     ops = [
-        OpStat(_xla_name(module, op, program.get((module, op)), modules or {}), re.sub(r"\.\d+$", "", op), us,
-               100.0 * us / total, f"{module}/{op}" if module else op)
+        OpStat(
+            _xla_name(module, op, program.get((module, op)), modules or {}),
+            re.sub(r"\.\d+$", "", op),
+            us,
+            100.0 * us / total,
+            f"{module}/{op}" if module else op,
+        )
         for (module, op), us in self_us.items()
         if us > 0
     ]
@@ -469,10 +510,16 @@ def _key(event: Dict[str, Any]) -> Tuple[str, str]:
 def _gaps_after(events: Sequence[Dict[str, Any]]) -> Dict[Tuple[str, str], float]:
     """Per XLA op, the microseconds in the profiled steps after its event ended during which no op of its
     module ran on any thread until the next one started (the op whose end opened the gap gets it)."""
-    steps = [(float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur", 0))) for e in events
-             if e.get("ph") == "X" and "step_num" in (e.get("args") or {})]
-    ops = sorted((float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur", 0)), _key(e))
-                 for line in _hlo_lines(events).values() for e in line)
+    steps = [
+        (float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur", 0)))
+        for e in events
+        if e.get("ph") == "X" and "step_num" in (e.get("args") or {})
+    ]
+    ops = sorted(
+        (float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur", 0)), _key(e))
+        for line in _hlo_lines(events).values()
+        for e in line
+    )
     gaps: Dict[Tuple[str, str], float] = {}
     for step_start, step_end in steps:
         last: Dict[str, Tuple[float, Tuple[str, str]]] = {}  # module -> (latest end so far, the op that ends then)

@@ -57,12 +57,12 @@ def _fields(data: bytes) -> Iterator[Tuple[int, int, Any]]:
         if wire == 0:
             value, i = _varint(data, i)
         elif wire == 1:
-            value, i = data[i:i + 8], i + 8
+            value, i = data[i : i + 8], i + 8
         elif wire == 2:
             size, i = _varint(data, i)
-            value, i = data[i:i + size], i + size
+            value, i = data[i : i + size], i + size
         elif wire == 5:
-            value, i = data[i:i + 4], i + 4
+            value, i = data[i : i + 4], i + 4
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
         yield number, wire, value
@@ -170,9 +170,17 @@ def trace_events(path: str) -> List[Dict[str, Any]]:
                         if key:
                             args[key] = stat
                 name, encoded = _name_and_args(name)
-                events.append({"ph": "X", "name": name, "pid": plane_id, "tid": line_id,
-                               "ts": timestamp_ns / 1e3 + offset_ps / 1e6, "dur": duration_ps / 1e6,
-                               "args": {**encoded, **args}})
+                events.append(
+                    {
+                        "ph": "X",
+                        "name": name,
+                        "pid": plane_id,
+                        "tid": line_id,
+                        "ts": timestamp_ns / 1e3 + offset_ps / 1e6,
+                        "dur": duration_ps / 1e6,
+                        "args": {**encoded, **args},
+                    }
+                )
     return events
 
 
@@ -275,8 +283,16 @@ def _module_instructions(proto: bytes) -> Dict[str, HloInstruction]:
                 elif f == _COMPUTATION_ROOT_ID:
                     root = _signed(value)
                 elif f == _COMPUTATION_INSTRUCTIONS:
-                    ins: Dict[str, Any] = {"name": "", "opcode": "", "op_type": "", "op_name": "", "id": 0,
-                                           "operands": [], "called": [], "dims": ()}
+                    ins: Dict[str, Any] = {
+                        "name": "",
+                        "opcode": "",
+                        "op_type": "",
+                        "op_name": "",
+                        "id": 0,
+                        "operands": [],
+                        "called": [],
+                        "dims": (),
+                    }
                     for g, w, v in _fields(value):
                         if g == _INSTRUCTION_NAME:
                             ins["name"] = _text(v)
@@ -285,8 +301,9 @@ def _module_instructions(proto: bytes) -> Dict[str, HloInstruction]:
                         elif g == _INSTRUCTION_METADATA:
                             ins["op_type"], ins["op_name"] = _op_metadata(v)
                         elif g == _INSTRUCTION_SHAPE:
-                            ins["dims"] = tuple(sorted(d for f2, w2, v2 in _fields(v) if f2 == _SHAPE_DIMENSIONS
-                                                       for d in _ints(v2, w2)))
+                            ins["dims"] = tuple(
+                                sorted(d for f2, w2, v2 in _fields(v) if f2 == _SHAPE_DIMENSIONS for d in _ints(v2, w2))
+                            )
                         elif g == _INSTRUCTION_ID:
                             ins["id"] = _signed(v)
                         elif g == _INSTRUCTION_OPERANDS:
@@ -313,9 +330,19 @@ def _module_instructions(proto: bytes) -> Dict[str, HloInstruction]:
                 fused.extend((i["opcode"], i["op_type"], i["op_name"]) for i in inner)
             inputs = tuple(by_id[i]["op_name"] for i in ins["operands"] if i in by_id and by_id[i]["op_name"])
             outputs = tuple(by_id[i]["op_name"] for i in readers.get(ins["id"], []) if by_id[i]["op_name"])
-            found.setdefault(ins["name"], HloInstruction(ins["opcode"], ins["op_type"], ins["op_name"],
-                                                         tuple(fused), inputs, outputs, ins["dims"],
-                                                         tuple(d for d in operand_dims if d)))
+            found.setdefault(
+                ins["name"],
+                HloInstruction(
+                    ins["opcode"],
+                    ins["op_type"],
+                    ins["op_name"],
+                    tuple(fused),
+                    inputs,
+                    outputs,
+                    ins["dims"],
+                    tuple(d for d in operand_dims if d),
+                ),
+            )
     return found
 
 
@@ -335,7 +362,7 @@ def hlo_instructions(path: str) -> Dict[Tuple[str, Optional[int]], Dict[str, Hlo
     modules: Dict[Tuple[str, Optional[int]], Dict[str, HloInstruction]] = {}
     for name, proto in _hlo_proto_stats(space).items():
         match = _PROGRAM_ID.search(name)
-        key = (name[:match.start()], int(match.group(1))) if match else (name, None)
+        key = (name[: match.start()], int(match.group(1))) if match else (name, None)
         try:
             modules[key] = _module_instructions(proto)
         except (IndexError, ValueError, struct.error):  # not an HloProto this reader understands: no names
