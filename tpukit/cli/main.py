@@ -62,7 +62,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
     parser.train = t
+    _export_and_launch(sub, common)
+    _doctor_and_tensorboard(sub, common)
+    return parser
 
+
+def _export_and_launch(sub, common) -> None:
+    """The `export` and `launch` commands' options."""
     x = sub.add_parser(
         "export", parents=[common], help="write a run's model as a float32 .keras file (and a SavedModel on TensorFlow)"
     )
@@ -100,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
         help="the command each worker runs (its own --replicas)",
     )
 
+
+def _doctor_and_tensorboard(sub, common) -> None:
+    """The `doctor` and `tensorboard` commands' options."""
     d = sub.add_parser("doctor", help="show the accelerator, versions and recommended settings", parents=[common])
     d.add_argument("--json", action="store_true")
 
@@ -116,7 +125,6 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="stop the TensorBoard that serves --logdir (with --port: the one on that port)",
     )
-    return parser
 
 
 def _keep_interrupts() -> None:

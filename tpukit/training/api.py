@@ -108,17 +108,7 @@ def resume(
             damaged, it holds a symlink, or another process is training it (`directory.RunInUse`); or `run_dir`
             is not the path of a run directory.
     """
-    if settings:
-        from tpukit.config import ConfigError
-
-        given = ", ".join(f"{k}={v!r}" for k, v in settings.items())
-        raise ConfigError(
-            f"resume() continues {run_dir} with the settings it was started with, so {given} would be "
-            "ignored; only epochs=N extends a completed run. To change them, start a new run: "
-            "train(config.replace(...)).",
-            field=next(iter(settings)),
-            value=next(iter(settings.values())),
-        )
+    _refuse_settings(run_dir, settings)
     progress = text_progress(verbose, progress)
     directory.check_run_dir(run_dir, "resume")
     directory.check_contained(run_dir)
@@ -170,3 +160,18 @@ def _check_agree(run_dir, config: RunConfig, previous: RunResult) -> None:
             f"{run_dir}: config.json and result.json disagree on {', '.join(differ)} ({k}={written.get(k)!r} vs "
             f"{recorded.get(k)!r}); the run cannot resume exactly. Start a new run with the settings you want."
         )
+
+
+def _refuse_settings(run_dir, settings: dict) -> None:
+    """ConfigError, in one line, for settings passed to resume(): it continues the run as it was set up."""
+    if not settings:
+        return
+    from tpukit.config import ConfigError
+
+    given = ", ".join(f"{k}={v!r}" for k, v in settings.items())
+    raise ConfigError(
+        f"resume() continues {run_dir} with the settings it was started with, so {given} would be ignored; only "
+        "epochs=N extends a completed run. To change them, start a new run: train(config.replace(...)).",
+        field=next(iter(settings)),
+        value=next(iter(settings.values())),
+    )

@@ -162,37 +162,7 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
     """
     refusal = runtime.multi_step_refusal()
     if requested != "auto":
-        if requested > 1 and refusal:
-            raise ConfigError(
-                f"RunConfig.steps_per_execution: {refusal}; use 1 there (or 'auto'). "
-                f"Received: steps_per_execution={requested}.",
-                field="steps_per_execution",
-                value=requested,
-                expected="1 or 'auto'",
-                choices=(1, "auto"),
-            )
-        if requested > 1 and profile is not None:
-            raise ConfigError(
-                f"RunConfig.steps_per_execution: the profile window {profile[0]}-{profile[1]} counts "
-                f"steps one call at a time, and {requested} steps per call would move or skip it; use "
-                f"1 (or 'auto') for a profiled run. Received: steps_per_execution={requested}.",
-                field="steps_per_execution",
-                value=requested,
-                expected="1 or 'auto'",
-                choices=(1, "auto"),
-            )
-        if steps_per_epoch and steps_per_epoch % requested:
-            divisors = ", ".join(str(d) for d in range(steps_per_epoch, 0, -1) if steps_per_epoch % d == 0)
-            raise ConfigError(
-                f"RunConfig.steps_per_execution: {requested} does not divide the {steps_per_epoch} steps per epoch: "
-                f"Keras would run {-(-steps_per_epoch // requested) * requested} steps in each epoch, taking batches "
-                f"of the next, and run out of data before the last epoch ends; use a divisor ({divisors[:40]}"
-                f"{', ...' if len(divisors) > 40 else ''}) or 'auto'. Received: steps_per_execution={requested}.",
-                field="steps_per_execution",
-                value=requested,
-                expected="a divisor of the steps per epoch or 'auto'",
-                choices=tuple(d for d in range(1, steps_per_epoch + 1) if steps_per_epoch % d == 0) + ("auto",),
-            )
+        _check_requested(requested, refusal, steps_per_epoch, profile)
         return requested, f"{requested}, as set"
     if refusal:
         return 1, f"auto → 1: {refusal}"
@@ -215,3 +185,39 @@ def resolve_steps_per_execution(requested, runtime, steps_per_epoch: Optional[in
         f"auto → {n} {where}: fewer calls from the host, each running {n} steps; the largest divisor of the "
         f"{steps_per_epoch} steps per epoch up to {cap}, so epochs stay whole"
     )
+
+
+def _check_requested(requested: int, refusal, steps_per_epoch: Optional[int], profile) -> None:
+    """ConfigError, in one line, for an explicit steps_per_execution the run cannot take: more than 1 where the path
+    cannot run it or with a profile window, or a value that does not divide the epoch's steps."""
+    if requested > 1 and refusal:
+        raise ConfigError(
+            f"RunConfig.steps_per_execution: {refusal}; use 1 there (or 'auto'). "
+            f"Received: steps_per_execution={requested}.",
+            field="steps_per_execution",
+            value=requested,
+            expected="1 or 'auto'",
+            choices=(1, "auto"),
+        )
+    if requested > 1 and profile is not None:
+        raise ConfigError(
+            f"RunConfig.steps_per_execution: the profile window {profile[0]}-{profile[1]} counts "
+            f"steps one call at a time, and {requested} steps per call would move or skip it; use "
+            f"1 (or 'auto') for a profiled run. Received: steps_per_execution={requested}.",
+            field="steps_per_execution",
+            value=requested,
+            expected="1 or 'auto'",
+            choices=(1, "auto"),
+        )
+    if steps_per_epoch and steps_per_epoch % requested:
+        divisors = ", ".join(str(d) for d in range(steps_per_epoch, 0, -1) if steps_per_epoch % d == 0)
+        raise ConfigError(
+            f"RunConfig.steps_per_execution: {requested} does not divide the {steps_per_epoch} steps per epoch: "
+            f"Keras would run {-(-steps_per_epoch // requested) * requested} steps in each epoch, taking batches "
+            f"of the next, and run out of data before the last epoch ends; use a divisor ({divisors[:40]}"
+            f"{', ...' if len(divisors) > 40 else ''}) or 'auto'. Received: steps_per_execution={requested}.",
+            field="steps_per_execution",
+            value=requested,
+            expected="a divisor of the steps per epoch or 'auto'",
+            choices=tuple(d for d in range(1, steps_per_epoch + 1) if steps_per_epoch % d == 0) + ("auto",),
+        )

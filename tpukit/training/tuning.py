@@ -117,13 +117,7 @@ def tune_batch_size(
     from tpukit.data.types import UnorderedDataWarning
     from tpukit.training.run import Run
 
-    for name, value, low in (("warmup_steps", warmup_steps, 1), ("steps", steps, 2)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ConfigError(f"tune_batch_size: {name} must be an integer >= {low}. Received: {name}={value!r}.")
-    if min_gain is not None and (isinstance(min_gain, bool) or not 0 <= min_gain < 1):
-        raise ConfigError(
-            f"tune_batch_size: min_gain must be a fraction in [0, 1) or None. Received: min_gain={min_gain!r}."
-        )
+    _check_arguments(warmup_steps, steps, min_gain)
     run = Run(config, runtime, (), None, None, inputs=(model, data, None, None))  # the recipe train() runs
     with contextlib.ExitStack() as held, warnings.catch_warnings():
         warnings.simplefilter("ignore", UnorderedDataWarning)  # batched data is refused just below
@@ -161,6 +155,17 @@ def tune_batch_size(
         if flat == PATIENCE or time.perf_counter() - began > time_budget_s:
             break
     return _recommend(tuple(trials), min_gain, runtime.replicas, limit, why, flat == PATIENCE)
+
+
+def _check_arguments(warmup_steps, steps, min_gain) -> None:
+    """ConfigError, in one line, for tune_batch_size's own arguments out of range."""
+    for name, value, low in (("warmup_steps", warmup_steps, 1), ("steps", steps, 2)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"tune_batch_size: {name} must be an integer >= {low}. Received: {name}={value!r}.")
+    if min_gain is not None and (isinstance(min_gain, bool) or not 0 <= min_gain < 1):
+        raise ConfigError(
+            f"tune_batch_size: min_gain must be a fraction in [0, 1) or None. Received: min_gain={min_gain!r}."
+        )
 
 
 def _trial(run, size: int, warmup: int, steps: int) -> BatchTrial:
