@@ -86,61 +86,83 @@ def build(p) -> None:
     from tpukit.ui import progress
 
     p.form = _form.Form(p._config, p._form_changed)
-    p.buttons = {}
+    p.buttons = _buttons(p, widgets)
+    p.views = _views(widgets)
+    p.run_picker = _run_picker(widgets)
+    p._progress_view = progress.ProgressView(p.views["progress"], p.views["bar"], p.views["curves"])
+    p.views["progress"].add_class("tpukit-progress-line")
+    top = _top(p, widgets)
+    p.sections = _sections(p, widgets)
+    p.picker = _section_picker(p, widgets)
+    p.widget = widgets.VBox([top, p.picker, *p.sections.values()])
+    p.widget.add_class(ROOT_CLASS)
+    p._all_widgets = _descendants(p.widget)
+
+
+def _buttons(p, widgets) -> dict:
+    """The action buttons by name, each wired to `p._on_<name>`."""
+    buttons = {}
     for name, label, style, tip in BUTTONS:
         button = widgets.Button(description=label, button_style=style, tooltip=tip, layout=widgets.Layout(width="auto"))
         button.on_click(getattr(p, "_on_" + name))
-        p.buttons[name] = button
+        buttons[name] = button
     if p.context == _context.COLAB:
-        p.buttons["stop"].tooltip = "In Colab, interrupt the cell (Ctrl+M I) to stop a run; it is kept as stopped"
+        buttons["stop"].tooltip = "In Colab, interrupt the cell (Ctrl+M I) to stop a run; it is kept as stopped"
+    return buttons
 
-    def html(value=""):
-        return widgets.HTML(value=value)
 
-    def image():
-        return widgets.Image(value=b"", format="png", layout=widgets.Layout(display="none"))
+def _html(widgets, value=""):
+    return widgets.HTML(value=value)
 
-    p.views = {
-        "message": html(),
-        "accelerator": html(
-            tables.message("Not connected. Connect finds a TPU, else GPUs, else the CPU (Train connects too).")
+
+def _image(widgets):
+    return widgets.Image(value=b"", format="png", layout=widgets.Layout(display="none"))
+
+
+def _views(widgets) -> dict:
+    """The panel's outputs by name: lines of HTML, charts (hidden until drawn), the bar, TensorBoard's frame."""
+    return {
+        "message": _html(widgets),
+        "accelerator": _html(
+            widgets,
+            tables.message("Not connected. Connect finds a TPU, else GPUs, else the CPU (Train connects too)."),
         ),
-        "chip": html(tables.chip(None)),
-        "progress": html(tables.message("No run yet.")),
-        "curves": image(),
+        "chip": _html(widgets, tables.chip(None)),
+        "progress": _html(widgets, tables.message("No run yet.")),
+        "curves": _image(widgets),
         "bar": widgets.IntProgress(value=0, min=0, max=1000, layout=widgets.Layout(width="60%")),
-        "profile": html(),
-        "profile_chart": image(),
-        "tensorboard": html(),
+        "profile": _html(widgets),
+        "profile_chart": _image(widgets),
+        "tensorboard": _html(widgets),
         "tensorboard_frame": widgets.Output(),
-        "runs": html(),
-        "runs_compared": html(),
-        "runs_chart": image(),
-        "reproducibility": html(),
-        "train_off": html(),
-        "tuning": html(),
-        "tuning_chart": image(),
+        "runs": _html(widgets),
+        "runs_compared": _html(widgets),
+        "runs_chart": _image(widgets),
+        "reproducibility": _html(widgets),
+        "train_off": _html(widgets),
+        "tuning": _html(widgets),
+        "tuning_chart": _image(widgets),
     }
-    # The run the Runs section's Load model, Export and Start next run from it act on (the latest by default).
-    p.run_picker = widgets.Dropdown(
+
+
+def _run_picker(widgets):
+    """The run the Runs section's Load model, Export and Start next run from it act on (the latest by default)."""
+    return widgets.Dropdown(
         options=[("no run yet", -1)],
         value=-1,
         description="run",
         style={"description_width": "32px"},
         layout=widgets.Layout(width="400px"),
     )
-    p._progress_view = progress.ProgressView(p.views["progress"], p.views["bar"], p.views["curves"])
-    rows, b, v = p.form.rows, p.buttons, p.views
-    v["progress"].add_class("tpukit-progress-line")
 
-    def column(*names):
-        return widgets.VBox([rows[n] for n in names], layout=widgets.Layout(width="50%", min_width="360px"))
 
-    # What stays on screen: the header (what is connected), the actions, the status and the progress line.
+def _top(p, widgets):
+    """What stays on screen: the header (what is connected), the actions, the status and the progress line."""
+    b, v = p.buttons, p.views
     top = widgets.VBox(
         [
             widgets.HBox(
-                [html(STYLE + "<b style='font-size:14px'>tpukit</b>"), v["chip"], b["connect"]],
+                [_html(widgets, STYLE + "<b style='font-size:14px'>tpukit</b>"), v["chip"], b["connect"]],
                 layout=widgets.Layout(align_items="center"),
             ),
             widgets.HBox([b["train"], b["stop"], b["resume"], b["profile"], b["tune"]]),
@@ -151,9 +173,17 @@ def build(p) -> None:
         ]
     )
     top.add_class("tpukit-top")
-    # The rest, one section at a time (ToggleButtons, not Tab or Accordion: both render alike in ipywidgets 7
-    # on Colab, whose Accordion misbehaves, colabtools #3571).
-    p.sections = {
+    return top
+
+
+def _sections(p, widgets) -> dict:
+    """The rest, one section at a time, by name (SECTIONS); the first shown, the others hidden."""
+    rows, b, v = p.form.rows, p.buttons, p.views
+
+    def column(*names):
+        return widgets.VBox([rows[n] for n in names], layout=widgets.Layout(width="50%", min_width="360px"))
+
+    sections = {
         "Settings": widgets.HBox(
             [column(*CORE_FIELDS), column(*ADVANCED_FIELDS)], layout=widgets.Layout(flex_flow="row wrap")
         ),
@@ -173,20 +203,24 @@ def build(p) -> None:
         "TensorBoard": widgets.VBox([widgets.HBox([b["tensorboard"]]), v["tensorboard"], v["tensorboard_frame"]]),
         "Accelerator": widgets.VBox([v["accelerator"]]),
     }
-    for name, box in p.sections.items():
+    for name, box in sections.items():
         box.add_class(f"tpukit-section-{name.lower()}")
         box.layout.display = "" if name == SECTIONS[0] else "none"
-    p.picker = widgets.ToggleButtons(
+    return sections
+
+
+def _section_picker(p, widgets):
+    """Which section shows (ToggleButtons, not Tab or Accordion: both render alike in ipywidgets 7 on Colab, whose
+    Accordion misbehaves, colabtools #3571), wired to `p._on_section`."""
+    picker = widgets.ToggleButtons(
         options=SECTIONS,
         value=SECTIONS[0],
         tooltips=SECTION_TIPS,
         style={"button_width": "104px"},
         layout=widgets.Layout(margin="8px 0 4px 0"),
     )
-    p.picker.observe(p._on_section, names="value")
-    p.widget = widgets.VBox([top, p.picker, *p.sections.values()])
-    p.widget.add_class(ROOT_CLASS)
-    p._all_widgets = _descendants(p.widget)
+    picker.observe(p._on_section, names="value")
+    return picker
 
 
 def _descendants(widget) -> list:

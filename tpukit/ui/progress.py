@@ -276,157 +276,203 @@ def _build_class():
     import keras
 
     class PanelProgress(keras.callbacks.Callback):
-        """Reports progress to a sink on a wall-clock schedule; each step costs one clock read."""
+        """Reports progress to a sink on a wall-clock schedule; each step costs one clock read (`_Tracker` does it:
+        the hooks only pass the calls on)."""
 
         async_safe = True  # the step hook records under a lock; reports happen on fit's own thread
 
-        def __init__(self, sink, *, global_batch, clock, text_every, plot_every, budget, earlier, before=None):
+        progress = property(lambda self: self._tracker.progress, doc="The latest Progress reported.")
+        sink = property(lambda self: self._tracker.sink, doc="What the reports go to.")
+        meter = property(lambda self: self._tracker.meter, doc="Where the run is, its rate and ETA.")
+        points = property(lambda self: self._tracker.points, doc="The curves' per-step (step, loss, accuracy).")
+        epoch_ends = property(lambda self: self._tracker.epoch_ends, doc="The curves' (step, metrics) at epoch ends.")
+
+        def __init__(self, sink, **options):
             super().__init__()
-            self.sink = sink
-            self.global_batch = global_batch
-            self.clock = clock
-            self.text = Throttle(text_every, budget / 4)
-            self.plot = Throttle(plot_every, budget)
-            self.earlier = earlier or {}
-            self.before = before
-            self._whole = 0  # the whole epochs the curves hold (kept and run)
-            self.points: List[Tuple[int, Optional[float], Optional[float]]] = []
-            self._mean_at = (0, 0.0, 0.0)
-            self.epoch_ends: List[Tuple[int, Dict[str, float]]] = []
-            self.progress = Progress()
-            self._lock = threading.Lock()
-            self._pending: List[Tuple[int, Dict]] = []  # (step in the epoch, logs) recorded, not yet drawn
-            self._logs: Dict = {}
-            self._reset()
+            self._tracker = _Tracker(sink, params=lambda: self.params, stopping=self._stopping, **options)
 
-        def _reset(self):
-            self._begin = self.clock()
-            self.meter = Meter(self.global_batch, *self._shape())
-            self._stride = 1
-            self._pointed = 0  # the global step of the latest point
-            self._drawn = 0  # the latest step of this epoch drawn
+        def _stopping(self) -> bool:
+            return getattr(self.model, "stop_training", False)  # `self.model` syncs a JAX model: only where needed
 
-        # ---- Keras hooks: small, the work is in helpers ----------------------
         def on_train_begin(self, logs=None):
-            self._reset()
-            self.points, self.epoch_ends, self._whole = [], [], 0
-            steps, epochs = self._shape()
-            self._stride = max(1, steps * epochs // POINTS)
-            if steps:  # Keras' own count: nothing plans the run twice to size the axes
-                self.sink.sized(steps * epochs)
+            self._tracker.train_begin()
 
         def on_epoch_begin(self, epoch, logs=None):
-            self._mean_at = (0, 0.0, 0.0)  # (step in the epoch, running loss, running accuracy) at the last point
-            if not self.meter.started:  # a resumed run starts at its first unfinished epoch: the axis goes on
-                self._seed_earlier(epoch)
-            with self._lock:
-                self.meter.epoch(epoch, self.clock())
-                self._pending, self._drawn = [], 0
+            self._tracker.epoch_begin(epoch)
 
         def on_train_batch_begin(self, batch, logs=None):
-            now = self.clock()
-            if self.text.due(now):
-                self._report(now)
+            self._tracker.batch_begin()
 
         def on_train_batch_end(self, batch, logs=None):
-            now = self.clock()
-            with self._lock:
-                self.meter.step(batch + 1, now)
-                self._pending.append((batch + 1, logs))
+            self._tracker.batch_end(batch, logs)
 
         def on_epoch_end(self, epoch, logs=None):
-            self._draw_pending()
-            # Keras ends an epoch cut short by a stop with validation too; the run keeps no such epoch (resume
-            # redoes it, the record and the status line end at the last whole one), so neither do the curves.
-            # The train line has the epoch's steps, so only validation is an epoch's point.
-            if self._whole_epoch():
-                self._whole += 1
-                self.epoch_ends.append(
-                    (self.meter.global_step, {k: _metric(logs, k) for k in (logs or {}) if k.startswith("val_")})
-                )
-            now = self.clock()
-            if self.text.due(now):
-                self._report(now, logs)
+            self._tracker.epoch_end(logs)
 
         def on_train_end(self, logs=None):
-            self._report(self.clock(), logs, force_plot=True, done=True)
-
-        # ---- helpers ---------------------------------------------------------
-        def _window(self, step, logs):
-            """(loss, accuracy) of the steps since the last point: Keras logs running means over the epoch, which
-            would draw a jump at every epoch start; a mean's difference gives the window's own mean (exact for
-            equal batches, as tpukit's whole batches are)."""
-            before, loss_before, acc_before = self._mean_at
-            loss, accuracy = _metric(logs, "loss"), _metric(logs, "accuracy")
-            self._mean_at = (step, loss, accuracy)
-            if step <= before:
-                return loss, accuracy
-            return _window_mean(loss, loss_before, step, before), _window_mean(accuracy, acc_before, step, before)
-
-        def _shape(self) -> Tuple[int, int]:
-            params = self.params or {}
-            return int(params.get("steps") or 0), int(params.get("epochs") or 0)
-
-        def _whole_epoch(self) -> bool:
-            """Whether the epoch that ended ran all its steps (as `training.callbacks.whole_epoch`; the model is
-            read only where the steps are unknown)."""
-            steps = self._shape()[0]
-            return self.meter.step_index >= steps if steps else not getattr(self.model, "stop_training", False)
+            self._tracker.train_end(logs)
 
         def drawn(self) -> Optional[Drawn]:
             """What the curves hold now, for `remember`."""
-            steps = self._shape()[0]
-            return Drawn(steps, self._whole, tuple(self.points)) if steps else None
-
-        def _seed_earlier(self, epochs_kept: int) -> None:
-            """The resumed run's kept epochs where the axis has them: the per-step points this kernel drew of them,
-            and for any it did not draw (a new kernel), their means from the history, as markers at their ends."""
-            steps = self._shape()[0]
-            before = self.before if self.before is not None and self.before.steps_per_epoch == steps else None
-            seen = min(epochs_kept, before.whole_epochs) if before is not None and steps else 0
-            if seen:
-                self.points.extend(p for p in before.points if p[0] <= seen * steps)
-            for i in range(epochs_kept):
-                values = {k: v[i] for k, v in self.earlier.items() if isinstance(v, list) and i < len(v)}
-                if i < seen:  # its steps are drawn: the epoch's point is its validation
-                    values = {k: v for k, v in values.items() if k.startswith("val_")}
-                if values:
-                    self.epoch_ends.append(((i + 1) * steps, values))
-            self._whole = epochs_kept
-            self._pointed = epochs_kept * steps
-
-        def _draw_pending(self):
-            """The recorded steps, in order, into the curve's points: the loss of every step, or of every few in
-            a long run."""
-            with self._lock:
-                pending, self._pending = sorted(self._pending, key=lambda p: p[0]), []
-                start = self.meter.global_step - self.meter.step_index  # the global step this epoch began at
-            for step, logs in pending:
-                if step <= self._drawn:
-                    continue  # reported twice
-                self._drawn = step
-                if (start + step) // self._stride > self._pointed // self._stride:
-                    self._pointed = start + step
-                    self.points.append((start + step, *self._window(step, logs)))
-                self._logs = logs or {}
-
-        def _report(self, now, logs=None, force_plot=False, done=False):
-            self._draw_pending()
-            logs = self._logs if logs is None else logs
-            overhead = (self.text.spent + self.plot.spent) / max(now - self._begin, 1e-9)
-            with self._lock:
-                self.progress = self.meter.progress(
-                    now, loss=_metric(logs, "loss"), accuracy=_metric(logs, "accuracy"), done=done, overhead=overhead
-                )
-            self.sink.show_progress(self.progress)
-            after_text = self.clock()
-            self.text.done(now, after_text - now)
-            if force_plot or self.plot.due(after_text):
-                self.sink.show_curves(self.points, self.epoch_ends)
-                self.plot.done(after_text, self.clock() - after_text)
+            return self._tracker.drawn()
 
     PanelProgress.__module__ = __name__
     return PanelProgress
+
+
+class _Tracker:
+    """What `PanelProgress` does, framework-free: records each step, reports to `sink` when due, keeps the curves.
+
+    `params` gives the callback's Keras params (steps, epochs) as they are now; `stopping` whether the model was
+    told to stop (read only where the steps are unknown).
+    """
+
+    def __init__(
+        self, sink, *, params, stopping, global_batch, clock, text_every, plot_every, budget, earlier, before=None
+    ):
+        self.sink = sink
+        self._params = params
+        self._stopping = stopping
+        self.global_batch = global_batch
+        self.clock = clock
+        self.text = Throttle(text_every, budget / 4)
+        self.plot = Throttle(plot_every, budget)
+        self.earlier = earlier or {}
+        self.before = before
+        self._whole = 0  # the whole epochs the curves hold (kept and run)
+        self.points: List[Tuple[int, Optional[float], Optional[float]]] = []
+        self._mean_at = (0, 0.0, 0.0)
+        self.epoch_ends: List[Tuple[int, Dict[str, float]]] = []
+        self.progress = Progress()
+        self._lock = threading.Lock()
+        self._pending: List[Tuple[int, Dict]] = []  # (step in the epoch, logs) recorded, not yet drawn
+        self._logs: Dict = {}
+        self._reset()
+
+    def _reset(self):
+        self._begin = self.clock()
+        self.meter = Meter(self.global_batch, *self._shape())
+        self._stride = 1
+        self._pointed = 0  # the global step of the latest point
+        self._drawn = 0  # the latest step of this epoch drawn
+
+    # ---- what the Keras hooks call ---------------------------------------
+    def train_begin(self):
+        self._reset()
+        self.points, self.epoch_ends, self._whole = [], [], 0
+        steps, epochs = self._shape()
+        self._stride = max(1, steps * epochs // POINTS)
+        if steps:  # Keras' own count: nothing plans the run twice to size the axes
+            self.sink.sized(steps * epochs)
+
+    def epoch_begin(self, epoch):
+        self._mean_at = (0, 0.0, 0.0)  # (step in the epoch, running loss, running accuracy) at the last point
+        if not self.meter.started:  # a resumed run starts at its first unfinished epoch: the axis goes on
+            self._seed_earlier(epoch)
+        with self._lock:
+            self.meter.epoch(epoch, self.clock())
+            self._pending, self._drawn = [], 0
+
+    def batch_begin(self):
+        now = self.clock()
+        if self.text.due(now):
+            self._report(now)
+
+    def batch_end(self, batch, logs):
+        now = self.clock()
+        with self._lock:
+            self.meter.step(batch + 1, now)
+            self._pending.append((batch + 1, logs))
+
+    def epoch_end(self, logs):
+        self._draw_pending()
+        # Keras ends an epoch cut short by a stop with validation too; the run keeps no such epoch (resume
+        # redoes it, the record and the status line end at the last whole one), so neither do the curves.
+        # The train line has the epoch's steps, so only validation is an epoch's point.
+        if self._whole_epoch():
+            self._whole += 1
+            self.epoch_ends.append(
+                (self.meter.global_step, {k: _metric(logs, k) for k in (logs or {}) if k.startswith("val_")})
+            )
+        now = self.clock()
+        if self.text.due(now):
+            self._report(now, logs)
+
+    def train_end(self, logs):
+        self._report(self.clock(), logs, force_plot=True, done=True)
+
+    def drawn(self) -> Optional[Drawn]:
+        steps = self._shape()[0]
+        return Drawn(steps, self._whole, tuple(self.points)) if steps else None
+
+    # ---- helpers ---------------------------------------------------------
+    def _window(self, step, logs):
+        """(loss, accuracy) of the steps since the last point: Keras logs running means over the epoch, which
+        would draw a jump at every epoch start; a mean's difference gives the window's own mean (exact for
+        equal batches, as tpukit's whole batches are)."""
+        before, loss_before, acc_before = self._mean_at
+        loss, accuracy = _metric(logs, "loss"), _metric(logs, "accuracy")
+        self._mean_at = (step, loss, accuracy)
+        if step <= before:
+            return loss, accuracy
+        return _window_mean(loss, loss_before, step, before), _window_mean(accuracy, acc_before, step, before)
+
+    def _shape(self) -> Tuple[int, int]:
+        params = self._params() or {}
+        return int(params.get("steps") or 0), int(params.get("epochs") or 0)
+
+    def _whole_epoch(self) -> bool:
+        """Whether the epoch that ended ran all its steps (as `training.callbacks.whole_epoch`; the model is
+        read only where the steps are unknown)."""
+        steps = self._shape()[0]
+        return self.meter.step_index >= steps if steps else not self._stopping()
+
+    def _seed_earlier(self, epochs_kept: int) -> None:
+        """The resumed run's kept epochs where the axis has them: the per-step points this kernel drew of them,
+        and for any it did not draw (a new kernel), their means from the history, as markers at their ends."""
+        steps = self._shape()[0]
+        before = self.before if self.before is not None and self.before.steps_per_epoch == steps else None
+        seen = min(epochs_kept, before.whole_epochs) if before is not None and steps else 0
+        if seen:
+            self.points.extend(p for p in before.points if p[0] <= seen * steps)
+        for i in range(epochs_kept):
+            values = {k: v[i] for k, v in self.earlier.items() if isinstance(v, list) and i < len(v)}
+            if i < seen:  # its steps are drawn: the epoch's point is its validation
+                values = {k: v for k, v in values.items() if k.startswith("val_")}
+            if values:
+                self.epoch_ends.append(((i + 1) * steps, values))
+        self._whole = epochs_kept
+        self._pointed = epochs_kept * steps
+
+    def _draw_pending(self):
+        """The recorded steps, in order, into the curve's points: the loss of every step, or of every few in
+        a long run."""
+        with self._lock:
+            pending, self._pending = sorted(self._pending, key=lambda p: p[0]), []
+            start = self.meter.global_step - self.meter.step_index  # the global step this epoch began at
+        for step, logs in pending:
+            if step <= self._drawn:
+                continue  # reported twice
+            self._drawn = step
+            if (start + step) // self._stride > self._pointed // self._stride:
+                self._pointed = start + step
+                self.points.append((start + step, *self._window(step, logs)))
+            self._logs = logs or {}
+
+    def _report(self, now, logs=None, force_plot=False, done=False):
+        self._draw_pending()
+        logs = self._logs if logs is None else logs
+        overhead = (self.text.spent + self.plot.spent) / max(now - self._begin, 1e-9)
+        with self._lock:
+            self.progress = self.meter.progress(
+                now, loss=_metric(logs, "loss"), accuracy=_metric(logs, "accuracy"), done=done, overhead=overhead
+            )
+        self.sink.show_progress(self.progress)
+        after_text = self.clock()
+        self.text.done(now, after_text - now)
+        if force_plot or self.plot.due(after_text):
+            self.sink.show_curves(self.points, self.epoch_ends)
+            self.plot.done(after_text, self.clock() - after_text)
 
 
 def _window_mean(mean: Optional[float], mean_before: Optional[float], step: int, before: int) -> Optional[float]:

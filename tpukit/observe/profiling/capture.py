@@ -94,6 +94,98 @@ def _on_jax() -> bool:
 # --- the callback ------------------------------------------------------------
 
 
+class _Window:
+    """What `ProfileCallback` does, framework-free: counts the steps, starts and stops the profiler around its window,
+    and marks each profiled step. The callback's hooks call it; only `backend` imports a framework."""
+
+    def __init__(self, logdir, start: int, stop: int):
+        _check_logdir(logdir)
+        check_window(start, stop)
+        self.logdir = os.path.abspath(os.fspath(logdir))  # immune to later chdir
+        self.start = start
+        self.stop = stop
+        self.files: List[str] = []
+        self.step = 0
+        self.profiling = False
+        self._trace = None
+        self._before: Dict[str, int] = {}
+        self._warned = False
+        self._backend = None
+
+    @property
+    def backend(self):
+        if self._backend is None:
+            self._backend = _JaxProfiler() if _on_jax() else _TfProfiler()
+        return self._backend
+
+    def batch_begin(self) -> None:
+        if self.step == self.start:
+            self._start_profiler()
+        if self.profiling:
+            self._enter_trace()
+
+    def batch_end(self) -> bool:
+        """End the step's trace and count it; whether the window is over (the callback then closes)."""
+        self._exit_trace()
+        over = self.profiling and self.step >= self.stop
+        self.step += 1
+        return over
+
+    def close(self) -> None:
+        self._exit_trace()
+        if self.profiling:
+            self.profiling = False
+            self._stop_profiler()
+
+    def _start_profiler(self):
+        self._before = _mtimes(find_captures(self.logdir))
+        try:
+            self.backend.start(self.logdir)
+        except self.backend.busy:
+            if not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"Another profiler is already running, so steps {self.start}-{self.stop} "
+                    f"are not profiled into {self.logdir}. Stop the other session "
+                    "(e.g. TensorBoard(profile_batch=...)) to profile here.",
+                    ProfilerBusyWarning,
+                    stacklevel=3,  # the callback's on_train_batch_begin (which calls batch_begin)
+                )
+            return
+        self.profiling = True
+
+    def _stop_profiler(self):
+        try:
+            self.backend.stop()
+        except self.backend.failed as e:  # e.g. the logdir is not writable
+            message = f"The profile of {self.logdir} could not be saved: {getattr(e, 'message', e)}"
+            warnings.warn(message, RuntimeWarning, stacklevel=4)  # at whoever called ProfileCallback.close
+        after = _mtimes(find_captures(self.logdir))
+        new = [p for p, t in after.items() if self._before.get(p) != t]
+        self.files.extend(sorted(p for p in new if p not in self.files))
+
+    def _enter_trace(self):
+        self._trace = self.backend.step(self.step)
+        self._trace.__enter__()
+
+    def _exit_trace(self):
+        trace, self._trace = self._trace, None
+        if trace is not None:
+            trace.__exit__(None, None, None)
+
+
+def _window_attribute(name: str, doc: str) -> property:
+    """A `ProfileCallback` attribute that is its `_Window`'s (read and written there)."""
+
+    def get(callback):
+        return getattr(callback._window, name)
+
+    def set_(callback, value):
+        setattr(callback._window, name, value)
+
+    return property(get, set_, doc=doc)
+
+
 def _build_callback_class():
     import keras
 
@@ -120,42 +212,34 @@ def _build_callback_class():
             files: The `.xplane.pb` files written, filled once a capture stopped.
         """
 
+        logdir = _window_attribute("logdir", "The capture's directory, absolute.")
+        start = _window_attribute("start", "First step to profile (0-based).")
+        stop = _window_attribute("stop", "Last step to profile, inclusive.")
+        files = _window_attribute("files", "The `.xplane.pb` files written, filled once a capture stopped.")
+
         def __init__(self, logdir, start: int, stop: int):
             super().__init__()
-            _check_logdir(logdir)
-            check_window(start, stop)
-            self.logdir = os.path.abspath(os.fspath(logdir))  # immune to later chdir
-            self.start = start
-            self.stop = stop
-            self.files: List[str] = []
-            self._step = 0
-            self._trace = None
-            self._profiling = False
-            self._before: Dict[str, int] = {}
-            self._warned = False
-            self._backend = None
+            self._window = _Window(logdir, start, stop)
 
         @property
         def backend(self):
             """The profiler of the Keras backend (JAX or TensorFlow), made on first use."""
-            if self._backend is None:
-                self._backend = _JaxProfiler() if _on_jax() else _TfProfiler()
-            return self._backend
+            return self._window.backend
+
+        @property
+        def profiling(self) -> bool:
+            """Whether this callback's profiler session is running now."""
+            return self._window.profiling
 
         def on_train_begin(self, logs=None):
-            self._step = 0
+            self._window.step = 0
 
         def on_train_batch_begin(self, batch, logs=None):
-            if self._step == self.start:
-                self._start_profiler()
-            if self._profiling:
-                self._enter_trace()
+            self._window.batch_begin()
 
         def on_train_batch_end(self, batch, logs=None):
-            self._exit_trace()
-            if self._profiling and self._step >= self.stop:
+            if self._window.batch_end():
                 self.close()
-            self._step += 1
 
         def on_train_end(self, logs=None):
             self.close()
@@ -165,51 +249,7 @@ def _build_callback_class():
 
             Safe to call more than once, and from a `finally` after an interrupt.
             """
-            self._exit_trace()
-            if self._profiling:
-                self._profiling = False
-                self._stop_profiler()
-
-        @property
-        def profiling(self) -> bool:
-            """Whether this callback's profiler session is running now."""
-            return self._profiling
-
-        def _start_profiler(self):
-            self._before = _mtimes(find_captures(self.logdir))
-            try:
-                self.backend.start(self.logdir)
-            except self.backend.busy:
-                if not self._warned:
-                    self._warned = True
-                    warnings.warn(
-                        f"Another profiler is already running, so steps {self.start}-{self.stop} "
-                        f"are not profiled into {self.logdir}. Stop the other session "
-                        "(e.g. TensorBoard(profile_batch=...)) to profile here.",
-                        ProfilerBusyWarning,
-                        stacklevel=2,
-                    )
-                return
-            self._profiling = True
-
-        def _stop_profiler(self):
-            try:
-                self.backend.stop()
-            except self.backend.failed as e:  # e.g. the logdir is not writable
-                message = f"The profile of {self.logdir} could not be saved: {getattr(e, 'message', e)}"
-                warnings.warn(message, RuntimeWarning, stacklevel=3)
-            after = _mtimes(find_captures(self.logdir))
-            new = [p for p, t in after.items() if self._before.get(p) != t]
-            self.files.extend(sorted(p for p in new if p not in self.files))
-
-        def _enter_trace(self):
-            self._trace = self.backend.step(self._step)
-            self._trace.__enter__()
-
-        def _exit_trace(self):
-            trace, self._trace = self._trace, None
-            if trace is not None:
-                trace.__exit__(None, None, None)
+            self._window.close()
 
     ProfileCallback.__module__ = __name__
     ProfileCallback.__qualname__ = "ProfileCallback"
