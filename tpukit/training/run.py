@@ -151,6 +151,8 @@ class Run(RunEnding):
         config = self.config
         self.check(writes)
         runtime = self.runtime or connect_for(config)
+        if self.runtime is None and writes:  # connecting may start a framework that takes SIGTERM (TF's cluster)
+            held.enter_context(sigterm_stops(self))
         self.announce(runtime.describe())
         runtime.check(config)
         runtime, why = runtime.for_model(self.model_source, config.model_parallel)
