@@ -414,7 +414,7 @@ def test_xprof_html_becomes_plain_text_without_section_pointers():
 
 
 def test_xla_ops_self_time_leaves_out_nested_ops():
-    from tpukit.observe.profiling.xprof import _xla_ops
+    from tpukit.observe.profiling import xla_ops
 
     def op(name, ts, dur, tid=1):
         return {
@@ -435,7 +435,7 @@ def test_xla_ops_self_time_leaves_out_nested_ops():
         {"ph": "X", "pid": 1, "tid": 1, "ts": 120, "dur": 500, "name": "PjitFunction(step)", "args": {}},
         {"ph": "X", "pid": 1, "tid": 1, "ts": 150, "dur": 1, "name": "end: dot.2", "args": {"flow": "1"}},
     ]
-    ops = {o.path: o for o in _xla_ops(events)}
+    ops = {o.path: o for o in xla_ops.from_trace(events)}
     assert {name: o.self_time_us for name, o in ops.items()} == {
         "jit_step/dot.2": 60.0,
         "jit_step/while.1": 50.0,
@@ -443,7 +443,7 @@ def test_xla_ops_self_time_leaves_out_nested_ops():
     }
     assert ops["jit_step/dot.2"].category == "dot" and ops["jit_step/while.1"].category == "while"
     assert sum(o.self_time_percent for o in ops.values()) == pytest.approx(100.0)
-    assert _xla_ops([]) == ()
+    assert xla_ops.from_trace([]) == ()
 
 
 # --- XLA-compiled steps: the top ops account for the step ----------------------
@@ -493,7 +493,7 @@ def test_xla_step_summary_top_ops_cover_most_of_the_step(tmp_path, backend):
 def test_xla_op_gets_the_time_after_it_until_the_next_op_in_a_profiled_step():
     """XLA:CPU under TensorFlow ends a convolution's event when the thread pool takes its work over: the gap after
     it, until its module's next op starts, is its work."""
-    from tpukit.observe.profiling.xprof import _xla_ops
+    from tpukit.observe.profiling import xla_ops
 
     def op(name, ts, dur, tid):
         return {
@@ -513,7 +513,7 @@ def test_xla_op_gets_the_time_after_it_until_the_next_op_in_a_profiled_step():
         op("fusion", 500, 100, tid=1),  # the 200 us before it, when no op ran, are conv.2's (which ended last)
         op("fusion", 2000, 100, tid=1),  # outside the profiled steps: only its own time
     ]
-    ops = {o.path: o for o in _xla_ops(events)}
+    ops = {o.path: o for o in xla_ops.from_trace(events)}
     assert {name: o.self_time_us for name, o in ops.items()} == {
         "step/conv.2": 350.0,
         "step/fusion": 200.0,
