@@ -376,6 +376,23 @@ class Preset(ModelSource):
             raise _not_loaded(self.source, " did not load as a causal language model", e) from e
 
 
+def save_adapters(model, path) -> None:
+    """Write `model`'s adapters alone to `path`, in KerasHub's file (`backbone.save_lora_weights`, `.lora.h5`)."""
+    model.backbone.save_lora_weights(str(path))
+
+
+def load_adapters(model, path) -> Optional[str]:
+    """Load the adapters at `path` into `model` (KerasHub's `load_lora_weights`); what did not fit, or None."""
+    load = getattr(getattr(model, "backbone", None), "load_lora_weights", None)
+    if load is None:
+        return f"{path} holds LoRA adapters, and this {type(model).__name__} has no KerasHub backbone to take them"
+    try:
+        load(str(path))
+    except Exception as e:
+        return f"{type(e).__name__}: {str(e).strip()}"
+    return None
+
+
 class _KerasFit:
     """A KerasHub task seen through `keras.Model`'s own `fit` and `evaluate` (`Preset.trainer`)."""
 
