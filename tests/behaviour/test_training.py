@@ -356,7 +356,7 @@ def test_keras_multi_step_loop_fails_only_under_multi_replica_mirrored_strategy(
 
 def test_mfu_above_one_is_not_reported_as_a_number():
     """A CPU peak measured under load comes out low; the ratio would then be a wrong number above 100%."""
-    from tpukit.training.run import _mfu
+    from tpukit.training.ending import _mfu
 
     assert _mfu(1e9, 10.0, 1e11, "counted") == (0.1, "counted")
     mfu, how = _mfu(1e9, 200.0, 1e11, "counted")

@@ -241,11 +241,11 @@ def test_the_private_tf_data_link_tpukit_reads_is_still_there():
     pytest.importorskip("tensorflow")
     import tensorflow as tf
 
-    from tpukit.data import sources
+    from tpukit.data import dataset_objects
 
-    assert sources._input_dataset_attribute() == "_input_dataset"
-    assert sources._is_batched(tf.data.Dataset.range(8).batch(2).map(lambda x: x))
-    assert not sources._is_batched(tf.data.Dataset.range(8).batch(2).unbatch().map(lambda x: x))
+    assert dataset_objects._input_dataset_attribute() == "_input_dataset"
+    assert dataset_objects.is_batched(tf.data.Dataset.range(8).batch(2).map(lambda x: x))
+    assert not dataset_objects.is_batched(tf.data.Dataset.range(8).batch(2).unbatch().map(lambda x: x))
 
 
 def test_the_array_pipelines_run_without_tf_data_autotuning_and_a_users_stream_keeps_it():

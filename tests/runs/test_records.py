@@ -83,7 +83,7 @@ def test_a_result_shows_its_summary_in_a_notebook_and_a_short_repr_elsewhere():
 
 
 def test_a_summary_says_why_mfu_is_not_reported():
-    from tpukit.training.run import _mfu
+    from tpukit.training.ending import _mfu
 
     _, how = _mfu(1e9, 200.0, 1e11, "XLA cost analysis")
     result = records.RunResult(run_dir="runs/a", status="completed", epochs_done=1, examples_per_sec=200.0,

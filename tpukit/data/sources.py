@@ -12,12 +12,12 @@ Arrays, and unbatched datasets small enough to hold in memory, become arrays:
 tpukit then owns their order (a seeded permutation per epoch), so determinism,
 exact resume and padding advice hold for the user's data as for the zoo.
 Importing this module is cheap: TensorFlow loads only when a dataset is given.
+Which dataset object a value is, and what is read from one, is `tpukit.data.dataset_objects`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import math
 import os
@@ -29,6 +29,16 @@ from tpukit.data import builtin
 from tpukit.data import text as texts
 from tpukit.data import tfds, user_text
 from tpukit.data.builtin import DatasetUnavailable
+from tpukit.data.dataset_objects import (
+    cardinality,
+    count_elements,
+    element_bytes,
+    first_inputs,
+    is_batched,
+    is_dataset,
+    is_py_dataset,
+    num_batches,
+)
 from tpukit.data.types import (
     Arrays,
     Batched,
@@ -90,7 +100,7 @@ def inputs_of(part: "Part", n: int):
     """The inputs of the first `n` examples of a part (NumPy)."""
     if isinstance(part, Arrays):
         return part.head(min(n, len(part))).x
-    return _first_inputs(part, n)
+    return first_inputs(part, n)
 
 
 # ---- the dispatcher ------------------------------------------------------------
@@ -126,7 +136,7 @@ def prepare(
     """
     if isinstance(data, str):
         data = _load_named(data, seed=seed, size=size)
-    elif callable(data) and not _is_dataset(data) and not _is_py_dataset(data):
+    elif callable(data) and not is_dataset(data) and not is_py_dataset(data):
         data = _call_loader(data, name)
     notes = ()
     if user_text.is_text(data):  # the user's own documents: strings, prompt/response pairs, a HF dataset
@@ -214,11 +224,11 @@ def _part(value, field: str) -> Part:
     """Arrays, Stream or Batched from one split as the user gave it."""
     if isinstance(value, (Arrays, Stream, Batched)):
         return value
-    if _is_py_dataset(value):
-        return Batched(value, _length(value))
-    if _is_dataset(value):
-        if _is_batched(value):
-            return Batched(value, _cardinality(value))
+    if is_py_dataset(value):
+        return Batched(value, num_batches(value))
+    if is_dataset(value):
+        if is_batched(value):
+            return Batched(value, cardinality(value))
         return _from_unbatched(value, field)
     if isinstance(value, dict):
         raise DataError(
@@ -316,65 +326,7 @@ def planned_train_examples(config, data=None, validation_data=None) -> Optional[
     return n
 
 
-# ---- tf.data and PyDataset inputs -----------------------------------------------------
-
-
-def _is_dataset(value) -> bool:
-    module = type(value).__module__ or ""
-    return module.startswith("tensorflow") and hasattr(value, "element_spec")
-
-
-def _is_py_dataset(value) -> bool:
-    cls = type(value)
-    return any(c.__name__ == "PyDataset" and (c.__module__ or "").startswith("keras") for c in cls.__mro__)
-
-
-def _is_batched(dataset) -> bool:
-    """Whether a tf.data pipeline batches: the outermost batch or unbatch step in its chain decides.
-
-    tf.data has no public way to ask; this walks the chain through the private `_input_dataset` attribute, the one
-    private tf.data API tpukit uses (docs/decisions.md, "Private framework APIs"). `_input_dataset_attribute`
-    checks it is still there first, so a TensorFlow that drops it fails in one line instead of treating every
-    pipeline as unbatched.
-    """
-    attribute = _input_dataset_attribute()
-    node = dataset
-    for _ in range(1000):
-        name = type(node).__name__.lower()
-        if "unbatch" in name:
-            return False
-        if "batch" in name:
-            return True
-        node = getattr(node, attribute, None)
-        if node is None:
-            return False
-    return False
-
-
-@functools.lru_cache(maxsize=None)
-def _input_dataset_attribute() -> str:
-    """The private attribute that links a tf.data step to its input, checked on a probe pipeline of this TF."""
-    import tensorflow as tf
-
-    if getattr(tf.data.Dataset.range(1).batch(1), "_input_dataset", None) is None:
-        raise DataError(
-            f"TensorFlow {tf.__version__}'s tf.data no longer links a pipeline's steps through "
-            "_input_dataset, which tpukit reads to tell a batched dataset from an unbatched one; pass "
-            "arrays (x, y) or a keras.utils.PyDataset, and report this at tpukit's issues."
-        )
-    return "_input_dataset"
-
-
-def _cardinality(dataset) -> Optional[int]:
-    n = int(dataset.cardinality())
-    return n if n >= 0 else None
-
-
-def _length(py_dataset) -> Optional[int]:
-    try:
-        return py_dataset.num_batches
-    except Exception:
-        return None
+# ---- an unbatched tf.data input, read into arrays where it fits ----------------------
 
 
 def _from_unbatched(dataset, field: str) -> Part:
@@ -385,12 +337,12 @@ def _from_unbatched(dataset, field: str) -> Part:
     spec = dataset.element_spec
     if not isinstance(spec, tuple) or len(spec) != 2:
         raise DataError(f"{field}: expected a dataset of unbatched (x, y) elements. Received: element_spec={spec}.")
-    count = _cardinality(dataset)
+    count = cardinality(dataset)
     if count == tf.data.INFINITE_CARDINALITY or int(dataset.cardinality()) == -1:
         raise DataError(
             f"{field}: the dataset repeats forever; pass one pass of it (no .repeat()). Received: an infinite dataset."
         )
-    per_example = sum(_spec_bytes(s) for s in tf.nest.flatten(spec))
+    per_example = sum(element_bytes(s) for s in tf.nest.flatten(spec))
     if count is not None and count * per_example > IN_MEMORY_LIMIT:
         return Stream(dataset, count)
     xs, ys, total = [], [], 0
@@ -399,7 +351,7 @@ def _from_unbatched(dataset, field: str) -> Part:
         ys.append(y)
         total += len(y) * per_example
         if total > IN_MEMORY_LIMIT:
-            return Stream(dataset, count if count is not None else _count(dataset))
+            return Stream(dataset, count if count is not None else count_elements(dataset))
     if not ys:
         raise DataError(f"{field}: the dataset is empty. Received: 0 elements.")
     if isinstance(xs[0], dict):
@@ -407,32 +359,6 @@ def _from_unbatched(dataset, field: str) -> Part:
     else:
         x = np.concatenate(xs)
     return _arrays(x, np.concatenate(ys), field)
-
-
-def _spec_bytes(spec) -> int:
-    size = spec.dtype.size if hasattr(spec.dtype, "size") else 4
-    for dim in spec.shape:
-        size *= int(dim) if dim is not None else 1
-    return max(size, 1)
-
-
-def _count(dataset) -> int:
-    return int(dataset.reduce(0, lambda n, _: n + 1))
-
-
-def _first_inputs(part, n: int):
-    """The inputs of the first few examples of a streamed or batched part, as NumPy."""
-    import numpy as np
-
-    dataset = part.dataset
-    if _is_py_dataset(dataset):
-        batch = dataset[0]
-    elif isinstance(part, Stream):
-        batch = next(iter(dataset.batch(n)))
-    else:
-        batch = next(iter(dataset))
-    x = batch[0] if isinstance(batch, (tuple, list)) else batch
-    return _map_x(lambda a: np.asarray(a)[:n], x)
 
 
 # ---- the spec and the fingerprint ------------------------------------------------------
@@ -447,7 +373,7 @@ def _spec(train: Part, validation: Optional[Part], test: Optional[Part]) -> Data
         target_shape, target_dtype = tuple(int(d) for d in train.y.shape[1:]), str(train.y.dtype)
     else:
         dataset = train.dataset
-        if _is_py_dataset(dataset):
+        if is_py_dataset(dataset):
             x, y = dataset[0][:2]
             shapes = (_map_x(lambda a: tuple(np.shape(a)[1:]), x), tuple(np.shape(y)[1:]))
             dtypes = (_map_x(lambda a: str(np.asarray(a).dtype), x), str(np.asarray(y).dtype))
