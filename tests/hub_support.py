@@ -125,11 +125,28 @@ import numpy as np
 import jax, keras, keras_hub
 import tpukit
 
-loads, compiles = [], []
+loads, compiles, loading = [], [], []  # a KerasHub task compiles itself with its defaults as from_preset makes it
 load_preset = keras_hub.models.CausalLM.from_preset.__func__
 compile_model = keras.Model.compile
-keras_hub.models.CausalLM.from_preset = classmethod(lambda cls, *a, **k: loads.append(a[0]) or load_preset(cls, *a, **k))
-keras.Model.compile = lambda self, *a, **k: compiles.append(type(self).__name__) or compile_model(self, *a, **k)
+
+
+def counted_load(cls, *a, **k):
+    loads.append(a[0])
+    loading.append(True)
+    try:
+        return load_preset(cls, *a, **k)
+    finally:
+        loading.pop()
+
+
+keras_hub.models.CausalLM.from_preset = classmethod(counted_load)
+def counted_compile(self, *a, **k):
+    if not loading:
+        compiles.append(type(self).__name__)
+    return compile_model(self, *a, **k)
+
+
+keras.Model.compile = counted_compile
 
 preset, logdir = sys.argv[1], sys.argv[2]
 config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=128, sequence_length=32, batch_size=16,
@@ -145,7 +162,7 @@ for name, changes in (("remat", dict(remat=True, gradient_accumulation=2)), ("de
     out[name] = {"status": result.status, "loss": result.history["loss"], "notes": list(result.notes),
                  "remat": [getattr(b, "_remat_mode", None) is not None for b in blocks],  # Keras' private record
                  "checkpointed": "checkpoint" in str(step) or "remat" in str(step),  # jax.checkpoint in the trace
-                 "loads": len(loads), "compiles": len(compiles),
+                 "loads": len(loads), "compiles": len(compiles),  # tpukit's, after from_preset
                  "accumulation": result.model.optimizer.gradient_accumulation_steps,
                  "config": [result.config["remat"], result.config["gradient_accumulation"]]}
 print(json.dumps(out))

@@ -100,7 +100,7 @@ def test_remat_and_gradient_accumulation_apply_to_a_preset_and_auto_changes_noth
     assert default["config"] == ["auto", "auto"]
     assert remat["checkpointed"] and not default["checkpointed"]  # the blocks recompute in the backward pass
     for run in (remat, default):
-        assert run["loads"] == 1 and run["compiles"] == 1, run  # remat included: one from_preset, one compile
+        assert run["loads"] == 1 and run["compiles"] == 1, run  # remat included: one from_preset, one compile by tpukit
         assert all(np.isfinite(run["loss"])), run["loss"]
         (line,) = [n for n in run["notes"] if n.startswith("memory: about ")]
         assert line.endswith("; no device limit here (the CPU trains in host memory)"), line
