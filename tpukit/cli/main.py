@@ -157,6 +157,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.verbose:
         warnings.showwarning = _one_line_warning
         nativelog.hide_native_log_lines()  # Abseil's lines before its set-up ignore TF_CPP_MIN_LOG_LEVEL
+    from tpukit.training import signals
+
+    signals.interrupts_stick()  # a Ctrl-C that a library swallows while loading still stops the run
     if os.getcwd() not in sys.path:  # import paths (--model pkg.mod:fn) resolve from here, as uvicorn's do
         sys.path.insert(0, os.getcwd())
     command = {"train": _train, "export": _export, "doctor": _doctor, "tensorboard": _tensorboard, "launch": _launch}[

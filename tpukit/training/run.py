@@ -36,7 +36,7 @@ from tpukit.training.plan import (
 )
 from tpukit.training.plan import resolve as resolve_plan
 from tpukit.training.ending import RunEnding
-from tpukit.training.signals import sigterm_stops
+from tpukit.training.signals import raise_if_interrupted, sigterm_stops
 
 
 class Run(RunEnding):
@@ -108,10 +108,9 @@ class Run(RunEnding):
         config = self.config
         self.prepare(held)
         steps = self._steps_per_epoch(config)
-        line = batches_line(
+        if line := batches_line(
             config, self.runtime.replicas, len(self.source.train) if self.source.ordered else None, steps
-        )
-        if line:
+        ):
             self.announce(line)
         check_profile_window(config.profile, steps, config.epochs)
         self.initial_epoch, self.kept_history, self.restore_from = self._restore_point()
@@ -396,6 +395,7 @@ class Run(RunEnding):
         self.fitting = True
         self.compiles.start()
         try:
+            raise_if_interrupted()
             self.runtime.fit(
                 self.model_source.trainer(model),
                 train_feed,
