@@ -57,6 +57,24 @@ print(json.dumps({"status": result.status, "message": result.message, "loss": re
                   "samples": result.samples, "recorded_samples": record.get("samples"), "summary": result.summary()}))
 """
 
+# A LoRA fine-tune of the preset at sys.argv[1] with held-out text, on the backend Keras was given (KERAS_BACKEND, or
+# TensorFlow where it is installed, as in Colab): the adapters' dtypes and the validation loss per epoch. One JSON line.
+LEARNS = """
+import json, sys
+import keras
+import tpukit
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=256, sequence_length=32, batch_size=16,
+                          epochs=3, learning_rate=1e-2, replicas=1, validation_split=0.25, logdir=logdir, seed=3,
+                          sample_prompt="")
+result = tpukit.train(config, verbose=0)
+print(json.dumps({"status": result.status, "message": result.message, "backend": keras.backend.backend(),
+                  "val_loss": result.history["val_loss"],
+                  "adapters": sorted({str(w.dtype) for w in result.model.weights if "lora_kernel" in w.path}),
+                  "frozen": sorted({str(w.dtype) for w in result.model.weights if not w.trainable})}))
+"""
+
 # A run stopped in its second epoch and resumed, against the same run uninterrupted; then load() of the latter.
 RESUME = """
 import json, os, sys, threading

@@ -18,6 +18,7 @@ import difflib
 import functools
 import importlib.util
 import os
+import types
 from typing import TYPE_CHECKING, Optional, Tuple
 
 from tpukit.data import text as texts
@@ -400,9 +401,16 @@ class _KerasFit:
         self.model = model
 
     def fit(self, *args, **kwargs):
+        """Keras' fit, whose validation calls `self.evaluate`: Keras' own too for the length of the fit, since
+        KerasHub's before 0.32 (Colab's CPU/GPU runtime has 0.26) turns the data fit already holds into tf.data
+        again, and fails on JAX."""
         import keras
 
-        return keras.Model.fit(self.model, *args, **kwargs)
+        self.model.evaluate = types.MethodType(keras.Model.evaluate, self.model)
+        try:
+            return keras.Model.fit(self.model, *args, **kwargs)
+        finally:
+            del self.model.evaluate
 
     def evaluate(self, *args, **kwargs):
         import keras
