@@ -409,9 +409,9 @@ print("Exercise 2: correct.")
 #
 # `tpukit.train` takes a preset where it takes a model name: a preset directory, `kaggle://...`, `hf://...` or a
 # KerasHub name such as `gemma3_instruct_1b`. With `lora_rank` set (4 is the default) it loads the weights in
-# bfloat16, turns on LoRA, tokenizes the text with the preset's SentencePiece model (no TensorFlow), packs it into
-# rows of `sequence_length`, and compiles the next-token loss, ignoring the padding id: what the cells above did
-# by hand. `dataset="pydoc"` is the same help topics. The run also writes its record, its TensorBoard logs and a
+# bfloat16, turns on LoRA with float32 adapters, tokenizes the text with the preset's own KerasHub tokenizer
+# (SentencePiece for Gemma, byte-pair for Llama 3, Qwen or GPT-2), packs it into rows of `sequence_length`, and
+# compiles the next-token loss, skipping the padding: what the cells above did by hand. `dataset="pydoc"` is the same help topics. The run also writes its record, its TensorBoard logs and a
 # backup after each epoch, in `runs/`.
 #
 # The model trained above is not needed again: dropping it frees its weights (2 GB of chip memory for Gemma 3 1B)

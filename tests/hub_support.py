@@ -21,6 +21,43 @@ preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(tokenizer, sequence_le
 keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(sys.argv[1])
 """
 
+# Builds a tiny byte-pair preset of the family sys.argv[2] (gpt2, llama3, qwen) at sys.argv[1]: a byte-level BPE of
+# VOCABULARY tokens trained on the help topics with `tokenizers`, the family's special tokens first (any backend).
+FAMILIES = ("gpt2", "llama3", "qwen")
+BUILD_BPE = f"""
+import json, os, sys, tempfile
+import keras, keras_hub
+from tokenizers import ByteLevelBPETokenizer
+from tpukit.data import text
+
+keras.utils.set_random_seed(0)
+where, family = sys.argv[1], sys.argv[2]
+specials = {{"gpt2": ["<|endoftext|>"], "qwen": ["<|endoftext|>"],
+            "llama3": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+                       "<|eot_id|>"]}}[family]
+bpe = ByteLevelBPETokenizer()
+lines = [line for doc in text.pydoc_topics().documents for line in doc.splitlines() if line.strip()]
+bpe.train_from_iterator(lines, vocab_size={VOCABULARY}, min_frequency=2, special_tokens=specials, show_progress=False)
+with tempfile.TemporaryDirectory() as files:
+    bpe.save_model(files)
+    vocabulary = json.load(open(os.path.join(files, "vocab.json")))
+    merges = [m for m in open(os.path.join(files, "merges.txt")).read().splitlines() if m and not m.startswith("#")]
+size = dict(vocabulary_size=len(vocabulary), num_layers=2, hidden_dim=16, intermediate_dim=32)
+if family == "gpt2":
+    tokenizer = keras_hub.models.GPT2Tokenizer(vocabulary=vocabulary, merges=merges)
+    backbone = keras_hub.models.GPT2Backbone(num_heads=4, max_sequence_length=64, **size)
+    task, preprocessor = keras_hub.models.GPT2CausalLM, keras_hub.models.GPT2CausalLMPreprocessor
+elif family == "llama3":
+    tokenizer = keras_hub.models.Llama3Tokenizer(vocabulary=vocabulary, merges=merges)
+    backbone = keras_hub.models.Llama3Backbone(num_query_heads=4, num_key_value_heads=2, **size)
+    task, preprocessor = keras_hub.models.Llama3CausalLM, keras_hub.models.Llama3CausalLMPreprocessor
+else:
+    tokenizer = keras_hub.models.QwenTokenizer(vocabulary=vocabulary, merges=merges)
+    backbone = keras_hub.models.QwenBackbone(num_query_heads=4, num_key_value_heads=2, **size)
+    task, preprocessor = keras_hub.models.QwenCausalLM, keras_hub.models.QwenCausalLMPreprocessor
+task(backbone=backbone, preprocessor=preprocessor(tokenizer, sequence_length=32)).save_to_preset(where)
+"""
+
 # Trains the preset at sys.argv[1] through tpukit.train() on the help topics, then compares its weights with the
 # preset's: one JSON line.
 TRAIN = """

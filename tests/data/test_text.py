@@ -37,7 +37,7 @@ def test_pack_labels_are_the_next_token_and_the_tail_is_padding():
     x, y = packed.arrays.x, packed.arrays.y
     # the stream 5..11 (7 tokens) gives 6 labels: two rows of 4, the last two positions padding
     assert x["token_ids"].tolist() == [[5, 6, 7, 8], [9, 10, 11, 0]]
-    assert y.tolist() == [[6, 7, 8, 9], [10, 11, 0, 0]]
+    assert y.tolist() == [[6, 7, 8, 9], [10, 11, text.NO_LABEL, text.NO_LABEL]]  # not id 0: a real token in BPE
     assert x["padding_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
     assert x["token_ids"].dtype == np.int32 and packed.tokens == 7 and packed.documents == 2
     assert packed.padding == pytest.approx(1 / 8)
@@ -59,7 +59,8 @@ def test_help_topics_tokenized_with_sentencepiece_pack_with_little_padding(proto
     packed = text.tokenize(text.pydoc_topics(), encoder)
     ids, mask, y = packed.arrays.x["token_ids"], packed.arrays.x["padding_mask"], packed.arrays.y
     assert ids.shape[1] == 64 and ids.shape == y.shape == mask.shape and len(ids) > 1000
-    assert 3 < ids.max() < 200 and (ids[:, 1:] == y[:, :-1]).all()  # labels: the same stream, one later
+    labels = y[:, :-1] != text.NO_LABEL  # the last row's tail is padding, no label
+    assert 3 < ids.max() < 200 and (ids[:, 1:][labels] == y[:, :-1][labels]).all()  # the same stream, one later
     assert (ids[mask == 0] == 0).all() and packed.padding < 0.01  # only the last row's tail
     starts = np.flatnonzero(np.concatenate([ids[:, 0:1], ids[:, 1:]], 1).ravel() == 2)
     assert len(starts) >= 70  # each document opens with <bos>
@@ -133,7 +134,7 @@ def test_a_prompt_is_an_input_and_no_label_the_response_is_both():
     # <bos> dddd | a bb <eos> <bos> e | ccc <eos>: the prompts' words (7, 4) and each <bos> are inputs
     stream = [2, 7, 4, 5, 1, 2, 4, 6, 1]  # 9 tokens, 8 labels: one row of 8
     assert packed.arrays.x["token_ids"].tolist() == [stream[:8]]
-    labels = [t if trained else 0 for t, trained in zip(stream[1:], [0, 1, 1, 1, 0, 0, 1, 1])]
+    labels = [t if trained else text.NO_LABEL for t, trained in zip(stream[1:], [0, 1, 1, 1, 0, 0, 1, 1])]
     assert packed.arrays.y.tolist() == [labels] and packed.untrained == 3  # dddd, the second <bos>, e
     assert "3 prompt tokens are no label (the loss sees the responses only)" in packed.note()
     plain = text.tokenize(text.Text(("a bb", "ccc")), word_encoder())

@@ -189,12 +189,12 @@ def test_the_users_prompt_response_pairs_from_a_jsonl_file_fine_tune_a_preset(pr
     assert result.config["dataset"] == str(path)
     (note,) = [n for n in result.notes if n.startswith("text: 40 documents")]
     assert "prompt tokens are no label (the loss sees the responses only)" in note, note
-    # the labels the loss saw: each prompt's tokens are the padding id, the ids the preset's tokenizer gives
+    # the labels the loss saw: each prompt's tokens are NO_LABEL, the ids the preset's tokenizer gives
     encoder = pretrained.Preset(str(preset)).encoder(32)
     packed = text.tokenize(user_text.read_jsonl(str(path)), encoder)
     first_prompt = encoder.encode([rows[0]["prompt"] + "\n"])[0]
-    assert packed.arrays.y[0, : len(first_prompt)].tolist() == [encoder.pad_id] * len(first_prompt)
-    assert (packed.arrays.y != encoder.pad_id).sum() > 0 and np.isfinite(result.history["loss"]).all()
+    assert packed.arrays.y[0, : len(first_prompt)].tolist() == [text.NO_LABEL] * len(first_prompt)
+    assert (packed.arrays.y != text.NO_LABEL).sum() > 0 and np.isfinite(result.history["loss"]).all()
 
 
 @pytest.mark.slow

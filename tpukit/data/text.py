@@ -23,6 +23,10 @@ PYDOC = "pydoc"
 # template), so any preset's tokenizer reads it; generate from a trained model with the prompt and this newline.
 PROMPT_END = "\n"
 
+# The label of a position the loss skips: padding, and a prompt's tokens. Not a token id, so no family's real token
+# (id 0 is "!" in GPT-2's, Llama 3's and Qwen's vocabularies, and their padding id) is ever skipped for it.
+NO_LABEL = -1
+
 
 @dataclasses.dataclass(frozen=True)
 class Text:
@@ -190,9 +194,9 @@ def pack(
     """Documents' token ids, end to end, cut into rows: each row's inputs are `sequence_length` tokens and its
     labels the same tokens one later (the next token), so every token but the first is a label once.
 
-    The last row is filled with `pad_id` (its padding_mask 0 there, its labels `pad_id`, which the loss ignores).
+    The last row is filled with `pad_id` (its padding_mask 0 there, its labels `NO_LABEL`, which the loss skips).
     `trained` (one flag per token, None: all) marks the tokens that are labels: an untrained one (a prompt's) is
-    still an input, and its label is `pad_id`, which the loss ignores, as padding's.
+    still an input, and its label is `NO_LABEL`, as padding's.
     """
     import numpy as np
 
@@ -207,12 +211,13 @@ def pack(
     padded[: len(stream)] = stream
     starts = np.arange(rows)[:, None] * length + np.arange(length)[None, :]
     token_ids, labels = padded[starts], padded[starts + 1]
+    labels = np.where(starts + 1 < len(stream), labels, np.int32(NO_LABEL))
     untrained = 0
     if trained is not None:
         flags = np.zeros(rows * length + 1, dtype=bool)
         flags[: len(stream)] = np.fromiter((f for doc in trained for f in doc), dtype=bool, count=len(stream))
         ignored = ~flags[starts + 1] & (starts + 1 < len(stream))
-        labels = np.where(ignored, np.int32(pad_id), labels)
+        labels = np.where(ignored, np.int32(NO_LABEL), labels)
         untrained = int(ignored.sum())
     mask = (starts < len(stream)).astype(np.int32)
     padding = 1.0 - mask.sum() / mask.size

@@ -98,12 +98,13 @@ _MIXED = {"bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 @functools.lru_cache(maxsize=None)
 def _float32_adapters_built_in() -> bool:
     """Whether this Keras makes LoRA adapters in float32 on a bfloat16 layer (Keras 3.15 and later): asked of a
-    throwaway layer, named so that no automatic layer name moves."""
+    throwaway layer, named so that no automatic layer name moves, its weights zeros so that no random draw moves
+    (a run's adapters start from the same draws whether or not this process asked before)."""
     import keras
 
-    probe = keras.layers.Dense(1, dtype="bfloat16", name="tpukit_lora_probe")
+    probe = keras.layers.Dense(1, dtype="bfloat16", kernel_initializer="zeros", name="tpukit_lora_probe")
     probe.build((None, 1))
-    probe.enable_lora(1)
+    probe.enable_lora(1, a_initializer="zeros")
     return str(probe.lora_kernel_a.dtype) == "float32"
 
 

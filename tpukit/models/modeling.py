@@ -113,7 +113,7 @@ def _check_part(model, part, loss_name: str, prefix: str, user: Optional[dict]) 
     if not isinstance(part, sources.Arrays) or isinstance(part.y, dict):
         return
     _check_labels(user, loss_name, part.y, outputs, prefix)  # before the loss runs: TF's own error is cryptic
-    _check_loss_takes(model, loss_name, part.y, outputs, prefix)
+    _check_loss_takes(model, loss_name, part.y, outputs, prefix, (user or {}).get("loss"))
 
 
 def _cannot_take(model, part, sample, prefix: str, error: BaseException) -> str:
@@ -206,6 +206,10 @@ def _check_labels(user, loss_name, y, outputs, prefix: str) -> None:
     if not whole or not hasattr(outputs, "shape"):
         return  # labels of another kind, or several outputs
     units = int(outputs.shape[-1]) if len(outputs.shape) else 1
+    skipped = getattr((user or {}).get("loss"), "ignore_class", None)  # labels the loss skips (padding, prompts)
+    y = y[y != skipped] if skipped is not None else y
+    if not y.size:
+        return
     top, low = int(y.max()), int(y.min())
     if low < 0 or top >= units:
         raise sources.DataError(
@@ -237,15 +241,16 @@ def _symbolic_call(model, sample):
     return model(keras.tree.map_structure(spec, sample), training=False)
 
 
-def _check_loss_takes(model, loss_name, y, outputs, prefix: str = "") -> None:
-    """The loss on a few labels and outputs of the model's shape: an output of the wrong shape for the labels
-    fails here, in one line. On JAX it runs as one compiled function, not op by op."""
+def _check_loss_takes(model, loss_name, y, outputs, prefix: str = "", loss=None) -> None:
+    """The loss (`loss`, the one compile will get, else the model's or `loss_name`) on a few labels and outputs of
+    the model's shape: an output of the wrong shape for the labels fails here, in one line. On JAX it runs as one
+    compiled function, not op by op."""
     import keras
     import numpy as np
 
     from tpukit.data import sources
 
-    loss = getattr(model, "loss", None) or loss_name
+    loss = loss or getattr(model, "loss", None) or loss_name
     if not (isinstance(loss, str) or callable(loss)) or isinstance(y, dict) or isinstance(outputs, (dict, list)):
         return  # several outputs: Keras matches them to their losses itself
     shape = tuple(outputs.shape)

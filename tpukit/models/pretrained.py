@@ -256,16 +256,17 @@ class Preset(ModelSource):
         )
 
     def user_compile(self, model) -> dict:
-        """A next-token loss that ignores the tokenizer's padding id (the optimizer is the RunConfig's)."""
+        """A next-token loss that skips the positions labelled `NO_LABEL` (padding, prompts); the optimizer is the
+        RunConfig's."""
         import keras
 
-        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=self.tokenizer().pad_token_id)
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=texts.NO_LABEL)
         return {"loss": loss, "weighted_metrics": []}
 
     def compile(self, model, config) -> str:
         note = (
             f"compiled by tpukit: {config.optimizer} at learning rate {config.learning_rate}, next-token loss "
-            f"ignoring padding (id {self.tokenizer().pad_token_id})"
+            f"skipping padding and prompts (label {texts.NO_LABEL})"
         )
         return modeling.compile(model, config, self.user_compile(model), note=note)
 
@@ -303,28 +304,35 @@ class Preset(ModelSource):
         return model
 
     def encoder(self, sequence_length: int) -> texts.Encoder:
-        """How text becomes token ids for this model: its tokenizer's SentencePiece model, run by sentencepiece
-        (no TensorFlow), with its padding, start and end ids."""
+        """How text becomes token ids for this model: the preset's own KerasHub tokenizer, whatever its kind
+        (SentencePiece for Gemma, byte-pair for Llama 3, Qwen and GPT-2), with its padding, start and end ids.
+        keras-hub 0.32 runs both kinds without TensorFlow (through `sentencepiece` and `tokenizers`), so a TPU
+        runtime needs none; before 0.32 it runs them through tensorflow-text, which Colab's GPU runtime has."""
         tokenizer = self.tokenizer()
-        proto = getattr(tokenizer, "proto", None)
-        if not isinstance(proto, (bytes, bytearray)):
-            raise ModelError(
-                f"preset {self.source!r}: its tokenizer ({type(tokenizer).__name__}) is not a "
-                "SentencePiece model, which is what tpukit tokenizes text with; pass token ids as "
-                "arrays ({'token_ids', 'padding_mask'}, next-token labels) instead."
-            )
-        return texts.sentencepiece_encoder(
-            bytes(proto),
+
+        def encode(documents):
+            return [[int(i) for i in ids] for ids in tokenizer.tokenize(list(documents))]
+
+        def decode(ids):
+            if not ids:
+                return ""
+            text = tokenizer.detokenize([list(ids)])[0]
+            return text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+
+        return texts.Encoder(
+            encode,
             sequence_length,
-            pad_id=tokenizer.pad_token_id,
+            pad_id=int(tokenizer.pad_token_id),
+            vocabulary_size=int(tokenizer.vocabulary_size()),
             bos_id=getattr(tokenizer, "start_token_id", None),
             eos_id=getattr(tokenizer, "end_token_id", None),
+            decode=decode,
         )
 
     def generate(self, model, prompt: str, max_length: int = 64) -> str:
         """The text `model` (this preset, as a run trained or `load()` rebuilt it) continues `prompt` with, greedily,
-        up to `max_length` tokens in all: the same weights give the same text. Tokenized with sentencepiece, so no
-        preprocessor (and no TensorFlow) is needed.
+        up to `max_length` tokens in all: the same weights give the same text. Tokenized by the preset's
+        tokenizer, so no preprocessor is needed.
 
         >>> Preset("./my_preset").generate(tpukit.load(run_dir).model, "The import statement")
         """
