@@ -90,6 +90,11 @@ FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16 = PRECISIONS
 _BY_NAME = {p.name: p for p in PRECISIONS}
 
 
+def mixed(compute: str) -> Optional[Precision]:
+    """The mixed precision that computes in `compute` with float32 weights (None for float32 or another dtype)."""
+    return next((p for p in PRECISIONS if p.compute == compute and p.variables != p.compute), None)
+
+
 def get(name: str) -> Precision:
     """The precision named `name` (a Keras policy name tpukit trains under).
 

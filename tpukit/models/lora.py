@@ -83,16 +83,15 @@ def _adapters_in_float32(backbone, names) -> None:
     layer about to be adapted gets the mixed policy of its compute dtype (`mixed_bfloat16`: float32 variables,
     bfloat16 compute) first, so its adapters are float32 and read in bfloat16 inside the call, as Keras 3.15 does
     them; the frozen kernel stays as loaded. From Keras 3.15 nothing changes."""
+    from tpukit import precision
+
     if _float32_adapters_built_in():
         return
     for layer in backbone._flatten_layers(include_self=False):
-        compute = str(getattr(layer, "compute_dtype", "float32"))
-        if layer.name in names and hasattr(layer, "enable_lora") and layer.weights and compute in _MIXED:
-            if str(layer.variable_dtype) != "float32":
-                layer.dtype_policy = _MIXED[compute]
-
-
-_MIXED = {"bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+        mixed = precision.mixed(str(getattr(layer, "compute_dtype", "float32")))
+        if layer.name in names and hasattr(layer, "enable_lora") and layer.weights and mixed is not None:
+            if str(layer.variable_dtype) != mixed.variables:
+                layer.dtype_policy = mixed.name
 
 
 @functools.lru_cache(maxsize=None)
