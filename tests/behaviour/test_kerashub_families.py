@@ -1,6 +1,7 @@
-"""Every KerasHub causal LM family (behaviour: the preset, the tokenizer, the data and the run together), byte-pair ones included: tiny GPT-2, Llama 3 and Qwen presets, built offline with
+"""Every KerasHub causal LM family, byte-pair ones included: tiny GPT-2, Llama 3 and Qwen presets, built offline with
 a byte-level BPE trained on the help topics (`hub_support.BUILD_BPE`), fine-tune with LoRA through train(), tokenized
-by the preset's own KerasHub tokenizer, as its own preprocessor tokenizes.
+by the preset's own KerasHub tokenizer, as its own preprocessor tokenizes (the preset, the tokenizer, the data and
+the run together, so a behaviour test).
 """
 
 import json
