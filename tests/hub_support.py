@@ -138,11 +138,12 @@ extended = tpukit.resume(short.run_dir, epochs=3, verbose=0)  # a new run from t
 loaded = tpukit.load(whole.run_dir).model
 from tpukit.models import pretrained
 said = [pretrained.Preset(preset).generate(m, "The import statement", 24) for m in (whole.model, loaded)]
+talks = [m.generate("The import statement", max_length=24) for m in (whole.model, loaded)]  # as KerasHub users call it
 print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_done], "resumed": resumed.fingerprint,
                   "loaded": determinism.fingerprint(loaded), "files": sorted(os.listdir(whole.run_dir)),
                   "adapters_bytes": os.path.getsize(os.path.join(whole.run_dir, "adapters.lora.h5")),
                   "preset_bytes": os.path.getsize(os.path.join(preset, "model.weights.h5")),
-                  "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights), "backup": backup, "said": said,
+                  "lora_loaded": sum("lora_kernel" in w.path for w in loaded.weights), "backup": backup, "said": said, "talks": talks,
                   "samples": [whole.samples, cut.samples, resumed.samples],
                   "extended": [extended.status, extended.fingerprint, sorted(os.listdir(short.run_dir))]}))
 """

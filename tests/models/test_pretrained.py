@@ -143,6 +143,7 @@ def test_a_preset_fine_tunes_on_tensorflow_too(preset, tmp_path):
 
     exported = keras.saving.load_model(result.export(tmp_path / "merged.keras").keras_path)
     assert {str(w.dtype) for w in exported.weights} == {"float32"} and len(exported.weights) == 20
+    assert exported.generate(samples["prompt"], max_length=24).startswith(samples["prompt"])  # its tokenizer came too
     base = keras_hub.models.CausalLM.from_preset(str(preset), dtype="bfloat16", preprocessor=None)
     for layer in [l for l in result.model.backbone._flatten_layers() if getattr(l, "lora_enabled", False)]:
         path = layer._kernel.path
@@ -245,6 +246,8 @@ def test_adapters_alone_are_kept_resume_reproduces_them_and_load_brings_them_bac
     assert out["loaded"] == out["whole"] and out["lora_loaded"] == 8
     before, after = out["said"]
     assert before == after and len(before) > 10, out["said"]  # load() then generate says what the trained model said
+    trained, loaded = out["talks"]  # result.model.generate("text") and load()'s, as on any KerasHub task
+    assert trained == loaded and trained.startswith("The import statement") and trained.endswith(before), out["talks"]
     whole, cut, resumed = out["samples"]
     assert resumed["before"] == cut["before"] == whole["before"]  # the resume kept the stopped run's "before"
     assert resumed["after"] == whole["after"]  # the same adapters write the same text

@@ -331,30 +331,29 @@ class Preset(ModelSource):
 
     def generate(self, model, prompt: str, max_length: int = 64) -> str:
         """The text `model` (this preset, as a run trained or `load()` rebuilt it) continues `prompt` with, greedily,
-        up to `max_length` tokens in all: the same weights give the same text. Tokenized by the preset's
-        tokenizer, so no preprocessor is needed.
+        up to `max_length` tokens in all, without the prompt: the same weights give the same text. Through the
+        model's own `generate` and the preset's preprocessor, which the run attached, as a KerasHub user calls it.
 
         >>> Preset("./my_preset").generate(tpukit.load(run_dir).model, "The import statement")
         """
-        import numpy as np
-
         keras_hub = _keras_hub()
         encoder = self.encoder(max_length)
-        ids = ([encoder.bos_id] if encoder.bos_id is not None else []) + list(encoder.encode([prompt])[0])
-        if len(ids) >= max_length:
+        length = len(encoder.encode([prompt])[0]) + (encoder.bos_id is not None)
+        if length >= max_length:
             raise ModelError(
-                f"the prompt is {len(ids)} tokens, and generate's max_length={max_length} leaves it no "
-                f"room: give a max_length above {len(ids)}."
+                f"the prompt is {length} tokens, and generate's max_length={max_length} leaves it no "
+                f"room: give a max_length above {length}."
             )
-        token_ids = np.full((1, max_length), encoder.pad_id, dtype="int32")
-        token_ids[0, : len(ids)] = ids
-        mask = (np.arange(max_length) < len(ids)).astype("int32")[None, :]
+        if getattr(model, "preprocessor", None) is None:
+            raise ModelError(
+                f"this {type(model).__name__} has no preprocessor to turn text into token ids; attach the preset's: "
+                f"model.preprocessor = keras_hub.models.CausalLMPreprocessor.from_preset({self.source!r})."
+            )
         if not isinstance(getattr(model, "sampler", None), keras_hub.samplers.GreedySampler):
             model.sampler = keras_hub.samplers.get("greedy")  # what compile(sampler=) sets, without a new optimizer
             model.generate_function = None  # built again for this sampler (else kept: a second call compiles nothing)
-        out = model.generate({"token_ids": token_ids, "padding_mask": mask}, stop_token_ids=None)
-        generated = np.asarray(out["token_ids"][0])[np.asarray(out["padding_mask"][0]).astype(bool)][len(ids) :]
-        return encoder.decode([int(i) for i in generated])
+        text = model.generate(prompt, max_length=max_length, stop_token_ids=None, strip_prompt=True)
+        return text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
 
     def prompt_from(self, token_ids, sequence_length: int) -> str:
         """The first words of a training row (`token_ids`), as text: the prompt a run's samples continue when the
@@ -378,9 +377,9 @@ class Preset(ModelSource):
     def _load(self, dtype: Optional[str]):
         keras_hub = _keras_hub()
         try:
-            return keras_hub.models.CausalLM.from_preset(
-                self.source, preprocessor=None, **({"dtype": dtype} if dtype else {})
-            )
+            # With the preset's preprocessor, so that `generate("text")` works on the trained model as on any
+            # KerasHub task; training feeds token ids through Keras' own fit (`trainer`), which never calls it.
+            return keras_hub.models.CausalLM.from_preset(self.source, **({"dtype": dtype} if dtype else {}))
         except Exception as e:
             raise _not_loaded(self.source, " did not load as a causal language model", e) from e
 

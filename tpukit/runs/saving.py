@@ -18,6 +18,7 @@ TensorFlow (jax2tf), which Colab's TPU runtime does not have.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 from typing import Any, Optional, Tuple
@@ -315,6 +316,7 @@ def float32_copy(model):
                 inputs = [np.zeros((1, *t.shape[1:]), t.dtype) for t in model.inputs] if _has_inputs(model) else None
                 copy(inputs[0] if inputs and len(inputs) == 1 else inputs, training=False)
             copy.set_weights(_merged_weights(model, copy))
+            _copy_assets(model, copy)
     except Exception as e:
         raise ExportError(
             f"could not copy {type(model).__name__} into float32 layers for export ({one_line(e, 160)}); "
@@ -335,6 +337,24 @@ def float32_copy(model):
             )
             copy.optimizer.build(copy.trainable_variables)  # saved whole, so load_model finds every slot it builds
     return copy
+
+
+def _copy_assets(model, copy) -> None:
+    """What `model`'s layers keep outside their weights (their assets: a KerasHub tokenizer's vocabulary, which
+    `generate("text")` needs), written by each layer and read by its twin in `copy`, as a `.keras` file carries it."""
+    import tempfile
+
+    twins = {(type(layer), layer.name): layer for layer in copy._flatten_layers()}  # by name: a generate() call
+    with tempfile.TemporaryDirectory() as folder:  # adds layers to the model that the copy has not made yet
+        for i, source in enumerate(model._flatten_layers()):
+            target = twins.get((type(source), source.name))
+            if not (hasattr(source, "save_assets") and hasattr(target, "load_assets")):
+                continue
+            where = os.path.join(folder, str(i))
+            os.mkdir(where)
+            source.save_assets(where)
+            if os.listdir(where):
+                target.load_assets(where)
 
 
 def _unregistered(model) -> Optional[str]:
