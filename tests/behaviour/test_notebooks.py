@@ -406,11 +406,17 @@ def test_notebook_runs(script, track, kernel_dir, tmp_path):
         kernel_name="tpukit-test", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)])
     )
     client = NotebookClient(
-        notebook, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False, resources={"metadata": {"path": str(tmp_path)}}
+        notebook,
+        km=km,
+        timeout=CELL_TIMEOUT_S,
+        allow_errors=False,
+        shutdown_kernel="immediate",
+        resources={"metadata": {"path": str(tmp_path)}},
     )
     started = time.perf_counter()
     try:
-        client.execute(env=_track_env(_kernel_env(), track))
+        # cleanup_kc: nbclient shuts down only a kernel it started itself; one left running took 12-15% of a core
+        client.execute(env=_track_env(_kernel_env(), track), cleanup_kc=True)
     finally:
         # The executed copy (outputs included) stays in tmp_path for a look after a failure.
         import nbformat
@@ -437,10 +443,16 @@ def test_run_all_without_solutions_stops_at_the_first_exercise_in_one_line(kerne
         kernel_name="tpukit-test", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)])
     )
     client = NotebookClient(
-        notebook, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False, resources={"metadata": {"path": str(tmp_path)}}
+        notebook,
+        km=km,
+        timeout=CELL_TIMEOUT_S,
+        allow_errors=False,
+        shutdown_kernel="immediate",
+        resources={"metadata": {"path": str(tmp_path)}},
     )
     with pytest.raises(CellExecutionError) as stopped:
-        client.execute(env=env)
+        # cleanup_kc: nbclient shuts down only a kernel it started itself; one left running took 12-15% of a core
+        client.execute(env=env, cleanup_kc=True)
     assert stopped.value.ename == "NotAnswered", stopped.value
     failed = [c for c in notebook.cells if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
     assert len(failed) == 1 and "self-check" in failed[0].metadata.get("tags", []), failed

@@ -130,9 +130,15 @@ def _run(stem, last_marker, probe, kernel_dir, tmp_path):
         kernel_name="tpukit-test", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)])
     )
     client = NotebookClient(
-        notebook, km=km, timeout=CELL_TIMEOUT_S, allow_errors=False, resources={"metadata": {"path": str(tmp_path)}}
+        notebook,
+        km=km,
+        timeout=CELL_TIMEOUT_S,
+        allow_errors=False,
+        shutdown_kernel="immediate",
+        resources={"metadata": {"path": str(tmp_path)}},
     )
-    client.execute(env=_env())
+    # cleanup_kc: nbclient shuts down only a kernel it started itself; one left running took 12-15% of a core
+    client.execute(env=_env(), cleanup_kc=True)
     text = "".join(o.get("text", "") for o in notebook.cells[-1].outputs if o.get("output_type") == "stream")
     line = next(l for l in text.splitlines() if l.startswith("PROBE "))
     return json.loads(line[len("PROBE ") :]), {c.source: _digest(c.source) for c in cells if c.cell_type == "code"}
