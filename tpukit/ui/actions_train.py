@@ -261,17 +261,15 @@ class TrainActions:
             line += f", val_accuracy {result.final_metrics['val_accuracy']:.4f}"
         if result.examples_per_sec:
             line += f", {result.examples_per_sec:,.0f} examples/s"
-        message = resumable.without_promise(result)
-        if message:
-            line += f". {message}"
+        sentences = [line, resumable.without_promise(result)]
         if result.status in ("stopped", "failed"):  # what Resume can do, as the button shows it
-            line += f". {resumable.check(result.run_dir).reason}"
+            sentences.append(resumable.check(result.run_dir).reason)
         samples = result.samples
         if samples.get("after") is not None:  # a language model: what training changed in its writing
-            line += (
-                f". {samples['prompt']!r} continued: before {samples.get('before', '')!r}, after {samples['after']!r}"
+            sentences.append(
+                f"{samples['prompt']!r} continued: before {samples.get('before', '')!r}, after {samples['after']!r}"
             )
-        self._say(line, kind)
+        self._say(sentences_line(sentences), kind)
         self.render_runs()
 
 
@@ -285,3 +283,11 @@ def _history(run_dir: Optional[str]) -> Optional[Dict[str, List[float]]]:
         return records.load(run_dir).history
     except Exception:  # noqa: BLE001 - the curves start empty; resume() itself says what is wrong
         return None
+
+
+def sentences_line(sentences) -> str:
+    """Sentences (some ending in a period, some not; empty ones left out) in one line, with exactly one period
+    between two ("epoch 4 of 20. 'The' continued", not "epoch 4 of 20.. 'The' continued"), and the last one's own
+    ending."""
+    kept = [s for s in sentences if s]
+    return ". ".join(s.rstrip(".") for s in kept) + ("." if kept and kept[-1].endswith(".") else "")
