@@ -113,6 +113,7 @@ def resume(
     directory.check_run_dir(run_dir, "resume")
     directory.check_contained(run_dir)
     config = directory.load_config(run_dir)
+    _refuse_another_model(run_dir, config, model)
     previous = records.load(run_dir)
     _check_agree(run_dir, config, previous)
     inputs = (model, data, validation_data, test_data)
@@ -160,6 +161,22 @@ def _check_agree(run_dir, config: RunConfig, previous: RunResult) -> None:
             f"{run_dir}: config.json and result.json disagree on {', '.join(differ)} ({k}={written.get(k)!r} vs "
             f"{recorded.get(k)!r}); the run cannot resume exactly. Start a new run with the settings you want."
         )
+
+
+def _refuse_another_model(run_dir, config: RunConfig, model) -> None:
+    """ConfigError, in one line, for a `model=` that names another model than the run trained (a name, an import
+    path, a preset): the run rebuilds its own by itself, and another would fail later with a misleading cause."""
+    named = model if isinstance(model, str) else getattr(model, "source", None)
+    if not isinstance(named, str) or named == config.model:
+        return
+    from tpukit.config import ConfigError
+
+    raise ConfigError(
+        f"resume(model={named!r}): {run_dir} trained the model {config.model!r}, and a resume continues that one "
+        "(it rebuilds it by itself; model= is for a model object the run was given). To train another, start a "
+        "new run: train(config.replace(model=...)).",
+        field="model",
+    )
 
 
 def _refuse_settings(run_dir, settings: dict) -> None:
