@@ -47,7 +47,7 @@
 # - How every run is recorded, and how to compare runs in one table.
 # - How to get the trained model back: predict with it, save it as `.keras`, and load it back; after class, fine-tune
 #   from a run.
-# - How to save the plain Keras way, as you will on Monday: `model.save`, `keras.callbacks.ModelCheckpoint` and
+# - How to save the plain Keras way, as you will after the workshop: `model.save`, `keras.callbacks.ModelCheckpoint` and
 #   `model.export`, into Google Drive, which outlives Colab's VM.
 #
 # Everything here runs on TensorFlow (Colab's CPU and GPU runtimes) and on JAX (Colab's TPU runtime, which has no
@@ -624,7 +624,7 @@ assert same < 1e-2 and np.array_equal(again.model.predict(x_show, verbose=0).arg
 # %% [markdown]
 # ### Saving the plain Keras way, and keeping it in Google Drive
 #
-# What you will do on Monday, with or without tpukit. `model.save("name.keras")` writes the whole model
+# What you will do after the workshop, with or without tpukit. `model.save("name.keras")` writes the whole model
 # (architecture, weights, and the optimizer's state) into one file that `keras.saving.load_model` opens in any
 # Keras session. `keras.callbacks.ModelCheckpoint` does it during `fit`, every epoch (or only the best, with
 # `save_best_only=True`). `model.export(path)` writes a TensorFlow SavedModel for serving (TF Serving, TFLite,

@@ -451,8 +451,8 @@ else:
     skip("the on-demand trace")
 
 # %% [markdown]
-# **What you should see:** a capture of the running job with its step times (about ten milliseconds a step
-# of this small MLP) and its top ops. The profiler server too listens on every interface: start it only in
+# **What you should see:** a capture of the running job with its step times (the few milliseconds a step of this
+# small MLP takes, as above, a little more while the trace records) and its top ops. The profiler server too listens on every interface: start it only in
 # jobs on machines you control, and pick the port yourself.
 
 # %% [markdown]

@@ -124,8 +124,9 @@ print(f"keras {keras.__version__}, keras-hub {keras_hub.__version__}, backend {k
 #   below copies them into the environment, where KerasHub's downloader (kagglehub) looks.
 # - **Elsewhere**: set the environment variables `KAGGLE_USERNAME` and `KAGGLE_KEY` before starting Python.
 #
-# With credentials but without the terms accepted, the download fails with **403** ("User has not consented to
-# terms of use"): accept them on the model page with the same account, then run the loading cell again. Without
+# With credentials but without the terms accepted, the download fails with kagglehub's **403** ("403 Client Error.
+# You don't have permission to access resource at URL: ..." and, further on, "a resource requiring consent"):
+# accept them on the model page with the same account, then run the loading cell again. Without
 # credentials, without network, on a CPU (too slow for a billion parameters), and always in the tests
 # (`TPUKIT_SMOKE=1`), the notebook uses a **tiny Gemma built here**, so it runs offline top to bottom. The real
 # one is `gemma3_instruct_1b`: 1 billion parameters, 2 GB in bfloat16, instruction-tuned.
@@ -188,8 +189,11 @@ print("preset:", PRESET, sorted(os.listdir(PRESET)) if os.path.isdir(PRESET) els
 # - `preprocessor=None`: the model then takes token ids, not strings (why, two sections down).
 #
 # `backbone.enable_lora(rank=4)` freezes every weight and adds rank-4 adapters to the attention's **query** and
-# **value** projections (KerasHub's default targets; `target_layer_names=` picks others). The adapters stay in
-# float32: they are what trains.
+# **value** projections (KerasHub's default targets; `target_layer_names=` picks others). From Keras 3.15 (the TPU
+# track, after `colab.setup(hub=True)`) the adapters are float32: they are what trains. Keras 3.13.2, which Colab's
+# GPU and CPU runtimes ship, makes them in the layer's dtype, so the cell prints **bfloat16** there: a bfloat16
+# adapter rounds away every update smaller than 1/128 of its value and learns almost nothing. `tpukit.train` (below)
+# makes them float32 on either.
 
 # %%
 try:
@@ -411,14 +415,15 @@ print("Exercise 2: correct.")
 # KerasHub name such as `gemma3_instruct_1b`. With `lora_rank` set (4 is the default) it loads the weights in
 # bfloat16, turns on LoRA with float32 adapters, tokenizes the text with the preset's own KerasHub tokenizer
 # (SentencePiece for Gemma, byte-pair for Llama 3, Qwen or GPT-2), packs it into rows of `sequence_length`, and
-# compiles the next-token loss, skipping the padding: what the cells above did by hand. `dataset="pydoc"` is the same help topics. The run also writes its record, its TensorBoard logs and a
-# backup after each epoch, in `runs/`.
+# compiles the next-token loss, skipping the padding: what the cells above did by hand. `dataset="pydoc"` is the
+# same help topics. The run also writes its record, its TensorBoard logs and a backup after each epoch, in `runs/`.
 #
-# The model trained above is not needed again: dropping it frees its weights (2 GB of chip memory for Gemma 3 1B)
-# before tpukit loads its own copy.
+# The model trained above is not needed again. Its weights (2 GB of chip memory for Gemma 3 1B) are freed once
+# nothing holds it: the name `model`, and `history`, since Keras' `History` keeps the model it trained
+# (`History.set_model`). Dropping both lets Python free them before tpukit loads its own copy.
 
 # %%
-model = None
+model = history = None
 config = tpukit.RunConfig(model=PRESET, dataset="pydoc", lora_rank=4, sequence_length=SEQUENCE, batch_size=BATCH,
                           epochs=1, steps_per_epoch=STEPS, learning_rate=1e-4 if REAL_LOADED else 1e-2,
                           validation_split=None, logdir="runs", seed=1)
@@ -545,7 +550,8 @@ print("the same:", said[0] == said[1], "| fingerprints:", extended.fingerprint, 
 #   `model.weights.h5`, `assets/`...). With them: `gemma3_instruct_1b` loads, or a 403 line that says to accept
 #   Gemma's terms.
 # - The weights in bfloat16; after `enable_lora(rank=4)` a small share trains: 704 of 7,696 parameters (9.1%) for
-#   the tiny Gemma, about 650,000 of 1 billion (0.07%) for Gemma 3 1B; the first LoRA kernels' shapes, in float32.
+#   the tiny Gemma, about 650,000 of 1 billion (0.07%) for Gemma 3 1B; the first LoRA kernels' shapes, in float32
+#   (bfloat16 on the GPU/CPU track's Keras 3.13.2).
 #   Exercise 1: 1,304,576 at rank 8.
 # - The pieces of "The import statement", and the help topics as a few thousand rows.
 # - The tiny Gemma's "before" is noise; its loss falls a little (random weights, and LoRA moves only the query and

@@ -55,6 +55,8 @@ def render(script: Path, track: str, target: Path) -> str:
     if track == "gpu":
         notebook.metadata.update(accelerator=GPU["accelerator"],
                                  colab={**(notebook.metadata.get("colab") or {}), **GPU["colab"]})
+    if script.stem in GPU_COPIES:
+        notebook.cells[0].source = own_header(notebook.cells[0].source, script.stem, track)
     written = json.loads(jupytext.writes(notebook, fmt="ipynb"))
     before = json.loads(target.read_text())["cells"] if target.exists() else []
     ids = {(c["cell_type"], "".join(c["source"])): c.get("id") for c in before}
@@ -62,6 +64,33 @@ def render(script: Path, track: str, target: Path) -> str:
         source = "".join(cell["source"])
         cell["id"] = ids.get((cell["cell_type"], source)) or hashlib.sha1(source.encode()).hexdigest()[:8]
     return json.dumps(written, indent=1, ensure_ascii=False) + "\n"
+
+
+HEADERS = {
+    "tpu": "**Accelerator:** TPU: the TPU track's copy (Colab's TPU runtime, Keras on JAX); the GPU/CPU track's is "
+           "[gpu/{name}.ipynb]({colab}/notebooks/gpu/{name}.ipynb)",
+    "gpu": "**Accelerator:** GPU or CPU: the GPU/CPU track's copy (Colab's GPU or CPU runtime, Keras on TensorFlow); "
+           "the TPU track's is [{name}.ipynb]({colab}/notebooks/{name}.ipynb)",
+}
+COLAB = "https://colab.research.google.com/github/tpukit/tpukit/blob/main"
+
+
+def own_header(header: str, name: str, track: str) -> str:
+    """The first cell of a track's copy of `name`: its Colab badge opens this copy, and its Accelerator line names
+    the track and links the other track's copy (the script's line, for both, names every runtime)."""
+    lines = header.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("**Accelerator:**"))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].strip() or lines[i].startswith("**"))
+    lines[start:end] = [HEADERS[track].format(name=name, colab=COLAB)]
+    own = f"{COLAB}/notebooks/{'gpu/' if track == 'gpu' else ''}{name}.ipynb"
+    return _badge("\n".join(lines), own)
+
+
+def _badge(header: str, own: str) -> str:
+    """`header` with its Open in Colab badge's link set to `own`."""
+    badge = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]("
+    at = header.index(badge) + len(badge)
+    return header[:at] + own + header[header.index(")", at):]
 
 
 def targets() -> list:

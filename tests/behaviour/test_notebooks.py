@@ -487,3 +487,16 @@ def test_the_readme_badges_open_each_tracks_notebooks():
     gpu_track = readme[readme.index("**GPU/CPU track**") : readme.index("How the figures were taken")]
     for name in _tracks().GPU_COPIES:
         assert f"notebooks/gpu/{name}.ipynb" in gpu_track, name
+
+
+def test_each_tracks_copy_opens_itself_and_names_its_track():
+    """A copy's Open in Colab badge opens that copy (a GPU/CPU copy opened the TPU track's), and a notebook both
+    tracks share says in its header which track's copy it is and links the other."""
+    tracks = _tracks()
+    for script, track, target in tracks.targets():
+        header = "".join(json.loads(target.read_text())["cells"][0]["source"])
+        badge = f"colab-badge.svg)]({tracks.COLAB}/{target.relative_to(NOTEBOOKS.parent).as_posix()})"
+        assert badge in header, f"{target}: its badge opens another notebook"
+        if script.stem in tracks.GPU_COPIES:
+            own = "the GPU/CPU track's copy" if track == "gpu" else "the TPU track's copy"
+            assert own in header, f"{target}: its header does not say it is {own}"
