@@ -145,7 +145,13 @@ def check_choice(field: str, value: Any, choices) -> None:
 def check_name(field: str, value: Any) -> None:
     """Model, dataset and loss names: checked for form here; what they name is resolved by train()."""
     if not isinstance(value, str) or not value.strip() or any(c in value for c in "\n\r\t"):
-        fail(field, value, "a name: built in, registered, or an import path 'package.module:function'")
+        text = field == "dataset" and isinstance(value, str) and len(value.split()) > 1  # text, passed as a name
+        fail(
+            field,
+            value,
+            "a name: built in, registered, or an import path 'package.module:function'"
+            + ("; text itself goes in a list of documents: train(data=[text])" if text else ""),
+        )
 
 
 def check_int(field: str, value: Any, minimum: int, optional: bool = False, maximum: Optional[int] = None) -> None:

@@ -1,10 +1,12 @@
 """The user's own text: prompt/response pairs, dicts, JSONL files and Hugging Face datasets become `text.Text`, and a
 bad row is one line naming it. `datasets` is not installed here: its `Dataset` is a duck-typed stand-in."""
 
+import json
+
 import pytest
 
 from tpukit import RunConfig, registry
-from tpukit.data import sources, text
+from tpukit.data import sources, text, user_text
 from tpukit.data.types import DataError
 
 
@@ -146,3 +148,35 @@ def test_a_duck_typed_hugging_face_dataset_is_text_by_its_columns():
         r"one split, e.g. data=dataset\['test'\]",
     ):
         sources.prepare(DuckTypedHuggingFaceDatasetDict(), name="<text>", encoder=word_encoder)
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ([], "data: no rows of text. Received: 0 rows; text is a list of strings"),
+        ([1, 2, 3], "data[0]: expected a string, a (prompt, response) pair or a dict; text is"),
+        (["ok", None], "data[1]: expected a string, a (prompt, response) pair or a dict; text is"),
+        ([("prompt only",)], "data[0]: a pair is a prompt and a response, two strings; this row has 1."),
+        ("The import statement\nbinds names.", "data is one string of 33 characters, and a language model trains on"),
+        ({"text": ["a", "b"]}, "data is a dict of columns (text), and text is taken as rows: pass data=[{'text': t}"),
+    ],
+)
+def test_text_in_a_shape_a_language_model_cannot_take_is_one_line_naming_it(data, message):
+    with pytest.raises(DataError) as info:
+        user_text.language_model_text(data, "<text>")
+    assert str(info.value).startswith(message) and "\n" not in str(info.value), str(info.value)
+
+
+def test_token_ids_and_names_are_no_text_mistake_and_a_json_array_file_is_rows(tmp_path):
+    import numpy as np
+
+    ids = {"token_ids": np.zeros((2, 4), "int32"), "padding_mask": np.ones((2, 4), "int32")}
+    assert user_text.language_model_text((ids, np.zeros((2, 4), "int32")), "x") is None
+    assert user_text.language_model_text("pydoc", "pydoc") is None
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps([{"prompt": "p1", "response": "r1"}, {"prompt": "p2", "response": "r2"}]))
+    text = user_text.named(str(path))()
+    assert text.documents == ("r1", "r2") and text.prompts == ("p1", "p2")
+    path.write_text(json.dumps([{"text": "a"}, 5]))
+    with pytest.raises(DataError, match=r"^rows.json\[1\]: expected a string, a \(prompt, response\) pair or a dict"):
+        user_text.named(str(path))()

@@ -116,6 +116,7 @@ def prepare(
     validation_data=None,
     test_data=None,
     encoder: Optional[Callable[[], Optional["texts.Encoder"]]] = None,
+    writes_text: bool = False,
 ) -> Source:
     """Turn what the user handed over (or a dataset name) into a `Source`.
 
@@ -129,21 +130,20 @@ def prepare(
         validation_split: the fraction of the training data held out for validation,
             with a seeded split; None for no validation. Ignored when validation data is given.
         encoder: gives the model's `text.Encoder` (None: the model has no tokenizer); asked only for text.
+        writes_text: the model is a language model, so text in a shape tpukit does not take (an empty list, a
+            single string, a dict of columns) is a one-line error about text, not about arrays.
 
     Raises:
         DataError: data that cannot be trained on, in one line.
         tpukit.data.builtin.DatasetUnavailable: an online dataset while offline.
     """
+    if writes_text and not isinstance(data, texts.Text):
+        data = user_text.language_model_text(data, name) or data
     if isinstance(data, str):
         data = _load_named(data, seed=seed, size=size)
     elif callable(data) and not is_dataset(data) and not is_py_dataset(data):
         data = _call_loader(data, name)
-    notes = ()
-    if user_text.is_text(data):  # the user's own documents: strings, prompt/response pairs, a HF dataset
-        data = user_text.text_of(data, name)
-    if isinstance(data, texts.Text):
-        packed = texts.tokenize(data, _encoder_for(encoder, name))
-        data, notes = packed.arrays, (packed.note(),)
+    data, notes = _tokenized(data, name, encoder)
     splits = data if isinstance(data, Splits) else Splits(data)
     if validation_data is not None:
         splits = dataclasses.replace(splits, validation=validation_data)
@@ -185,6 +185,17 @@ def prepare(
         fingerprint=_fingerprint(train, validation),
         notes=notes,
     )
+
+
+def _tokenized(data, name: str, encoder):
+    """(data, notes): text (the user's own documents, or a `Text`) as packed token ids and the packing's note;
+    anything else as it is."""
+    if user_text.is_text(data):  # the user's own documents: strings, prompt/response pairs, a HF dataset
+        data = user_text.text_of(data, name)
+    if not isinstance(data, texts.Text):
+        return data, ()
+    packed = texts.tokenize(data, _encoder_for(encoder, name))
+    return packed.arrays, (packed.note(),)
 
 
 def _encoder_for(encoder, name: str) -> "texts.Encoder":

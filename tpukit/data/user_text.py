@@ -24,10 +24,13 @@ from tpukit.data.types import DataError
 
 FORMS = (
     "a list of strings, of (prompt, response) pairs or of dicts with a 'text' field or 'prompt' and "
-    "'response' fields; a JSONL file of such objects; or a Hugging Face datasets.Dataset with such columns"
+    "'response' fields; a JSONL file of such objects (or a .json file of one array of them); or a Hugging Face "
+    "datasets.Dataset with such columns"
 )
-NAME_HINT = 'a JSONL file path (lines of {"text": ...} or {"prompt": ..., "response": ...})'  # registry's hint
-SUFFIXES = (".jsonl",)
+NAME_HINT = (  # the registry's hint
+    'a JSONL file path (lines of {"text": ...} or {"prompt": ..., "response": ...}) or a .json file of one array of them'
+)
+SUFFIXES = (".jsonl", ".json")  # JSON Lines, or one JSON array of such objects
 
 
 def is_text(data) -> bool:
@@ -42,6 +45,45 @@ def is_text(data) -> bool:
     if not isinstance(data, (list, tuple)) or not data:
         return False
     return all(isinstance(d, (str, dict)) or _is_pair(d) for d in data)
+
+
+def language_model_text(data, name: str) -> Optional[Text]:
+    """For a model that writes text: `data` as `Text` where it is in a text form; a one-line DataError where it is
+    text in a shape tpukit does not take (an empty list, a row of another kind, a single string, a dict of
+    columns), naming the row or the value and the forms taken; None for anything else (token-id arrays, a dataset,
+    a name), which the array path reads."""
+    if is_text(data):
+        return text_of(data, name)
+    if isinstance(data, str) and (len(data.split()) > 1 or "\n" in data) and not os.path.exists(data):
+        raise DataError(
+            f"data is one string of {len(data):,} characters, and a language model trains on a list of documents: "
+            f"pass data=[text] (or one string per document). Received: {_describe(data)}."
+        )
+    if isinstance(data, dict) and data and all(_is_column(v) for v in data.values()):
+        columns = sorted(map(str, data))
+        fix = (
+            "[{'text': t} for t in data['text']]"
+            if "text" in data
+            else "[{'prompt': p, 'response': r} for p, r in zip(data['prompt'], data['response'])]"
+        )
+        raise DataError(
+            f"data is a dict of columns ({', '.join(columns[:4])}), and text is taken as rows: pass data={fix}, or "
+            f"datasets.Dataset.from_dict(data). Received: dict of {len(data)} column(s)."
+        )
+    if isinstance(data, (list, tuple)) and not any(_is_array(d) for d in data):
+        return from_rows(data, name, where="data")  # an empty list, or rows of another kind: named there
+    return None
+
+
+def _is_column(value) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, str) for v in value)
+
+
+def _is_array(value) -> bool:
+    """Whether `value` is (or holds, as a dict) arrays: token ids and labels, which are no text mistake."""
+    if isinstance(value, dict):
+        return any(_is_array(v) for v in value.values())
+    return hasattr(value, "shape") and hasattr(value, "dtype")
 
 
 def _is_pair(value) -> bool:
@@ -68,6 +110,11 @@ def from_rows(rows: Iterable, name: str, *, where: str) -> Text:
         elif isinstance(row, dict):
             document = _from_dict(row, f"{where}[{i}]")
             found = "strings" if document[0] is None else "pairs"
+        elif isinstance(row, (tuple, list)) and all(isinstance(v, str) for v in row):
+            raise DataError(
+                f"{where}[{i}]: a pair is a prompt and a response, two strings; this row has {len(row)}. "
+                f"Received: {_describe(row)}."
+            )
         else:
             raise DataError(
                 f"{where}[{i}]: expected a string, a (prompt, response) pair or a dict; text is "
@@ -158,9 +205,15 @@ def named(name: str) -> Optional[JsonLines]:
 
 def read_jsonl(path: str) -> Text:
     """A JSONL file's rows as `Text`: each line a JSON object with 'text', or 'prompt' and 'response' (blank lines
-    skipped). DataError naming the file and the line (counted from 1) that is not such an object."""
+    skipped). DataError naming the file and the line (counted from 1) that is not such an object. A `.json` file
+    that holds one JSON array of such objects is read as its rows."""
     if not os.path.isfile(path):
         raise DataError(f"the JSONL file {path!r} does not exist. Received: dataset={path!r}.")
+    if path.lower().endswith(".json"):
+        with open(path, encoding="utf-8") as f:
+            head = f.read(4096).lstrip()
+        if head.startswith("["):
+            return _read_json_array(path)
     rows = []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
@@ -189,6 +242,17 @@ def read_jsonl(path: str) -> Text:
         raise DataError(f"{path} has no lines of text. Received: an empty file.")
     prompts = None if rows[0][1] is None else tuple(p for _, p, _ in rows)
     return Text(tuple(d for _, _, d in rows), os.path.basename(path), prompts)
+
+
+def _read_json_array(path: str) -> Text:
+    """A `.json` file of one array (it starts with "[") of rows, the forms `from_rows` takes; DataError naming the
+    file, and the row by its index in the array."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            rows = json.load(f)
+    except ValueError as e:
+        raise DataError(f"{path} is not JSON ({str(e).splitlines()[0][:80]}).") from None
+    return from_rows(rows, os.path.basename(path), where=os.path.basename(path))
 
 
 def _describe(value) -> str:

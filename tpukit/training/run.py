@@ -232,6 +232,7 @@ class Run(RunEnding):
             validation_data=self.validation_data,
             test_data=self.test_data,
             encoder=self._text_encoder,
+            writes_text=self.model_source.writes_text(),
         )
         self.notes.extend(source.notes)
         if self.previous is not None:
@@ -489,9 +490,7 @@ class Run(RunEnding):
 
 def _scalar_writer(logdir: str):
     """Each epoch's metrics as TensorBoard scalars, on both backends: tensorboardX's writer, by a callback with
-    epoch hooks only.
-
-    Keras' TensorBoard callback needs TensorFlow; where TF is installed it took 3 ms an epoch against 0.4
+    epoch hooks only. Keras' TensorBoard callback needs TensorFlow; where TF is installed it took 3 ms an epoch against 0.4
     (docs/decisions.md), and its per-step hooks are not `async_safe`: on JAX one such hook makes every step
     wait for its loss to reach the host.
     """
