@@ -60,6 +60,7 @@ def test_a_preset_fine_tunes_with_lora_through_train_on_jax(preset, tmp_path):
     assert out["backend"] == "jax" and out["model"] == str(preset)
     loss = out["loss"]
     assert len(loss) == 3 and loss[-1] < loss[0] - 0.02, loss  # the loss falls on the help topics
+    assert f"train: loss {loss[-1]:.4f}, perplexity {math.exp(loss[-1]):.4f}" in out["summary"], out["summary"]
     # only the adapters trained: every other weight is the preset's, bit for bit, and stays bfloat16
     assert out["changed"] == [] and out["frozen_dtypes"] == ["bfloat16"]
     assert len(out["lora"]) == 8  # a and b, for query and value, in 2 layers

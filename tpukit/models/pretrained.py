@@ -17,6 +17,7 @@ import dataclasses
 import difflib
 import functools
 import importlib.util
+import math
 import os
 import types
 from typing import TYPE_CHECKING, Optional, Tuple
@@ -273,6 +274,14 @@ class Preset(ModelSource):
     def writes_text(self) -> bool:
         return True
 
+    def callbacks(self) -> list:
+        """Perplexity, exp of the mean next-token loss (loss and val_loss), in each epoch's logs: the figure people
+        compare language models by, at no cost to the step (a second crossentropy over the logits would cost about
+        what the loss does)."""
+        import keras
+
+        return [keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: _add_perplexity(logs))]
+
     def sample(self, model, prompt: str, sequence_length: int) -> str:
         """`generate` with room for `SAMPLE_TOKENS` after the prompt."""
         length = len(self.encoder(sequence_length).encode([prompt])[0]) + 1 + SAMPLE_TOKENS
@@ -382,6 +391,13 @@ class Preset(ModelSource):
             return keras_hub.models.CausalLM.from_preset(self.source, **({"dtype": dtype} if dtype else {}))
         except Exception as e:
             raise _not_loaded(self.source, " did not load as a causal language model", e) from e
+
+
+def _add_perplexity(logs) -> None:
+    for loss in ("loss", "val_loss"):
+        if logs is not None and logs.get(loss) is not None:
+            value = float(logs[loss])
+            logs[loss.replace("loss", "perplexity")] = math.exp(value) if value < 700 else math.inf
 
 
 def save_adapters(model, path) -> None:

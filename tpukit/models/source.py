@@ -88,6 +88,11 @@ class ModelSource:
         """Whether a run shows what the model writes before and after training (`sample`, `prompt_from`)."""
         return False
 
+    def callbacks(self) -> list:
+        """Keras callbacks this kind adds to a run, first of all, so every other one (the record, the progress
+        line, TensorBoard) sees what they add to an epoch's logs."""
+        return []
+
     def sample(self, model, prompt: str, sequence_length: int) -> str:
         """What `model` writes after `prompt` (greedy: the same weights write the same text), for a kind that
         `writes_text`."""

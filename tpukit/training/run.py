@@ -450,7 +450,7 @@ class Run(RunEnding):
         self.stopper = cb.StopOnRequest(self.stop)
         self.recorder = cb.RunRecorder(global_batch, record=self.record, steps_per_epoch=steps, epochs=config.epochs)
         self.record.measure(self.compiles.fields)
-        out = [
+        out = self.model_source.callbacks() + [
             self.recorder,  # records an epoch before its backup: a kill between them redoes the epoch, nothing lost
             cb.EpochBackup(
                 str(self.run_dir / directory.BACKUP_DIR), steps, restore=weights
