@@ -482,7 +482,8 @@ except tpukit.ConfigError as error:
 # accelerator): compile it once for each dtype (a first call), then time the two in turns, 15 pairs, and take the
 # median of the pairs' ratios (a slow moment of a shared machine then falls on both). Above 1, bfloat16 is faster.
 # Read a result back (`float(...)`) inside each timing, or you time only the dispatch. The self-check measures the
-# same chain with its own code and accepts your figure within a factor of 1.5.
+# same chain with its own code and accepts your figure within a factor of 1.5 (measuring up to 3 times, since a
+# shared machine can be busy while one of you measures).
 
 # %% tags=["exercise", "jax"]
 def chain(v):
@@ -530,13 +531,24 @@ _jitted = jax.jit(_chain)
 values = {dtype: keras.random.normal((SIZE,), dtype=dtype, seed=0) for dtype in ("float32", "bfloat16")}
 for v in values.values():
     float(_jitted(v))  # compile
-tries = {"float32": [], "bfloat16": []}
-for i in range(15):
-    for dtype in ("float32", "bfloat16") if i % 2 else ("bfloat16", "float32"):  # in turns, alternating
-        start = time.perf_counter()
-        float(_jitted(values[dtype]))
-        tries[dtype].append(1000 * (time.perf_counter() - start))
-speedup = float(np.median(np.array(tries["float32"]) / np.array(tries["bfloat16"])))
+
+
+def _speedup():
+    tries = {"float32": [], "bfloat16": []}
+    for i in range(15):
+        for dtype in ("float32", "bfloat16") if i % 2 else ("bfloat16", "float32"):  # in turns, alternating
+            start = time.perf_counter()
+            float(_jitted(values[dtype]))
+            tries[dtype].append(1000 * (time.perf_counter() - start))
+    return tries, float(np.median(np.array(tries["float32"]) / np.array(tries["bfloat16"])))
+
+
+# A shared machine (Colab's too) can be busy while you measure and calm while this does: up to 3 measurements, and
+# yours is right if it is within 1.5x of one of them.
+for _ in range(3):
+    tries, speedup = _speedup()
+    if 1 / 1.5 <= BF16_SPEEDUP / speedup <= 1.5:
+        break
 print(f"{runtime.kind}: float32 {np.median(tries['float32']):.2f} ms, bfloat16 {np.median(tries['bfloat16']):.2f} "
       f"ms: bfloat16 runs at {speedup:.2f}x float32's speed (yours: {BF16_SPEEDUP:.2f}x)")
 check(1 / 1.5 <= BF16_SPEEDUP / speedup <= 1.5, f"measured here: bfloat16 at {speedup:.2f}x float32's speed, "
@@ -558,13 +570,24 @@ _jitted = tf.function(_chain, jit_compile=True)
 values = {dtype: keras.random.normal((SIZE,), dtype=dtype, seed=0) for dtype in ("float32", "bfloat16")}
 for v in values.values():
     float(_jitted(v))  # compile
-tries = {"float32": [], "bfloat16": []}
-for i in range(15):
-    for dtype in ("float32", "bfloat16") if i % 2 else ("bfloat16", "float32"):  # in turns, alternating
-        start = time.perf_counter()
-        float(_jitted(values[dtype]))
-        tries[dtype].append(1000 * (time.perf_counter() - start))
-speedup = float(np.median(np.array(tries["float32"]) / np.array(tries["bfloat16"])))
+
+
+def _speedup():
+    tries = {"float32": [], "bfloat16": []}
+    for i in range(15):
+        for dtype in ("float32", "bfloat16") if i % 2 else ("bfloat16", "float32"):  # in turns, alternating
+            start = time.perf_counter()
+            float(_jitted(values[dtype]))
+            tries[dtype].append(1000 * (time.perf_counter() - start))
+    return tries, float(np.median(np.array(tries["float32"]) / np.array(tries["bfloat16"])))
+
+
+# A shared machine (Colab's too) can be busy while you measure and calm while this does: up to 3 measurements, and
+# yours is right if it is within 1.5x of one of them.
+for _ in range(3):
+    tries, speedup = _speedup()
+    if 1 / 1.5 <= BF16_SPEEDUP / speedup <= 1.5:
+        break
 print(f"{runtime.kind}: float32 {np.median(tries['float32']):.2f} ms, bfloat16 {np.median(tries['bfloat16']):.2f} "
       f"ms: bfloat16 runs at {speedup:.2f}x float32's speed (yours: {BF16_SPEEDUP:.2f}x)")
 check(1 / 1.5 <= BF16_SPEEDUP / speedup <= 1.5, f"measured here: bfloat16 at {speedup:.2f}x float32's speed, "
