@@ -382,7 +382,7 @@ else:
 
 # %%
 JOB = '''
-import sys
+import os, sys, time
 import keras, tensorflow as tf
 import tpukit
 
@@ -396,17 +396,29 @@ class StepMarkers(keras.callbacks.Callback):
         self.trace.__exit__(None, None, None)
         self.step += 1
 
+class HoldBeforeLastEpoch(keras.callbacks.Callback):
+    """Wait before the last epoch while the file `hold` exists: still running when the notebook kills it."""
+    def __init__(self, hold, epochs):
+        super().__init__()
+        self.hold, self.epochs = hold, epochs
+    def on_epoch_begin(self, epoch, logs=None):
+        while epoch == self.epochs - 1 and self.hold and os.path.exists(self.hold):
+            time.sleep(0.1)
+
 config_json, port = sys.argv[1], int(sys.argv[2])
+hold = sys.argv[3] if len(sys.argv) > 3 else None
 if port:
     tf.profiler.experimental.server.start(port)
-print(tpukit.train(tpukit.RunConfig.from_json(config_json), callbacks=[StepMarkers()]).summary())
+config = tpukit.RunConfig.from_json(config_json)
+print(tpukit.train(config, callbacks=[StepMarkers(), HoldBeforeLastEpoch(hold, config.epochs)]).summary())
 '''
 job_script = WORKDIR / "job.py"
 job_script.write_text(textwrap.dedent(JOB))
 
 # One step per call: the markers wrap each call of the train function (auto would run this mlp's short steps
-# 30 per call on the CPU). A step takes about 3 ms here, so even the smoke size runs for about ten seconds:
-# long enough to be traced and killed in the middle.
+# 30 per call on the CPU). A step takes about 3 ms here, so even the smoke size runs for about ten seconds. So that
+# it is still running when the next section kills it, however fast or busy this machine is, the job waits before
+# its last epoch while the file `hold` exists (a real job would simply still be training).
 job_config = tpukit.RunConfig(accelerator="cpu", dataset="shapes", dataset_size=512, model="mlp", batch_size=16,
                               epochs=10 if SMOKE else 12, steps_per_epoch=300 if SMOKE else 600,
                               steps_per_execution=1, deterministic=True, logdir=str(LOGDIR / "job"), name="killed")
@@ -416,8 +428,10 @@ if HAS_TF:
     job_log = WORKDIR / "job.log"
     job_started = time.time()
     with open(job_log, "w") as log:
+        hold = WORKDIR / "hold"
+        hold.touch()
         job = subprocess.Popen([sys.executable, str(job_script), job_config.to_json(indent=None),
-                                str(profiler_port)], env=CHILD_ENV, stdout=log, stderr=subprocess.STDOUT)
+                                str(profiler_port), str(hold)], env=CHILD_ENV, stdout=log, stderr=subprocess.STDOUT)
 else:
     skip("the profiled job")
 
@@ -452,8 +466,8 @@ else:
 
 # %% [markdown]
 # **What you should see:** a capture of the running job with its step times (the few milliseconds a step of this
-# small MLP takes, as above, a little more while the trace records) and its top ops. The profiler server too listens on every interface: start it only in
-# jobs on machines you control, and pick the port yourself.
+# small MLP takes, as above, a little more while the trace records) and its top ops. The profiler server too
+# listens on every interface: start it only in jobs on machines you control, and pick the port yourself.
 
 # %% [markdown]
 # ## BackupAndRestore surviving a killed worker
@@ -481,7 +495,7 @@ if HAS_TF:
     print(f"exit code {job.returncode}; status: {killed.status}; epochs done: {killed.epochs_done} "
           f"of {job_config.epochs}; resumable: {killed.resumable}")
     print(killed.message)
-    assert killed.status == "stopped" and killed.resumable, "the job finished before the kill: raise steps_per_epoch"
+    assert killed.status == "stopped" and killed.resumable, f"the job ended before the kill:\n{job_log.read_text()[-2000:]}"
 else:
     skip("killing the job")
 
