@@ -39,7 +39,7 @@ browser:
 	bash .ci/setup-browser.sh
 
 test: venv $(W7STAMP) browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 	PYTHONPATH=$(W7) $(PY) -m pytest -q -p no:cacheprovider tests/ui/test_panel.py tests/ui/test_context.py
 	$(MAKE) test-colab
 
