@@ -44,6 +44,10 @@ _SI_KERNEL = 0x80  # si_code of a signal the kernel generated (the terminal's Ct
 _PR_SET_PDEATHSIG = 1
 _POLL_S = 0.05
 
+# Loaded, these run thread pools of their own, which `threading` does not count: a fork then copies a lock one of them
+# may hold, and the child can wait on it for ever (seen: main() called inside a test session where TensorFlow was
+# loaded; the forked child hung on a futex, and the filter waited on it).
+_THREADED = ("tensorflow", "jax", "torch")
 _filtering = False
 _early: list = []  # signals Python caught between the swap of handlers and the fork
 
@@ -68,6 +72,7 @@ def hide_native_log_lines() -> bool:
         or not hasattr(signal, "sigtimedwait")
         or threading.current_thread() is not threading.main_thread()
         or threading.active_count() > 1
+        or any(name in sys.modules for name in _THREADED)
     ):
         return False  # a fork with other threads running could deadlock the program (a lock held in one)
     for stream in (sys.stdout, sys.stderr):
