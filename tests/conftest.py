@@ -121,3 +121,27 @@ def kernel_dir(tmp_path_factory):
         )
     )
     return root
+
+
+def execute_notebook(notebook, kernel_dir, cwd, env, timeout):
+    """Run every cell of `notebook` (nbformat, changed in place with its outputs) in a fresh kernel from `kernel_dir`'s
+    kernelspec, in folder `cwd`, with environment `env` and `timeout` seconds a cell; nbclient's CellExecutionError
+    on a failing cell. The kernel is shut down after, also on a failure: nbclient shuts down only a kernel manager
+    it made itself (`cleanup_kc=True` asks it to for this one), and a kernel left running kept 0.5-1.4 GB and
+    1-13% of a core until the session ended."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+    from nbclient import NotebookClient
+
+    km = AsyncKernelManager(
+        kernel_name="tpukit-test", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)])
+    )
+    client = NotebookClient(
+        notebook,
+        km=km,
+        timeout=timeout,
+        allow_errors=False,
+        shutdown_kernel="immediate",
+        resources={"metadata": {"path": str(cwd)}},
+    )
+    client.execute(env=env, cleanup_kc=True)

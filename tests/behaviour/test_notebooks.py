@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import execute_notebook
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 SCRIPTS = sorted(p for p in NOTEBOOKS.glob("*.py") if not p.name.startswith("_"))
@@ -396,27 +398,12 @@ def _kernel_env():
 @pytest.mark.parametrize("script, track", _track_runs(SCRIPTS))
 def test_notebook_runs(script, track, kernel_dir, tmp_path):
     import jupytext
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import AsyncKernelManager
-    from nbclient import NotebookClient
 
     notebook = jupytext.read(script)
     notebook.cells = _tracks().track_cells(notebook.cells, track or "gpu")
-    km = AsyncKernelManager(
-        kernel_name="tpukit-test", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)])
-    )
-    client = NotebookClient(
-        notebook,
-        km=km,
-        timeout=CELL_TIMEOUT_S,
-        allow_errors=False,
-        shutdown_kernel="immediate",
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
     started = time.perf_counter()
     try:
-        # cleanup_kc: nbclient shuts down only a kernel it started itself; one left running took 12-15% of a core
-        client.execute(env=_track_env(_kernel_env(), track), cleanup_kc=True)
+        execute_notebook(notebook, kernel_dir, tmp_path, _track_env(_kernel_env(), track), CELL_TIMEOUT_S)
     finally:
         # The executed copy (outputs included) stays in tmp_path for a look after a failure.
         import nbformat
@@ -430,29 +417,14 @@ def test_run_all_without_solutions_stops_at_the_first_exercise_in_one_line(kerne
     """What a learner sees after "Run all": the cells up to the first self-check run, and it stops there with one
     line (tpukit.teaching's NotAnswered, drawn without a traceback), not a wall of red."""
     import jupytext
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import AsyncKernelManager
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     script = NOTEBOOKS / "00_quick_start.py"
     notebook = jupytext.read(script)
     env = _kernel_env()
     env.pop("TPUKIT_SOLUTIONS")
-    km = AsyncKernelManager(
-        kernel_name="tpukit-test", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)])
-    )
-    client = NotebookClient(
-        notebook,
-        km=km,
-        timeout=CELL_TIMEOUT_S,
-        allow_errors=False,
-        shutdown_kernel="immediate",
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
     with pytest.raises(CellExecutionError) as stopped:
-        # cleanup_kc: nbclient shuts down only a kernel it started itself; one left running took 12-15% of a core
-        client.execute(env=env, cleanup_kc=True)
+        execute_notebook(notebook, kernel_dir, tmp_path, env, CELL_TIMEOUT_S)
     assert stopped.value.ename == "NotAnswered", stopped.value
     failed = [c for c in notebook.cells if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
     assert len(failed) == 1 and "self-check" in failed[0].metadata.get("tags", []), failed

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import execute_notebook
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 DEVICES = 8
@@ -113,9 +115,6 @@ def _run(stem, last_marker, probe, kernel_dir, tmp_path):
     """Run the notebook up to the code cell containing `last_marker`, with the recorder and the probe; the probe's
     JSON and the digests of the notebook's code cells."""
     import jupytext
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import AsyncKernelManager
-    from nbclient import NotebookClient
     from nbformat.v4 import new_code_cell
 
     notebook = jupytext.read(NOTEBOOKS / f"{stem}.py")
@@ -126,19 +125,7 @@ def _run(stem, last_marker, probe, kernel_dir, tmp_path):
     cells.insert(code[1] + 1, new_code_cell(RECORDER))
     cells.append(new_code_cell(probe))
     notebook.cells = cells
-    km = AsyncKernelManager(
-        kernel_name="tpukit-test", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)])
-    )
-    client = NotebookClient(
-        notebook,
-        km=km,
-        timeout=CELL_TIMEOUT_S,
-        allow_errors=False,
-        shutdown_kernel="immediate",
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
-    # cleanup_kc: nbclient shuts down only a kernel it started itself; one left running took 12-15% of a core
-    client.execute(env=_env(), cleanup_kc=True)
+    execute_notebook(notebook, kernel_dir, tmp_path, _env(), CELL_TIMEOUT_S)
     text = "".join(o.get("text", "") for o in notebook.cells[-1].outputs if o.get("output_type") == "stream")
     line = next(l for l in text.splitlines() if l.startswith("PROBE "))
     return json.loads(line[len("PROBE ") :]), {c.source: _digest(c.source) for c in cells if c.cell_type == "code"}
