@@ -2,7 +2,8 @@
 
 The default text is the English help topics every Python ships (`pydoc_data.topics`: 79 topics, about 0.5 MB), so
 a fine-tune runs with no network. Text becomes token ids through the model's tokenizer (an `Encoder`, which
-`tpukit.models.pretrained` makes from a preset's SentencePiece model): no TensorFlow, so it works on Colab's TPU
+`tpukit.models.pretrained` makes from a preset's own KerasHub tokenizer, SentencePiece or byte-pair, and
+`sentencepiece_encoder` from a SentencePiece model alone): no TensorFlow on keras-hub 0.32, so it works on Colab's TPU
 runtime, which has none. The documents are packed end to end into rows of `sequence_length` tokens: a row per
 document would be mostly padding, and the run's notes say how much padding is left.
 
