@@ -211,9 +211,9 @@ def read_jsonl(path: str) -> Text:
         raise DataError(f"the JSONL file {path!r} does not exist. Received: dataset={path!r}.")
     if path.lower().endswith(".json"):
         with open(path, encoding="utf-8") as f:
-            head = f.read(4096).lstrip()
-        if head.startswith("["):
-            return _read_json_array(path)
+            content = f.read()
+        if content.lstrip().startswith("["):
+            return _json_array(content, path)
     rows = []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
@@ -244,12 +244,11 @@ def read_jsonl(path: str) -> Text:
     return Text(tuple(d for _, _, d in rows), os.path.basename(path), prompts)
 
 
-def _read_json_array(path: str) -> Text:
-    """A `.json` file of one array (it starts with "[") of rows, the forms `from_rows` takes; DataError naming the
-    file, and the row by its index in the array."""
+def _json_array(content: str, path: str) -> Text:
+    """The `.json` file `path`'s `content`, one array (it starts with "[") of rows, the forms `from_rows` takes;
+    DataError naming the file, and the row by its index in the array."""
     try:
-        with open(path, encoding="utf-8") as f:
-            rows = json.load(f)
+        rows = json.loads(content)
     except ValueError as e:
         raise DataError(f"{path} is not JSON ({str(e).splitlines()[0][:80]}).") from None
     return from_rows(rows, os.path.basename(path), where=os.path.basename(path))
