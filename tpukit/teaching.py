@@ -40,6 +40,20 @@ def answered(value, hint: str):
     return value
 
 
+def measured_until(measure, agrees, attempts: int = 3):
+    """Calls `measure()` up to `attempts` times; returns the first result `agrees` accepts, else the last one.
+
+    A timing self-check compares the reader's figure with its own measurement, and a shared machine (Colab's
+    too) can be busy while one of them measures and calm while the other does. So the self-check measures again
+    before it calls a figure wrong, and a figure measured in a calm moment or a busy one both pass.
+    """
+    for _ in range(attempts):
+        result = measure()
+        if agrees(result):
+            break
+    return result
+
+
 def check(ok, message: str) -> None:
     """Stops the self-check with `message` (what to look at again) unless `ok`."""
     if not ok:
