@@ -266,8 +266,11 @@ print("Exercise 1: correct.")
 # and the model, built with `preprocessor=None`, takes what a preprocessor would have made: `token_ids` and a
 # `padding_mask`. The labels are the same ids one position later: the next token.
 #
-# Documents are **packed** end to end (each opened by `<bos>` and closed by `<eos>`) and cut into rows of
+# Here the documents are **packed** end to end (each opened by `<bos>` and closed by `<eos>`) and cut into rows of
 # `SEQUENCE` tokens, so no position is padding; the last, partial row is dropped. The rows are shuffled once, here.
+# The price: KerasHub's causal LMs take a padding mask and no document ids, so in a row that holds the end of one
+# document and the start of the next, the second attends to the first. tpukit starts each document on a row of its
+# own instead (exercise 3 counts what that costs).
 
 # %%
 SEQUENCE = 256 if REAL_LOADED else (32 if SMOKE else 64)
@@ -432,8 +435,7 @@ print(result.summary())
 
 # %% [markdown]
 # The run's **notes** say what the cells above printed piece by piece: what trains (and the frozen weights'
-# dtype), how the text was packed and how much of it is padding (against one document per row, the way without
-# packing), and how the model was compiled. Its **MFU** counts FLOPs on a LoRA basis: the frozen weights get no
+# dtype), how the text was laid out in rows and how much of it is padding, and how the model was compiled. Its **MFU** counts FLOPs on a LoRA basis: the frozen weights get no
 # weight gradients, so a step costs about 2x the forward pass, not the 3x of full training (which would overstate
 # the MFU by half); `flops_source` says how it was counted.
 
@@ -444,35 +446,37 @@ print("FLOPs per example:", result.flops_per_example, "|", result.flops_source)
 print("MFU:", f"{result.mfu:.1%} of {result.mfu_basis}" if result.mfu else "not measured on this device")
 
 # %% [markdown]
-# ### Exercise 3: what packing saves
+# ### Exercise 3: what a row of its own costs
 #
 # The help topics are long, so they waste little padding either way. Short documents (chat turns, one-line
-# examples) are where packing matters. `tpukit.data.text.pack` lays documents' token ids end to end and cuts them
-# into rows of `L` positions; each position's label is the next token, so a document of `n` tokens brings `n - 1`
-# labels (its first token is nobody's next token), and positions past the end of the text are padding, which the
-# loss ignores. Without packing, each document starts a row of its own and fills as many rows as its labels need.
+# examples) are where it matters. Each position's label is the next token, so a document of `n` tokens brings
+# `n - 1` labels (its first token is nobody's next token) and fills `ceil((n - 1) / L)` rows of `L` positions of its
+# own; positions after its last token are padding, which the loss ignores. That is what `tpukit.data.text.pack`
+# does. Packed end to end, as the hand-written loop above, all the tokens share rows, and documents see each other.
 #
 # Four documents of 20, 50, 90 and 130 tokens, rows of 64. **Compute `PADDING`**: the share of positions that are
-# padding with one document per row, and packed, as fractions (0.25 is 25%), each within 1.5 points. The
-# self-check packs such documents with tpukit and reads the two shares it reports (`unpacked_padding`, `padding`).
+# padding with a row of its own for each document, and packed end to end, as fractions (0.25 is 25%), each within
+# 1.5 points. The self-check lays such documents out with tpukit (`padding`) and counts the packed rows.
 
 # %% tags=["exercise"]
-PADDING = ...  # YOUR ANSWER: (one document per row, packed)
+PADDING = ...  # YOUR ANSWER: (a row of its own for each, packed end to end)
 
 # %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["PADDING = (0.0, 0.0)", "PADDING = (1 - (20 + 50 + 64 + 64) / (4 * 64), 1 - 290 / (5 * 64))", "PADDING = (1 - 286 / (7 * 64), 0.0)", "PADDING = (0.094, 0.362)"]
 # @title Solution
 if SOLUTIONS:
-    # one per row: 19, 49, 89 and 129 labels fill 1 + 1 + 2 + 3 = 7 rows of 64; 286 of 448 positions hold one
+    # own rows: 19, 49, 89 and 129 labels fill 1 + 1 + 2 + 3 = 7 rows of 64; 290 of 448 positions hold a token
     # packed: 290 tokens in 5 rows of 64 (289 labels need 5); 30 of 320 positions are left over
-    PADDING = (1 - 286 / (7 * 64), 30 / (5 * 64))  # about 36% and 9%
+    PADDING = (1 - 290 / (7 * 64), 30 / (5 * 64))  # about 35% and 9%
 
 # %% tags=["self-check"]
 # Self-check: four documents of the lengths above, packed by tpukit into rows of 64
 answered(PADDING, "count the rows each way first: a document of n tokens needs ceil((n - 1) / 64) rows of its own")
-packed = text.pack([list(range(4, 4 + n)) for n in (20, 50, 90, 130)], 64, pad_id=0)
-measured = (packed.unpacked_padding, packed.padding)
-print(f"your shares: {PADDING[0]:.1%}, {PADDING[1]:.1%} | tpukit's: one document per row {measured[0]:.1%}, "
-      f"packed {measured[1]:.1%} ({packed.arrays.y.shape[0]} rows)")
+lengths = (20, 50, 90, 130)
+laid_out = text.pack([list(range(4, 4 + n)) for n in lengths], 64, pad_id=0)
+end_to_end_rows = -(-(sum(lengths) - 1) // 64)  # the labels of all the tokens in one stream
+measured = (laid_out.padding, 1 - sum(lengths) / (end_to_end_rows * 64))
+print(f"your shares: {PADDING[0]:.1%}, {PADDING[1]:.1%} | tpukit's rows: {measured[0]:.1%} "
+      f"({laid_out.arrays.y.shape[0]} rows); end to end: {measured[1]:.1%} ({end_to_end_rows} rows)")
 check(all(abs(a - b) <= 0.015 for a, b in zip(PADDING, measured)), "compare each share above with yours")
 print("Exercise 3: correct.")
 
@@ -559,12 +563,12 @@ print("the same:", said[0] == said[1], "| fingerprints:", extended.fingerprint, 
 #   continuation should lean towards the help topics' wording (our expectation: not yet run on a TPU).
 # - Memory: the logits for 8 x 1,024 tokens of Gemma 3 are 4.3 GB in bfloat16, 8.6 GB in float32, more than the
 #   model's 2 GB of weights. Exercise 2: 65,536,000 bytes, bfloat16.
-# - tpukit: a summary, notes that name the LoRA rank and trainable share, the packing and its padding (0.0%,
-#   against about 1% with one document per row: the help topics are long documents, so packing saves little on
-#   them), and a LoRA-basis FLOPs count; the extended run with its parent; `adapters.lora.h5` and no
+# - tpukit: a summary, notes that name the LoRA rank and trainable share, the rows and their padding (about 2%:
+#   each document starts its own row, and the help topics are long documents), and a LoRA-basis FLOPs count; the extended run with its parent; `adapters.lora.h5` and no
 #   `model.weights.h5`; the cut run `stopped after 1 whole epoch(s)`, then resumed in the same directory to 2
 #   epochs; the trained and the loaded model saying the same text.
-#   Exercise 3: 36% of the positions are padding with one short document per row, 9% packed.
+#   Exercise 3: 35% of the positions are padding with a row of its own for each short document, 9% packed end to
+#   end (where the documents attend to each other).
 #
 # ## On a TPU, a GPU or the CPU
 #

@@ -5,7 +5,8 @@ after `tpukit.colab.setup(hub=True)`). Plain strings: importing this module impo
 
 VOCABULARY = 256
 
-# Builds the tiny preset at sys.argv[1] (any backend).
+# Builds the tiny preset at sys.argv[1] (any backend); sys.argv[2:], where given, are special tokens its vocabulary
+# has (Gemma's turn tokens, for chat).
 BUILD = f"""
 import sys
 import keras, keras_hub
@@ -13,7 +14,7 @@ from tpukit.data import text
 
 keras.utils.set_random_seed(0)  # the same tiny Gemma in every session: the loss tests see the same start
 
-proto = text.train_sentencepiece(text.pydoc_topics().documents, {VOCABULARY})
+proto = text.train_sentencepiece(text.pydoc_topics().documents, {VOCABULARY}, specials=sys.argv[2:])
 tokenizer = keras_hub.models.GemmaTokenizer(proto=proto)
 backbone = keras_hub.models.GemmaBackbone(vocabulary_size={VOCABULARY}, num_layers=2, num_query_heads=4,
                                           num_key_value_heads=1, hidden_dim=16, intermediate_dim=32, head_dim=4)
@@ -22,8 +23,10 @@ keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).sav
 """
 
 # Builds a tiny byte-pair preset of the family sys.argv[2] (gpt2, llama3, qwen) at sys.argv[1]: a byte-level BPE of
-# VOCABULARY tokens trained on the help topics with `tokenizers`, the family's special tokens first (any backend).
+# VOCABULARY tokens trained on the help topics with `tokenizers`, the family's special tokens first, its chat
+# template's among them (any backend).
 FAMILIES = ("gpt2", "llama3", "qwen")
+GEMMA_TURNS = ("<start_of_turn>", "<end_of_turn>")  # what a Gemma vocabulary has for its chat template
 BUILD_BPE = f"""
 import json, os, sys, tempfile
 import keras, keras_hub
@@ -35,6 +38,7 @@ where, family = sys.argv[1], sys.argv[2]
 specials = {{"gpt2": ["<|endoftext|>"], "qwen": ["<|endoftext|>"],
             "llama3": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
                        "<|eot_id|>"]}}[family]
+specials += {{"qwen": ["<|im_start|>", "<|im_end|>"]}}.get(family, [])  # ChatML's turns, as Qwen's vocabulary has them
 bpe = ByteLevelBPETokenizer()
 lines = [line for doc in text.pydoc_topics().documents for line in doc.splitlines() if line.strip()]
 bpe.train_from_iterator(lines, vocab_size={VOCABULARY}, min_frequency=2, special_tokens=specials, show_progress=False)

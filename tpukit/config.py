@@ -75,7 +75,7 @@ class RunConfig:
     data (seeded) for validation; the test split stays for the final evaluation.
     `init_from` is a run directory whose final weights the model starts from (fine-tuning).
     `lora_rank` and `sequence_length` apply to a pretrained model (a KerasHub preset): the rank of its LoRA
-    adapters (None: every weight trains), and the tokens per row its text is packed into. `lora_alpha` scales the
+    adapters (None: every weight trains), and the tokens per row of its text. `lora_alpha` scales the
     adapters' update by alpha / rank (None: Keras' default, alpha = rank), and `lora_targets` names the layers that
     get adapters (None: KerasHub's default, the attention's query and value projections). `sample_prompt` is the
     text a pretrained model continues before and after training, in the run's summary (None: the first words of
@@ -192,7 +192,7 @@ class RunConfig:
         "a pretrained model's LoRA rank (its weights frozen in bfloat16); none: every weight trains",
         metavar="RANK|none",
     )
-    sequence_length: int = _field(128, "int", "tokens per row that text is packed into, for a pretrained model")
+    sequence_length: int = _field(128, "int", "tokens per row of text (each document starts its own), for a pretrained model")
     lora_alpha: Optional[float] = _field(
         None, "optional_float", "scale LoRA's update by ALPHA / RANK; default: Keras' (ALPHA = RANK)", metavar="ALPHA"
     )

@@ -476,7 +476,7 @@ def test_in_jupyterlab_a_pretrained_panel_shows_its_lora_settings_and_fine_tunes
     expect(ui.field("sequence length")).to_have_value("16")
     expect(settings).to_contain_text(f"KerasHub preset {preset}")
     expect(settings).to_contain_text("LoRA adapters of rank 4 (alpha = rank) on the attention's query and value")
-    expect(settings).to_contain_text("text packed end to end into rows of 16 tokens")
+    expect(settings).to_contain_text("text in rows of 16 tokens, each document starting its own")
     _main_view_fits(ui, "a pretrained model's settings")
     _shot(ui, tmp_path, "lab-pretrained-settings.png")
     ui.button("Train").click()

@@ -1,7 +1,8 @@
-"""Every KerasHub causal LM family, byte-pair ones included: tiny GPT-2, Llama 3 and Qwen presets, built offline with
-a byte-level BPE trained on the help topics (`hub_support.BUILD_BPE`), fine-tune with LoRA through train(), tokenized
-by the preset's own KerasHub tokenizer, as its own preprocessor tokenizes (the preset, the tokenizer, the data and
-the run together, so a behaviour test).
+"""Every KerasHub causal LM family, byte-pair ones included: tiny Gemma (SentencePiece), GPT-2, Llama 3 and Qwen
+presets, built offline (`hub_support.BUILD`, and `BUILD_BPE` with a byte-level BPE trained on the help topics),
+fine-tune with LoRA through train(), tokenized by the preset's own KerasHub tokenizer, as its own preprocessor
+tokenizes; then on conversations (`messages`), written in the family's chat template, the loss on the assistant's
+tokens only (the preset, the tokenizer, the data and the run together, so a behaviour test).
 """
 
 import json
@@ -17,13 +18,19 @@ pytest.importorskip("keras_hub")
 pytest.importorskip("tokenizers")
 pytest.importorskip("jax")
 
-from hub_support import BUILD_BPE, FAMILIES  # noqa: E402
+from hub_support import BUILD, BUILD_BPE, FAMILIES, GEMMA_TURNS  # noqa: E402
 
-# Builds the preset of family sys.argv[3] at sys.argv[1] (one process: Keras loads once), fine-tunes it on the help
-# topics, and sets its own preprocessor's ids for a sentence beside tpukit's.
-TRAIN = (
-    BUILD_BPE.replace("sys.argv[2]", "sys.argv[3]")
-    + """
+# What builds each family's tiny preset at sys.argv[1] (sys.argv[3] names the family).
+BUILDS = {
+    "gemma": BUILD.replace("specials=sys.argv[2:]", f"specials={list(GEMMA_TURNS)!r}"),
+    **{family: BUILD_BPE.replace("sys.argv[2]", "sys.argv[3]") for family in FAMILIES},
+}
+TEMPLATES = {"gemma": "Gemma", "gpt2": "plain", "llama3": "Llama 3", "qwen": "ChatML"}
+
+# Fine-tunes the preset at sys.argv[1] (one process: Keras loads once) on the help topics, and sets its own
+# preprocessor's ids for a sentence beside tpukit's; then on conversations, and sets the first one's row beside the
+# template's ids, the labels the loss sees, and the samples.
+TRAIN = """
 import json, sys
 import numpy as np
 import keras, keras_hub
@@ -45,8 +52,28 @@ print(json.dumps({"status": result.status, "message": result.message, "loss": re
                   "model": type(result.model).__name__, "samples": result.samples,
                   "ids": [ours, theirs[: len(ours) + 1]], "decoded": encoder.decode(encoder.encode([sentence])[0]),
                   "adapters": sorted({str(w.dtype) for w in result.model.weights if "lora_kernel" in w.path})}))
+
+from tpukit.data import sources, text
+documents = text.pydoc_topics().documents[:48]
+rows = [{"messages": [{"role": "system", "content": "Answer as the Python docs do."},
+                      {"role": "user", "content": d.split(chr(10), 1)[0][:60]},
+                      {"role": "assistant", "content": d[:200]}]} for d in documents]
+chat = tpukit.train(config.replace(epochs=2, sample_prompt=None, dataset_size=None), data=rows, verbose=0)
+first = tuple((m["role"], m["content"]) for m in rows[0]["messages"])
+(ids,), (trained,) = encoder.conversation_ids([first])
+arrays = sources.prepare(rows, name="<text>", encoder=lambda: pretrained.Preset(preset).encoder(32),
+                         validation_split=None).train
+row, labels = arrays.x["token_ids"][0].tolist(), arrays.y[0].tolist()
+template = encoder.template
+print(json.dumps({"status": chat.status, "loss": chat.history["loss"], "notes": chat.notes, "samples": chat.samples,
+                  "row": row, "labels": labels, "ids": ids[:33], "trained": trained[:33],
+                  "specials": [encoder.special(t) in ids for t in template.specials], "template": template.name,
+                  "answer": encoder.decode([i for i, t in zip(ids, trained) if t]),
+                  "end": encoder.special(template.end.token) if template.end else encoder.eos_id,
+                  "last": [i for i, t in zip(ids, trained) if t][-1], "prompt": encoder.decode(ids[: trained.index(True)]),
+                  "content": rows[0]["messages"][2]["content"],
+                  "answered": chat.answer(rows[0]["messages"][1]["content"], max_new_tokens=24)}))
 """
-)
 
 
 def _python(code, *args, backend="jax"):
@@ -64,11 +91,17 @@ def _python(code, *args, backend="jax"):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", FAMILIES)
-def test_a_byte_pair_family_fine_tunes_with_its_own_tokenizer(family, tmp_path):
-    out = json.loads(_python(TRAIN, tmp_path / family, tmp_path / "runs", family).strip().splitlines()[-1])
+@pytest.mark.parametrize("family", ("gemma", *FAMILIES))
+def test_a_family_fine_tunes_with_its_own_tokenizer_and_on_conversations_in_its_chat_template(family, tmp_path):
+    lines = _python(BUILDS[family] + TRAIN, tmp_path / family, tmp_path / "runs", family).strip().splitlines()
+    out, chat = json.loads(lines[-2]), json.loads(lines[-1])
     assert out["status"] == "completed", out["message"]
-    assert out["model"] == {"gpt2": "GPT2CausalLM", "llama3": "Llama3CausalLM", "qwen": "QwenCausalLM"}[family]
+    assert out["model"] == {
+        "gemma": "GemmaCausalLM",
+        "gpt2": "GPT2CausalLM",
+        "llama3": "Llama3CausalLM",
+        "qwen": "QwenCausalLM",
+    }[family]
     ours, theirs = out["ids"]
     assert ours == theirs[: len(ours)] and len(ours) > 5  # the family's own tokenizer, as its preprocessor runs it
     assert out["decoded"] == "The import statement binds a name, and 'del' unbinds it."
@@ -77,3 +110,21 @@ def test_a_byte_pair_family_fine_tunes_with_its_own_tokenizer(family, tmp_path):
     assert out["adapters"] == ["float32"]
     samples = out["samples"]
     assert samples["prompt"] == "The import statement" and samples["before"] != samples["after"], samples
+
+    # conversations: the family's template (its special tokens, as ids), the assistant's tokens the only labels
+    assert chat["status"] == "completed" and chat["template"] == TEMPLATES[family]
+    assert all(chat["specials"])  # each of the template's special tokens, by its id
+    (note,) = [n for n in chat["notes"] if n.startswith("text: 48 conversations")]
+    assert f"written in {TEMPLATES[family]}" in note and "prompt tokens are no label" in note, note
+    ids, trained = chat["ids"], chat["trained"]
+    assert chat["row"] == ids[:32]  # a conversation starts its own row
+    no = -1  # text.NO_LABEL
+    assert chat["labels"] == [i if t else no for i, t in zip(ids[1:33], trained[1:33])]
+    assert chat["answer"].startswith(chat["content"][:20]) and chat["last"] == chat["end"]  # and its end of turn
+    role = {"gemma": "model", "gpt2": ""}.get(family, "assistant")  # the assistant's header: no label either
+    assert "Answer as the Python docs do." in chat["prompt"] and role in chat["prompt"][-30:], chat["prompt"]
+    loss = chat["loss"]
+    assert loss[1] < loss[0], loss
+    samples = chat["samples"]  # the first conversation's question, answered in the template
+    assert samples["prompt"] == "The \"assert\" statement"[:60] and samples["before"] != samples["after"], samples
+    assert chat["answered"] == samples["after"]  # result.answer(), as the run's sample was written

@@ -32,25 +32,29 @@ def test_pydoc_topics_are_the_offline_text_and_a_builtin_dataset():
     assert "pydoc" in registry.names("dataset")
 
 
-def test_pack_labels_are_the_next_token_and_the_tail_is_padding():
-    packed = text.pack([[5, 6, 7], [8, 9, 10, 11]], sequence_length=4, pad_id=0)
+def test_each_document_starts_its_own_row_labels_are_the_next_token_and_the_tails_are_padding():
+    packed = text.pack([[5, 6, 7], [8, 9, 10, 11, 12, 13]], sequence_length=4, pad_id=0)
     x, y = packed.arrays.x, packed.arrays.y
-    # the stream 5..11 (7 tokens) gives 6 labels: two rows of 4, the last two positions padding
-    assert x["token_ids"].tolist() == [[5, 6, 7, 8], [9, 10, 11, 0]]
-    assert y.tolist() == [[6, 7, 8, 9], [10, 11, text.NO_LABEL, text.NO_LABEL]]  # not id 0: a real token in BPE
-    assert x["padding_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
-    assert x["token_ids"].dtype == np.int32 and packed.tokens == 7 and packed.documents == 2
-    assert packed.padding == pytest.approx(1 / 8)
-    # a row per document: [5,6,7] -> 1 row (2 labels of 4), [8..11] -> 1 row (3 of 4)
-    assert packed.unpacked_padding == pytest.approx(3 / 8)
-    assert (
-        "7 tokens packed into 2 rows of 4; padding 12.5% of the positions (one document per row: 37.5%)"
-        in packed.note()
+    # [5, 6, 7]: one row, 2 labels; [8..13]: 5 labels, two rows, the second going on where the first stopped
+    assert x["token_ids"].tolist() == [[5, 6, 7, 0], [8, 9, 10, 11], [12, 13, 0, 0]]
+    no = text.NO_LABEL  # not id 0: a real token in BPE
+    assert y.tolist() == [[6, 7, no, no], [9, 10, 11, 12], [13, no, no, no]]
+    assert x["padding_mask"].tolist() == [[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]]
+    assert x["token_ids"].dtype == np.int32 and packed.tokens == 9 and packed.documents == 2
+    assert packed.padding == pytest.approx(3 / 12)
+    assert packed.note() == (
+        "text: 2 documents, 9 tokens in 3 rows of 4, each document starting its own row; padding 25.0% of the positions"
     )
     with pytest.raises(DataError, match=r"sequence_length=0\.$"):
         text.pack([[1, 2]], 0, 0)
     with pytest.raises(DataError, match="at least 2"):
         text.pack([[1]], 4, 0)
+
+
+def test_mostly_padded_rows_name_the_length_that_holds_the_documents_whole():
+    packed = text.pack([[1] * 10] * 9 + [[1] * 40], sequence_length=128, pad_id=0)
+    assert packed.padding > 0.85 and packed.fits == 16  # 9 labels, rounded up to a multiple of 8
+    assert packed.note().endswith("padding 89.8% of the positions (sequence_length=16 would hold 90% of the documents whole)")
 
 
 def test_help_topics_tokenized_with_sentencepiece_pack_with_little_padding(proto):
@@ -61,10 +65,9 @@ def test_help_topics_tokenized_with_sentencepiece_pack_with_little_padding(proto
     assert ids.shape[1] == 64 and ids.shape == y.shape == mask.shape and len(ids) > 1000
     labels = y[:, :-1] != text.NO_LABEL  # the last row's tail is padding, no label
     assert 3 < ids.max() < 200 and (ids[:, 1:][labels] == y[:, :-1][labels]).all()  # the same stream, one later
-    assert (ids[mask == 0] == 0).all() and packed.padding < 0.01  # only the last row's tail
-    starts = np.flatnonzero(np.concatenate([ids[:, 0:1], ids[:, 1:]], 1).ravel() == 2)
-    assert len(starts) >= 70  # each document opens with <bos>
-    assert packed.unpacked_padding > packed.padding
+    assert (ids[mask == 0] == 0).all() and packed.padding < 0.03  # the documents' last rows' tails
+    assert (ids[:, 0] == 2).sum() == packed.documents >= 70  # each document opens a row with <bos>
+    assert packed.fits > 64 and "would hold" not in packed.note()
 
 
 def test_text_becomes_arrays_with_the_model_encoder_and_a_note(proto):
@@ -75,8 +78,8 @@ def test_text_becomes_arrays_with_the_model_encoder_and_a_note(proto):
     assert set(source.spec.input_shape) == {"token_ids", "padding_mask"}
     (note,) = source.notes
     assert re.fullmatch(
-        r"text: \d+ documents, [\d,]+ tokens packed into \d+ rows of 128; padding \d+\.\d% of the "
-        r"positions \(one document per row: \d+\.\d%\)",
+        r"text: \d+ documents, [\d,]+ tokens in \d+ rows of 128, each document starting its own row; padding "
+        r"\d+\.\d% of the positions",
         note,
     ), note
 
@@ -130,12 +133,13 @@ def word_encoder(sequence_length=8):
 
 
 def test_a_prompt_is_an_input_and_no_label_the_response_is_both():
-    packed = text.tokenize(text.Text(("a bb", "ccc"), prompts=("dddd", "e")), word_encoder())
-    # <bos> dddd | a bb <eos> <bos> e | ccc <eos>: the prompts' words (7, 4) and each <bos> are inputs
-    stream = [2, 7, 4, 5, 1, 2, 4, 6, 1]  # 9 tokens, 8 labels: one row of 8
-    assert packed.arrays.x["token_ids"].tolist() == [stream[:8]]
-    labels = [t if trained else text.NO_LABEL for t, trained in zip(stream[1:], [0, 1, 1, 1, 0, 0, 1, 1])]
-    assert packed.arrays.y.tolist() == [labels] and packed.untrained == 3  # dddd, the second <bos>, e
-    assert "3 prompt tokens are no label (the loss sees the responses only)" in packed.note()
+    pairs = ((("user", "dddd"), ("assistant", "a bb")), (("user", "e"), ("assistant", "ccc")))
+    packed = text.tokenize(text.Text(conversations=pairs), word_encoder())
+    # a tokenizer with no chat template's tokens: <bos> dddd\n | a bb <eos>, and <bos> e\n | ccc <eos>
+    assert packed.arrays.x["token_ids"].tolist() == [[2, 7, 4, 5, 1, 0, 0, 0], [2, 4, 6, 1, 0, 0, 0, 0]]
+    no = text.NO_LABEL
+    assert packed.arrays.y.tolist() == [[no, 4, 5, 1, no, no, no, no], [no, 6, 1, no, no, no, no, no]]
+    assert packed.untrained == 2 and "2 prompt tokens are no label (the loss sees the responses only)" in packed.note()
+    assert "written in plain (no chat template" in packed.note() and packed.prompt == "dddd"
     plain = text.tokenize(text.Text(("a bb", "ccc")), word_encoder())
-    assert plain.untrained == 0 and "prompt" not in plain.note()
+    assert plain.untrained == 0 and "prompt" not in plain.note() and plain.prompt is None

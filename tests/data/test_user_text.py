@@ -47,16 +47,16 @@ def test_pairs_and_dicts_of_prompts_and_responses_are_the_same_text():
         ([{"prompt": "p"}], r"^data\[0\] has no 'response' field beside 'prompt'\. Received: keys \['prompt'\]\.$"),
         (
             [{"txt": "x"}],
-            r"^data\[0\] has no 'text' field and no 'prompt' and 'response' fields\. Received: keys "
+            r"^data\[0\] has no 'text' field, no 'messages' and no 'prompt' and 'response' fields\. Received: keys "
             r"\['txt'\]\.$",
         ),
         ([{"text": 3}], r"^data\[0\]: field 'text' must be a string\. Received: int 3\.$"),
         (
             [("p", "r"), "just text"],
-            r"^data\[1\]: a string among pairs: give every row as text alone or every row as a "
-            r"prompt and response\. Received: str 'just text'\.$",
+            r"^data\[1\]: a string among conversations: give every row as text alone or every row as a "
+            r"conversation \(a prompt and a response, or messages\)\. Received: str 'just text'\.$",
         ),
-        ([{"text": "a"}, {"prompt": "p", "response": "r"}], r"^data\[1\]: a pair among strings"),
+        ([{"text": "a"}, {"prompt": "p", "response": "r"}], r"^data\[1\]: a conversation among strings"),
     ],
 )
 def test_bad_rows_are_one_line_naming_the_row_and_the_forms(data, message):
@@ -77,7 +77,7 @@ def test_a_jsonl_file_is_a_dataset_name_read_line_by_line(tmp_path):
     assert source.fingerprint == pairs.fingerprint
     plain = tmp_path / "plain.jsonl"
     plain.write_text('{"text": "one two"}\n{"text": "three", "id": 7}\n')
-    assert sources.prepare(str(plain), name="p", encoder=word_encoder, validation_split=None).spec.num_train == 1
+    assert sources.prepare(str(plain), name="p", encoder=word_encoder, validation_split=None).spec.num_train == 2
 
 
 @pytest.mark.parametrize(
@@ -85,17 +85,17 @@ def test_a_jsonl_file_is_a_dataset_name_read_line_by_line(tmp_path):
     [
         (
             '{"text": "a"}\n{"text": "b"}\n{"body": "c"}\n',
-            r"line 3 has no 'text' field and no 'prompt' and 'response' "
+            r"line 3 has no 'text' field, no 'messages' and no 'prompt' and 'response' "
             r"fields\. Received: keys \['body'\]\.$",
         ),
         ('{"text": "a"}\nnot json\n', r"line 2 is not JSON \(.*\); each line must be an object such as"),
         (
             '["a"]\n',
-            r"line 1: expected a JSON object with a 'text' field or 'prompt' and 'response' fields\. Received: a "
+            r"line 1: expected a JSON object with a 'text', 'messages' or 'prompt' and 'response' field\. Received: a "
             r"JSON list\.$",
         ),
-        ('{"text": "a"}\n{"prompt": "p", "response": "r"}\n', r"line 2: its fields differ from line 1's"),
-        ("\n\n", r"has no lines of text\. Received: an empty file\.$"),
+        ('{"text": "a"}\n{"prompt": "p", "response": "r"}\n', r"line 2: a conversation among strings"),
+        ("\n\n", r": no rows of text\. Received: 0 rows; text is"),
     ],
 )
 def test_a_bad_jsonl_line_is_one_line_naming_the_file_and_the_line(tmp_path, content, message):
@@ -138,7 +138,7 @@ def test_a_duck_typed_hugging_face_dataset_is_text_by_its_columns():
     assert registry.with_labels(RunConfig(), None, data)[0].dataset == "<text>"
     with pytest.raises(
         DataError,
-        match=r"^the Hugging Face dataset has no 'text' column and no 'prompt' and "
+        match=r"^the Hugging Face dataset has no 'text' column, no 'messages' and no 'prompt' and "
         r"'response' columns: rename them .*Received: columns \['question'\]\.$",
     ):
         sources.prepare(DuckTypedHuggingFaceDataset([{"question": "q"}]), name="<text>", encoder=word_encoder)
@@ -154,8 +154,8 @@ def test_a_duck_typed_hugging_face_dataset_is_text_by_its_columns():
     "data, message",
     [
         ([], "data: no rows of text. Received: 0 rows; text is a list of strings"),
-        ([1, 2, 3], "data[0]: expected a string, a (prompt, response) pair or a dict; text is"),
-        (["ok", None], "data[1]: expected a string, a (prompt, response) pair or a dict; text is"),
+        ([1, 2, 3], "data[0]: expected a string, a (prompt, response) pair, a conversation or a dict; text is"),
+        (["ok", None], "data[1]: expected a string, a (prompt, response) pair, a conversation or a dict; text is"),
         ([("prompt only",)], "data[0]: a pair is a prompt and a response, two strings; this row has 1."),
         ("The import statement\nbinds names.", "data is one string of 33 characters, and a language model trains on"),
         ({"text": ["a", "b"]}, "data is a dict of columns (text), and text is taken as rows: pass data=[{'text': t}"),
@@ -176,7 +176,10 @@ def test_token_ids_and_names_are_no_text_mistake_and_a_json_array_file_is_rows(t
     path = tmp_path / "rows.json"
     path.write_text(json.dumps([{"prompt": "p1", "response": "r1"}, {"prompt": "p2", "response": "r2"}]))
     text = user_text.named(str(path))()
-    assert text.documents == ("r1", "r2") and text.prompts == ("p1", "p2")
+    assert text.documents == () and text.conversations == (
+        (("user", "p1"), ("assistant", "r1")),
+        (("user", "p2"), ("assistant", "r2")),
+    )
     path.write_text(json.dumps([{"text": "a"}, 5]))
-    with pytest.raises(DataError, match=r"^rows.json\[1\]: expected a string, a \(prompt, response\) pair or a dict"):
+    with pytest.raises(DataError, match=r"^rows.json\[1\]: expected a string, a \(prompt, response\) pair, a conversation or a dict"):
         user_text.named(str(path))()

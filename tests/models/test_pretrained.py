@@ -189,8 +189,10 @@ def test_the_users_prompt_response_pairs_from_a_jsonl_file_fine_tune_a_preset(pr
     result = tpukit.train(config, data=str(path), verbose=0)
     assert result.status == "completed", result.message
     assert result.config["dataset"] == str(path)
-    (note,) = [n for n in result.notes if n.startswith("text: 40 documents")]
+    (note,) = [n for n in result.notes if n.startswith("text: 40 conversations")]
     assert "prompt tokens are no label (the loss sees the responses only)" in note, note
+    assert "written in plain (no chat template" in note  # this tiny Gemma's vocabulary has no <start_of_turn>
+    assert result.samples["prompt"] == rows[0]["prompt"] and result.samples["after"], result.samples  # on TensorFlow
     # the labels the loss saw: each prompt's tokens are NO_LABEL, the ids the preset's tokenizer gives
     encoder = pretrained.Preset(str(preset)).encoder(32)
     packed = text.tokenize(user_text.read_jsonl(str(path)), encoder)
@@ -467,7 +469,7 @@ def test_the_panel_shows_a_preset_with_its_lora_and_text_settings_and_hides_them
             "LoRA adapters of rank 4 (alpha = rank) on the attention's query and value; "
             "the other weights frozen, in bfloat16"
         )
-        assert note("sequence_length") == "text packed end to end into rows of 128 tokens"
+        assert note("sequence_length") == "text in rows of 128 tokens, each document starting its own"
         form.widgets["lora_rank"].value = "8"
         form.widgets["sequence_length"].value = "256"
         assert (panel.config.lora_rank, panel.config.sequence_length) == (8, 256)

@@ -114,3 +114,13 @@ def test_a_recording_writes_each_epoch_with_what_was_measured_and_keeps_whole_ep
     ended = record.save("stopped", "stopped on request", cause="stopped on request")
     assert ended == records.load(run_dir) and ended.history == {"loss": [2.0], "val_loss": [None]}
     assert ended.final_metrics == {"loss": 2.0, "val_loss": None} and ended.notes == tuple(notes)
+
+
+def test_answer_on_a_run_of_a_model_that_is_no_preset_is_one_line_naming_the_model():
+    from tpukit.models.modeling import ModelError
+
+    for model in ("mlp", "<object>"):
+        result = records.RunResult(run_dir="r", status="completed", config={"model": model})
+        with pytest.raises(ModelError, match=rf"^answer\(\) is for a fine-tuned KerasHub preset, and this run trained "
+                           rf"model='{model}': call the model itself \(result\.model\)\.$"):
+            result.answer("Hi")

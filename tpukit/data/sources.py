@@ -68,6 +68,7 @@ class Source:
     validation_from: str  # "split" (seeded, from the training data), "given", or "none"
     fingerprint: Optional[str]
     notes: Tuple[str, ...] = ()  # what preparing it did, for the run's notes (text: tokens, rows, padding)
+    chat_prompt: Optional[str] = None  # conversations: the first one's prompt, which a run's samples answer
 
     @property
     def ordered(self) -> bool:
@@ -143,7 +144,7 @@ def prepare(
         data = _load_named(data, seed=seed, size=size)
     elif callable(data) and not is_dataset(data) and not is_py_dataset(data):
         data = _call_loader(data, name)
-    data, notes = _tokenized(data, name, encoder)
+    data, notes, chat_prompt = _tokenized(data, name, encoder)
     splits = data if isinstance(data, Splits) else Splits(data)
     if validation_data is not None:
         splits = dataclasses.replace(splits, validation=validation_data)
@@ -184,18 +185,19 @@ def prepare(
         validation_from=validation_from,
         fingerprint=_fingerprint(train, validation),
         notes=notes,
+        chat_prompt=chat_prompt,
     )
 
 
 def _tokenized(data, name: str, encoder):
-    """(data, notes): text (the user's own documents, or a `Text`) as packed token ids and the packing's note;
-    anything else as it is."""
-    if user_text.is_text(data):  # the user's own documents: strings, prompt/response pairs, a HF dataset
+    """(data, notes, the chat prompt): text (the user's own documents or conversations, or a `Text`) as token ids
+    in rows, the rows' note, and the first conversation's prompt (None for documents); anything else as it is."""
+    if user_text.is_text(data):  # the user's own text: strings, pairs, conversations, a HF dataset
         data = user_text.text_of(data, name)
     if not isinstance(data, texts.Text):
-        return data, ()
+        return data, (), None
     packed = texts.tokenize(data, _encoder_for(encoder, name))
-    return packed.arrays, (packed.note(),)
+    return packed.arrays, (packed.note(),), packed.prompt
 
 
 def _encoder_for(encoder, name: str) -> "texts.Encoder":

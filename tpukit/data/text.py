@@ -4,8 +4,9 @@ The default text is the English help topics every Python ships (`pydoc_data.topi
 a fine-tune runs with no network. Text becomes token ids through the model's tokenizer (an `Encoder`, which
 `tpukit.models.pretrained` makes from a preset's own KerasHub tokenizer, SentencePiece or byte-pair, and
 `sentencepiece_encoder` from a SentencePiece model alone): no TensorFlow on keras-hub 0.32, so it works on Colab's TPU
-runtime, which has none. The documents are packed end to end into rows of `sequence_length` tokens: a row per
-document would be mostly padding, and the run's notes say how much padding is left.
+runtime, which has none. Conversations (`chat`) are written in the family's chat template. Each document starts its
+own row of `sequence_length` tokens (packed end to end, documents would attend to each other), and the run's notes
+say how much of the rows is padding, and which length would hold most documents whole.
 
 Importing this module is cheap: sentencepiece and NumPy load when text is tokenized.
 """
@@ -15,14 +16,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from tpukit.data import chat
 from tpukit.data.types import Arrays, DataError, frozen
 
 PYDOC = "pydoc"
-
-
-# How a prompt and its response become one document: the prompt, a newline, the response. Kept plain (no model's chat
-# template), so any preset's tokenizer reads it; generate from a trained model with the prompt and this newline.
-PROMPT_END = "\n"
 
 # The label of a position the loss skips: padding, and a prompt's tokens. Not a token id, so no family's real token
 # (id 0 is "!" in GPT-2's, Llama 3's and Qwen's vocabularies, and their padding id) is ever skipped for it.
@@ -31,15 +28,16 @@ NO_LABEL = -1
 
 @dataclasses.dataclass(frozen=True)
 class Text:
-    """Documents to train a language model on; tokenized once the model (its tokenizer) is known.
+    """Text to train a language model on, tokenized once the model (its tokenizer) is known: `documents` (plain text,
+    every token a label) or `conversations` (chat: turns of (role, content), written in the family's chat template,
+    only the assistant's tokens labels; a (prompt, response) pair is a user turn and an assistant turn)."""
 
-    `prompts`, where given, pair each document with the prompt it responds to: the document is the prompt,
-    `PROMPT_END` and the response, and only the response's tokens (and its end) are labels the loss sees.
-    """
-
-    documents: Tuple[str, ...]
+    documents: Tuple[str, ...] = ()
     name: str = "text"
-    prompts: Optional[Tuple[str, ...]] = None
+    conversations: Optional[Tuple[chat.Conversation, ...]] = None
+
+    def __len__(self) -> int:
+        return len(self.conversations) if self.conversations is not None else len(self.documents)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,8 +45,8 @@ class Encoder:
     """How a model turns documents into token ids: `encode(documents)` gives one list of ids per document, and
     `decode(ids)` (where known) text again.
 
-    `pad_id` fills the end of the last row, and is the label the loss ignores; `bos_id`/`eos_id` (None: none)
-    open and close each document, so packed documents stay apart.
+    `pad_id` fills the end of a row; `bos_id`/`eos_id` (None: none) open and close each document. `special(token)`
+    is a special token's id, None where the vocabulary has no such token: what picks the chat template.
     """
 
     encode: Callable[[Sequence[str]], List[List[int]]]
@@ -58,35 +56,59 @@ class Encoder:
     bos_id: Optional[int] = None
     eos_id: Optional[int] = None
     decode: Optional[Callable[[List[int]], str]] = None  # token ids back to text (generated samples)
+    special: Callable[[str], Optional[int]] = lambda token: None
+
+    @property
+    def template(self) -> chat.Template:
+        """The chat template this tokenizer's vocabulary has the tokens of (`chat.PLAIN` where none)."""
+        return chat.template_for(self.special)
+
+    def conversation_ids(self, conversations, *, up_to_answer: bool = False):
+        """(ids, trained) of each conversation in this tokenizer's chat template (`chat.render`)."""
+        return chat.render(
+            conversations,
+            self.template,
+            self.encode,
+            self.special,
+            bos=[self.bos_id] if self.bos_id is not None else [],
+            eos=[self.eos_id] if self.eos_id is not None else [],
+            up_to_answer=up_to_answer,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class Packed:
-    """Token ids packed into rows: `arrays` (x: token_ids and padding_mask; y: the next token), and the padding.
+    """Token ids in rows: `arrays` (x: token_ids and padding_mask; y: the next token), and what the rows hold.
 
-    `padding` is the share of the rows' positions that are padding; `unpacked_padding` the share a row per document
-    (the same rows cut at each document's end) would have had.
+    Each document (or conversation) starts a row of its own: KerasHub's causal LMs take a padding mask and no
+    document ids, so two documents in one row would attend to each other. `padding` is the share of the positions
+    that are padding; `fits` the shortest row length, in multiples of 8, that would hold 90% of the documents whole.
     """
 
     arrays: Arrays
     tokens: int
     documents: int
     padding: float
-    unpacked_padding: float
     untrained: int = 0  # labels the loss ignores though they are text: the prompts' tokens
+    template: Optional[str] = None  # for conversations: the chat template they were written in
+    prompt: Optional[str] = None  # the first conversation's prompt: what a run's samples answer
+    fits: Optional[int] = None
 
     def note(self) -> str:
         rows, length = self.arrays.y.shape
-        prompts = (
-            f"; {self.untrained:,} prompt tokens are no label (the loss sees the responses only)"
-            if self.untrained
-            else ""
-        )
-        return (
-            f"text: {self.documents} documents, {self.tokens:,} tokens packed into {rows} rows of {length}; "
-            f"padding {self.padding:.1%} of the positions (one document per row: {self.unpacked_padding:.1%})"
-            f"{prompts}"
-        )
+        kind = "conversations" if self.template else "documents"
+        parts = [
+            f"text: {self.documents} {kind}, {self.tokens:,} tokens in {rows} rows of {length}, each {kind[:-1]} "
+            f"starting its own row; padding {self.padding:.1%} of the positions"
+        ]
+        if self.fits is not None and self.padding > 0.5 and self.fits < length:
+            parts.append(f"(sequence_length={self.fits} would hold 90% of the {kind} whole)")
+        line = " ".join(parts)
+        if self.template:
+            line += f"; written in {self.template}"
+        if self.untrained:
+            line += f"; {self.untrained:,} prompt tokens are no label (the loss sees the responses only)"
+        return line
 
 
 def pydoc_topics() -> Text:
@@ -112,11 +134,14 @@ def entries():
     ]
 
 
-def train_sentencepiece(documents: Sequence[str], vocabulary_size: int, *, model_type: str = "unigram") -> bytes:
+def train_sentencepiece(
+    documents: Sequence[str], vocabulary_size: int, *, model_type: str = "unigram", specials: Sequence[str] = ()
+) -> bytes:
     """A SentencePiece model of `vocabulary_size` pieces trained on `documents` (its serialized proto).
 
-    Ids 0-3 are <pad>, <eos>, <bos>, <unk>, as Gemma's tokenizer has them. For tests and offline demos: a
-    tokenizer whose vocabulary equals a freshly built backbone's (one larger than it makes `generate` fail).
+    Ids 0-3 are <pad>, <eos>, <bos>, <unk>, as Gemma's tokenizer has them; `specials` (e.g. Gemma's
+    `<start_of_turn>`, `<end_of_turn>`) follow, each one piece. For tests and offline demos: a tokenizer whose
+    vocabulary equals a freshly built backbone's (one larger than it makes `generate` fail).
     """
     import io
 
@@ -138,6 +163,7 @@ def train_sentencepiece(documents: Sequence[str], vocabulary_size: int, *, model
         bos_piece="<bos>",
         unk_piece="<unk>",
         hard_vocab_limit=True,
+        user_defined_symbols=list(specials),
         minloglevel=2,
         num_threads=1,
     )
@@ -157,33 +183,39 @@ def sentencepiece_encoder(proto: bytes, sequence_length: int, **ids) -> Encoder:
     found.update(ids)
     if found["pad_id"] is None:
         found["pad_id"] = 0
+
+    def special(token):
+        i = processor.piece_to_id(token)
+        return i if processor.id_to_piece(i) == token and i != processor.unk_id() else None
+
     return Encoder(
         lambda docs: processor.encode(list(docs)),
         sequence_length,
         vocabulary_size=processor.vocab_size(),
         decode=processor.decode,
+        special=special,
         **found,
     )
 
 
 def tokenize(text: Text, encoder: Encoder) -> Packed:
-    """`text`'s documents as token ids packed into rows of `encoder.sequence_length` (see `pack`); with prompts, the
-    prompt's tokens (and the `<bos>` before them) are no label."""
-    pairs = list(zip(text.prompts or [""] * len(text.documents), text.documents))
-    pairs = [(p, d) for p, d in pairs if d.strip()]
-    if not pairs:
-        raise DataError(
-            f"text {text.name!r} has no document with any text in it. Received: {len(text.documents)} empty documents."
-        )
+    """`text` as token ids in rows of `encoder.sequence_length` (see `pack`): documents between `<bos>` and `<eos>`,
+    every token a label; conversations in the tokenizer's chat template, the assistant's tokens the only labels."""
+    if text.conversations is not None:
+        conversations = [c for c in text.conversations if any(content.strip() for _, content in c)]
+        if not conversations:
+            raise DataError(f"text {text.name!r} has no conversation with any text in it. Received: {len(text)} empty.")
+        ids, trained = encoder.conversation_ids(conversations)
+        packed = pack(ids, encoder.sequence_length, encoder.pad_id, trained)
+        first = [turn for turn in conversations[0] if turn[0] != "assistant"]
+        prompt = first[-1][1] if first else None
+        return dataclasses.replace(packed, template=encoder.template.describe(), prompt=prompt)
+    documents = [d for d in text.documents if d.strip()]
+    if not documents:
+        raise DataError(f"text {text.name!r} has no document with any text in it. Received: {len(text)} empty documents.")
     bos = [encoder.bos_id] if encoder.bos_id is not None else []
     eos = [encoder.eos_id] if encoder.eos_id is not None else []
-    responses = encoder.encode([d for _, d in pairs])
-    if text.prompts is None:
-        return pack([bos + list(doc) + eos for doc in responses], encoder.sequence_length, encoder.pad_id)
-    prompts = encoder.encode([p + PROMPT_END for p, _ in pairs])  # apart, so the boundary is a token boundary
-    ids = [bos + list(p) + list(r) + eos for p, r in zip(prompts, responses)]
-    trained = [[False] * (len(bos) + len(p)) + [True] * (len(r) + len(eos)) for p, r in zip(prompts, responses)]
-    return pack(ids, encoder.sequence_length, encoder.pad_id, trained)
+    return pack([bos + list(doc) + eos for doc in encoder.encode(documents)], encoder.sequence_length, encoder.pad_id)
 
 
 def pack(
@@ -192,39 +224,52 @@ def pack(
     pad_id: int,
     trained: Optional[Sequence[Sequence[bool]]] = None,
 ) -> Packed:
-    """Documents' token ids, end to end, cut into rows: each row's inputs are `sequence_length` tokens and its
-    labels the same tokens one later (the next token), so every token but the first is a label once.
+    """Documents' token ids in rows: each document starts a row, and a long one goes on in the next rows. A row's
+    inputs are `sequence_length` tokens and its labels the same tokens one later (the next token), so every token of a
+    document but its first is a label once; no row holds two documents (see `Packed`).
 
-    The last row is filled with `pad_id` (its padding_mask 0 there, its labels `NO_LABEL`, which the loss skips).
-    `trained` (one flag per token, None: all) marks the tokens that are labels: an untrained one (a prompt's) is
-    still an input, and its label is `NO_LABEL`, as padding's.
+    A document's last row is filled with `pad_id` (its padding_mask 0 there, its labels `NO_LABEL`, which the loss
+    skips). `trained` (one flag per token, None: all) marks the tokens that are labels: an untrained one (a prompt's)
+    is still an input, and its label is `NO_LABEL`, as padding's.
     """
     import numpy as np
 
     if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or sequence_length < 1:
         raise DataError(f"sequence_length: expected an integer >= 1. Received: sequence_length={sequence_length!r}.")
-    stream = np.fromiter((t for doc in documents for t in doc), dtype=np.int32)
-    if len(stream) < 2:
-        raise DataError(f"the text has {len(stream)} token(s): at least 2 are needed for one label.")
     length = sequence_length
-    rows = -(-(len(stream) - 1) // length)
-    padded = np.full(rows * length + 1, pad_id, dtype=np.int32)
-    padded[: len(stream)] = stream
-    starts = np.arange(rows)[:, None] * length + np.arange(length)[None, :]
-    token_ids, labels = padded[starts], padded[starts + 1]
-    labels = np.where(starts + 1 < len(stream), labels, np.int32(NO_LABEL))
+    kept = [i for i, doc in enumerate(documents) if len(doc) > 1]  # one token is no label
+    if not kept:
+        raise DataError(
+            f"the text has {sum(map(len, documents))} token(s) and no document of 2: at least 2 are needed for a label."
+        )
+    ids_rows, label_rows, mask_rows = [], [], []
     untrained = 0
-    if trained is not None:
-        flags = np.zeros(rows * length + 1, dtype=bool)
-        flags[: len(stream)] = np.fromiter((f for doc in trained for f in doc), dtype=bool, count=len(stream))
-        ignored = ~flags[starts + 1] & (starts + 1 < len(stream))
-        labels = np.where(ignored, np.int32(NO_LABEL), labels)
-        untrained = int(ignored.sum())
-    mask = (starts < len(stream)).astype(np.int32)
-    padding = 1.0 - mask.sum() / mask.size
-    lengths = np.array([len(d) for d in documents if len(d) > 1])
-    per_doc_rows = -(-(lengths - 1) // length)
-    unpacked = 1.0 - (lengths - 1).sum() / max(1, per_doc_rows.sum() * length)
+    for i in kept:
+        doc = np.asarray(documents[i], dtype=np.int32)
+        rows = -(-(len(doc) - 1) // length)
+        padded = np.full(rows * length + 1, pad_id, dtype=np.int32)
+        padded[: len(doc)] = doc
+        labels = padded[1:].copy()
+        real = np.arange(1, rows * length + 1) < len(doc)
+        if trained is not None:
+            flags = np.zeros(rows * length + 1, dtype=bool)
+            flags[: len(doc)] = np.asarray(trained[i], dtype=bool)
+            untrained += int((real & ~flags[1:]).sum())
+            real &= flags[1:]
+        labels[~real] = NO_LABEL
+        ids_rows.append(padded[:-1].reshape(rows, length))
+        label_rows.append(labels.reshape(rows, length))
+        mask_rows.append((np.arange(rows * length) < len(doc)).astype(np.int32).reshape(rows, length))
+    token_ids, labels, mask = (np.concatenate(r) for r in (ids_rows, label_rows, mask_rows))
+    lengths = np.array([len(documents[i]) for i in kept])
+    fits = 8 * -(-int(np.percentile(lengths - 1, 90, method="inverted_cdf")) // 8)  # labels a row holds, a multiple of 8
     x = {"token_ids": token_ids, "padding_mask": mask}
     frozen(token_ids, mask, labels)
-    return Packed(Arrays(x, labels), int(len(stream)), len(documents), float(padding), float(unpacked), untrained)
+    return Packed(
+        Arrays(x, labels),
+        int(lengths.sum()),
+        len(kept),
+        float(1.0 - mask.sum() / mask.size),
+        untrained,
+        fits=fits,
+    )

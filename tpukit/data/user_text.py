@@ -1,9 +1,11 @@
 """The user's own text, in the forms people keep it, as `text.Text`: what `train(data=...)` takes for a language model.
 
 A fine-tune's data rarely starts as token ids. People hold a list of strings, prompt/response pairs (tuples, or dicts
-as most instruction sets are written), a JSONL file (one JSON object a line, as Hugging Face, OpenAI and most
+as most instruction sets are written), conversations (`messages`: lists of role/content dicts, as chat datasets and
+OpenAI's fine-tuning files write them), a JSONL file (one JSON object a line, as Hugging Face, OpenAI and most
 fine-tuning tools write them) or a Hugging Face `datasets.Dataset`. Each becomes a `Text` here, and the model's
-tokenizer makes token ids of it (`text.tokenize`); a pair's prompt is no label, so the loss sees the responses only.
+tokenizer makes token ids of it (`text.tokenize`); pairs and conversations are written in the model's chat template
+(`chat`), and the loss sees the assistant's tokens only.
 
 `datasets` is never imported: a Hugging Face dataset is recognised by what it has (`column_names`, and rows that are
 dicts), so tpukit needs no such dependency. A JSONL path is a dataset name (`RunConfig(dataset="train.jsonl")`, the
@@ -19,16 +21,18 @@ from typing import Iterable, Optional
 
 from tpukit import registry
 
+from tpukit.data import chat
 from tpukit.data.text import Text
 from tpukit.data.types import DataError
 
 FORMS = (
-    "a list of strings, of (prompt, response) pairs or of dicts with a 'text' field or 'prompt' and "
-    "'response' fields; a JSONL file of such objects (or a .json file of one array of them); or a Hugging Face "
-    "datasets.Dataset with such columns"
+    "a list of strings, of (prompt, response) pairs, of conversations (lists of {'role', 'content'} dicts) or of "
+    "dicts with a 'text', 'messages' or 'prompt' and 'response' field; a JSONL file of such objects (or a .json "
+    "file of one array of them); or a Hugging Face datasets.Dataset with such columns"
 )
 NAME_HINT = (  # the registry's hint
-    'a JSONL file path (lines of {"text": ...} or {"prompt": ..., "response": ...}) or a .json file of one array of them'
+    'a JSONL file path (lines of {"text": ...}, {"messages": [...]} or {"prompt": ..., "response": ...}) or a .json '
+    "file of one array of them"
 )
 SUFFIXES = (".jsonl", ".json")  # JSON Lines, or one JSON array of such objects
 
@@ -36,15 +40,19 @@ SUFFIXES = (".jsonl", ".json")  # JSON Lines, or one JSON array of such objects
 def is_text(data) -> bool:
     """Whether `data` is one of the text forms (not arrays `(x, y)`): decides before anything is read or checked.
 
-    A list or tuple is text when each element is a string, a dict or a pair of strings (a mix is refused by
-    `text_of`, which names the row); a Hugging Face dataset when it has `column_names` (a `DatasetDict` too, which
-    `text_of` refuses, naming the split to pick).
+    A list or tuple is text when each element is a string, a dict, a pair of strings or a conversation (a list of
+    dicts; a mix is refused by `text_of`, which names the row); a Hugging Face dataset when it has `column_names` (a
+    `DatasetDict` too, which `text_of` refuses, naming the split to pick).
     """
     if hasattr(data, "column_names") and not isinstance(data, (list, tuple, dict, str)):
         return True
     if not isinstance(data, (list, tuple)) or not data:
         return False
-    return all(isinstance(d, (str, dict)) or _is_pair(d) for d in data)
+    return all(isinstance(d, (str, dict)) or _is_pair(d) or _is_messages(d) for d in data)
+
+
+def _is_messages(value) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, dict) for v in value)
 
 
 def language_model_text(data, name: str) -> Optional[Text]:
@@ -98,50 +106,90 @@ def text_of(data, name: str) -> Text:
 
 
 def from_rows(rows: Iterable, name: str, *, where: str) -> Text:
-    """A `Text` from rows that are all strings, all (prompt, response) pairs, or all dicts ('text', or 'prompt' and
-    'response'); `where` names them in an error (`data`, `train.jsonl`), and each row is named by its index there."""
-    documents, prompts = [], []
+    """A `Text` from rows that are all strings (or dicts with 'text'), or all conversations: (prompt, response) pairs,
+    lists of role/content dicts, dicts with 'messages' or with 'prompt' and 'response'. `where` names them in an
+    error (`data`, `train.jsonl`), and each row is named by its index there."""
+    return _from_named_rows(((f"{where}[{i}]", row) for i, row in enumerate(rows)), name, where)
+
+
+def _from_named_rows(rows: Iterable, name: str, where: str) -> Text:
+    """`from_rows` of (what names the row in an error, row) pairs."""
+    documents, conversations = [], []
     kind = None
-    for i, row in enumerate(rows):
+    for here, row in rows:
         if isinstance(row, str):
-            found, document = "strings", (None, row)
+            found, value = "strings", row
         elif _is_pair(row):
-            found, document = "pairs", tuple(row)
+            found, value = "conversations", (("user", row[0]), ("assistant", row[1]))
         elif isinstance(row, dict):
-            document = _from_dict(row, f"{where}[{i}]")
-            found = "strings" if document[0] is None else "pairs"
+            value = _from_dict(row, here)
+            found = "strings" if isinstance(value, str) else "conversations"
+        elif _is_messages(row):
+            found, value = "conversations", conversation(row, here)
         elif isinstance(row, (tuple, list)) and all(isinstance(v, str) for v in row):
             raise DataError(
-                f"{where}[{i}]: a pair is a prompt and a response, two strings; this row has {len(row)}. "
+                f"{here}: a pair is a prompt and a response, two strings; this row has {len(row)}. "
                 f"Received: {_describe(row)}."
             )
         else:
             raise DataError(
-                f"{where}[{i}]: expected a string, a (prompt, response) pair or a dict; text is "
+                f"{here}: expected a string, a (prompt, response) pair, a conversation or a dict; text is "
                 f"{FORMS}. Received: {_describe(row)}."
             )
         if kind is not None and found != kind:
             raise DataError(
-                f"{where}[{i}]: a {found[:-1]} among {kind}: give every row as text alone or every row "
-                f"as a prompt and response. Received: {_describe(row)}."
+                f"{here}: {_ONE[found]} among {kind}: give every row as text alone or every row as a conversation "
+                f"(a prompt and a response, or messages). Received: {_describe(row)}."
             )
         kind = found
-        prompts.append(document[0])
-        documents.append(document[1])
-    if not documents:
+        (documents if found == "strings" else conversations).append(value)
+    if kind is None:
         raise DataError(f"{where}: no rows of text. Received: 0 rows; text is {FORMS}.")
-    return Text(tuple(documents), name, tuple(prompts) if kind == "pairs" else None)
+    return Text(tuple(documents), name) if kind == "strings" else Text(name=name, conversations=tuple(conversations))
+
+
+_ONE = {"strings": "a string", "conversations": "a conversation"}
+
+
+def conversation(messages, where: str) -> "chat.Conversation":
+    """A conversation from a list of {'role', 'content'} dicts (the chat-dataset convention): DataError naming the
+    turn that has no such fields, an unknown role, or a conversation with no assistant turn (nothing to learn)."""
+    turns = []
+    for j, message in enumerate(messages):
+        at = f"{where} message {j}"
+        if not isinstance(message, dict) or "role" not in message or "content" not in message:
+            keys = sorted(map(str, message))[:6] if isinstance(message, dict) else _describe(message)
+            raise DataError(f"{at}: a message is a dict with 'role' and 'content'. Received: {keys}.")
+        role = chat.ALIASES.get(message["role"], message["role"])
+        if role not in chat.ROLES:
+            raise DataError(f"{at}: role must be one of {', '.join(chat.ROLES)}. Received: role={message['role']!r}.")
+        if not isinstance(message["content"], str):
+            raise DataError(f"{at}: content must be a string. Received: {_describe(message['content'])}.")
+        turns.append((role, message["content"]))
+    if not any(role == "assistant" for role, _ in turns):
+        raise DataError(
+            f"{where}: a conversation with no assistant message leaves the model nothing to learn (the loss "
+            f"sees the assistant's tokens only). Received: roles {[r for r, _ in turns]}."
+        )
+    return tuple(turns)
 
 
 def _from_dict(row: dict, where: str):
-    """(prompt or None, document) from a dict row: DataError naming the missing or non-string field."""
+    """A dict row's text (a string) or conversation: DataError naming the missing or non-string field."""
     if "text" in row:
         fields = ("text",)
+    elif "messages" in row:
+        if not isinstance(row["messages"], (list, tuple)):
+            raise DataError(
+                f"{where}: field 'messages' must be a list of role/content dicts. Received: "
+                f"{_describe(row['messages'])}."
+            )
+        return conversation(row["messages"], where)
     elif "prompt" in row or "response" in row:
         fields = ("prompt", "response")
     else:
         raise DataError(
-            f"{where} has no 'text' field and no 'prompt' and 'response' fields. Received: keys "
+            f"{where} has no 'text' field, no 'messages' and no 'prompt' and 'response' fields. Received: keys "
             f"{sorted(map(str, row))[:6]}."
         )
     for field in fields:
@@ -152,7 +200,7 @@ def _from_dict(row: dict, where: str):
             )
         if not isinstance(row[field], str):
             raise DataError(f"{where}: field {field!r} must be a string. Received: {_describe(row[field])}.")
-    return (None, row["text"]) if fields == ("text",) else (row["prompt"], row["response"])
+    return row["text"] if fields == ("text",) else (("user", row["prompt"]), ("assistant", row["response"]))
 
 
 def _from_hugging_face(dataset, name: str) -> Text:
@@ -169,12 +217,12 @@ def _from_hugging_face(dataset, name: str) -> Text:
         )
     if columns is None:  # an IterableDataset whose columns are known only from its rows
         return from_rows(dataset, name, where="dataset")
-    if "text" not in columns and not {"prompt", "response"} <= set(columns):
+    wanted = next((w for w in (("text",), ("messages",), ("prompt", "response")) if set(w) <= set(columns)), None)
+    if wanted is None:
         raise DataError(
-            f"the Hugging Face dataset has no 'text' column and no 'prompt' and 'response' columns: "
+            f"the Hugging Face dataset has no 'text' column, no 'messages' and no 'prompt' and 'response' columns: "
             f"rename them (dataset.rename_column(...)). Received: columns {list(columns)[:8]}."
         )
-    wanted = ("text",) if "text" in columns else ("prompt", "response")
     return from_rows(({k: row[k] for k in wanted} for row in dataset), name, where="dataset")
 
 
@@ -204,44 +252,40 @@ def named(name: str) -> Optional[JsonLines]:
 
 
 def read_jsonl(path: str) -> Text:
-    """A JSONL file's rows as `Text`: each line a JSON object with 'text', or 'prompt' and 'response' (blank lines
-    skipped). DataError naming the file and the line (counted from 1) that is not such an object. A `.json` file
-    that holds one JSON array of such objects is read as its rows."""
+    """A JSONL file's rows as `Text`: each line a JSON object with 'text', 'messages', or 'prompt' and 'response'
+    (blank lines skipped). DataError naming the file and the line (counted from 1) that is not such an object. A
+    `.json` file that holds one JSON array of such objects is read as its rows."""
     if not os.path.isfile(path):
         raise DataError(f"the JSONL file {path!r} does not exist. Received: dataset={path!r}.")
+    name = os.path.basename(path)
     if path.lower().endswith(".json"):
         with open(path, encoding="utf-8") as f:
             content = f.read()
         if content.lstrip().startswith("["):
             return _json_array(content, path)
-    rows = []
     with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as e:
-                raise DataError(
-                    f"{path} line {number} is not JSON ({str(e).splitlines()[0][:80]}); each line must "
-                    'be an object such as {"text": ...} or {"prompt": ..., "response": ...}.'
-                ) from None
-            if not isinstance(row, dict):
-                raise DataError(
-                    f"{path} line {number}: expected a JSON object with a 'text' field or 'prompt' and "
-                    f"'response' fields. Received: a JSON {type(row).__name__}."
-                )
-            prompt, document = _from_dict(row, f"{path} line {number}")
-            if rows and (prompt is None) != (rows[0][1] is None):
-                raise DataError(
-                    f"{path} line {number}: its fields differ from line {rows[0][0]}'s ('text' against "
-                    "'prompt' and 'response'): give every line the same fields."
-                )
-            rows.append((number, prompt, document))
-    if not rows:
-        raise DataError(f"{path} has no lines of text. Received: an empty file.")
-    prompts = None if rows[0][1] is None else tuple(p for _, p, _ in rows)
-    return Text(tuple(d for _, _, d in rows), os.path.basename(path), prompts)
+        return _from_named_rows(_json_lines(f, path), name, path)
+
+
+def _json_lines(lines, path: str):
+    """(its name, the JSON object) of each of a file's lines (blank ones skipped): DataError naming the line that is
+    not an object."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise DataError(
+                f"{path} line {number} is not JSON ({str(e).splitlines()[0][:80]}); each line must be an object "
+                'such as {"text": ...}, {"messages": [...]} or {"prompt": ..., "response": ...}.'
+            ) from None
+        if not isinstance(row, dict):
+            raise DataError(
+                f"{path} line {number}: expected a JSON object with a 'text', 'messages' or 'prompt' and 'response' "
+                f"field. Received: a JSON {type(row).__name__}."
+            )
+        yield f"{path} line {number}", row
 
 
 def _json_array(content: str, path: str) -> Text:

@@ -165,7 +165,7 @@ class Preset(ModelSource):
             )
         else:
             lora = "every weight trains, in the run's precision"
-        return lora, f"text packed end to end into rows of {config.sequence_length:,} tokens"
+        return lora, f"text in rows of {config.sequence_length:,} tokens, each document starting its own"
 
     def memory_note(self, config, runtime=None) -> str:
         """A training step's memory, estimated from the preset's own files before anything loads (`memory`), and
@@ -282,10 +282,60 @@ class Preset(ModelSource):
 
         return [keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: _add_perplexity(logs))]
 
-    def sample(self, model, prompt: str, sequence_length: int) -> str:
-        """`generate` with room for `SAMPLE_TOKENS` after the prompt."""
+    def sample(self, model, prompt: str, sequence_length: int, chat: bool = False) -> str:
+        """`generate` with room for `SAMPLE_TOKENS` after the prompt; with `chat` (the run trained on conversations),
+        the prompt is a user's turn in the preset's chat template, and the sample the assistant's answer to it."""
+        if chat:
+            return self.answer(model, prompt, max_new_tokens=SAMPLE_TOKENS)
         length = len(self.encoder(sequence_length).encode([prompt])[0]) + 1 + SAMPLE_TOKENS
         return self.generate(model, prompt, max_length=length)
+
+    def answer(self, model, message: str, max_new_tokens: int = 64) -> str:
+        """The assistant's answer of `model` to a user's `message`, written in the preset's chat template as the
+        fine-tune's conversations were (`chat`), greedily, until the template's end of turn (or the tokenizer's end
+        token) or `max_new_tokens`.
+
+        The template's special tokens go in as ids, as in training, so the prompt is the model's own format whatever
+        the installed KerasHub does with special tokens inside text: the model is given token ids, its preprocessor
+        set aside for the call.
+
+        >>> Preset("./my_preset").answer(result.model, "What does the import statement do?")
+        """
+        import numpy as np
+
+        encoder = self.encoder(max_new_tokens)
+        (ids,), _ = encoder.conversation_ids([(("user", message), ("assistant", ""))], up_to_answer=True)
+        template = encoder.template
+        stops = [i for i in (encoder.special(template.end.token) if template.end else None, encoder.eos_id) if i is not None]
+        length = len(ids) + max_new_tokens
+        # The places to write hold any id but a stop id: KerasHub's sampler stops once every row has a stop id
+        # outside its prompt, and the padding id is the end id in some families (GPT-2, Qwen).
+        unwritten = min(set(range(len(stops) + 1)) - set(stops))
+        token_ids = np.full((1, length), unwritten, dtype="int32")
+        token_ids[0, : len(ids)] = ids
+        mask = np.zeros((1, length), dtype="int32")
+        mask[0, : len(ids)] = 1
+        self._greedy(model)
+        preprocessor = getattr(model, "preprocessor", None)
+        model.preprocessor = None
+        try:
+            out = model.generate(
+                {"token_ids": token_ids, "padding_mask": mask}, max_length=length, stop_token_ids=tuple(stops) or None
+            )
+        finally:
+            model.preprocessor = preprocessor
+        written = [int(i) for i, on in zip(out["token_ids"][0][len(ids) :], out["padding_mask"][0][len(ids) :]) if on]
+        if any(i in stops for i in written):
+            written = written[: min(written.index(i) for i in stops if i in written)]
+        return encoder.decode(written)
+
+    @staticmethod
+    def _greedy(model) -> None:
+        """Greedy sampling on `model`: the same weights write the same text."""
+        keras_hub = _keras_hub()
+        if not isinstance(getattr(model, "sampler", None), keras_hub.samplers.GreedySampler):
+            model.sampler = keras_hub.samplers.get("greedy")  # what compile(sampler=) sets, without a new optimizer
+            model.generate_function = None  # built again for this sampler (else kept: a second call compiles nothing)
 
     def rematerialize(self, model) -> Optional[str]:
         """Each transformer block of `model` recomputes its activations in the backward pass, keeping only its
@@ -336,16 +386,28 @@ class Preset(ModelSource):
             bos_id=getattr(tokenizer, "start_token_id", None),
             eos_id=getattr(tokenizer, "end_token_id", None),
             decode=decode,
+            special=self._special_ids.get,
         )
+
+    @functools.cached_property
+    def _special_ids(self) -> dict:
+        """The ids of the chat templates' special tokens this preset's vocabulary has (`chat.TEMPLATES`): what picks
+        the template its conversations are written in."""
+        from tpukit.data import chat
+
+        tokenizer = self.tokenizer()
+        vocabulary = set(tokenizer.get_vocabulary())
+        wanted = {token for template in chat.TEMPLATES for token in template.specials} & vocabulary
+        return {token: int(tokenizer.token_to_id(token)) for token in wanted}
 
     def generate(self, model, prompt: str, max_length: int = 64) -> str:
         """The text `model` (this preset, as a run trained or `load()` rebuilt it) continues `prompt` with, greedily,
         up to `max_length` tokens in all, without the prompt: the same weights give the same text. Through the
         model's own `generate` and the preset's preprocessor, which the run attached, as a KerasHub user calls it.
+        For a model fine-tuned on conversations, `answer` writes the prompt in its chat template.
 
         >>> Preset("./my_preset").generate(tpukit.load(run_dir).model, "The import statement")
         """
-        keras_hub = _keras_hub()
         encoder = self.encoder(max_length)
         length = len(encoder.encode([prompt])[0]) + (encoder.bos_id is not None)
         if length >= max_length:
@@ -358,9 +420,7 @@ class Preset(ModelSource):
                 f"this {type(model).__name__} has no preprocessor to turn text into token ids; attach the preset's: "
                 f"model.preprocessor = keras_hub.models.CausalLMPreprocessor.from_preset({self.source!r})."
             )
-        if not isinstance(getattr(model, "sampler", None), keras_hub.samplers.GreedySampler):
-            model.sampler = keras_hub.samplers.get("greedy")  # what compile(sampler=) sets, without a new optimizer
-            model.generate_function = None  # built again for this sampler (else kept: a second call compiles nothing)
+        self._greedy(model)
         text = model.generate(prompt, max_length=max_length, stop_token_ids=None, strip_prompt=True)
         return text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
 

@@ -29,7 +29,7 @@ KIND_SETTINGS = {
     "lora_rank": "LoRA adapters",
     "lora_alpha": "LoRA adapters",
     "lora_targets": "LoRA adapters",
-    "sequence_length": "text packed into rows of tokens",
+    "sequence_length": "text laid out in rows of tokens",
     "sample_prompt": "text samples before and after training",
     "model_parallel": "a layout map that splits its weights over devices",
 }
@@ -93,9 +93,9 @@ class ModelSource:
         line, TensorBoard) sees what they add to an epoch's logs."""
         return []
 
-    def sample(self, model, prompt: str, sequence_length: int) -> str:
+    def sample(self, model, prompt: str, sequence_length: int, chat: bool = False) -> str:
         """What `model` writes after `prompt` (greedy: the same weights write the same text), for a kind that
-        `writes_text`."""
+        `writes_text`; with `chat`, its answer to `prompt` as a user's turn."""
         raise NotImplementedError(f"{self.description} writes no text")
 
     def prompt_from(self, token_ids, sequence_length: int) -> str:

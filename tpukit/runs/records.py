@@ -110,6 +110,24 @@ class RunResult:
     def _repr_pretty_(self, printer, cycle):  # IPython / Jupyter: the summary, not forty fields and the history
         printer.text(self.summary())
 
+    def answer(self, message: str, max_new_tokens: int = 64) -> str:
+        """The trained model's answer to a user's `message`, written in its preset's chat template as the run's
+        conversations were (`Preset.answer`): `result.answer("What does del do?")`, also on `tpukit.load(run_dir)`.
+        A one-line ModelError for a run that did not fine-tune a KerasHub preset."""
+        from tpukit import registry
+        from tpukit.models import pretrained
+        from tpukit.models.modeling import ModelError
+
+        name = self.config.get("model")
+        known = isinstance(name, str) and name in registry.names("model")  # the zoo's, or the user's registered
+        preset = pretrained.named(name) if isinstance(name, str) and not known else None
+        if preset is None:
+            raise ModelError(
+                f"answer() is for a fine-tuned KerasHub preset, and this run trained model={name!r}: call the "
+                "model itself (result.model)."
+            )
+        return preset.answer(self.model, message, max_new_tokens=max_new_tokens)
+
     @property
     def train_metrics(self) -> Dict[str, float]:
         """The last epoch's training metrics (loss, accuracy, ...)."""

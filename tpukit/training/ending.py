@@ -58,13 +58,16 @@ class RunEnding:
         if when == "before" and kept.get("before") is not None and config.sample_prompt in (None, kept.get("prompt")):
             self.samples.update(prompt=kept["prompt"], before=kept["before"])
             return
+        chat = self.source.chat_prompt is not None  # conversations: the samples answer a user's turn
         if "prompt" not in self.samples:
-            self.samples["prompt"] = config.sample_prompt or sampler.prompt_from(
-                self.source.sample(1)["token_ids"][0], config.sequence_length
+            self.samples["prompt"] = (
+                config.sample_prompt
+                or self.source.chat_prompt
+                or sampler.prompt_from(self.source.sample(1)["token_ids"][0], config.sequence_length)
             )
         prompt = self.samples["prompt"]
         try:
-            self.samples[when] = sampler.sample(self.model, prompt, config.sequence_length)
+            self.samples[when] = sampler.sample(self.model, prompt, config.sequence_length, chat=chat)
         except Exception as e:  # noqa: BLE001 - a sample is a view of the model: the run goes on without it
             from tpukit.errors import one_line
 
