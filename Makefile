@@ -21,13 +21,14 @@ venv: $(STAMP)
 # KerasHub for the fine-tuning tests comes with --no-deps, not through the `hub` extra: keras-hub 0.32.0 requires
 # tensorflow-text and kagglesdk==0.1.28, so pip would add the full tensorflow beside tensorflow-cpu, and
 # tensorflow-text. It imports with regex, tokenizers and sentencepiece alone (tensorflow-text only preprocesses
-# strings, and tpukit feeds token ids; kagglehub only downloads), and these move nothing the extras installed.
+# strings, and tpukit feeds token ids; kagglehub only downloads), and these move nothing the extras installed;
+# safetensors writes export(format="hf").
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[cpu,jax,profile,test]"
 	$(PY) -m pip install -q --no-deps "keras-hub==0.32.0"
-	$(PY) -m pip install -q regex tokenizers "sentencepiece>=0.2"
+	$(PY) -m pip install -q regex tokenizers "sentencepiece>=0.2" "safetensors>=0.4"
 	touch $(STAMP)
 
 demo: venv

@@ -48,6 +48,7 @@ with tempfile.TemporaryDirectory() as files:
     merges = [m for m in open(os.path.join(files, "merges.txt")).read().splitlines() if m and not m.startswith("#")]
 size = dict(vocabulary_size=len(vocabulary), num_layers=2, hidden_dim=16, intermediate_dim=32)
 if family == "gpt2":
+    size["intermediate_dim"] = 64  # GPT-2's 4 x hidden, which KerasHub's loader of a Hugging Face GPT-2 assumes
     tokenizer = keras_hub.models.GPT2Tokenizer(vocabulary=vocabulary, merges=merges)
     backbone = keras_hub.models.GPT2Backbone(num_heads=4, max_sequence_length=64, **size)
     task, preprocessor = keras_hub.models.GPT2CausalLM, keras_hub.models.GPT2CausalLMPreprocessor

@@ -192,7 +192,9 @@ class RunConfig:
         "a pretrained model's LoRA rank (its weights frozen in bfloat16); none: every weight trains",
         metavar="RANK|none",
     )
-    sequence_length: int = _field(128, "int", "tokens per row of text (each document starts its own), for a pretrained model")
+    sequence_length: int = _field(
+        128, "int", "tokens per row of text (each document starts its own), for a pretrained model"
+    )
     lora_alpha: Optional[float] = _field(
         None, "optional_float", "scale LoRA's update by ALPHA / RANK; default: Keras' (ALPHA = RANK)", metavar="ALPHA"
     )

@@ -73,6 +73,22 @@ print(json.dumps({"status": chat.status, "loss": chat.history["loss"], "notes": 
                   "last": [i for i, t in zip(ids, trained) if t][-1], "prompt": encoder.decode(ids[: trained.index(True)]),
                   "content": rows[0]["messages"][2]["content"],
                   "answered": chat.answer(rows[0]["messages"][1]["content"], max_new_tokens=24)}))
+
+# export: a KerasHub preset and a Hugging Face folder, each loaded back by KerasHub, against the merged model
+import os
+from tpukit.runs import saving
+x = {"token_ids": arrays.x["token_ids"][:2], "padding_mask": arrays.x["padding_mask"][:2]}
+merged = np.asarray(saving.float32_copy(chat.model, merge=True)(x), dtype="float32")
+base = np.asarray(keras_hub.models.CausalLM.from_preset(preset, preprocessor=None)(x), dtype="float32")
+exported = {}
+for form in ("preset", "hf"):
+    where = os.path.join(logdir, "exported-" + form)
+    note = chat.export(where, format=form).note
+    back = keras_hub.models.CausalLM.from_preset(where, preprocessor=None, dtype="float32")
+    logits = np.asarray(back(x), dtype="float32")
+    exported[form] = [note, sorted(os.listdir(where)), float(np.abs(logits - merged).max()),
+                      float(np.abs(logits - base).max())]
+print(json.dumps(exported))
 """
 
 
@@ -94,14 +110,17 @@ def _python(code, *args, backend="jax"):
 @pytest.mark.parametrize("family", ("gemma", *FAMILIES))
 def test_a_family_fine_tunes_with_its_own_tokenizer_and_on_conversations_in_its_chat_template(family, tmp_path):
     lines = _python(BUILDS[family] + TRAIN, tmp_path / family, tmp_path / "runs", family).strip().splitlines()
-    out, chat = json.loads(lines[-2]), json.loads(lines[-1])
+    out, chat, exported = (json.loads(line) for line in lines[-3:])
     assert out["status"] == "completed", out["message"]
-    assert out["model"] == {
-        "gemma": "GemmaCausalLM",
-        "gpt2": "GPT2CausalLM",
-        "llama3": "Llama3CausalLM",
-        "qwen": "QwenCausalLM",
-    }[family]
+    assert (
+        out["model"]
+        == {
+            "gemma": "GemmaCausalLM",
+            "gpt2": "GPT2CausalLM",
+            "llama3": "Llama3CausalLM",
+            "qwen": "QwenCausalLM",
+        }[family]
+    )
     ours, theirs = out["ids"]
     assert ours == theirs[: len(ours)] and len(ours) > 5  # the family's own tokenizer, as its preprocessor runs it
     assert out["decoded"] == "The import statement binds a name, and 'del' unbinds it."
@@ -126,5 +145,15 @@ def test_a_family_fine_tunes_with_its_own_tokenizer_and_on_conversations_in_its_
     loss = chat["loss"]
     assert loss[1] < loss[0], loss
     samples = chat["samples"]  # the first conversation's question, answered in the template
-    assert samples["prompt"] == "The \"assert\" statement"[:60] and samples["before"] != samples["after"], samples
+    assert samples["prompt"] == 'The "assert" statement'[:60] and samples["before"] != samples["after"], samples
     assert chat["answered"] == samples["after"]  # result.answer(), as the run's sample was written
+
+    # exported as a KerasHub preset and for Hugging Face, the adapters merged: KerasHub loads each back, and its
+    # logits are the merged model's (the base preset's differ)
+    for form, files in (
+        ("preset", {"config.json", "metadata.json", "model.weights.h5"}),
+        ("hf", {"config.json", "model.safetensors"}),
+    ):
+        note, listed, to_merged, to_base = exported[form]
+        assert "the LoRA adapters merged into the kernels, float32" in note and files <= set(listed), (note, listed)
+        assert to_merged < 1e-5 < 1e-3 < to_base, (form, to_merged, to_base)

@@ -54,7 +54,9 @@ def test_each_document_starts_its_own_row_labels_are_the_next_token_and_the_tail
 def test_mostly_padded_rows_name_the_length_that_holds_the_documents_whole():
     packed = text.pack([[1] * 10] * 9 + [[1] * 40], sequence_length=128, pad_id=0)
     assert packed.padding > 0.85 and packed.fits == 16  # 9 labels, rounded up to a multiple of 8
-    assert packed.note().endswith("padding 89.8% of the positions (sequence_length=16 would hold 90% of the documents whole)")
+    assert packed.note().endswith(
+        "padding 89.8% of the positions (sequence_length=16 would hold 90% of the documents whole)"
+    )
 
 
 def test_help_topics_tokenized_with_sentencepiece_pack_with_little_padding(proto):

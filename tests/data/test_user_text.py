@@ -181,5 +181,7 @@ def test_token_ids_and_names_are_no_text_mistake_and_a_json_array_file_is_rows(t
         (("user", "p2"), ("assistant", "r2")),
     )
     path.write_text(json.dumps([{"text": "a"}, 5]))
-    with pytest.raises(DataError, match=r"^rows.json\[1\]: expected a string, a \(prompt, response\) pair, a conversation or a dict"):
+    with pytest.raises(
+        DataError, match=r"^rows.json\[1\]: expected a string, a \(prompt, response\) pair, a conversation or a dict"
+    ):
         user_text.named(str(path))()

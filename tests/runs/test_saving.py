@@ -248,6 +248,13 @@ def test_cli_export_and_init_from(tmp_path):
     assert "wrote" in out.stdout and (tmp_path / "cli.keras").is_file() and (tmp_path / "cli_saved_model").is_dir()
     bad = run_cli("export", str(tmp_path), str(tmp_path / "x.keras"))
     assert bad.returncode == 1 and bad.stderr.strip().count("\n") == 0 and "not a tpukit run directory" in bad.stderr
+    for form, says in (("onnx", "--format: expected one of keras, preset, hf. Received: 'onnx'"),
+                       ("hf", "format='hf' writes a KerasHub model, and this is a Functional: use format='keras'.")):
+        refused = run_cli("export", first.run_dir, str(tmp_path / form), "--format", form)
+        assert refused.returncode in (1, 2) and says in refused.stderr and refused.stderr.strip().count("\n") == 0, (
+            refused.stderr
+        )
+        assert not (tmp_path / form).exists()
     args = ["train", "--model", "mlp", "--dataset", "digits", "--epochs", "1", "--deterministic", "--json",
             "--logdir", str(tmp_path / "cli"), "--init-from", first.run_dir]
     runs = [run_cli(*args) for _ in range(2)]

@@ -70,10 +70,22 @@ def _parser() -> argparse.ArgumentParser:
 def _export_and_launch(sub, common) -> None:
     """The `export` and `launch` commands' options."""
     x = sub.add_parser(
-        "export", parents=[common], help="write a run's model as a float32 .keras file (and a SavedModel on TensorFlow)"
+        "export",
+        parents=[common],
+        help="write a run's model as a float32 .keras file (and a SavedModel on TensorFlow), a KerasHub preset or a "
+        "Hugging Face folder",
     )
     x.add_argument("run_dir", metavar="RUN_DIR")
-    x.add_argument("path", metavar="PATH", help="a file ending in .keras, or a folder for model.keras and saved_model/")
+    x.add_argument(
+        "path",
+        metavar="PATH",
+        help="keras: a file ending in .keras, or a folder for model.keras and saved_model/; preset, hf: a new folder",
+    )
+    x.add_argument(
+        "--format",
+        default="keras",
+        help="keras (default), preset (a KerasHub preset) or hf (Hugging Face safetensors); LoRA adapters merged",
+    )
     x.add_argument(
         "--model",
         default=None,
@@ -353,14 +365,16 @@ def _total_time(started: float, stream) -> None:
 def _export(args) -> int:
     from tpukit import backend, registry
     from tpukit.hardware.connect import backend_for
-    from tpukit.runs import saving, store
+    from tpukit.runs import exporting, saving, store
 
     if args.backend not in backend.BACKENDS:
         return _bad(f"--backend: expected one of {', '.join(backend.BACKENDS)}. Received: {args.backend!r}")
+    if args.format not in exporting.FORMATS:
+        return _bad(f"--format: expected one of {', '.join(exporting.FORMATS)}. Received: {args.format!r}")
     saving.weights_file(args.run_dir)  # no run or no weights: one line before Keras loads
     backend.select(backend_for(args.backend)[0])
     run = store.load(args.run_dir, model=registry.entry("model", args.model).target if args.model else None)
-    print(run.export(args.path).note)
+    print(run.export(args.path, args.format).note)
     return 0
 
 

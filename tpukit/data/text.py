@@ -212,7 +212,9 @@ def tokenize(text: Text, encoder: Encoder) -> Packed:
         return dataclasses.replace(packed, template=encoder.template.describe(), prompt=prompt)
     documents = [d for d in text.documents if d.strip()]
     if not documents:
-        raise DataError(f"text {text.name!r} has no document with any text in it. Received: {len(text)} empty documents.")
+        raise DataError(
+            f"text {text.name!r} has no document with any text in it. Received: {len(text)} empty documents."
+        )
     bos = [encoder.bos_id] if encoder.bos_id is not None else []
     eos = [encoder.eos_id] if encoder.eos_id is not None else []
     return pack([bos + list(doc) + eos for doc in encoder.encode(documents)], encoder.sequence_length, encoder.pad_id)
@@ -262,7 +264,9 @@ def pack(
         mask_rows.append((np.arange(rows * length) < len(doc)).astype(np.int32).reshape(rows, length))
     token_ids, labels, mask = (np.concatenate(r) for r in (ids_rows, label_rows, mask_rows))
     lengths = np.array([len(documents[i]) for i in kept])
-    fits = 8 * -(-int(np.percentile(lengths - 1, 90, method="inverted_cdf")) // 8)  # labels a row holds, a multiple of 8
+    fits = 8 * -(
+        -int(np.percentile(lengths - 1, 90, method="inverted_cdf")) // 8
+    )  # labels a row holds, a multiple of 8
     x = {"token_ids": token_ids, "padding_mask": mask}
     frozen(token_ids, mask, labels)
     return Packed(

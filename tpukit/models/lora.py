@@ -2,8 +2,8 @@
 
 Keras' `Dense`, `EinsumDense` and `Embedding` layers carry LoRA themselves (`enable_lora`, `lora_kernel_a`/`_b`,
 `lora_alpha` from Keras 3.15); KerasHub's backbones add `enable_lora(rank, target_layer_names)` and the adapters'
-own file (`save_lora_weights`). Everything tpukit asks of them is asked here, so the rest of tpukit says "adapted"
-and never reads a layer's LoRA attributes.
+own file (`save_lora_weights`, which `save_adapters` and `load_adapters` use). Everything tpukit asks of them is
+asked here, so the rest of tpukit says "adapted" and never reads a layer's LoRA attributes.
 """
 
 from __future__ import annotations
@@ -137,3 +137,20 @@ def trainable_note(model, rank: Optional[int], alpha: Optional[float] = None) ->
     what = (f"LoRA rank {rank}" + (f", alpha {alpha:g}" if alpha is not None else "")) if rank else "full fine-tuning"
     where = f", frozen weights in {', '.join(sorted(frozen))}" if frozen else ""
     return f"{what}: {trainable:,} of {total:,} parameters train ({trainable / max(1, total):.1%}){where}"
+
+
+def save_adapters(model, path) -> None:
+    """Write `model`'s adapters alone to `path`, in KerasHub's file (`backbone.save_lora_weights`, `.lora.h5`)."""
+    model.backbone.save_lora_weights(str(path))
+
+
+def load_adapters(model, path) -> Optional[str]:
+    """Load the adapters at `path` into `model` (KerasHub's `load_lora_weights`); what did not fit, or None."""
+    load = getattr(getattr(model, "backbone", None), "load_lora_weights", None)
+    if load is None:
+        return f"{path} holds LoRA adapters, and this {type(model).__name__} has no KerasHub backbone to take them"
+    try:
+        load(str(path))
+    except Exception as e:
+        return f"{type(e).__name__}: {str(e).strip()}"
+    return None

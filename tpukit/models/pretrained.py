@@ -306,7 +306,9 @@ class Preset(ModelSource):
         encoder = self.encoder(max_new_tokens)
         (ids,), _ = encoder.conversation_ids([(("user", message), ("assistant", ""))], up_to_answer=True)
         template = encoder.template
-        stops = [i for i in (encoder.special(template.end.token) if template.end else None, encoder.eos_id) if i is not None]
+        stops = [
+            i for i in (encoder.special(template.end.token) if template.end else None, encoder.eos_id) if i is not None
+        ]
         length = len(ids) + max_new_tokens
         # The places to write hold any id but a stop id: KerasHub's sampler stops once every row has a stop id
         # outside its prompt, and the padding id is the end id in some families (GPT-2, Qwen).
@@ -458,23 +460,6 @@ def _add_perplexity(logs) -> None:
         if logs is not None and logs.get(loss) is not None:
             value = float(logs[loss])
             logs[loss.replace("loss", "perplexity")] = math.exp(value) if value < 700 else math.inf
-
-
-def save_adapters(model, path) -> None:
-    """Write `model`'s adapters alone to `path`, in KerasHub's file (`backbone.save_lora_weights`, `.lora.h5`)."""
-    model.backbone.save_lora_weights(str(path))
-
-
-def load_adapters(model, path) -> Optional[str]:
-    """Load the adapters at `path` into `model` (KerasHub's `load_lora_weights`); what did not fit, or None."""
-    load = getattr(getattr(model, "backbone", None), "load_lora_weights", None)
-    if load is None:
-        return f"{path} holds LoRA adapters, and this {type(model).__name__} has no KerasHub backbone to take them"
-    try:
-        load(str(path))
-    except Exception as e:
-        return f"{type(e).__name__}: {str(e).strip()}"
-    return None
 
 
 class _KerasFit:

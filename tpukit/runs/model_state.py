@@ -22,7 +22,7 @@ import numpy as np
 
 from tpukit.runs.directory import ADAPTERS_FILE, STATE_SUFFIX
 from tpukit.errors import TpukitError
-from tpukit.models import lora, pretrained
+from tpukit.models import lora
 
 ADAPTERS_SUFFIX = ADAPTERS_FILE[ADAPTERS_FILE.index(".") :]  # .lora.h5, as KerasHub insists
 _META = "__meta__"  # each variable's (key, path, dtype, shape, stored as bits), as JSON
@@ -167,7 +167,7 @@ def save_final(model, path) -> None:
     """Write a run's final weights to `path`: the adapters (KerasHub's `.lora.h5`) where only they train, else
     Keras' `save_weights`."""
     if adapters_only(model):
-        pretrained.save_adapters(model, path)
+        lora.save_adapters(model, path)
     else:
         model.save_weights(str(path))
 
@@ -187,7 +187,7 @@ def load_into(model, path, optimizer: bool = True) -> "str | None":
             return str(e)
         return None
     if str(path).endswith(ADAPTERS_SUFFIX):
-        return pretrained.load_adapters(model, path)
+        return lora.load_adapters(model, path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

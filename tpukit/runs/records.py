@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tpukit.config import global_batch
-from tpukit.runs import backups, saving
+from tpukit.runs import backups, exporting, saving
 from tpukit.runs.comparison import compare, differences  # noqa: F401  (callers read them as records.compare, ...)
 from tpukit.runs.directory import (
     BACKUP_DIR,
@@ -160,10 +160,12 @@ class RunResult:
         """Keep the trained model with this result (in memory only: it never goes into result.json)."""
         self.model_slot.model = model
 
-    def export(self, path):
-        """Write the trained model as a `.keras` file (float32) that plain `keras.saving.load_model` opens, and a
-        SavedModel beside it on TensorFlow; returns a `saving.Exported` saying what was written."""
-        return saving.export(self.model, path)
+    def export(self, path, format: str = "keras"):
+        """Write the trained model, its LoRA adapters merged in float32: `format="keras"` a `.keras` file that plain
+        `keras.saving.load_model` opens (and a SavedModel beside it on TensorFlow), "preset" a KerasHub preset
+        folder, "hf" a Hugging Face Transformers folder (safetensors); returns an `Exported` saying what was
+        written."""
+        return exporting.export(self.model, path, format)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

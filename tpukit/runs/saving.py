@@ -12,7 +12,9 @@ in a float32 session (a mixed-precision model is copied into float32 layers
 first, so a CPU or a GPU without bfloat16 runs it as is), and, where
 TensorFlow is the backend, a SavedModel for serving beside it. On JAX only
 the `.keras` file is written: Keras exports a SavedModel from JAX through
-TensorFlow (jax2tf), which Colab's TPU runtime does not have.
+TensorFlow (jax2tf), which Colab's TPU runtime does not have. A fine-tuned
+KerasHub model also goes out as a KerasHub preset or a Hugging Face folder
+(`exporting`).
 """
 
 from __future__ import annotations
@@ -192,10 +194,9 @@ class Exported:
 
 
 def export(model, path) -> Exported:
-    """Write `model` to `path` as a float32 `.keras` file, and a SavedModel beside it on TensorFlow.
-
-    `path` ending in `.keras` is the file (the SavedModel goes to `<name>_saved_model/` beside it); any other
-    path is a folder that gets `model.keras` and `saved_model/`.
+    """Write `model` to `path` as a float32 `.keras` file (its LoRA adapters merged), and a SavedModel beside it on
+    TensorFlow. `path` ending in `.keras` is the file (the SavedModel goes to `<name>_saved_model/` beside it); any
+    other path is a folder that gets `model.keras` and `saved_model/`. The other formats: `exporting.export`.
 
     Raises:
         ExportError: the path cannot be written, or the model cannot be copied into float32 layers.
@@ -203,12 +204,13 @@ def export(model, path) -> Exported:
     import keras
 
     path = Path(path)
+
     if path.suffix == ".keras":
         folder, keras_path = path.parent, path
         saved = path.with_name(path.stem + "_saved_model")
     else:
         folder, keras_path, saved = path, path / "model.keras", path / "saved_model"
-    _check_writable(folder, keras_path)
+    check_writable(folder, keras_path)
     plain = float32_copy(model)
     try:
         with directory.atomic(keras_path) as tmp:
@@ -240,7 +242,7 @@ def export(model, path) -> Exported:
     return Exported(str(keras_path), str(saved), note + f", and a SavedModel for serving at {saved}")
 
 
-def _check_writable(folder: Path, target: Path) -> None:
+def check_writable(folder: Path, target: Path) -> None:
     why = directory.unwritable(folder)
     if why:
         raise ExportError(
@@ -296,8 +298,9 @@ def _merged_weights(model, copy) -> list:
     return [np.asarray(values[w.path], dtype="float32") for w in copy.weights]
 
 
-def float32_copy(model):
-    """`model` itself if every layer is float32, else a copy with float32 layers and the same weights.
+def float32_copy(model, merge: bool = False):
+    """`model` itself if every layer is float32, else a copy with float32 layers and the same weights; with `merge`,
+    a copy also where LoRA adapters are float32, so they are merged (a copy built from the config has none).
 
     The copy keeps the loss and metrics it was compiled with, and a fresh optimizer of the same kind (a
     LossScaleOptimizer's inner one): a float32 session can evaluate and fine-tune it.
@@ -305,7 +308,7 @@ def float32_copy(model):
     import keras
     import numpy as np
 
-    if not _off_float32(model):
+    if not _off_float32(model) and not (merge and lora.adapted_layers(model)):
         return model
     config = _float32(keras.saving.serialize_keras_object(model))
     config.pop("compile_config", None)
