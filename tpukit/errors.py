@@ -56,8 +56,10 @@ def short_traceback(error: BaseException) -> list:
     IPython shows an exception that has a `_render_traceback_` method as the lines it returns; tpukit's one-line
     errors name this function so. A bad input then shows as the line of the cell that passed it and the sentence
     that says what to fix, instead of 30 lines through tpukit's internals that the user cannot act on. A cause
-    the user's own code raised (a model factory's error) is shown first, with its frames outside tpukit.
-    `%xmode Verbose` shows the whole traceback, tpukit's frames included; `%debug` walks the whole of it.
+    the user's own code raised (a model factory's error) is shown first, over its frames in the user's code; a cause
+    raised inside an installed library (KerasHub's download, h5py) is not: the message already says it in a line,
+    and its 10-15 frames of kagglehub and requests are nothing the user can act on. `%xmode Verbose` shows the whole
+    traceback, tpukit's and the libraries' frames included; `%debug` walks the whole of it.
     """
     try:
         from IPython import get_ipython
@@ -72,7 +74,7 @@ def short_traceback(error: BaseException) -> list:
             return formatter.structured_traceback(type(error), error, error.__traceback__)
         lines = []
         cause = error.__cause__
-        if cause is not None:
+        if cause is not None and _outside(cause.__traceback__) is not None:
             lines += _formatted(formatter, cause)
             lines += ["", "The above exception was the direct cause of the following exception:", ""]
         lines += _formatted(formatter, error)
@@ -86,7 +88,7 @@ def short_traceback(error: BaseException) -> list:
 
 
 def _formatted(formatter, error: BaseException) -> list:
-    """IPython's rendering of `error` alone (no chained cause), over its frames outside tpukit and IPython."""
+    """IPython's rendering of `error` alone (no chained cause), over its frames in the user's code (`_outside`)."""
     cause, context, suppress = error.__cause__, error.__context__, error.__suppress_context__
     error.__cause__, error.__context__, error.__suppress_context__ = None, None, True
     try:
@@ -108,15 +110,19 @@ def _plain_lines(error: BaseException) -> list:
 
 
 def _outside(tb):
-    """`tb` without the frames in tpukit's package or in IPython's (its cell runner); None if none is left."""
+    """`tb` without the frames in tpukit's package, IPython's (its cell runner), the installed packages and the
+    standard library: the frames of the user's own code; None if none is left."""
     import os
     import sys
+    import sysconfig
     import types
 
     roots = [os.path.dirname(os.path.abspath(__file__))]
     ipython = sys.modules.get("IPython")
     if getattr(ipython, "__file__", None):
         roots.append(os.path.dirname(os.path.abspath(ipython.__file__)))
+    paths = sysconfig.get_paths()
+    roots += [os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths]
     roots = tuple(root + os.sep for root in roots)
     kept = []
     while tb is not None:

@@ -214,7 +214,12 @@ print(json.dumps({{"backend": keras.backend.backend(), "lines": lines}}))
 def test_in_jupyter_a_one_line_error_shows_the_users_lines_not_tpukits_frames(tmp_path):
     """IPython draws an exception that has `_render_traceback_` as the lines it returns (ipykernel sends them as the
     cell's error): the cell's line and the message, with a model factory's own error above, and none of tpukit's
-    frames; `%xmode Verbose` still shows them all."""
+    frames nor a library's; `%xmode Verbose` still shows them all."""
+    preset = tmp_path / "preset"  # a preset directory KerasHub reads, and cannot load: no tokenizer.json
+    preset.mkdir()
+    backbone = {"module": "keras_hub.src.models.gemma.gemma_backbone", "class_name": "GemmaBackbone", "config": {}}
+    (preset / "config.json").write_text(json.dumps({**backbone, "registered_name": "keras_hub>GemmaBackbone"}))
+    (preset / "metadata.json").write_text(json.dumps({"keras_version": "3.15.1", "parameter_count": 1}))
     said = _python(f"""
 import contextlib, io, json
 from IPython.core.interactiveshell import InteractiveShell
@@ -227,6 +232,8 @@ for name, cell in [
         ("data", "result = tpukit.train(config, model=model, data=data)"),
         ("factory", "def build():\\n    raise RuntimeError('no GPU in my notebook')\\n\\n"
                     "result = tpukit.train(config, model=build, data=data)"),
+        ("library", "result = tpukit.train(tpukit.RunConfig(model={str(tmp_path / "preset")!r}, dataset='pydoc', "
+                    "logdir={str(tmp_path / "runs")!r}))"),
         ("verbose", "%xmode Verbose\\nresult = tpukit.train(config, model=model, data=data)")]:
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
@@ -234,7 +241,7 @@ for name, cell in [
     shown[name] = out.getvalue()
 print(json.dumps(shown))
 """)
-    data, factory, verbose = said["data"], said["factory"], said["verbose"]
+    data, factory, library, verbose = said["data"], said["factory"], said["library"], said["verbose"]
     assert "----> 1 result = tpukit.train(config, model=model, data=data)" in data, data
     assert data.rstrip().endswith(
         "DataError: the model cannot take this data: it takes examples of shape (784,), "
@@ -248,8 +255,17 @@ print(json.dumps(shown))
     assert factory.rstrip().endswith(
         "ModelError: the model factory '__main__:build' raised RuntimeError: no GPU in my notebook"
     ), factory
-    for shown in (data, factory):
+    # a cause raised inside a library (KerasHub, reading a preset without its tokenizer) is in the line, not above it
+    assert library.rstrip().endswith(
+        "its tokenizer did not load: FileNotFoundError: `tokenizer.json` doesn't exist in preset directory "
+        f"`{tmp_path / 'preset'}`."
+    ), library
+    assert "direct cause" not in library and len(library.strip().splitlines()) <= 6, (
+        library
+    )  # the cell's line, the line
+    for shown in (data, factory, library):
         assert "tpukit/" not in shown and "IPython/" not in shown and "interactiveshell" not in shown, shown
+        assert "site-packages" not in shown and "functools" not in shown, shown
     assert "tpukit/models/modeling.py" in verbose and "tpukit/training/run.py" in verbose, verbose
     _no_run_dir(tmp_path / "runs")
 
