@@ -103,7 +103,7 @@ import sentencepiece
 
 import tpukit
 from tpukit.data import text
-from tpukit.models import pretrained
+from tpukit.models import credentials, pretrained
 from tpukit.teaching import SOLUTIONS, answered, check
 
 runtime = tpukit.connect()
@@ -119,10 +119,15 @@ print(f"keras {keras.__version__}, keras-hub {keras_hub.__version__}, backend {k
 # KerasHub's presets download from Kaggle (or Hugging Face). Gemma is gated: you must accept its terms once, on
 # the Kaggle page KerasHub downloads it from (kaggle.com/models/keras/gemma3), and give Kaggle your credentials:
 #
-# - **In Colab**: Kaggle > Settings > API > "Create New Token" gives a username and a key. In Colab's **Secrets**
-#   (the key icon on the left) add `KAGGLE_USERNAME` and `KAGGLE_KEY` and let this notebook read them. The cell
-#   below copies them into the environment, where KerasHub's downloader (kagglehub) looks.
-# - **Elsewhere**: set the environment variables `KAGGLE_USERNAME` and `KAGGLE_KEY` before starting Python.
+# - **In Colab**: Kaggle > Settings > API > "Create New Token" gives an API token. In Colab's **Secrets** (the key
+#   icon on the left) add it as `KAGGLE_API_TOKEN` (or a username and key as `KAGGLE_USERNAME` and `KAGGLE_KEY`)
+#   and switch on **Notebook access** beside it.
+# - **Elsewhere**: set `KAGGLE_API_TOKEN` (or `KAGGLE_USERNAME` and `KAGGLE_KEY`) before starting Python, put the
+#   token in `~/.kaggle/access_token` (or `kaggle.json`), or call `kagglehub.login()`.
+#
+# `tpukit.models.credentials.find("kaggle")` looks in each of those places, as kagglehub does, and says where it
+# found them (never their value), or why none could be used: a secret without Notebook access is the usual one.
+# `train()` asks it too, and puts Colab's Secrets where kagglehub reads them.
 #
 # With credentials but without the terms accepted, the download fails with kagglehub's **403** ("403 Client Error.
 # You don't have permission to access resource at URL: ..." and, further on, "a resource requiring consent"):
@@ -133,24 +138,11 @@ print(f"keras {keras.__version__}, keras-hub {keras_hub.__version__}, backend {k
 
 # %%
 REAL = "gemma3_instruct_1b"
-
-
-def kaggle_credentials():
-    """True when KAGGLE_USERNAME and KAGGLE_KEY are set; in Colab, first copied from its Secrets where given."""
-    names = ("KAGGLE_USERNAME", "KAGGLE_KEY")
-    if context.detect() == context.COLAB and not all(os.environ.get(n) for n in names):
-        from google.colab import userdata
-
-        for name in names:
-            try:
-                os.environ[name] = userdata.get(name)
-            except Exception:  # no such secret, or the notebook was not given access to it
-                pass
-    return all(os.environ.get(n) for n in names)
-
-
+found = credentials.find("kaggle")
+credentials.use(found)  # Colab's Secrets into this process's environment, where kagglehub reads them
+print(found.describe())
 ACCELERATOR = runtime.kind in ("tpu", "gpu")  # a 1-billion-parameter fine-tune is hours on a CPU
-USE_REAL = not SMOKE and ACCELERATOR and kaggle_credentials()
+USE_REAL = not SMOKE and ACCELERATOR and bool(found)
 why = "TPUKIT_SMOKE=1" if SMOKE else "no accelerator" if not ACCELERATOR else "no Kaggle credentials"
 print(f"the model: {REAL}, from Kaggle" if USE_REAL else f"the model: the tiny Gemma ({why})")
 
@@ -202,7 +194,7 @@ except Exception as e:  # 403: Gemma's terms not accepted on Kaggle; or no netwo
     if PRESET != REAL:
         raise
     print(f"{REAL} did not load ({str(e).splitlines()[0][:200]}). A 403 means: accept Gemma's terms on Kaggle "
-          "with the account of KAGGLE_USERNAME, then rerun. Going on with the tiny Gemma.")
+          "with the account of your credentials, then rerun. Going on with the tiny Gemma.")
     PRESET = build_tiny_gemma()
     model = keras_hub.models.CausalLM.from_preset(PRESET, dtype="bfloat16", preprocessor=None)
 REAL_LOADED = PRESET == REAL

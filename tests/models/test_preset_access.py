@@ -11,29 +11,19 @@ import socket
 import pytest
 
 from tpukit import RunConfig
-from tpukit.models import pretrained, preset_access
+from tpukit.models import credentials, pretrained, preset_access
 from tpukit.models.modeling import ModelError
 
 keras_hub = pytest.importorskip("keras_hub")
 preset_utils = pytest.importorskip("keras_hub.src.utils.preset_utils")
 
 GEMMA = "kaggle://keras/gemma3/keras/gemma3_instruct_1b"
-CREDENTIALS = (
-    "KAGGLE_USERNAME",
-    "KAGGLE_KEY",
-    "KAGGLE_API_TOKEN",
-    "KAGGLE_CONFIG_DIR",
-    "HF_TOKEN",
-    "HUGGING_FACE_HUB_TOKEN",
-    "HF_HOME",
-    "HF_TOKEN_PATH",
-)
 
 
 @pytest.fixture
 def nobody(monkeypatch, tmp_path):
     """No credentials anywhere: none in the environment, an empty home directory."""
-    for name in CREDENTIALS:
+    for name in credentials.VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     return monkeypatch
@@ -95,9 +85,9 @@ def test_a_gated_kaggle_preset_without_credentials_names_the_variables_and_the_t
     message = _refused("gemma3_instruct_1b")  # a KerasHub name: its Kaggle handle gives the page
     assert message == (
         "preset 'gemma3_instruct_1b' was refused without credentials, as gated models (Gemma, Llama) are: set "
-        "KAGGLE_USERNAME and KAGGLE_KEY (your kaggle.com account's API key; on Colab, in Colab Secrets, the key icon, "
-        "with notebook access; or kagglehub.login()), and accept the model's terms at "
-        "https://www.kaggle.com/models/keras/gemma3 with that account."
+        "KAGGLE_API_TOKEN (Kaggle > Settings > API > Create New Token), or KAGGLE_USERNAME and KAGGLE_KEY; on Colab "
+        "add them to Secrets (the key icon) with Notebook access on; or call kagglehub.login(); and accept the "
+        "model's terms at https://www.kaggle.com/models/keras/gemma3 with that account."
     )
 
 
@@ -136,7 +126,7 @@ def test_a_gated_hugging_face_preset_without_a_token_names_hf_token_simulated(no
         ),
     )
     message = _refused("hf://google/gemma-3-1b-it")
-    assert "set HF_TOKEN (a huggingface.co access token; on Colab, in Colab Secrets" in message
+    assert "set HF_TOKEN (huggingface.co > Settings > Access Tokens); on Colab add it to Secrets" in message
     assert message.endswith(
         "accept the model's terms at https://huggingface.co/google/gemma-3-1b-it with that account."
     )

@@ -4,8 +4,9 @@ accepted, or a Keras too old for the installed KerasHub.
 KerasHub reports most of these as one sentence: a preset whose `config.json` could not be fetched "has no
 config.json" whether the machine is offline, Kaggle refused a gated model (403) or the name is wrong (its
 `check_file_exists` turns each into a missing file). So tpukit asks the question itself once loading failed: can the
-host be reached, are there credentials, did the chain of errors say 401 or 403, and names the one fix. Credentials are
-only looked for, never read into a message, a note or a file: the lines name the variables, not their values.
+host be reached, are there credentials (`credentials.find`), did the chain of errors say 401 or 403, and names the
+one fix. Credentials are only looked for, never read into a message, a note or a file: the lines name the variables,
+not their values.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import os
 import socket
 from typing import Callable, Optional
+
+from tpukit.models import credentials
 
 HOSTS = {"kaggle": "www.kaggle.com", "hf": "huggingface.co"}
 # What the download libraries' errors say when the network is missing (requests, httpx, urllib3, socket; kagglehub and
@@ -43,6 +46,22 @@ def hub_of(source: str) -> Optional[str]:
     return None
 
 
+def not_a_preset_dir(path: str, files) -> str:
+    """The line for a model named by a path that is not a preset directory: what is missing there (of `files`, what
+    every preset directory holds)."""
+    expected = (
+        "a KerasHub preset directory is what save_to_preset writes (config.json, metadata.json, the weights "
+        "and the tokenizer's assets)"
+    )
+    full = os.path.expanduser(path)
+    if not os.path.exists(full):
+        return f"model={path!r}: no such directory; {expected}."
+    if not os.path.isdir(full):
+        return f"model={path!r} is a file, not a directory; {expected}."
+    missing = [f for f in files if not os.path.isfile(os.path.join(full, f))]
+    return f"model={path!r}: the directory has no {' and no '.join(missing)}, so it is not a preset; {expected}."
+
+
 def reachable(host: str, timeout: float = 3.0) -> bool:
     """Whether `host` answers on 443 within `timeout` seconds (a name lookup and a TCP connection, no request)."""
     try:
@@ -50,27 +69,6 @@ def reachable(host: str, timeout: float = 3.0) -> bool:
             return True
     except OSError:
         return False
-
-
-def has_credentials(hub: str) -> bool:
-    """Whether credentials for `hub` are set where its library looks (never read beyond being there)."""
-    home = os.path.expanduser("~")
-    if hub == "kaggle":
-        if (os.environ.get("KAGGLE_USERNAME") and os.environ.get("KAGGLE_KEY")) or os.environ.get("KAGGLE_API_TOKEN"):
-            return True
-        folders = [
-            os.environ.get("KAGGLE_CONFIG_DIR"),
-            os.path.join(home, ".kaggle"),
-            os.path.join(home, ".config", "kaggle"),
-        ]
-        return any(
-            f and (os.path.isfile(os.path.join(f, "kaggle.json")) or os.path.isfile(os.path.join(f, "access_token")))
-            for f in folders
-        )
-    if os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN"):
-        return True
-    hf_home = os.environ.get("HF_HOME") or os.path.join(home, ".cache", "huggingface")
-    return os.path.isfile(os.environ.get("HF_TOKEN_PATH") or os.path.join(hf_home, "token"))
 
 
 def terms_page(source: str, kaggle_handle: Callable[[str], Optional[str]] = lambda name: None) -> str:
@@ -119,17 +117,12 @@ def download_problem(
             f"pass model=DIR."
         )
     page = terms_page(source, kaggle_handle)
-    if hub == "kaggle":
-        who = (
-            "set KAGGLE_USERNAME and KAGGLE_KEY (your kaggle.com account's API key; on Colab, in Colab Secrets, the "
-            "key icon, with notebook access; or kagglehub.login())"
-        )
-    else:
-        who = "set HF_TOKEN (a huggingface.co access token; on Colab, in Colab Secrets, with notebook access)"
-    if not has_credentials(hub):
+    found = credentials.find(hub)
+    if not found:
+        problem = f" ({found.problem})" if found.problem else ""
         return (
-            f"preset {source!r} was refused without credentials, as gated models (Gemma, Llama) are: {who}, and "
-            f"accept the model's terms at {page} with that account."
+            f"preset {source!r} was refused without credentials{problem}, as gated models (Gemma, Llama) are: "
+            f"{credentials.HOW[hub]}; and accept the model's terms at {page} with that account."
         )
     if refused:
         return (

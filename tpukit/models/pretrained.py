@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Optional, Tuple
 from tpukit.data import text as texts
 from tpukit.errors import one_line
 from tpukit import registry
-from tpukit.models import lora, modeling, preset_access
+from tpukit.models import credentials, lora, modeling, preset_access
 from tpukit.models.modeling import ModelError
 from tpukit.models.source import KIND_SETTINGS, ModelSource
 
@@ -53,7 +53,7 @@ def named(name: str) -> Optional["Preset"]:
     if name.startswith(SCHEMES) or is_preset_dir(name):
         return Preset(name)
     if os.sep in name or name.startswith(("~", ".")):
-        raise registry.RegistryError(_not_a_preset_dir(name))
+        raise registry.RegistryError(preset_access.not_a_preset_dir(name, _PRESET_FILES))
     if importlib.util.find_spec("keras_hub") is None:
         return None
     try:
@@ -70,21 +70,6 @@ def named(name: str) -> Optional["Preset"]:
             f"unknown model {name!r}: did you mean KerasHub's preset {close[0]!r}? Received: model={name!r}."
         )
     return None
-
-
-def _not_a_preset_dir(path: str) -> str:
-    """The line for a model named by a path that is not a preset directory: what is missing there."""
-    expected = (
-        "a KerasHub preset directory is what save_to_preset writes (config.json, metadata.json, the weights "
-        "and the tokenizer's assets)"
-    )
-    full = os.path.expanduser(path)
-    if not os.path.exists(full):
-        return f"model={path!r}: no such directory; {expected}."
-    if not os.path.isdir(full):
-        return f"model={path!r} is a file, not a directory; {expected}."
-    missing = [f for f in _PRESET_FILES if not os.path.isfile(os.path.join(full, f))]
-    return f"model={path!r}: the directory has no {' and no '.join(missing)}, so it is not a preset; {expected}."
 
 
 def _keras_hub():
@@ -234,6 +219,7 @@ class Preset(ModelSource):
         `config.lora_rank=None` trains every weight, in the run's dtype policy.
         """
         rank = config.lora_rank
+        said = self._credentials()
         model = self._load("bfloat16" if rank else None)
         longest = getattr(model.backbone, "max_sequence_length", None)  # learned positions end there (GPT-2, OPT)
         if longest and config.sequence_length > longest:
@@ -253,8 +239,19 @@ class Preset(ModelSource):
             lora.enable(model.backbone, rank, config.lora_alpha, config.lora_targets, self.source)
         return (
             model,
-            f"{self.description} ({type(model).__name__}), {lora.trainable_note(model, rank, config.lora_alpha)}",
+            f"{self.description} ({type(model).__name__}), {lora.trainable_note(model, rank, config.lora_alpha)}"
+            + (f"; {said}" if said else ""),
         )
+
+    def _credentials(self) -> Optional[str]:
+        """Where the credentials for this preset's download are (`credentials.find`), those in Colab's Secrets put
+        where the download library reads them; None for a preset on disk."""
+        hub = preset_access.hub_of(self.source)
+        if hub is None:
+            return None
+        found = credentials.find(hub)
+        credentials.use(found)
+        return found.describe()
 
     def user_compile(self, model) -> dict:
         """A next-token loss that skips the positions labelled `NO_LABEL` (padding, prompts); the optimizer is the
