@@ -114,9 +114,9 @@ class RunConfig:
     dataset: str = _field(
         "mnist5k",
         "name",
-        "a built-in or registered name: {datasets}; or tfds:NAME, a JSONL file "
-        '(lines of {{"text": ...}} or {{"prompt": ..., "response": ...}}) for a pretrained '
-        "model, or an import path package.module:function",
+        "a built-in or registered name: {datasets}; or tfds:NAME, a JSONL file (lines of "
+        '{{"text": ...}}, {{"messages": [...]}} or {{"prompt": ..., "response": ...}}; or a .json file of one array '
+        "of them) for a pretrained model, or an import path package.module:function",
     )
     dataset_size: Optional[int] = _field(
         None, "optional_int", "training examples (generated sets: any size); default: the dataset's own size"
