@@ -148,16 +148,22 @@ def select(name: str) -> str:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     if name == "tensorflow" and not _nvidia_gpus():
         pool_cpu_memory()
-    if name == "tensorflow" and "tensorflow" not in sys.modules and os.environ["TF_CPP_MIN_LOG_LEVEL"] != "0":
-        _import_tensorflow_quietly()  # TF_CPP_MIN_LOG_LEVEL=0 (the CLI's --verbose): every line, as asked
+    if name == "tensorflow":
+        import_tensorflow_quietly()
     return name
 
 
-def _import_tensorflow_quietly() -> None:
+def import_tensorflow_quietly() -> None:
     """Import TensorFlow now, its native banners dropped (`tpukit.native_lines`): what Abseil prints before its
     logging starts ignores TF_CPP_MIN_LOG_LEVEL and would show in red in the notebook's first tpukit cell. Keras
-    on TensorFlow imports it anyway; an import error is left for that import to raise as it always has."""
+    on TensorFlow imports it anyway, and so does KerasHub before 0.32 on any backend; an import error is left for
+    that import to raise as it always has. Nothing where TensorFlow is loaded already, or TF_CPP_MIN_LOG_LEVEL=0
+    asks for every line (the CLI's --verbose)."""
     from tpukit.native_lines import dropped_from_stderr
+
+    if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
     with dropped_from_stderr():
         try:

@@ -6,6 +6,7 @@ runs, and only its file fetch (`preset_utils.get_file`, what calls kagglehub or 
 libraries raise. Credentials are taken out of the environment and the home directory is a temporary one.
 """
 
+import os
 import socket
 
 import pytest
@@ -181,3 +182,34 @@ def test_where_a_preset_downloads_from_and_its_terms_page():
         == "https://www.kaggle.com/models/google/gemma"
     )
     assert preset_access.terms_page("some_name") == "https://www.kaggle.com/models?query=some_name"
+
+
+def test_kerashub_loading_tensorflow_keeps_its_banners_out_of_a_jax_cell(tmp_path):
+    """KerasHub (0.26 on Colab's CPU/GPU runtime, 0.32 here) imports TensorFlow when it loads, wherever TensorFlow is
+    installed, on any backend, and TensorFlow's oneDNN banner landed in a JAX notebook's cell in red. A plain
+    `import keras_hub` beside it shows the banner (so this test can fail)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    pytest.importorskip("tensorflow")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    said = {}
+    for how, code in (
+        ("tpukit", "from tpukit.models import pretrained; pretrained._keras_hub()"),
+        ("plain", "import keras_hub"),
+    ):
+        code += "\nimport sys; print('tensorflow' in sys.modules)"
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=REPO,
+            env={**env, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO)},
+        )
+        assert done.returncode == 0 and done.stdout.split()[-1] == "True", done.stderr[-2000:]
+        said[how] = done.stderr
+    assert "oneDNN" in said["plain"]
+    assert "oneDNN" not in said["tpukit"] and "absl::InitializeLog" not in said["tpukit"], said["tpukit"]

@@ -78,6 +78,10 @@ def _keras_hub():
     too_old = _keras_too_old()
     if too_old:
         raise ModelError(too_old)
+    if importlib.util.find_spec("tensorflow") is not None:  # KerasHub (0.26 to 0.32) loads it, on any backend
+        from tpukit import backend
+
+        backend.import_tensorflow_quietly()  # else its banners show in red in a JAX notebook's cell
     try:
         import keras_hub
     except ImportError as e:
