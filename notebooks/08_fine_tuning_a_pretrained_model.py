@@ -448,7 +448,8 @@ print("MFU:", f"{result.mfu:.1%} of {result.mfu_basis}" if result.mfu else "not 
 #
 # Four documents of 20, 50, 90 and 130 tokens, rows of 64. **Compute `PADDING`**: the share of positions that are
 # padding with a row of its own for each document, and packed end to end, as fractions (0.25 is 25%), each within
-# 1.5 points. The self-check lays such documents out with tpukit (`padding`) and counts the packed rows.
+# 1.5 points. The self-check lays such documents out with tpukit, reads the share from the `padding_mask` the model
+# is given, and counts the packed rows.
 
 # %% tags=["exercise"]
 PADDING = ...  # YOUR ANSWER: (a row of its own for each, packed end to end)
@@ -465,8 +466,9 @@ if SOLUTIONS:
 answered(PADDING, "count the rows each way first: a document of n tokens needs ceil((n - 1) / 64) rows of its own")
 lengths = (20, 50, 90, 130)
 laid_out = text.pack([list(range(4, 4 + n)) for n in lengths], 64, pad_id=0)
+mask = laid_out.arrays.x["padding_mask"]  # what the model is given: 1 where a position holds a token
 end_to_end_rows = -(-(sum(lengths) - 1) // 64)  # the labels of all the tokens in one stream
-measured = (laid_out.padding, 1 - sum(lengths) / (end_to_end_rows * 64))
+measured = (1 - float(mask.mean()), 1 - sum(lengths) / (end_to_end_rows * 64))
 print(f"your shares: {PADDING[0]:.1%}, {PADDING[1]:.1%} | tpukit's rows: {measured[0]:.1%} "
       f"({laid_out.arrays.y.shape[0]} rows); end to end: {measured[1]:.1%} ({end_to_end_rows} rows)")
 check(all(abs(a - b) <= 0.015 for a, b in zip(PADDING, measured)), "compare each share above with yours")
