@@ -70,6 +70,7 @@ class Estimate:
     logits: int
     device: Optional[int] = None
     remat: bool = False
+    upcast: bool = False  # 16-bit math computed in float32 here (the CPU): larger activations, float32 weight copies
 
     @property
     def total(self) -> int:
@@ -89,7 +90,8 @@ class Estimate:
             f"{name} {getattr(self, name) / size:.1f}"
             for name in ("weights", "gradients", "optimizer", "activations", "logits")
         )
-        return f"memory: about {self.total / size:.1f} {unit}{of} ({terms}{', remat on' if self.remat else ''})"
+        why = ", 16-bit math computed in float32 on this CPU" if self.upcast else ""  # why it grows at Connect
+        return f"memory: about {self.total / size:.1f} {unit}{of} ({terms}{', remat on' if self.remat else ''}{why})"
 
 
 def estimate(
@@ -213,6 +215,7 @@ def _step(
         logits=(LOGITS_F32_COPIES * 4 + c) * tokens * shape.vocabulary,
         device=device,
         remat=remat,
+        upcast=upcast,
     )
 
 
