@@ -90,6 +90,35 @@ def test_a_run_ended_by_ctrl_c_ends_its_live_line():
     assert shown(stream.getvalue())[-2:] == ["epoch 2/2  step 5/10  loss 0.2000  640 examples/s  0.5s  ETA 1s", ""]
 
 
+def test_a_log_line_during_the_run_ends_the_live_line_first_and_the_filter_goes_with_the_run():
+    """TensorFlow's retracing WARNING (its logger, on the terminal the progress is on) landed inside the live line."""
+    import logging
+
+    clock, stream = Clock(), Terminal()
+    handler = logging.StreamHandler(stream)
+    tensorflow = logging.getLogger("tensorflow")
+    tensorflow.addHandler(handler)
+    try:
+        logger = callbacks.ProgressLogger(2, 10, stream=stream, clock=clock, global_batch=64, every_s=0.0)
+        logger.set_params({"steps": 10, "epochs": 2})
+        logger.on_train_begin()
+        logger.on_epoch_begin(0)
+        clock.now += 0.1
+        logger.on_train_batch_end(0, {"loss": 1.0})
+        tensorflow.warning("5 out of the last 5 calls to <function f> triggered tf.function retracing.")
+        clock.now += 0.1
+        logger.on_train_batch_end(1, {"loss": 0.5})
+        logger.close()
+        tensorflow.warning("after the run")
+    finally:
+        tensorflow.removeHandler(handler)
+    lines = shown(stream.getvalue())
+    assert lines[0].startswith("epoch 1/2  step 1/10  loss 1.0000"), lines  # ended before the warning
+    assert lines[1] == "5 out of the last 5 calls to <function f> triggered tf.function retracing.", lines
+    assert lines[2].startswith("epoch 1/2  step 2/10  loss 0.5000") and lines[3] == "after the run", lines
+    assert not handler.filters  # removed with the run
+
+
 def test_a_file_or_a_pipe_gets_whole_lines_only():
     clock, stream = Clock(), io.StringIO()
     logger = callbacks.ProgressLogger(2, 10, stream=stream, clock=clock, global_batch=64, every_s=0.0)

@@ -13,6 +13,7 @@ dispatching the next one, as in a plain `fit`; one hook that is not
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import threading
@@ -274,7 +275,27 @@ class ProgressLogger(StepSafe):
         self._start = 0.0
         self._shown = 0.0
         self._width = 0  # the open live line's length; 0: none open
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a log line written while the live line is drawn ends it (`_end_line_first`)
+        self._handlers = []  # the log handlers that end the live line before they write (`on_train_begin`)
+
+    def on_train_begin(self, logs=None):
+        """A log line during the run (TensorFlow's retracing WARNING, a library's notice) ends the live line first,
+        so it does not land inside it: a filter on the handlers of TensorFlow's logger and the root logger (where
+        the others' records end up), removed when the run ends."""
+        for logger in (logging.getLogger("tensorflow"), logging.getLogger()):
+            for handler in logger.handlers:
+                if handler not in self._handlers:
+                    handler.addFilter(self._end_line_first)
+                    self._handlers.append(handler)
+
+    def _end_line_first(self, record) -> bool:
+        self._end_line()
+        return True
+
+    def _end_line(self) -> None:
+        with self._lock:
+            if self._width:
+                self._write("\n")
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = self._shown = self.clock()
@@ -313,9 +334,9 @@ class ProgressLogger(StepSafe):
     def close(self) -> None:
         """End an open live line, so what is printed next starts a line of its own (a run ended by Ctrl-C or an
         error never reaches `on_epoch_end`); `train()` calls it however the fit ended."""
-        with self._lock:
-            if self._width:
-                self._write("\n")
+        self._end_line()
+        while self._handlers:
+            self._handlers.pop().removeFilter(self._end_line_first)
 
     def say(self, text: str) -> None:
         """A line of its own after the epochs' lines: why the run ended before its last epoch (as Keras'
