@@ -18,15 +18,29 @@ def test_the_profile_charts_labels_keep_both_ends_of_a_long_op_name():
     assert labels[3] == names[3]  # short names stay whole
 
 
-def test_the_live_accuracy_chart_says_so_when_the_model_measures_no_accuracy():
+def test_a_language_model_gets_perplexity_and_axes_that_fit_its_curves():
+    """A language model's next-token loss (5.6 falling by a few hundredths) was a flat line on axes from 0, beside an
+    empty accuracy chart. A regression model (no accuracy, no perplexity either) keeps the plain axes."""
+    import math
+
     from tpukit.ui.plots import LiveCurves
 
     curves = LiveCurves()
-    curves.prepare(8, 6.0)
-    assert curves._none_note.get_text() == ""  # nothing drawn yet: nothing to say
-    curves.render([(4, 5.57, None), (8, 5.56, None)])
-    assert curves._none_note.get_text() == "no accuracy: the model measures none"
+    curves.prepare(8, 6.0, perplexity=True)
+    curves.render([(4, 5.60, None), (8, 5.55, None)], [(4, {"val_loss": 5.58}), (8, {"val_loss": 5.54})])
+    assert curves.acc_ax.get_title() == "perplexity" and curves.acc_ax.get_legend().get_visible()
+    low, high = curves.loss_ax.get_ylim()
+    assert 5.0 <= low < 5.54 and 5.60 < high <= 6.0, (low, high)  # the change fills a good part of the axis
+    assert list(curves.lines["val_accuracy"].get_ydata()) == [math.exp(5.58), math.exp(5.54)]
+    p_low, p_high = curves.acc_ax.get_ylim()
+    assert p_low < math.exp(5.54) and math.exp(5.60) < p_high < 2 * math.exp(5.60)
+    curves.render([(4, 5.60, None), (8, 5.55, None), (12, 4.0, None)])  # the curve leaves the axis: it grows
+    assert curves.loss_ax.get_ylim()[0] < 4.0 and curves.loss_ax.get_ylim()[1] >= high
+    assert curves._none_note.get_text() == ""
+    for point in ((4, 1.2, 0.6), (4, 1.2, None)):  # a classifier, a regression: accuracy from 0 to 1, loss from 0
+        curves.prepare(8, 2.0)
+        curves.render([point])
+        assert curves.acc_ax.get_title() == "accuracy" and curves.acc_ax.get_ylim() == (0, 1.02)
+        assert curves.loss_ax.get_ylim()[0] == 0
+    assert curves._none_note.get_text() == "no accuracy: the model measures none"  # the regression: said, not empty
     assert not curves.acc_ax.get_legend().get_visible()
-    curves.prepare(8, 2.0)
-    curves.render([(4, 1.2, 0.6)])
-    assert curves._none_note.get_text() == "" and curves.acc_ax.get_legend().get_visible()

@@ -201,7 +201,7 @@ class TrainActions:
         images = config.dataset in data.DATASETS
         first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if images else 1.0
         sink = status  # the view's progress sink, and the status line's phase, from one progress model
-        sink.start(config.run_name, self.context == _context.COLAB, first_loss)  # sized when fit begins
+        sink.start(config.run_name, self.context == _context.COLAB, first_loss, _writes_text(inputs, config))
         callback = progress.make_callback(
             sink,
             global_batch=config.global_batch(runtime.replicas),
@@ -271,6 +271,16 @@ class TrainActions:
             )
         self._say(sentences_line(sentences), kind)
         self.render_runs()
+
+
+def _writes_text(inputs, config) -> bool:
+    """Whether the run's model is a language model (its charts: loss and perplexity), from its source."""
+    from tpukit.models import source
+
+    try:
+        return source.choose(inputs.get("model"), config).writes_text()
+    except Exception:  # noqa: BLE001 - a model that names nothing fails in the run, which says why
+        return False
 
 
 def _history(run_dir: Optional[str]) -> Optional[Dict[str, List[float]]]:

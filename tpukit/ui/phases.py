@@ -142,8 +142,8 @@ class RunStatus:
     def latest(self):
         return self.sink.latest
 
-    def start(self, name: str, foreground: bool, loss_top: float) -> None:
-        self.sink.start(name, foreground, loss_top, lead=self.lead())
+    def start(self, name: str, foreground: bool, loss_top: float, perplexity: bool = False) -> None:
+        self.sink.start(name, foreground, loss_top, lead=self.lead(), perplexity=perplexity)
         self.building()
 
     def sized(self, total_steps: int) -> None:

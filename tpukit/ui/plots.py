@@ -84,13 +84,17 @@ class LiveCurves:
         self._none_note = self.acc_ax.text(
             0.5, 0.5, "", ha="center", va="center", fontsize=9, color="#666", transform=self.acc_ax.transAxes
         )
+        self._snug = None  # a language model's (loss axis, perplexity axis), fitted to the curves
+        self._perplexity = False
         self._limits = (0, 0.0)
         self._background = None
         self._means = None  # whether the legend names the epoch means (only where some are drawn)
 
-    def prepare(self, total_steps: int, loss_top: float = 1.0) -> bytes:
-        """Start a run: empty curves on axes sized for it (the one full draw, before training starts)."""
+    def prepare(self, total_steps: int, loss_top: float = 1.0, perplexity: bool = False) -> bytes:
+        """Start a run: empty curves on axes sized for it (the one full draw, before training starts). `perplexity`:
+        a language model's run, whose right chart is perplexity, exp(loss), both axes fitted to the curves."""
         self._limits = (max(1, total_steps), _nice_ceiling(loss_top))
+        self._snug, self._perplexity = None, perplexity
         self._background = None  # a new run's axes: without this, a second run drew on the first run's x range
         return self.render([], [])
 
@@ -107,37 +111,46 @@ class LiveCurves:
                 (the epoch's mean) for a kept epoch whose steps `points` does not have (see `series`).
         """
         data = series(points, epochs)
+        # A language model: its right chart is perplexity, exp(loss), not an empty accuracy chart, and both charts fit
+        # the curves (a loss of 5.6 falling by 0.05 is a flat line on axes from 0).
+        snug = self._perplexity and bool(data["loss"][0])
+        if snug:
+            for key in ("accuracy", "val_accuracy", "mean_accuracy"):
+                xs, ys = data[key.replace("accuracy", "loss")]
+                data[key] = (xs, [math.exp(min(y, 700.0)) for y in ys])
         for name, (xs, ys) in data.items():
             self.lines[name].set_data(xs, ys)
-        top = max([*data["loss"][1], *data["val_loss"][1], *data["mean_loss"][1], 0.0])
+        losses = [*data["loss"][1], *data["val_loss"][1], *data["mean_loss"][1]]
+        top = max([*losses, 0.0])
         means = bool(data["mean_loss"][0] or data["mean_accuracy"][0])
         last = max([p[0] for p in points] + [s for s, _ in epochs] + [1])
         x_max, y_max = self._limits
         limits = (max(x_max, last), y_max if top <= y_max else _nice_ceiling(top))
-        # A model compiled without accuracy (a language model's next-token loss): say so, not an empty chart.
-        none = (
-            "no accuracy: the model measures none"
-            if data["loss"][0] and not any(data[k][0] for k in ("accuracy", "val_accuracy", "mean_accuracy"))
-            else ""
-        )
-        if (
-            limits != self._limits
-            or self._background is None
-            or means != self._means
-            or none != self._none_note.get_text()
-        ):
+        # Another model compiled without accuracy (the user's regression): say so, not an empty chart.
+        accuracy = any(data[k][0] for k in ("accuracy", "val_accuracy", "mean_accuracy"))
+        none = "no accuracy: the model measures none" if data["loss"][0] and not snug and not accuracy else ""
+        if snug:
+            left = _around(losses, self._snug[0] if self._snug else None)
+            right = _around([math.exp(min(v, 700.0)) for v in losses], self._snug[1] if self._snug else None)
+            snugged = (left, right)
+        else:
+            snugged = None
+        redraw = limits != self._limits or self._background is None or means != self._means
+        if redraw or snugged != self._snug or none != self._none_note.get_text():
             self._none_note.set_text(none)
-            self._limits, self._means = limits, means
+            self._limits, self._means, self._snug = limits, means, snugged
+            self.acc_ax.set_title("perplexity" if snug else "accuracy", fontsize=10)
             shown = ["accuracy", "val_accuracy"] + (["mean_accuracy"] if means else [])
             self.acc_ax.legend(
                 [self.lines[k] for k in shown],
                 [self.lines[k].get_label() for k in shown],
                 fontsize=8,
-                loc="lower right",
+                loc="upper right" if snug else "lower right",
             ).set_visible(not none)
             for ax in (self.loss_ax, self.acc_ax):
                 ax.set_xlim(0, limits[0])
-            self.loss_ax.set_ylim(0, limits[1])
+            self.loss_ax.set_ylim(*(snugged[0] if snug else (0, limits[1])))
+            self.acc_ax.set_ylim(*(snugged[1] if snug else (0, 1.02)))
             self.fig.canvas.draw()
             self._background = self.fig.canvas.copy_from_bbox(self.fig.bbox)
         else:
@@ -163,6 +176,19 @@ def series(
             kept = [(step, logs[prefix + key]) for step, logs in epochs if logs.get(prefix + key) is not None]
             out[name] = ([v[0] for v in kept], [v[1] for v in kept])
     return out
+
+
+def _around(values: Sequence[float], shown: Optional[Tuple[float, float]] = None) -> Tuple[float, float]:
+    """Y limits that fit `values` with a margin, rounded outward to a step of their spread, and never narrower than
+    `shown` (the axes only grow, so most redraws blit): a language model's loss of 5.60 to 5.55 gets about 5.5-5.7."""
+    finite = [v for v in values if math.isfinite(v)] or [0.0]
+    low, high = min(finite), max(finite)
+    span = max(high - low, 0.02 * abs(high), 1e-6)
+    step = 10 ** math.floor(math.log10(span / 2))
+    limits = (math.floor((low - span / 2) / step) * step, math.ceil((high + span / 2) / step) * step)
+    if shown is not None:
+        limits = (min(limits[0], shown[0]), max(limits[1], shown[1]))
+    return limits
 
 
 def _nice_ceiling(value: float) -> float:

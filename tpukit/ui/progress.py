@@ -81,7 +81,7 @@ class ProgressRecord:
         self.curves = None
         self.total_steps = None  # the run's steps, as Keras counts them when fit begins (`sized`)
 
-    def start(self, name: str, foreground: bool, loss_top: float, lead: str = "") -> None:
+    def start(self, name: str, foreground: bool, loss_top: float, lead: str = "", perplexity: bool = False) -> None:
         self.latest, self.line = None, f"{lead or 'Starting ' + name}: building the model and the input pipeline…"
         self.total_steps = None
 
@@ -115,15 +115,16 @@ class ProgressView:
         self.curves = None
         self.latest = None
 
-    def start(self, name: str, foreground: bool, loss_top: float, lead: str = "") -> None:
+    def start(self, name: str, foreground: bool, loss_top: float, lead: str = "", perplexity: bool = False) -> None:
         """Before a run: reset, and draw empty axes at once (the last run's curves give way). `lead` names the run
-        as the status line does ("Resuming mlp-digits from epoch 2"; default "Starting <name>")."""
+        as the status line does ("Resuming mlp-digits from epoch 2"; default "Starting <name>"); `perplexity`: a
+        language model's run, whose right chart is perplexity (`plots.LiveCurves`)."""
         from tpukit.ui import plots, tables
 
         if self.curves is None:
             self.curves = plots.LiveCurves()
-        self._loss_top = loss_top
-        self.image.value = self.curves.prepare(1, loss_top)
+        self._loss_top, self._perplexity = loss_top, perplexity
+        self.image.value = self.curves.prepare(1, loss_top, perplexity)
         self.image.layout.width = plots.css_width(self.image.value)  # 2x pixels at their size: never stretched
         self.image.layout.max_width, self.image.layout.display = "100%", ""
         self.latest = None
@@ -135,7 +136,7 @@ class ProgressView:
     def sized(self, total_steps: int) -> None:
         """Fit has begun and Keras says how many steps the run has: the axes span them, drawn now so that redraws
         during the run are cheap blits."""
-        self.image.value = self.curves.prepare(total_steps, self._loss_top)
+        self.image.value = self.curves.prepare(total_steps, self._loss_top, self._perplexity)
 
     def waiting(self, text: str) -> None:
         """A run was asked for: the last run's line and bar give way to `text` at once (before anything slow)."""
