@@ -712,6 +712,29 @@ def test_tune_batch_size_shows_the_trials_and_sets_the_recommended_batch(make_pa
     assert not panel.buttons["tune"].disabled and not panel.buttons["train"].disabled
 
 
+def test_a_language_models_run_shows_its_preset_by_name_its_lora_rank_row_length_and_tokens_per_second():
+    from tpukit.ui import tables
+
+    row = {
+        "run": "r",
+        "status": "completed",
+        "model": "/tmp/presets/tiny_gemma",
+        "dataset": "pydoc",
+        "precision": "float32",
+        "batch_size": 16,
+        "replicas": 1,
+        "examples_per_sec": 3915.0,
+        "tokens_per_sec": 62640.0,
+        "lora_rank": 4,
+        "sequence_length": 16,
+        "val_perplexity": 262.4,
+    }
+    page = html.unescape(tables.runs([row, {**row, "model": "hf://google/gemma-3-1b-it", "lora_rank": None}]))
+    assert '"/tmp/presets/tiny_gemma">tiny_gemma (LoRA r4, 16 tokens) / pydoc<' in page  # the path in the tooltip
+    assert ">hf://google/gemma-3-1b-it (full, 16 tokens) / pydoc<" in page
+    assert 'title="62,640 tokens/s">3,915<' in page and ">perplexity 262.4<" in page
+
+
 def test_the_runs_table_is_narrow_names_never_wrap_and_numbers_line_up():
     """The helper's screenshot: 16 columns made a 1314 px table in an 848 px output; run names wrapped. The UX
     report: 894 px beside JupyterLab's file browser (845 px), its note column squeezed: a note is a line under

@@ -30,6 +30,9 @@ def compare(results) -> List[Dict[str, Any]]:
                 "global_batch_size": r.global_batch_size,
                 "deterministic": c.get("deterministic"),
                 "examples_per_sec": r.examples_per_sec,
+                "tokens_per_sec": r.tokens_per_sec,  # a language model's; None for any other
+                "lora_rank": c.get("lora_rank") if r.tokens_per_sec else None,
+                "sequence_length": c.get("sequence_length") if r.tokens_per_sec else None,
                 "step_time_ms": r.step_time_ms,
                 "mfu": r.mfu,
                 "fingerprint": r.fingerprint,

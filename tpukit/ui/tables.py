@@ -131,7 +131,7 @@ def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
                 (i + 1, None),
                 (row.get("run"), None),
                 (row.get("status"), None),
-                (f"{row.get('model')} / {row.get('dataset')}", None),
+                _model_cell(row),
                 (mode.key if mode else precision, precision),
                 (
                     f"{row.get('batch_size')} × {row.get('replicas') or 1}"
@@ -139,7 +139,10 @@ def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
                     else row.get("batch_size"),
                     None,
                 ),
-                (row.get("examples_per_sec"), None),
+                (
+                    row.get("examples_per_sec"),
+                    f"{row['tokens_per_sec']:,.0f} tokens/s" if row.get("tokens_per_sec") else None,
+                ),
                 (_validation(row), None),
                 (
                     (fingerprint[:8] if fingerprint else "–") + (" det" if row.get("deterministic") else ""),
@@ -169,6 +172,18 @@ def runs(rows: List[dict], notes: Sequence[str] = ()) -> str:
             )
     out.append("</table>")
     return '<div style="overflow-x:auto;max-width:100%">' + "".join(out) + "</div>"
+
+
+def _model_cell(row: dict):
+    """(the model / data cell, its tooltip): a preset directory by its folder's name (the whole path in the
+    tooltip; a URL stays whole), and for a language model its LoRA rank and row length, which tell its runs apart."""
+    model, dataset = row.get("model"), row.get("dataset")
+    local = isinstance(model, str) and model.startswith(("/", "./", "../", "~"))  # not kaggle://, hf://
+    name = model.rstrip("/").rsplit("/", 1)[-1] if local else model
+    if row.get("tokens_per_sec"):
+        rank = row.get("lora_rank")
+        name = f"{name} ({f'LoRA r{rank}' if rank else 'full'}, {row.get('sequence_length')} tokens)"
+    return f"{name} / {dataset}", (model if name != model else None)
 
 
 def compared(shown: str, differed: Sequence[str]) -> str:
