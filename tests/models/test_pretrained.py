@@ -478,6 +478,11 @@ def test_the_panel_shows_a_preset_with_its_lora_and_text_settings_and_hides_them
         assert panel.config.lora_rank is None and note("lora_rank") == "every weight trains, in the run's precision"
         form.widgets["model"].value = "mlp"
         assert form.rows["lora_rank"].layout.display == form.rows["sequence_length"].layout.display == "none"
+        form.widgets["model"].value = str(preset)  # typed into the model field, as a person would
+        assert panel.config.model == str(preset) and form.rows["lora_rank"].layout.display == ""
+        assert note("model").startswith(f"KerasHub preset {preset}; memory: about ")
+        form.widgets["model"].value = str(preset / "missing")  # a typo: one line under the field, the config kept
+        assert panel.config.model == str(preset) and "no such directory" in panel.controller.problems["model"]
     finally:
         panel.close()
 

@@ -316,6 +316,10 @@ def test_the_panel_trains_a_user_model_on_user_data(make_panel):
     assert Path(result.run_dir).name in text(panel.views["runs"])
     panel.form.widgets["model"].value = "mlp"  # back to the zoo: the user's objects no longer apply
     assert panel.controller.inputs_for(panel.config)["model"] is None
+    panel.form.widgets["model"].value = "cnnn"  # the field takes typing (a preset, an import path): a typo is refused
+    assert panel.config.model == "mlp" and "did you mean 'cnn'" in panel.controller.problems["model"]
+    panel.form.widgets["model"].value = "usermodels:text_classifier"  # an import path, typed
+    assert panel.config.model == "usermodels:text_classifier" and not panel.controller.problems
 
 
 class PauseAt:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
+from tpukit import registry
 from tpukit.config import RunConfig
 from tpukit.ui.messages import field_of, plain
 from tpukit.ui.state import runtime_key, valid
@@ -76,6 +77,8 @@ class SettingsActions:
             if value != base.get(field):
                 try:
                     valid({**base, field: value})
+                    if field == "model":  # typed: a name the registry finds (a preset, an import path), or why not
+                        registry.entry("model", value)
                 except (ValueError, TypeError) as e:
                     problems[field] = plain(e)
         accepted = {field: value for field, value in values.items() if field not in problems}

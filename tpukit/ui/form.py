@@ -244,7 +244,15 @@ def _make_widget(label: str, kind: str, extra):
     common = dict(description=label, style=_LABEL_STYLE, layout=widgets.Layout(width="330px"))
     if kind == "choice":
         return widgets.Dropdown(options=[(str(c), c) for c in extra], **common)
-    if kind == "name":  # the zoo and registered names, read when the form is built
+    if kind == "name" and extra == "model":  # the zoo's names offered, and anything typed: a preset, an import path
+        return widgets.Combobox(
+            options=list(registry.names(extra)),
+            ensure_option=False,
+            continuous_update=False,
+            placeholder="zoo name, preset dir, hf://, kaggle://, KerasHub name",
+            **common,
+        )
+    if kind == "name":  # the registered names, read when the form is built
         return widgets.Dropdown(options=list(registry.names(extra)), **common)
     if kind == "bool":
         return widgets.Checkbox(value=False, indent=True, **common)
