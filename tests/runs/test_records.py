@@ -124,3 +124,9 @@ def test_answer_on_a_run_of_a_model_that_is_no_preset_is_one_line_naming_the_mod
         with pytest.raises(ModelError, match=rf"^answer\(\) is for a fine-tuned KerasHub preset, and this run trained "
                            rf"model='{model}': call the model itself \(result\.model\)\.$"):
             result.answer("Hi")
+
+
+def test_a_run_stopped_after_its_last_epoch_is_not_told_it_resumes_from_a_later_one():
+    """The panel said "Resume continues it from epoch 2 of 1" for a one-epoch run stopped after that epoch."""
+    assert records._yes("r", "stopped", 3, 20).reason == "Resume continues it from epoch 4 of 20."
+    assert records._yes("r", "stopped", 1, 1).reason == "Resume finishes it from its last epoch (1 of 1), which was kept."

@@ -303,9 +303,10 @@ def resume_check(run_dir, result: Optional[RunResult] = None, verify: bool = Fal
 
 def _yes(run_dir: str, status: str, epochs_done: int, total, backup: Optional[str] = None) -> ResumeCheck:
     of = f" of {total}" if total else ""
-    return ResumeCheck(
-        run_dir, True, f"Resume continues it from epoch {epochs_done + 1}{of}.", status, epochs_done + 1, backup
-    )
+    said = f"Resume continues it from epoch {epochs_done + 1}{of}."
+    if total and epochs_done >= total:  # stopped after its last epoch ended: "from epoch 2 of 1" said nothing true
+        said = f"Resume finishes it from its last epoch ({epochs_done}{of}), which was kept."
+    return ResumeCheck(run_dir, True, said, status, epochs_done + 1, backup)
 
 
 def load(run_dir) -> RunResult:
