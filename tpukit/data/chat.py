@@ -53,7 +53,10 @@ class Template:
 
     def describe(self) -> str:
         if not self.specials:
-            return f"{self.name} (no chat template in the tokenizer: each turn's text and a newline, a response closed by its end token)"
+            return (
+                f"{self.name} (no chat template in the tokenizer: each turn's text and a newline, a response closed "
+                "by its end token)"
+            )
         return f"{self.name}'s chat template ({' '.join(self.specials)})"
 
 
@@ -71,6 +74,7 @@ LLAMA3 = Template(
 )
 CHATML = Template("ChatML", Special("<|im_start|>"), ("\n",), Special("<|im_end|>"), after="\n")
 PLAIN = Template("plain", None, (), None, after="")
+END = Special("")  # where a template has no end-of-turn token: the tokenizer's own end token (`render`'s `eos`)
 TEMPLATES = (GEMMA, LLAMA3, CHATML)
 
 
@@ -97,7 +101,7 @@ def _turns(conversation: Conversation, template: Template) -> List[Turn]:
 
 def pieces(conversation: Conversation, template: Template, *, up_to_answer: bool = False) -> List[Tuple[object, bool]]:
     """The conversation as (piece, trained) pairs, a piece being text or a `Special` (the tokenizer's end token is
-    `Special("")`). `up_to_answer`: only the turns before the first assistant turn, then its header: the prompt a
+    `END`). `up_to_answer`: only the turns before the first assistant turn, then its header: the prompt a
     trained model answers."""
     out: List[Tuple[object, bool]] = []
     for role, content in _turns(conversation, template):
@@ -111,7 +115,7 @@ def pieces(conversation: Conversation, template: Template, *, up_to_answer: bool
             out.append((content + "\n", False))
             continue
         out.append((content, answer))
-        out.append((template.end if template.end is not None else Special(""), answer))
+        out.append((template.end if template.end is not None else END, answer))
         if template.after:
             out.append((template.after, False))
     return out
@@ -139,7 +143,7 @@ def render(
         ids, trained = list(bos), [False] * len(bos)
         for piece, label in layout:
             if isinstance(piece, Special):
-                got = list(eos) if piece.token == "" else [ids_of[piece.token]]
+                got = list(eos) if piece == END else [ids_of[piece.token]]
             elif piece:
                 got = [int(i) for i in next(encoded)]
             else:

@@ -328,9 +328,8 @@ class Preset(ModelSource):
         finally:
             model.preprocessor = preprocessor
         written = [int(i) for i, on in zip(out["token_ids"][0][len(ids) :], out["padding_mask"][0][len(ids) :]) if on]
-        if any(i in stops for i in written):
-            written = written[: min(written.index(i) for i in stops if i in written)]
-        return encoder.decode(written)
+        end = next((k for k, i in enumerate(written) if i in stops), len(written))  # the first stop, if any
+        return encoder.decode(written[:end])
 
     @staticmethod
     def _greedy(model) -> None:
@@ -456,11 +455,15 @@ class Preset(ModelSource):
             raise _not_loaded(self.source, " did not load as a causal language model", e) from e
 
 
+def perplexity(loss: float) -> float:
+    """exp of a mean next-token loss (inf past float64's range): the run's logs and the panel's chart alike."""
+    return math.exp(loss) if loss < 700 else math.inf
+
+
 def _add_perplexity(logs) -> None:
     for loss in ("loss", "val_loss"):
         if logs is not None and logs.get(loss) is not None:
-            value = float(logs[loss])
-            logs[loss.replace("loss", "perplexity")] = math.exp(value) if value < 700 else math.inf
+            logs[loss.replace("loss", "perplexity")] = perplexity(float(logs[loss]))
 
 
 class _KerasFit:

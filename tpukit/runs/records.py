@@ -115,13 +115,11 @@ class RunResult:
         conversations were (`Preset.answer`): `result.answer("What does del do?")`, also on `tpukit.load(run_dir)`.
         A one-line ModelError for a run that did not fine-tune a KerasHub preset."""
         from tpukit import registry
-        from tpukit.models import pretrained
         from tpukit.models.modeling import ModelError
 
         name = self.config.get("model")
-        known = isinstance(name, str) and name in registry.names("model")  # the zoo's, or the user's registered
-        preset = pretrained.named(name) if isinstance(name, str) and not known else None
-        if preset is None:
+        preset = registry.provided("model", name)  # a preset's source; None for a zoo, registered or imported model
+        if not hasattr(preset, "answer"):
             raise ModelError(
                 f"answer() is for a fine-tuned KerasHub preset, and this run trained model={name!r}: call the "
                 "model itself (result.model)."

@@ -115,9 +115,11 @@ class LiveCurves:
         # the curves (a loss of 5.6 falling by 0.05 is a flat line on axes from 0).
         snug = self._perplexity and bool(data["loss"][0])
         if snug:
+            from tpukit.models.pretrained import perplexity
+
             for key in ("accuracy", "val_accuracy", "mean_accuracy"):
                 xs, ys = data[key.replace("accuracy", "loss")]
-                data[key] = (xs, [math.exp(min(y, 700.0)) for y in ys])
+                data[key] = (xs, [perplexity(y) for y in ys])
         for name, (xs, ys) in data.items():
             self.lines[name].set_data(xs, ys)
         losses = [*data["loss"][1], *data["val_loss"][1], *data["mean_loss"][1]]
@@ -131,7 +133,8 @@ class LiveCurves:
         none = "no accuracy: the model measures none" if data["loss"][0] and not snug and not accuracy else ""
         if snug:
             left = _around(losses, self._snug[0] if self._snug else None)
-            right = _around([math.exp(min(v, 700.0)) for v in losses], self._snug[1] if self._snug else None)
+            perplexities = [*data["accuracy"][1], *data["val_accuracy"][1], *data["mean_accuracy"][1]]
+            right = _around(perplexities, self._snug[1] if self._snug else None)
             snugged = (left, right)
         else:
             snugged = None
