@@ -1,6 +1,7 @@
 # Two commands that work on a fresh machine with Python 3.11 and pip (and pyenv's CPython 3.13 for Colab's sets):
 #   make demo   train the default model on the bundled offline dataset, with a profile capture
 #   make test   the whole test suite
+#   make wheel  dist/tpukit-VERSION-py3-none-any.whl, the file an instructor shares with a class (docs/teaching.md)
 # Each creates or updates the virtual environment in .venv first.
 
 PYTHON ?= python3
@@ -14,7 +15,7 @@ W7STAMP := $(W7)/.installed
 # wheelhouse here, 1 min warm). COLAB_CPU_SET=.ci/colab/cpu-tpukit.txt takes only the 146 that tpukit needs.
 COLAB_CPU_SET ?= .ci/colab/cpu.txt
 
-.PHONY: demo test test-widgets7 test-colab browser venv tensorboard bench bench-panel clean
+.PHONY: demo test test-widgets7 test-colab browser venv wheel tensorboard bench bench-panel clean
 
 venv: $(STAMP)
 
@@ -30,6 +31,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps "keras-hub==0.32.0"
 	$(PY) -m pip install -q regex tokenizers "sentencepiece>=0.2" "safetensors>=0.4"
 	touch $(STAMP)
+
+# The wheel a workshop installs from where the repository is not reachable: the notebooks' first cell takes a
+# tpukit-*.whl from the working directory (Colab's Files pane). The Colab sets' checks install this same file.
+wheel:
+	rm -rf dist
+	$(PYTHON) -m pip wheel -q --no-deps -w dist .
 
 demo: venv
 	$(PY) -m tpukit train --dataset mnist5k --model cnn --epochs 3 --profile 10:14 --logdir runs --name demo
@@ -70,4 +77,4 @@ bench-panel: venv
 	$(PY) benchmarks/panel_overhead.py
 
 clean:
-	rm -rf runs .pytest_cache $(W7) .venv-colab-*
+	rm -rf runs .pytest_cache $(W7) .venv-colab-* dist

@@ -8,7 +8,7 @@
 #   1. build .venv-colab-NAME from the set: every package at Colab's exact version, no dependencies, wheels only
 #      (once per version of the set file: a stamp by its hash; the wheels stay in ~/.cache/tpukit/colab-wheels, so
 #      a rebuild in a fresh clone downloads no wheel again). A package pip cannot install is left out and named;
-#   2. install tpukit the way the README tells Colab users (a plain `pip install .`, no extras);
+#   2. install tpukit the way a workshop does (the wheel `make wheel` builds, no extras);
 #   3. fail if that install changed any package of the set; list what it added;
 #   4. run the tests that apply there (tests/behaviour/test_colab_sets.py, notebooks at smoke size).
 set -euo pipefail
@@ -117,8 +117,11 @@ if ! cmp -s "$venv/colab-freeze.txt" <("$py" -m pip freeze --all | sort); then
   "$py" -m pip install -q --no-deps --find-links "$wheels" -r "$venv/colab-freeze.txt" 2>&1 | quiet
 fi
 
-# 2. The README's Colab install: tpukit from source, without extras (Colab's own framework stays).
-"$py" -m pip install -q . 2>&1 | quiet
+# 2. The workshop's Colab install: the wheel `make wheel` builds (what an instructor shares; the notebooks' first
+#    cell installs it without extras, so Colab's own framework stays). The same files as `pip install .`.
+make -s wheel PYTHON="$py313"
+wheel=$(ls dist/tpukit-*-py3-none-any.whl)
+"$py" -m pip install -q "$wheel" 2>&1 | quiet
 "$py" -m pip freeze --all | sort > "$venv/after-freeze.txt"
 
 # 3. Nothing Colab shipped may move.
@@ -139,7 +142,7 @@ changed = [f"{n} {v} -> {after.get(n, 'removed')}" for n, v in sorted(before.ite
 added = sorted(f"{n}=={v}" if "://" not in v else n for n, v in after.items() if n not in before)
 if changed:
     sys.exit(f"colab-{sys.argv[3]}: installing tpukit changed packages of Colab's set: " + "; ".join(changed))
-print(f"colab-{sys.argv[3]}: pip install . moved none of the {len(before)} packages of the set; "
+print(f"colab-{sys.argv[3]}: installing the tpukit wheel moved none of the {len(before)} packages of the set; "
       f"added {len(added)}: " + ", ".join(added))
 PY
 

@@ -52,20 +52,24 @@
 #
 # **Cell 1: install.** The same cell works on Colab's CPU, GPU and TPU runtimes: it installs tpukit only where it
 # is missing, without extras, so the runtime's own framework stays (TensorFlow on CPU and GPU; JAX, with no
-# TensorFlow, on TPU) and no package Colab ships changes. Where tpukit is installed already, it does nothing.
+# TensorFlow, on TPU) and no package Colab ships changes. Where tpukit is installed already, it does nothing. It
+# installs from a `tpukit-*.whl` file in the working directory when there is one (the wheel your instructor shared,
+# uploaded with the Files pane on the left), else from the repository.
 # It then picks Keras' backend, which must happen before anything imports Keras: TensorFlow where it is installed,
 # else JAX (a `KERAS_BACKEND` you set yourself wins). Every tpukit notebook starts with this same cell.
 
 # %%
 # The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
+import glob
 import importlib.util
 import os
 import subprocess
 import sys
 
 if importlib.util.find_spec("tpukit") is None:  # Colab: add tpukit only; the runtime's TF, JAX and Keras stay
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+    shared = sorted(glob.glob("tpukit-*.whl"))  # a wheel your instructor shared, uploaded to the Files pane
+    source = shared[-1] if shared else "tpukit @ git+https://github.com/tpukit/tpukit"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
 
 # Keras reads KERAS_BACKEND once, on its first import, so the backend is chosen here, before anything imports it.
 if os.environ.get("KERAS_BACKEND"):

@@ -78,14 +78,16 @@
 
 # %%
 # The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
+import glob
 import importlib.util
 import os
 import subprocess
 import sys
 
 if importlib.util.find_spec("tpukit") is None:  # Colab: add tpukit only; the runtime's TF, JAX and Keras stay
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+    shared = sorted(glob.glob("tpukit-*.whl"))  # a wheel your instructor shared, uploaded to the Files pane
+    source = shared[-1] if shared else "tpukit @ git+https://github.com/tpukit/tpukit"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
 
 # Keras reads KERAS_BACKEND once, on its first import, so the backend is chosen here, before anything imports it.
 if os.environ.get("KERAS_BACKEND"):
@@ -467,44 +469,6 @@ with tf.device(runtime.devices[0]):
 print("w lives on", w.device)
 
 # %% [markdown]
-# ### Exercise 2: the fastest learning rate that still converges
-#
-# 0.1 converges in 100 steps; 0.001 is far too slow; some larger rate makes the loss blow up instead.
-# **Predict `MAX_RATE`**, the learning rate above which this loop diverges, and only then try a few in the cell
-# above. The self-check runs the same descent (in NumPy) at 0.9x and 1.1x your rate: the first must converge,
-# the second must diverge.
-
-# %% tags=["exercise"]
-MAX_RATE = ...  # YOUR PREDICTION: a learning rate
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["MAX_RATE = 2.0", "MAX_RATE = 0.1", "MAX_RATE = 0.5"]
-# @title Solution
-if SOLUTIONS:
-    MAX_RATE = 1.0  # the loss curves most along b (second derivative 2); descent diverges above 2 / 2 = 1
-
-# %% tags=["self-check"]
-# Self-check: gradient descent at 0.9x and at 1.1x your rate
-answered(MAX_RATE, "the loss is a bowl; along b its second derivative is 2, and gradient descent on a bowl of "
-                   "curvature c diverges once the rate passes 2 / c")
-
-
-def final_loss(rate, steps=100):
-    x1 = np.random.default_rng(3).uniform(-1.0, 1.0, 256)
-    w1 = b1 = 0.0
-    for _ in range(steps):
-        error = w1 * x1 + b1 - (3.0 * x1 + 2.0)
-        w1, b1 = w1 - rate * 2 * np.mean(error * x1), b1 - rate * 2 * np.mean(error)
-    return float(np.mean((w1 * x1 + b1 - (3.0 * x1 + 2.0)) ** 2))
-
-
-below, above, start = final_loss(0.9 * MAX_RATE), final_loss(1.1 * MAX_RATE), final_loss(0.0)
-print(f"loss after 100 steps: {below:.3g} at {0.9 * MAX_RATE:.3g}, {above:.3g} at {1.1 * MAX_RATE:.3g} "
-      f"(it starts at {start:.3g})")
-check(below < 1e-3, "just below your rate the loss does not converge: the limit is lower")
-check(above > start, "just above your rate the loss still shrinks: the limit is higher")
-print("Exercise 2: correct.")
-
-# %% [markdown]
 # ## Connecting: TPU, then GPUs, then the CPU
 #
 # The lessons built their 8 devices and their strategy by hand. A training run wants the runtime's real
@@ -603,3 +567,46 @@ print("this runtime:", tpu.tpu_address(), "| explicit:", tpu.tpu_address("local"
 #   `tf.config.set_logical_device_configuration`, then `MirroredStrategy`; JAX:
 #   `--xla_force_host_platform_device_count`; `connect(replicas=N)` does either). They share the same cores:
 #   right for learning and testing the semantics, never faster.
+
+# %% [markdown]
+# ## Extra: the fastest learning rate
+#
+# For after class: it practises "Gradient descent by hand, on one device".
+
+# %% [markdown]
+# ### Exercise 2: the fastest learning rate that still converges
+#
+# 0.1 converges in 100 steps; 0.001 is far too slow; some larger rate makes the loss blow up instead.
+# **Predict `MAX_RATE`**, the learning rate above which this loop diverges, and only then try a few in that
+# section's loop. The self-check runs the same descent (in NumPy) at 0.9x and 1.1x your rate: the first must converge,
+# the second must diverge.
+
+# %% tags=["exercise"]
+MAX_RATE = ...  # YOUR PREDICTION: a learning rate
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["MAX_RATE = 2.0", "MAX_RATE = 0.1", "MAX_RATE = 0.5"]
+# @title Solution
+if SOLUTIONS:
+    MAX_RATE = 1.0  # the loss curves most along b (second derivative 2); descent diverges above 2 / 2 = 1
+
+# %% tags=["self-check"]
+# Self-check: gradient descent at 0.9x and at 1.1x your rate
+answered(MAX_RATE, "the loss is a bowl; along b its second derivative is 2, and gradient descent on a bowl of "
+                   "curvature c diverges once the rate passes 2 / c")
+
+
+def final_loss(rate, steps=100):
+    x1 = np.random.default_rng(3).uniform(-1.0, 1.0, 256)
+    w1 = b1 = 0.0
+    for _ in range(steps):
+        error = w1 * x1 + b1 - (3.0 * x1 + 2.0)
+        w1, b1 = w1 - rate * 2 * np.mean(error * x1), b1 - rate * 2 * np.mean(error)
+    return float(np.mean((w1 * x1 + b1 - (3.0 * x1 + 2.0)) ** 2))
+
+
+below, above, start = final_loss(0.9 * MAX_RATE), final_loss(1.1 * MAX_RATE), final_loss(0.0)
+print(f"loss after 100 steps: {below:.3g} at {0.9 * MAX_RATE:.3g}, {above:.3g} at {1.1 * MAX_RATE:.3g} "
+      f"(it starts at {start:.3g})")
+check(below < 1e-3, "just below your rate the loss does not converge: the limit is lower")
+check(above > start, "just above your rate the loss still shrinks: the limit is higher")
+print("Exercise 2: correct.")

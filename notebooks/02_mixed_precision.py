@@ -55,14 +55,16 @@
 
 # %%
 # The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
+import glob
 import importlib.util
 import os
 import subprocess
 import sys
 
 if importlib.util.find_spec("tpukit") is None:  # Colab: add tpukit only; the runtime's TF, JAX and Keras stay
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+    shared = sorted(glob.glob("tpukit-*.whl"))  # a wheel your instructor shared, uploaded to the Files pane
+    source = shared[-1] if shared else "tpukit @ git+https://github.com/tpukit/tpukit"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
 
 # Keras reads KERAS_BACKEND once, on its first import, so the backend is chosen here, before anything imports it.
 if os.environ.get("KERAS_BACKEND"):
@@ -104,7 +106,6 @@ def on_float16_device():
         return contextlib.nullcontext()
     return jax.default_device(jax.devices("cpu")[0])
 
-
 # %% tags=["tf"]
 import contextlib
 import time
@@ -131,7 +132,6 @@ def on_float16_device():
     if runtime.kind != "tpu":
         return contextlib.nullcontext()
     return tf.device("/CPU:0")
-
 
 # %% [markdown]
 # ## Policies: compute dtype and variable dtype
@@ -368,34 +368,6 @@ for name in precision.NAMES:
           f"scaled loss of 1.0: {float(precision.scale_loss(opt, 1.0))}")
 
 # %% [markdown]
-# ### Exercise 2: the largest safe scale
-#
-# A scale should be as large as it can be, to lift the smallest gradients, yet leave the largest ones finite.
-# **Set `MY_SCALE`** to the largest power of two that keeps a gradient of 1.0 finite in float16 once scaled. The
-# self-check casts `1.0 x MY_SCALE` and `1.0 x 2 x MY_SCALE` to float16.
-
-# %% tags=["exercise"]
-MY_SCALE = ...  # YOUR ANSWER: a power of two, written like 2.0**3
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["MY_SCALE = 2.0**16", "MY_SCALE = 2.0**14", "MY_SCALE = 65504.0", "MY_SCALE = 2.0**8"]
-# @title Solution
-if SOLUTIONS:
-    MY_SCALE = 2.0**15  # 32768 fits under 65504; 2^16 = 65536 does not. Keras' dynamic scale starts there too.
-
-# %% tags=["self-check"]
-# Self-check: a gradient of 1.0, scaled, in float16
-answered(MY_SCALE, "float16's largest value is 65504: which powers of two lie below it?")
-check(MY_SCALE > 0 and float(np.log2(MY_SCALE)).is_integer(), f"{MY_SCALE} is not a power of two")
-with on_float16_device():
-    scaled, doubled = (float(ops.cast(ops.convert_to_tensor([s], "float32"), "float16")[0])
-                       for s in (MY_SCALE, 2 * MY_SCALE))
-print(f"1.0 x {MY_SCALE:g} in float16: {scaled}; with twice the scale: {doubled}")
-check(np.isfinite(scaled), "a gradient of 1.0 overflows at that scale: go lower")
-check(np.isinf(doubled), "twice that scale still fits: go higher")
-print("Exercise 2: correct. It is the scale keras.optimizers.LossScaleOptimizer starts from (initial_scale):",
-      keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD()).initial_scale)
-
-# %% [markdown]
 # ## Each policy's speed, measured here
 #
 # 16-bit math pays only when the matrix units are busy: a small model spends its step on overheads, and every
@@ -472,7 +444,7 @@ except tpukit.ConfigError as error:
     print("ConfigError:", error)
 
 # %% [markdown]
-# ### Exercise 3: how much faster is bfloat16 here? Measure it
+# ### Exercise 2: how much faster is bfloat16 here? Measure it
 #
 # A step is not only matmuls: activations, normalization and the optimizer's updates read and write every value
 # once, and their speed is the memory's. bfloat16 halves the bytes. A TPU and a GPU load 16-bit values natively;
@@ -550,7 +522,7 @@ print(f"{runtime.kind}: float32 {np.median(tries['float32']):.2f} ms, bfloat16 {
       f"ms: bfloat16 runs at {speedup:.2f}x float32's speed (yours: {BF16_SPEEDUP:.2f}x)")
 check(1 / 1.5 <= BF16_SPEEDUP / speedup <= 1.5, f"measured here: bfloat16 at {speedup:.2f}x float32's speed, "
       f"yours {BF16_SPEEDUP:.2f}x; did you divide float32's time by bfloat16's, and read each result back?")
-print("Exercise 3: correct.")
+print("Exercise 2: correct.")
 
 # %% tags=["self-check", "tf"]
 # Self-check: time a jitted elementwise chain in float32 and in bfloat16 on this device, with its own code
@@ -586,7 +558,7 @@ print(f"{runtime.kind}: float32 {np.median(tries['float32']):.2f} ms, bfloat16 {
       f"ms: bfloat16 runs at {speedup:.2f}x float32's speed (yours: {BF16_SPEEDUP:.2f}x)")
 check(1 / 1.5 <= BF16_SPEEDUP / speedup <= 1.5, f"measured here: bfloat16 at {speedup:.2f}x float32's speed, "
       f"yours {BF16_SPEEDUP:.2f}x; did you divide float32's time by bfloat16's, and read each result back?")
-print("Exercise 3: correct.")
+print("Exercise 2: correct.")
 
 # %% [markdown]
 # ## GPUs: compute capability, `nvidia-smi`, TF32
@@ -638,7 +610,7 @@ print("TF32 was", "on" if previous else "off", "| after set_tf32(False):", "on" 
 #   has bfloat16 matrix instructions (AMX, AVX512-BF16), and float16 many times slower (CPUs have no fast float16
 #   math). On a T4 GPU the 4096-unit model runs several times faster under `mixed_float16`; on a TPU
 #   `mixed_bfloat16` wins. At smoke size (64 units) the figures are noise.
-# - Exercise 3: `BF16_SPEEDUP` about 2 on a TPU or a GPU, and well under 1 on a CPU (an AMD EPYC with
+# - Exercise 2: `BF16_SPEEDUP` about 2 on a TPU or a GPU, and well under 1 on a CPU (an AMD EPYC with
 #   AVX512-BF16: 0.13x to 0.4x under XLA).
 # - Exercise 4 (the extra at the end): `PADDING_RATIO` about 0.4 to 0.5 on a CPU (measured on an AMD EPYC, with TensorFlow and with JAX);
 #   about 1 on a TPU, where 136 features are padded to 256.
@@ -653,6 +625,39 @@ print("TF32 was", "on" if previous else "off", "| after set_tf32(False):", "on" 
 # - **CPU**: mixed precision is for learning the mechanics; measure before you use it. CPUs with AMX or
 #   AVX512-BF16 can run bfloat16 matmuls faster, but not always its conv gradients (an AMD EPYC ran them 10x
 #   slower than float32); float16 is emulated and slow. tpukit's run notes say what it measured and chose.
+
+# %% [markdown]
+# ## Extra: the largest safe loss scale
+#
+# For after class: it practises "Loss scaling in a custom loop".
+
+# %% [markdown]
+# ### Exercise 3: the largest safe scale
+#
+# A scale should be as large as it can be, to lift the smallest gradients, yet leave the largest ones finite.
+# **Set `MY_SCALE`** to the largest power of two that keeps a gradient of 1.0 finite in float16 once scaled. The
+# self-check casts `1.0 x MY_SCALE` and `1.0 x 2 x MY_SCALE` to float16.
+
+# %% tags=["exercise"]
+MY_SCALE = ...  # YOUR ANSWER: a power of two, written like 2.0**3
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["MY_SCALE = 2.0**16", "MY_SCALE = 2.0**14", "MY_SCALE = 65504.0", "MY_SCALE = 2.0**8"]
+# @title Solution
+if SOLUTIONS:
+    MY_SCALE = 2.0**15  # 32768 fits under 65504; 2^16 = 65536 does not. Keras' dynamic scale starts there too.
+
+# %% tags=["self-check"]
+# Self-check: a gradient of 1.0, scaled, in float16
+answered(MY_SCALE, "float16's largest value is 65504: which powers of two lie below it?")
+check(MY_SCALE > 0 and float(np.log2(MY_SCALE)).is_integer(), f"{MY_SCALE} is not a power of two")
+with on_float16_device():
+    scaled, doubled = (float(ops.cast(ops.convert_to_tensor([s], "float32"), "float16")[0])
+                       for s in (MY_SCALE, 2 * MY_SCALE))
+print(f"1.0 x {MY_SCALE:g} in float16: {scaled}; with twice the scale: {doubled}")
+check(np.isfinite(scaled), "a gradient of 1.0 overflows at that scale: go lower")
+check(np.isinf(doubled), "twice that scale still fits: go higher")
+print("Exercise 3: correct. It is the scale keras.optimizers.LossScaleOptimizer starts from (initial_scale):",
+      keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD()).initial_scale)
 
 # %% [markdown]
 # ## Extra: padding to multiples of 8 and 128

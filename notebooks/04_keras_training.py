@@ -62,14 +62,16 @@
 
 # %%
 # The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
+import glob
 import importlib.util
 import os
 import subprocess
 import sys
 
 if importlib.util.find_spec("tpukit") is None:  # Colab: add tpukit only; the runtime's TF, JAX and Keras stay
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+    shared = sorted(glob.glob("tpukit-*.whl"))  # a wheel your instructor shared, uploaded to the Files pane
+    source = shared[-1] if shared else "tpukit @ git+https://github.com/tpukit/tpukit"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
 
 # Keras reads KERAS_BACKEND once, on its first import, so the backend is chosen here, before anything imports it.
 if os.environ.get("KERAS_BACKEND"):
@@ -376,43 +378,6 @@ print(f"best val_loss {val_loss[best]:.4f} at epoch {best + 1} of {len(val_loss)
       f"({'stopped early' if result.epochs_done < config.epochs else 'ran every epoch'}, patience {PATIENCE})")
 
 # %% [markdown]
-# ### Exercise 2: when does early stopping stop?
-#
-# A run of up to 20 epochs with `patience=2` records these validation losses, one per epoch:
-#
-# `0.90, 0.72, 0.65, 0.66, 0.61, 0.63, 0.64, 0.60, 0.59, ...`
-#
-# **Predict `EPOCHS_RUN`**: how many epochs run before `EarlyStopping` stops training? The self-check feeds these
-# losses to Keras' own `EarlyStopping` callback, epoch by epoch, and counts.
-
-# %% tags=["exercise"]
-EPOCHS_RUN = ...  # YOUR PREDICTION: the number of epochs that run
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["EPOCHS_RUN = 6", "EPOCHS_RUN = 9", "EPOCHS_RUN = 20"]
-# @title Solution
-if SOLUTIONS:
-    EPOCHS_RUN = 7  # best 0.61 at epoch 5 (the 0.66 at epoch 4 did not stop it); 6 and 7 do not improve: stop
-
-# %% tags=["self-check"]
-# Self-check: drive Keras' EarlyStopping with these losses
-answered(EPOCHS_RUN, "count the epochs since the best loss so far; an improvement resets the count to 0")
-losses = [0.90, 0.72, 0.65, 0.66, 0.61, 0.63, 0.64, 0.60, 0.59] + [0.58] * 11
-stop_probe = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
-stop_probe_cb = keras.callbacks.EarlyStopping(monitor="val_loss", patience=2, restore_best_weights=True)
-stop_probe_cb.set_model(stop_probe)
-stop_probe.stop_training = False  # what fit does before the first epoch
-stop_probe_cb.on_train_begin()
-for epoch, loss in enumerate(losses):
-    stop_probe_cb.on_epoch_end(epoch, {"val_loss": loss})
-    if stop_probe.stop_training:
-        break
-print(f"predicted {EPOCHS_RUN}, Keras stopped after epoch {epoch + 1}; the best weights kept: epoch "
-      f"{losses.index(min(losses[:epoch + 1])) + 1}")
-check(EPOCHS_RUN == epoch + 1, "after the best epoch, `patience` more epochs run without improving; an epoch "
-      "that improves on the best resets the count")
-print("Exercise 2: correct.")
-
-# %% [markdown]
 # ### Evaluate the saved weights
 #
 # The engine validates on `validation_split` (10%) of the *training* data, split with the run's seed, and
@@ -512,44 +477,6 @@ print(f"{seed_run['global_batch'] / (seed_run['step_ms'] / 1000):,.0f} examples/
 # callbacks run once per call too. tpukit's `RunConfig(steps_per_execution="auto")`, the default, picks the
 # largest divisor of the steps per epoch up to 32, so that every epoch ends where a call does (on the CPU, only for
 # millisecond steps); the run's summary says what it chose.
-#
-# ### Exercise 3: what `steps_per_execution` changes
-#
-# A `fit` of one epoch over **1,000** examples with `batch_size=50` runs 20 training steps. The model was compiled
-# with `steps_per_execution=8`. **Predict `BATCH_END_CALLS`**, how many times Keras calls a callback's
-# `on_train_batch_end` in that epoch. The self-check runs that `fit` and counts.
-
-# %% tags=["exercise"]
-BATCH_END_CALLS = ...  # YOUR PREDICTION: calls of on_train_batch_end in one epoch of 20 steps
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["BATCH_END_CALLS = 20", "BATCH_END_CALLS = 2", "BATCH_END_CALLS = 8"]
-# @title Solution
-if SOLUTIONS:
-    BATCH_END_CALLS = 3  # one per call of the training function: steps 1-8, 9-16, and the last 4 steps
-
-# %% tags=["self-check"]
-# Self-check: run that fit and count the callback's calls
-answered(BATCH_END_CALLS, "callbacks run once per call of the training function, and each call runs up to 8 steps")
-
-
-class CountBatchEnds(keras.callbacks.Callback):
-    def on_train_begin(self, logs=None):
-        self.calls = 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.calls += 1
-
-
-batch_ends = CountBatchEnds()
-spe_probe = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, activation="softmax")])
-spe_probe.compile(optimizer="sgd", loss="sparse_categorical_crossentropy", steps_per_execution=8)
-spe_probe.fit(np.zeros((1000, 4), "float32"), np.zeros(1000, "int32"), batch_size=50, epochs=1, verbose=0,
-              callbacks=[batch_ends])
-print(f"predicted {BATCH_END_CALLS}, Keras called on_train_batch_end {batch_ends.calls} times for 20 steps")
-check(BATCH_END_CALLS == batch_ends.calls, "one call per execution of up to 8 steps, and a last, shorter one "
-      "for the steps left over")
-print("Exercise 3: correct. A progress bar or a per-batch callback sees every 8th step; the host launches 3 times, "
-      "not 20.")
 
 # %% [markdown]
 # ## Every run is recorded
@@ -660,6 +587,87 @@ assert all(np.array_equal(a, b) for a, b in zip(saved, trained.get_weights()))  
 # **What you should see:** `my_cnn.keras`, one checkpoint per epoch (`my_cnn.epoch01.keras`,
 # `my_cnn.epoch02.keras`) and, where TensorFlow is installed, the `my_cnn_savedmodel` folder. In Colab they are
 # in your Drive, under `tpukit-workshop`.
+
+# %% [markdown]
+# ## Extra: two exercises for after class
+#
+# They practise "EarlyStopping and evaluate" and "How batch size scales".
+
+# %% [markdown]
+# ### Exercise 2: when does early stopping stop?
+#
+# A run of up to 20 epochs with `patience=2` records these validation losses, one per epoch:
+#
+# `0.90, 0.72, 0.65, 0.66, 0.61, 0.63, 0.64, 0.60, 0.59, ...`
+#
+# **Predict `EPOCHS_RUN`**: how many epochs run before `EarlyStopping` stops training? The self-check feeds these
+# losses to Keras' own `EarlyStopping` callback, epoch by epoch, and counts.
+
+# %% tags=["exercise"]
+EPOCHS_RUN = ...  # YOUR PREDICTION: the number of epochs that run
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["EPOCHS_RUN = 6", "EPOCHS_RUN = 9", "EPOCHS_RUN = 20"]
+# @title Solution
+if SOLUTIONS:
+    EPOCHS_RUN = 7  # best 0.61 at epoch 5 (the 0.66 at epoch 4 did not stop it); 6 and 7 do not improve: stop
+
+# %% tags=["self-check"]
+# Self-check: drive Keras' EarlyStopping with these losses
+answered(EPOCHS_RUN, "count the epochs since the best loss so far; an improvement resets the count to 0")
+losses = [0.90, 0.72, 0.65, 0.66, 0.61, 0.63, 0.64, 0.60, 0.59] + [0.58] * 11
+stop_probe = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+stop_probe_cb = keras.callbacks.EarlyStopping(monitor="val_loss", patience=2, restore_best_weights=True)
+stop_probe_cb.set_model(stop_probe)
+stop_probe.stop_training = False  # what fit does before the first epoch
+stop_probe_cb.on_train_begin()
+for epoch, loss in enumerate(losses):
+    stop_probe_cb.on_epoch_end(epoch, {"val_loss": loss})
+    if stop_probe.stop_training:
+        break
+print(f"predicted {EPOCHS_RUN}, Keras stopped after epoch {epoch + 1}; the best weights kept: epoch "
+      f"{losses.index(min(losses[:epoch + 1])) + 1}")
+check(EPOCHS_RUN == epoch + 1, "after the best epoch, `patience` more epochs run without improving; an epoch "
+      "that improves on the best resets the count")
+print("Exercise 2: correct.")
+
+# %% [markdown]
+# ### Exercise 3: what `steps_per_execution` changes
+#
+# A `fit` of one epoch over **1,000** examples with `batch_size=50` runs 20 training steps. The model was compiled
+# with `steps_per_execution=8`. **Predict `BATCH_END_CALLS`**, how many times Keras calls a callback's
+# `on_train_batch_end` in that epoch. The self-check runs that `fit` and counts.
+
+# %% tags=["exercise"]
+BATCH_END_CALLS = ...  # YOUR PREDICTION: calls of on_train_batch_end in one epoch of 20 steps
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["BATCH_END_CALLS = 20", "BATCH_END_CALLS = 2", "BATCH_END_CALLS = 8"]
+# @title Solution
+if SOLUTIONS:
+    BATCH_END_CALLS = 3  # one per call of the training function: steps 1-8, 9-16, and the last 4 steps
+
+# %% tags=["self-check"]
+# Self-check: run that fit and count the callback's calls
+answered(BATCH_END_CALLS, "callbacks run once per call of the training function, and each call runs up to 8 steps")
+
+
+class CountBatchEnds(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.calls = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.calls += 1
+
+
+batch_ends = CountBatchEnds()
+spe_probe = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, activation="softmax")])
+spe_probe.compile(optimizer="sgd", loss="sparse_categorical_crossentropy", steps_per_execution=8)
+spe_probe.fit(np.zeros((1000, 4), "float32"), np.zeros(1000, "int32"), batch_size=50, epochs=1, verbose=0,
+              callbacks=[batch_ends])
+print(f"predicted {BATCH_END_CALLS}, Keras called on_train_batch_end {batch_ends.calls} times for 20 steps")
+check(BATCH_END_CALLS == batch_ends.calls, "one call per execution of up to 8 steps, and a last, shorter one "
+      "for the steps left over")
+print("Exercise 3: correct. A progress bar or a per-batch callback sees every 8th step; the host launches 3 times, "
+      "not 20.")
 
 # %% [markdown]
 # ## Extra: batch sizes measured, and fine-tuning from a run

@@ -50,14 +50,16 @@
 
 # %%
 # The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
+import glob
 import importlib.util
 import os
 import subprocess
 import sys
 
 if importlib.util.find_spec("tpukit") is None:  # Colab: add tpukit only; the runtime's TF, JAX and Keras stay
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+    shared = sorted(glob.glob("tpukit-*.whl"))  # a wheel your instructor shared, uploaded to the Files pane
+    source = shared[-1] if shared else "tpukit @ git+https://github.com/tpukit/tpukit"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
 
 # Keras reads KERAS_BACKEND once, on its first import, so the backend is chosen here, before anything imports it.
 if os.environ.get("KERAS_BACKEND"):
@@ -462,77 +464,70 @@ if len(verdicts) == 2 and verdicts["naive"].input_percent <= verdicts["tuned"].i
 # `pipeline-naive` run's input pipeline analyzer: the generator stage is the slow one. In the trace viewer the
 # device rows have gaps between steps. On JAX on a CPU the gap is smaller: host and "device" share the cores.
 
-# %% [markdown]
+# %% [markdown] tags=["tf"]
 # ### Exercise 1: how far can a shuffle buffer reach?
 #
 # `shuffle(buffer_size=B)` does not shuffle the whole dataset: it keeps a buffer of the next `B` elements and
 # picks one of them at random each time, refilling from the stream. Shuffle `range(100)` with `B = 10`.
 # **Predict `LARGEST_FIRST`**, the largest value that can come out *first*. The self-check shuffles 300 times,
-# with 300 seeds, and takes the largest first element it saw: with `tf.data` where there is TensorFlow; on Colab's
-# TPU runtime, which has no TensorFlow, with grain, the data library JAX users reach for (it ships there), whose
-# `grain.experimental.WindowShuffleMapDataset` shuffles each window of B elements (a buffer that refills a
-# window at a time); with neither, with a buffer written out in a few lines of Python, tf.data's algorithm. (So a buffer much smaller than the dataset
-# barely shuffles sorted data: shuffle the file list too, and use a buffer as large as memory allows. The same
-# reasoning says why `shuffle` goes **before** `repeat`: after it, the buffer mixes the end of one epoch into the
-# next.)
+# with 300 seeds, with `tf.data`, and takes the largest first element it saw. (So a buffer much smaller than the
+# dataset barely shuffles sorted data: shuffle the file list too, and use a buffer as large as memory allows. The
+# same reasoning says why `shuffle` goes **before** `repeat`: after it, the buffer mixes the end of one epoch into
+# the next.)
 
-# %% tags=["exercise"]
+# %% tags=["exercise", "tf"]
 LARGEST_FIRST = ...  # YOUR PREDICTION: the largest value that can come out first
 
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["LARGEST_FIRST = 99", "LARGEST_FIRST = 10", "LARGEST_FIRST = 0"]
+# %% tags=["solution", "tf"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["LARGEST_FIRST = 99", "LARGEST_FIRST = 10", "LARGEST_FIRST = 0"]
 # @title Solution
 if SOLUTIONS:
     LARGEST_FIRST = 9  # the first pick is among the first 10 elements, 0 to 9
 
-# %% tags=["self-check", "jax"]
+# %% tags=["self-check", "tf"]
 # Self-check: shuffle 300 times and look at the first element
 answered(LARGEST_FIRST, "the first element is picked from a buffer holding the first B elements of the stream")
+firsts = [int(next(iter(tf.data.Dataset.range(100).shuffle(10, seed=s)))) for s in range(300)]
+print(f"predicted {LARGEST_FIRST}; over 300 seeds (tf.data) the first element was at most {max(firsts)}")
+check(LARGEST_FIRST == max(firsts), "which elements are in the buffer when the first one is picked?")
+print("Exercise 1: correct.")
 
+# %% [markdown] tags=["jax"]
+# ### Exercise 1: what does grain's window shuffle mix?
+#
+# Without TensorFlow, JAX users feed data with grain (it ships on Colab's TPU runtime). Its
+# `grain.experimental.WindowShuffleMapDataset(ds, window_size=W, seed=s)` cuts the dataset into windows of `W`
+# consecutive elements and shuffles each window on its own, by index. `tf.data`'s `shuffle(buffer_size=W)` instead
+# picks from a buffer of the next `W` elements of a stream, so an early element can stay in the buffer and come out
+# late. Shuffle `range(100)` with `W = 10`. **Predict `SMALLEST_ELEVENTH`**, the smallest value that can come out
+# 11th (index 10). The self-check shuffles with 300 seeds (grain where installed, else the same window shuffle in
+# NumPy) and takes the smallest 11th element it saw. (A small window barely shuffles sorted data: make `W` as large
+# as memory allows; `MapDataset.shuffle` shuffles all of it.)
 
-def buffer_shuffle(stream, buffer_size, rng):
-    """tf.data's shuffle: fill a buffer, then emit a random element of it and refill its slot from the stream."""
-    buffer = []
-    for item in stream:
-        buffer.append(item)
-        if len(buffer) == buffer_size:
-            yield buffer.pop(int(rng.integers(len(buffer))))
-    rng.shuffle(buffer)
-    yield from buffer
+# %% tags=["exercise", "jax"]
+SMALLEST_ELEVENTH = ...  # YOUR PREDICTION: the smallest value that can come out 11th
 
+# %% tags=["solution", "jax"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["SMALLEST_ELEVENTH = 0", "SMALLEST_ELEVENTH = 1", "SMALLEST_ELEVENTH = 9"]
+# @title Solution
+if SOLUTIONS:
+    SMALLEST_ELEVENTH = 10  # index 10 opens the second window, which holds 10 to 19 and nothing else
 
+# %% tags=["self-check", "jax"]
+# Self-check: shuffle with 300 seeds and look at the 11th element
+answered(SMALLEST_ELEVENTH, "which elements share a window with index 10? (A buffer could hold 0 back; a window "
+                            "cannot)")
 if importlib.util.find_spec("grain") is not None:  # Colab's TPU runtime
     import grain
 
     shuffled_by = "grain"
-    firsts = [int(grain.experimental.WindowShuffleMapDataset(grain.MapDataset.range(100), window_size=10, seed=s)[0])
-              for s in range(300)]
+    elevenths = [int(grain.experimental.WindowShuffleMapDataset(grain.MapDataset.range(100), window_size=10,
+                                                                seed=s)[10]) for s in range(300)]
 else:
-    shuffled_by = "a buffer in Python"
-    firsts = [next(buffer_shuffle(range(100), 10, np.random.default_rng(s))) for s in range(300)]
-print(f"predicted {LARGEST_FIRST}; over 300 seeds ({shuffled_by}) the first element was at most {max(firsts)}")
-check(LARGEST_FIRST == max(firsts), "which elements are in the buffer when the first one is picked?")
-print("Exercise 1: correct.")
-
-# %% tags=["self-check", "tf"]
-# Self-check: shuffle 300 times and look at the first element
-answered(LARGEST_FIRST, "the first element is picked from a buffer holding the first B elements of the stream")
-
-
-def buffer_shuffle(stream, buffer_size, rng):
-    """tf.data's shuffle: fill a buffer, then emit a random element of it and refill its slot from the stream."""
-    buffer = []
-    for item in stream:
-        buffer.append(item)
-        if len(buffer) == buffer_size:
-            yield buffer.pop(int(rng.integers(len(buffer))))
-    rng.shuffle(buffer)
-    yield from buffer
-
-
-shuffled_by = "tf.data"
-firsts = [int(next(iter(tf.data.Dataset.range(100).shuffle(10, seed=s)))) for s in range(300)]
-print(f"predicted {LARGEST_FIRST}; over 300 seeds ({shuffled_by}) the first element was at most {max(firsts)}")
-check(LARGEST_FIRST == max(firsts), "which elements are in the buffer when the first one is picked?")
+    shuffled_by = "a window shuffle in NumPy"
+    elevenths = [int(np.concatenate([np.random.default_rng(s).permutation(w) for w in
+                                     np.split(np.arange(100), 10)])[10]) for s in range(300)]
+print(f"predicted {SMALLEST_ELEVENTH}; over 300 seeds ({shuffled_by}) the 11th element was at least "
+      f"{min(elevenths)}")
+check(SMALLEST_ELEVENTH == min(elevenths), "which elements share a window with index 10?")
 print("Exercise 1: correct.")
 
 # %% [markdown]
@@ -817,15 +812,6 @@ for pool in (keras.ops.average_pool, keras.ops.max_pool):
 # and capture on demand: notebook 06, or TensorBoard's **Capture Profile** button with the server's address.
 
 # %% [markdown]
-# ## Clean up
-#
-# In your own sessions keep TensorBoard running. The tests stop the one they started.
-
-# %%
-if SMOKE and isinstance(board, tensorboard.Launched):
-    print("stopped TensorBoard:", tensorboard.stop(board))
-
-# %% [markdown]
 # ## Extra: two exercises for after class
 #
 # *Not part of the workshop day: the exercises on input-bound steps and on recompiles, for after class. Both
@@ -932,3 +918,12 @@ for rows in (32, 32, 48, 32, 64, 48):
 print(f"6 calls, {len(traced)} traces: {traced}")
 check(TRACES == len(traced), "count the distinct shapes")
 print("Exercise 3: correct.")
+
+# %% [markdown]
+# ## Extra: clean up
+#
+# In your own sessions keep TensorBoard running. The tests stop the one they started.
+
+# %%
+if SMOKE and isinstance(board, tensorboard.Launched):
+    print("stopped TensorBoard:", tensorboard.stop(board))

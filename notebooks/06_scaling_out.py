@@ -58,14 +58,16 @@
 
 # %%
 # The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
+import glob
 import importlib.util
 import os
 import subprocess
 import sys
 
 if importlib.util.find_spec("tpukit") is None:  # Colab: add tpukit only; the runtime's TF, JAX and Keras stay
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+    shared = sorted(glob.glob("tpukit-*.whl"))  # a wheel your instructor shared, uploaded to the Files pane
+    source = shared[-1] if shared else "tpukit @ git+https://github.com/tpukit/tpukit"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
 
 # Keras reads KERAS_BACKEND once, on its first import, so the backend is chosen here, before anything imports it.
 if os.environ.get("KERAS_BACKEND"):
@@ -149,7 +151,6 @@ def finish(procs, timeout):
 def skip(what):
     """What a TensorFlow cell prints where TensorFlow is missing."""
     print(f"skipped: {what} needs TensorFlow (Colab's CPU or GPU runtime). The JAX route: notebook 07.")
-
 
 # %% [markdown]
 # ## MultiWorkerMirroredStrategy with two local workers
@@ -482,7 +483,7 @@ else:
 # ```
 #
 # It backs up the model, the optimizer and the epoch at the end of every epoch (its default `save_freq="epoch"`),
-# and deletes the backup when `fit` completes. Exercise 2 measures it with a plain `fit`. tpukit's engine backs up
+# and deletes the backup when `fit` completes. Exercise 2 (an extra at the end) measures it with a plain `fit`. tpukit's engine backs up
 # the same way on every backend (`EpochBackup`: like `BackupAndRestore`, but each epoch goes to a new file that
 # `latest.json` names only once it is whole, so a kill cannot tear it), and the run's directory says how far it
 # got. Here it meets a real kill: the profiled job above gets SIGKILL, which no code can catch.
@@ -498,52 +499,6 @@ if HAS_TF:
     assert killed.status == "stopped" and killed.resumable, f"the job ended before the kill:\n{job_log.read_text()[-2000:]}"
 else:
     skip("killing the job")
-
-# %% [markdown]
-# ### Exercise 2: how much does a restarted `fit` redo?
-#
-# A `fit` of 10 epochs with `BackupAndRestore` loses its worker at the start of the fifth epoch (index 4), after
-# epochs 0-3 were backed up. The cluster manager restarts the job, which builds the model again and calls the same
-# `fit` with the same callback. **Predict `EPOCHS_AFTER_RESTART`**, how many epochs the second `fit` runs. The
-# self-check does exactly this with a tiny model, interrupting the first `fit` with an exception.
-
-# %% tags=["exercise"]
-EPOCHS_AFTER_RESTART = ...  # YOUR PREDICTION: epochs the restarted fit runs
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["EPOCHS_AFTER_RESTART = 10", "EPOCHS_AFTER_RESTART = 5", "EPOCHS_AFTER_RESTART = 4"]
-# @title Solution
-if SOLUTIONS:
-    EPOCHS_AFTER_RESTART = 10 - 4  # epochs 0-3 are restored from the backup; 4 to 9 run again
-
-# %% tags=["self-check"]
-# Self-check: interrupt a fit, restart it, count the epochs
-answered(EPOCHS_AFTER_RESTART, "epochs 0-3 were backed up; fit resumes at the epoch after the last backup")
-
-
-class LoseWorkerAtEpoch4(keras.callbacks.Callback):
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == 4:
-            raise RuntimeError("worker lost at the start of epoch 4")
-
-
-def tiny_model():
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse")
-    return model
-
-
-backup_dir = tempfile.mkdtemp(prefix="tpukit-backup-")
-x_tiny, y_tiny = np.ones((32, 4), np.float32), np.ones((32, 1), np.float32)
-try:
-    tiny_model().fit(x_tiny, y_tiny, epochs=10, verbose=0,
-                     callbacks=[keras.callbacks.BackupAndRestore(backup_dir), LoseWorkerAtEpoch4()])
-except RuntimeError as e:
-    print("first fit:", e)
-restarted = tiny_model().fit(x_tiny, y_tiny, epochs=10, verbose=0,
-                             callbacks=[keras.callbacks.BackupAndRestore(backup_dir)])
-print(f"predicted {EPOCHS_AFTER_RESTART}, the restarted fit ran epochs {restarted.epoch}")
-check(EPOCHS_AFTER_RESTART == len(restarted.epoch), "only the epochs after the last backup run again")
-print("Exercise 2: correct. A backup per epoch bounds the lost work to one epoch.")
 
 # %% [markdown]
 # ### Resume the killed job
@@ -661,6 +616,57 @@ print(f"Keras {keras.__version__} SGD: apply {hasattr(sgd_api, 'apply')}, apply_
 #
 # Next: [notebook 08](https://colab.research.google.com/github/tpukit/tpukit/blob/main/notebooks/gpu/08_fine_tuning_a_pretrained_model.ipynb)
 # fine-tunes a pretrained Gemma with LoRA.
+
+# %% [markdown]
+# ## Extra: how much a restarted `fit` redoes
+#
+# For after class: it practises "BackupAndRestore surviving a killed worker".
+
+# %% [markdown]
+# ### Exercise 2: how much does a restarted `fit` redo?
+#
+# A `fit` of 10 epochs with `BackupAndRestore` loses its worker at the start of the fifth epoch (index 4), after
+# epochs 0-3 were backed up. The cluster manager restarts the job, which builds the model again and calls the same
+# `fit` with the same callback. **Predict `EPOCHS_AFTER_RESTART`**, how many epochs the second `fit` runs. The
+# self-check does exactly this with a tiny model, interrupting the first `fit` with an exception.
+
+# %% tags=["exercise"]
+EPOCHS_AFTER_RESTART = ...  # YOUR PREDICTION: epochs the restarted fit runs
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["EPOCHS_AFTER_RESTART = 10", "EPOCHS_AFTER_RESTART = 5", "EPOCHS_AFTER_RESTART = 4"]
+# @title Solution
+if SOLUTIONS:
+    EPOCHS_AFTER_RESTART = 10 - 4  # epochs 0-3 are restored from the backup; 4 to 9 run again
+
+# %% tags=["self-check"]
+# Self-check: interrupt a fit, restart it, count the epochs
+answered(EPOCHS_AFTER_RESTART, "epochs 0-3 were backed up; fit resumes at the epoch after the last backup")
+
+
+class LoseWorkerAtEpoch4(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == 4:
+            raise RuntimeError("worker lost at the start of epoch 4")
+
+
+def tiny_model():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+backup_dir = tempfile.mkdtemp(prefix="tpukit-backup-")
+x_tiny, y_tiny = np.ones((32, 4), np.float32), np.ones((32, 1), np.float32)
+try:
+    tiny_model().fit(x_tiny, y_tiny, epochs=10, verbose=0,
+                     callbacks=[keras.callbacks.BackupAndRestore(backup_dir), LoseWorkerAtEpoch4()])
+except RuntimeError as e:
+    print("first fit:", e)
+restarted = tiny_model().fit(x_tiny, y_tiny, epochs=10, verbose=0,
+                             callbacks=[keras.callbacks.BackupAndRestore(backup_dir)])
+print(f"predicted {EPOCHS_AFTER_RESTART}, the restarted fit ran epochs {restarted.epoch}")
+check(EPOCHS_AFTER_RESTART == len(restarted.epoch), "only the epochs after the last backup run again")
+print("Exercise 2: correct. A backup per epoch bounds the lost work to one epoch.")
 
 # %% [markdown]
 # ## Extra: TF32

@@ -60,14 +60,16 @@
 
 # %%
 # The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
+import glob
 import importlib.util
 import os
 import subprocess
 import sys
 
 if importlib.util.find_spec("tpukit") is None:  # Colab: add tpukit only; the runtime's TF, JAX and Keras stay
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+    shared = sorted(glob.glob("tpukit-*.whl"))  # a wheel your instructor shared, uploaded to the Files pane
+    source = shared[-1] if shared else "tpukit @ git+https://github.com/tpukit/tpukit"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
 
 # Keras reads KERAS_BACKEND once, on its first import, so the backend is chosen here, before anything imports it.
 if os.environ.get("KERAS_BACKEND"):
@@ -149,7 +151,6 @@ def launch(args):
                           timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
-
 
 # %% [markdown]
 # ## Devices and a sharded array
@@ -349,55 +350,6 @@ else:
 # kernel keeps the TPU or GPU, and returns the chief's `--json` result.)
 
 # %% [markdown]
-# ### Exercise 2: what does `fit(batch_size=...)` give each device?
-#
-# In plain Keras, `model.fit(x, y, batch_size=96)` under `DataParallel` over the 8 devices of this lesson (as in
-# the `DataParallel` script above). **Predict `ROWS_PER_DEVICE`**: how many rows of each batch one device holds
-# and computes. The self-check lays a batch of 96 out as Keras' JAX trainer does for `fit` (`distribute_tensor`
-# with the distribution's data layout, in a Keras on JAX) and reads every device's shard.
-
-# %% tags=["exercise"]
-ROWS_PER_DEVICE = ...  # YOUR PREDICTION: rows of a fit(batch_size=96) batch on each of the 8 devices
-
-# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["ROWS_PER_DEVICE = 96", "ROWS_PER_DEVICE = 96 * 8"]
-# @title Solution
-if SOLUTIONS:
-    ROWS_PER_DEVICE = 96 // 8  # Keras' batch_size is the global batch: fit splits it over the devices
-
-# %% tags=["self-check"]
-# Self-check: lay a fit batch of 96 out over the 8 devices as Keras does, and read each device's shard
-answered(ROWS_PER_DEVICE, "is fit's batch_size each device's batch, or the one the devices share?")
-SHARDS = textwrap.dedent("""
-    import json, sys
-
-    import jax
-    import keras
-    import numpy as np
-
-    devices = jax.devices() if len(jax.devices()) >= 8 else jax.devices("cpu")[:8]
-    distribution = keras.distribution.DataParallel(devices=devices)
-    batch = np.zeros((96, 8, 8, 1), "float32")  # one batch of fit(batch_size=96)
-    fed = keras.distribution.distribute_tensor(batch, distribution.get_data_layout(batch.shape))
-    rows = [s.data.shape[0] for s in fed.addressable_shards]
-    with open(sys.argv[1], "w") as f:
-        json.dump(rows, f)
-    print("rows on each device:", rows)
-""")
-shards_file = WORKDIR / "shards.json"
-run_on_jax("shards.py", SHARDS, str(shards_file))
-if HAS_JAX:
-    rows = json.loads(shards_file.read_text())
-    print(f"Keras laid a batch of 96 out as {len(rows)} shards of {sorted(set(rows))} rows")
-    measured = rows[0]
-    check(len(set(rows)) == 1, f"the shards differ: {rows}")
-else:
-    measured = 96 // 8
-    print("skipped (needs JAX): checked against the rule instead")
-check(ROWS_PER_DEVICE == measured, f"each device holds {measured} rows: fit's batch_size is the global batch, "
-                                   "split over the devices")
-print("Exercise 2: correct.")
-
-# %% [markdown]
 # tpukit counts the other way round: `--batch-size` (and `RunConfig.batch_size`) is **per replica**, so a run's
 # global batch grows with its devices, as `tf.distribute` code usually writes it. The launch below, 2 processes of
 # 4 devices each at `--batch-size 4`, trains on 2 x 4 x 4 = 32 examples a step, and its result says so (about 20 s
@@ -475,3 +427,57 @@ else:
 #
 # [Notebook 08](https://colab.research.google.com/github/tpukit/tpukit/blob/main/notebooks/08_fine_tuning_a_pretrained_model.ipynb)
 # fine-tunes a pretrained Gemma with LoRA on this runtime.
+
+# %% [markdown]
+# ## Extra: what `fit(batch_size=...)` gives each device
+#
+# For after class: it practises "Keras 3 on JAX: `keras.distribution.DataParallel`".
+
+# %% [markdown]
+# ### Exercise 2: what does `fit(batch_size=...)` give each device?
+#
+# In plain Keras, `model.fit(x, y, batch_size=96)` under `DataParallel` over the 8 devices of this lesson (as in
+# the `DataParallel` script above). **Predict `ROWS_PER_DEVICE`**: how many rows of each batch one device holds
+# and computes. The self-check lays a batch of 96 out as Keras' JAX trainer does for `fit` (`distribute_tensor`
+# with the distribution's data layout, in a Keras on JAX) and reads every device's shard.
+
+# %% tags=["exercise"]
+ROWS_PER_DEVICE = ...  # YOUR PREDICTION: rows of a fit(batch_size=96) batch on each of the 8 devices
+
+# %% tags=["solution"] cellView="form" jupyter={"source_hidden": true} wrong_answers=["ROWS_PER_DEVICE = 96", "ROWS_PER_DEVICE = 96 * 8"]
+# @title Solution
+if SOLUTIONS:
+    ROWS_PER_DEVICE = 96 // 8  # Keras' batch_size is the global batch: fit splits it over the devices
+
+# %% tags=["self-check"]
+# Self-check: lay a fit batch of 96 out over the 8 devices as Keras does, and read each device's shard
+answered(ROWS_PER_DEVICE, "is fit's batch_size each device's batch, or the one the devices share?")
+SHARDS = textwrap.dedent("""
+    import json, sys
+
+    import jax
+    import keras
+    import numpy as np
+
+    devices = jax.devices() if len(jax.devices()) >= 8 else jax.devices("cpu")[:8]
+    distribution = keras.distribution.DataParallel(devices=devices)
+    batch = np.zeros((96, 8, 8, 1), "float32")  # one batch of fit(batch_size=96)
+    fed = keras.distribution.distribute_tensor(batch, distribution.get_data_layout(batch.shape))
+    rows = [s.data.shape[0] for s in fed.addressable_shards]
+    with open(sys.argv[1], "w") as f:
+        json.dump(rows, f)
+    print("rows on each device:", rows)
+""")
+shards_file = WORKDIR / "shards.json"
+run_on_jax("shards.py", SHARDS, str(shards_file))
+if HAS_JAX:
+    rows = json.loads(shards_file.read_text())
+    print(f"Keras laid a batch of 96 out as {len(rows)} shards of {sorted(set(rows))} rows")
+    measured = rows[0]
+    check(len(set(rows)) == 1, f"the shards differ: {rows}")
+else:
+    measured = 96 // 8
+    print("skipped (needs JAX): checked against the rule instead")
+check(ROWS_PER_DEVICE == measured, f"each device holds {measured} rows: fit's batch_size is the global batch, "
+                                   "split over the devices")
+print("Exercise 2: correct.")

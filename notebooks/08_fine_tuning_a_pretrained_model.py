@@ -53,14 +53,16 @@
 
 # %%
 # The same first cell in every tpukit notebook: install tpukit where it is missing, pick the Keras backend.
+import glob
 import importlib.util
 import os
 import subprocess
 import sys
 
 if importlib.util.find_spec("tpukit") is None:  # Colab: add tpukit only; the runtime's TF, JAX and Keras stay
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "tpukit @ git+https://github.com/tpukit/tpukit"], check=True)
+    shared = sorted(glob.glob("tpukit-*.whl"))  # a wheel your instructor shared, uploaded to the Files pane
+    source = shared[-1] if shared else "tpukit @ git+https://github.com/tpukit/tpukit"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
 
 # Keras reads KERAS_BACKEND once, on its first import, so the backend is chosen here, before anything imports it.
 if os.environ.get("KERAS_BACKEND"):
@@ -290,12 +292,15 @@ print(f"{len(documents)} documents, {len(stream):,} tokens, {rows} rows of {SEQU
 # dataset for its preprocessor (with `grain`, which every Colab runtime ships, or `tf.data`), even when there is
 # none; `fit` cannot shuffle such a dataset, which is why the rows were shuffled above.
 #
-# At full size the real model trains 100 steps of 4 x 256 tokens: on a v5e-1, about a minute after a compile of
-# about a minute (our estimate, not measured); the tiny one trains 3 epochs in seconds on a CPU.
+# At full size the real model trains 60 steps of 4 x 256 tokens. A step costs about 4 x 1 billion x 1,024 = 4.1
+# TFLOP (forward 2N a token, the activations' gradients 2N; the frozen weights get none): about 20 ms at a v5e's
+# 197 TFLOP/s, 70 ms at 30% of it, so the compile (about 40 s, our estimate) is most of the wait; a T4 has no
+# bfloat16 units and runs it in float32 at 8 TFLOP/s, about 1.7 s a step at 30%. The tiny one trains 3 epochs in
+# seconds on a CPU. The whole notebook's wait is in README's workshop plan (docs/teaching.md has the arithmetic).
 
 # %%
 BATCH = 4 if REAL_LOADED else 16
-STEPS = 8 if SMOKE else (100 if REAL_LOADED else rows // BATCH)
+STEPS = 8 if SMOKE else (60 if REAL_LOADED else rows // BATCH)
 EPOCHS = 1 if SMOKE or REAL_LOADED else 3
 PROMPT = "The import statement"
 
@@ -315,7 +320,8 @@ def complete(model, prompt, length=64 if REAL_LOADED else 24):
     return repr(pieces.decode(new)) + f", first pieces {[pieces.id_to_piece(i) for i in new[:6]]}"
 
 
-print("before:", complete(model, PROMPT))
+before = complete(model, PROMPT)
+print("before:", before)
 
 # %%
 n = STEPS * BATCH
@@ -324,7 +330,8 @@ history = model.fit({"token_ids": token_ids[:n], "padding_mask": np.ones_like(to
                     batch_size=BATCH, epochs=EPOCHS, shuffle=False, verbose=2)
 print(f"{EPOCHS} epoch(s) of {STEPS} steps in {time.perf_counter() - started:.1f} s (compile included); loss "
       + " -> ".join(f"{v:.3f}" for v in history.history["loss"]))
-print("after:", complete(model, PROMPT))
+after = complete(model, PROMPT)
+print(f"prompt: {PROMPT!r}\nbefore: {before}\nafter:  {after}")
 
 # %% [markdown]
 # ## Memory on one chip
@@ -484,13 +491,21 @@ print("Exercise 3: correct.")
 # The final weights are saved as **the adapters alone**, `adapters.lora.h5`: the frozen weights are the preset's,
 # and stay there. For Gemma 3 1B at rank 4 that is 2.6 MB of adapters instead of 2 GB (for the tiny Gemma, whose
 # adapters are 9% of its weights, the file's own overhead makes it about as large as the model).
+#
+# Each of this section's three runs loads its model and compiles it again: with Gemma 3 1B that is a minute or two
+# each, for what does not depend on the model's size. So where the real model was loaded, this section runs the
+# tiny Gemma (built in seconds), and the next one loads the real run.
 
 # %%
-extended = tpukit.resume(result.run_dir, runtime, epochs=2, verbose=2)
+small = config if not REAL_LOADED else config.replace(
+    model=build_tiny_gemma(), sequence_length=64, batch_size=16, steps_per_epoch=10, learning_rate=1e-2, name="tiny")
+base = result if not REAL_LOADED else tpukit.train(small, runtime, verbose=0)
+extended = tpukit.resume(base.run_dir, runtime, epochs=2, verbose=2)
 print(f"extended: {extended.status}, {extended.epochs_done} epochs, parent {extended.parent}")
 print("files:", sorted(os.listdir(extended.run_dir)))
 adapters = os.path.getsize(os.path.join(extended.run_dir, "adapters.lora.h5"))
-print(f"adapters.lora.h5: {size(adapters)}; the frozen weights in bfloat16: {size(2 * frozen)}")
+frozen_here = parameters(w for w in extended.model.weights if not w.trainable)
+print(f"adapters.lora.h5: {size(adapters)}; the frozen weights in bfloat16: {size(2 * frozen_here)}")
 
 # %% [markdown]
 # A run that stops before its end (the panel's **Stop**, a `stop` event set, a runtime that went away) keeps a
@@ -516,28 +531,28 @@ class StopInSecondEpoch(keras.callbacks.Callback):
 
 
 stop = threading.Event()
-cut = tpukit.train(config.replace(epochs=2, name="cut", steps_per_execution=1), runtime, [StopInSecondEpoch(stop)],
-                   stop=stop, verbose=2)  # one step a call, so that the stop lands inside the epoch
+cut = tpukit.train(small.replace(epochs=2, name="cut", steps_per_execution=1), runtime,
+                   [StopInSecondEpoch(stop)], stop=stop, verbose=2)  # one step a call: the stop lands in the epoch
 print(f"cut: {cut.status} after {cut.epochs_done} whole epoch(s)")
 resumed = tpukit.resume(cut.run_dir, runtime, verbose=2)
 print(f"resumed in the same directory: {resumed.run_dir == cut.run_dir}; {resumed.status}, {resumed.epochs_done} "
       f"epochs, loss " + " -> ".join(f"{v:.3f}" for v in resumed.history["loss"]))
-cut = resumed = None  # each held a model: free its memory
+cut = resumed = extended = base = None  # each held a model: free its memory
 
 # %% [markdown]
 # ## Load the run and generate
 #
 # `tpukit.load(run_dir)` rebuilds the model from the preset and the adapters; `Preset(...).generate` continues a
 # prompt greedily, tokenized with sentencepiece (the `complete` above, in the package). The same weights say the
-# same thing.
+# same thing. The run's own samples, before and after, are in `result.samples`.
 
 # %%
-loaded = tpukit.load(extended.run_dir).model
+loaded = tpukit.load(result.run_dir).model
 preset = pretrained.Preset(PRESET)
-said = [preset.generate(m, PROMPT, max_length=64 if REAL_LOADED else 24) for m in (extended.model, loaded)]
+said = [preset.generate(m, PROMPT, max_length=64 if REAL_LOADED else 24) for m in (result.model, loaded)]
 print("trained:", repr(said[0]))
 print("loaded: ", repr(said[1]))
-print("the same:", said[0] == said[1], "| fingerprints:", extended.fingerprint, tpukit.fingerprint(loaded))
+print("the same:", said[0] == said[1], "| fingerprints:", result.fingerprint, tpukit.fingerprint(loaded))
 
 # %% [markdown]
 # ## What you should see
@@ -552,13 +567,15 @@ print("the same:", said[0] == said[1], "| fingerprints:", extended.fingerprint, 
 #   (bfloat16 on the GPU/CPU track's Keras 3.13.2).
 #   Exercise 1: 1,304,576 at rank 8.
 # - The pieces of "The import statement", and the help topics as a few thousand rows.
-# - The tiny Gemma's "before" is noise; its loss falls a little (random weights, and LoRA moves only the query and
-#   value) and its "after" repeats common pieces. Gemma 3 1B writes English before; after 100 steps its
-#   continuation should lean towards the help topics' wording (our expectation: not yet run on a TPU).
+# - The prompt, then "before" and "after" one above the other. The tiny Gemma's "before" is noise; its loss falls a
+#   little (random weights, and LoRA moves only the query and value) and its "after" repeats common pieces. Gemma 3
+#   1B writes English before; after 60 steps its continuation should lean towards the help topics' wording (our
+#   expectation: not yet run on a TPU).
 # - Memory: the logits for 8 x 1,024 tokens of Gemma 3 are 4.3 GB in bfloat16, 8.6 GB in float32, more than the
 #   model's 2 GB of weights. Exercise 2: 65,536,000 bytes, bfloat16.
 # - tpukit: a summary, notes that name the LoRA rank and trainable share, the rows and their padding (about 2%:
-#   each document starts its own row, and the help topics are long documents), and a LoRA-basis FLOPs count; the extended run with its parent; `adapters.lora.h5` and no
+#   each document starts its own row, and the help topics are long documents), and a LoRA-basis FLOPs count; the
+#   extended run with its parent (the tiny Gemma's, where the real one was loaded); `adapters.lora.h5` and no
 #   `model.weights.h5`; the cut run `stopped after 1 whole epoch(s)`, then resumed in the same directory to 2
 #   epochs; the trained and the loaded model saying the same text.
 #   Exercise 3: 35% of the positions are padding with a row of its own for each short document, 9% packed end to

@@ -52,6 +52,38 @@ def test_notebooks_exist():
     assert SCRIPTS, f"no notebooks found in {NOTEBOOKS}"
 
 
+@functools.cache
+def _class_time():
+    spec = importlib.util.spec_from_file_location("class_time", REPO / "benchmarks" / "class_time.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PLAN_ROW = re.compile(
+    r"^\| (?:\d|extra) \| \[[^\]]+\]\([^)]*/(\w+)\.ipynb\) \| (\d+) min \| (\d+) min \| (\d+) min \| (\d+) min \|", re.M
+)
+
+
+@pytest.mark.parametrize("track", ["tpu", "gpu"])
+def test_the_workshop_day_fits_on_the_clock_and_the_plan_quotes_the_count(track):
+    """Each track's day (class time, waiting and start-up) is at most 4 h 25, and notebooks/README.md says so."""
+    class_time = _class_time()
+    day = class_time.day(track)
+    assert day["totals"]["clock"] <= class_time.DAY_MINUTES, (
+        f"the {track} track's day is {class_time.hm(day['totals']['clock'])} on the clock, over "
+        f"{class_time.hm(class_time.DAY_MINUTES)}: move a section into an `Extra:` one (python benchmarks/class_time.py)"
+    )
+    readme = (NOTEBOOKS / "README.md").read_text()
+    heading = "**TPU track**" if track == "tpu" else "**GPU/CPU track**"
+    section = readme[readme.index(heading) :]
+    section = section[: section.index("\n\n", section.index("| Order |"))]
+    quoted = [(m[0], *map(int, m[1:])) for m in PLAN_ROW.findall(section)]
+    counted = [(r["name"], r["class"], r["waiting"], r["startup"], r["clock"]) for r in day["rows"] + day["extras"]]
+    assert quoted == counted, "notebooks/README.md's plan is not what python benchmarks/class_time.py counts"
+    assert f"**{class_time.hm(day['totals']['clock'])}**" in section
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=IDS)
 def test_pair_in_sync(script):
     """Every .ipynb written from the script is what notebooks/_tracks.py writes from it now."""
@@ -410,6 +442,22 @@ def test_notebook_runs(script, track, kernel_dir, tmp_path):
 
         nbformat.write(notebook, str(tmp_path / f"{script.stem}.executed.ipynb"))
     print(f"{script.name}{f' ({track} track)' if track else ''}: {time.perf_counter() - started:.1f} s at smoke size")
+    if script.stem == "08_fine_tuning_a_pretrained_model":
+        _the_fine_tune_changed_what_the_model_writes(notebook)
+
+
+def _the_fine_tune_changed_what_the_model_writes(notebook):
+    """08 prints the plain fine-tune's samples one above the other; after the fit the model writes otherwise."""
+    printed = "".join(
+        output.get("text", "")
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+        if output.get("name") == "stdout"
+    )
+    before = re.search(r"^before: (.+)$", printed, re.M)
+    after = re.search(r"^after:  (.+)$", printed, re.M)
+    assert before and after, "08 prints no 'before:' and 'after:' samples"
+    assert before.group(1) != after.group(1), f"the fine-tune left the sample as it was: {before.group(1)}"
 
 
 @pytest.mark.slow
@@ -456,7 +504,7 @@ def test_every_notebook_opens_on_its_tracks_colab_runtime():
 def test_the_readme_badges_open_each_tracks_notebooks():
     """The workshop plan's GPU/CPU track links its notebooks' gpu/ copies; everything else the notebooks."""
     readme = (NOTEBOOKS / "README.md").read_text()
-    gpu_track = readme[readme.index("**GPU/CPU track**") : readme.index("How the figures were taken")]
+    gpu_track = readme[readme.index("**GPU/CPU track**") : readme.index("How the day is counted")]
     for name in _tracks().GPU_COPIES:
         assert f"notebooks/gpu/{name}.ipynb" in gpu_track, name
 
