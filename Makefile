@@ -46,8 +46,10 @@ demo: venv
 browser:
 	bash .ci/setup-browser.sh
 
+# The main suite runs the notebooks' GPU/CPU track; their TPU track (Keras on JAX, every exercise) runs in Colab's
+# TPU set below, on that runtime's own packages, once (TPUKIT_NOTEBOOK_TRACKS=tpu,gpu runs both here too).
 test: venv $(W7STAMP) browser
-	$(PY) -m pytest -q --durations=25
+	TPUKIT_NOTEBOOK_TRACKS=gpu $(PY) -m pytest -q --durations=25
 	PYTHONPATH=$(W7) $(PY) -m pytest -q -p no:cacheprovider tests/ui/test_panel.py tests/ui/test_context.py
 	$(MAKE) test-colab
 

@@ -320,11 +320,19 @@ NO_TENSORFLOW = (
 )
 
 
+ELSEWHERE = (
+    "TPUKIT_NOTEBOOK_TRACKS={tracks}: the {track} track's copy runs in Colab's TPU set in the same `make test` "
+    "(.ci/colab-env.sh tpu), on the packages that runtime ships"
+)
+
+
 def _track_runs(scripts):
     """(script, track) to run: a notebook with one-backend cells on both tracks (TPU: Keras on JAX, GPU: on
     TensorFlow), each without the other's cells; any other as it is, on the backend the first cell picks here.
-    A track whose framework is not installed here (TensorFlow in Colab's TPU set) is skipped, saying why."""
+    A track whose framework is not installed here (TensorFlow in Colab's TPU set) is skipped, saying why, and so is
+    one left out of TPUKIT_NOTEBOOK_TRACKS (`make test`'s main suite leaves the TPU track to Colab's TPU set)."""
     has_tf = importlib.util.find_spec("tensorflow") is not None
+    tracks = os.environ.get("TPUKIT_NOTEBOOK_TRACKS", "tpu,gpu")
     runs = []
     for script in scripts:
         module, why = NEEDS.get(script.stem, (None, ""))
@@ -338,6 +346,8 @@ def _track_runs(scripts):
             continue
         for track in ("tpu", "gpu"):
             marks = needs + ([pytest.mark.skip(reason=NO_TENSORFLOW)] if track == "gpu" and not has_tf else [])
+            if track not in tracks.split(","):
+                marks = marks + [pytest.mark.skip(reason=ELSEWHERE.format(tracks=tracks, track=track))]
             runs.append(pytest.param(script, track, id=f"{script.stem}-{track}", marks=marks))
     return runs
 
