@@ -153,8 +153,52 @@ print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_don
                   "extended": [extended.status, extended.fingerprint, sorted(os.listdir(short.run_dir))]}))
 """
 
+# QLoRA on the preset at sys.argv[1] (JAX): a run stopped in its second epoch and resumed, against the same run
+# uninterrupted; the base's dtypes, the adapters', the loss; the export as a KerasHub preset and as a Hugging Face
+# folder, loaded back by KerasHub, against the float copy with the adapters merged. One JSON line.
+QLORA = """
+import json, os, sys, threading
+sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+import numpy as np
+import keras, keras_hub
+import tpukit
+from run_support import CallAt
+from tpukit.runs import saving
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=256, sequence_length=32, batch_size=16,
+                          epochs=3, learning_rate=1e-2, backend="jax", replicas=1, validation_split=None,
+                          logdir=logdir, seed=3, steps_per_execution=4, quantize="int8", sample_prompt="")
+whole = tpukit.train(config.replace(name="whole"), verbose=0)
+stop = threading.Event()
+cut = tpukit.train(config.replace(name="cut"), verbose=0, stop=stop, callbacks=[CallAt(5, stop.set)])
+resumed = tpukit.resume(cut.run_dir, verbose=0)
+loaded = tpukit.load(whole.run_dir).model
+x = {"token_ids": np.arange(64, dtype="int32").reshape(2, 32) % 200 + 4, "padding_mask": np.ones((2, 32), "int32")}
+merged = saving.float32_copy(whole.model, merge=True)
+want = np.asarray(merged(x), "float32")
+exported = {}
+for format in ("preset", "hf"):
+    path = os.path.join(logdir, f"export-{format}")
+    whole.export(path, format=format)
+    back = keras_hub.models.CausalLM.from_preset(path, preprocessor=None)
+    exported[format] = float(np.abs(np.asarray(back(x), "float32") - want).max())
+base = keras_hub.models.CausalLM.from_preset(preset, preprocessor=None)
+print(json.dumps({"status": [whole.status, cut.status, resumed.status], "loss": whole.history["loss"],
+                  "fingerprints": [whole.fingerprint, resumed.fingerprint, tpukit.fingerprint(loaded)],
+                  "notes": list(whole.notes),
+                  "kernels": sorted({str(w.dtype) for w in whole.model.weights if w.path.endswith("kernel")}),
+                  "adapters": sorted({str(w.dtype) for w in whole.model.weights if "lora_kernel" in w.path}),
+                  "loaded_kernels": sorted({str(w.dtype) for w in loaded.weights if w.path.endswith("kernel")}),
+                  "exported": exported, "scale": float(np.abs(want).max()),
+                  "quantized_vs_merged": float(np.abs(np.asarray(whole.model(x), "float32") - want).max()),
+                  "base_vs_merged": float(np.abs(np.asarray(base(x), "float32") - want).max()),
+                  "exported_dtypes": sorted({str(w.dtype) for w in back.weights})}))
+"""
+
 # For each size in sys.argv[1] (JSON: vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence), a
-# Gemma with LoRA rank 4 and bfloat16 weights, compiled as tpukit compiles a preset: the estimate before compiling
+# Gemma with LoRA rank 4 and bfloat16 weights (a 9th item "int8": QLoRA), compiled as tpukit compiles a preset: the
+# estimate before compiling
 # against XLA's own figure for the compiled step (on the CPU, where XLA computes bfloat16 in float32). JSON lines.
 MEMORY = """
 import json, sys
@@ -162,13 +206,15 @@ import numpy as np
 import keras, keras_hub
 from tpukit.models import memory
 
-for vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence in json.loads(sys.argv[1]):
+from tpukit.models import lora
+
+for vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence, *quantize in json.loads(sys.argv[1]):
     keras.utils.set_random_seed(0)
     backbone = keras_hub.models.GemmaBackbone(vocabulary_size=vocabulary, num_layers=layers, num_query_heads=heads,
                                               num_key_value_heads=1, hidden_dim=hidden, intermediate_dim=intermediate,
                                               head_dim=head_dim, dtype="bfloat16")
     model = keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=None)
-    backbone.enable_lora(4)
+    lora.enable(backbone, 4, None, None, "tiny", *quantize)  # as a run enables it, QLoRA's int8 base where asked
     model.compile(optimizer=keras.optimizers.Adam(1e-3), weighted_metrics=[],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
     x = {"token_ids": np.zeros((batch, sequence), "int32"), "padding_mask": np.ones((batch, sequence), "int32")}

@@ -77,7 +77,8 @@ class RunConfig:
     `lora_rank` and `sequence_length` apply to a pretrained model (a KerasHub preset): the rank of its LoRA
     adapters (None: every weight trains), and the tokens per row of its text. `lora_alpha` scales the
     adapters' update by alpha / rank (None: Keras' default, alpha = rank), and `lora_targets` names the layers that
-    get adapters (None: KerasHub's default, the attention's query and value projections). `sample_prompt` is the
+    get adapters (None: KerasHub's default, the attention's query and value projections). `quantize="int8"`
+    stores the frozen weights in int8 under the float32 adapters (QLoRA; it needs `lora_rank`). `sample_prompt` is the
     text a pretrained model continues before and after training, in the run's summary (None: the first words of
     the training text; "": no samples).
     `remat` rematerializes a KerasHub transformer's blocks (`keras.RematScope`: each keeps only its input for the
@@ -194,6 +195,13 @@ class RunConfig:
     )
     sequence_length: int = _field(
         128, "int", "tokens per row of text (each document starts its own), for a pretrained model"
+    )
+    quantize: Optional[str] = _field(
+        None,
+        "optional_str",
+        "store a pretrained model's frozen weights in int8 under its float32 LoRA adapters (QLoRA: a quarter of "
+        "float32's memory, half of bfloat16's); default: none, bfloat16",
+        metavar="int8",
     )
     lora_alpha: Optional[float] = _field(
         None, "optional_float", "scale LoRA's update by ALPHA / RANK; default: Keras' (ALPHA = RANK)", metavar="ALPHA"

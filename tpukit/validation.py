@@ -173,6 +173,7 @@ MAX_EPOCHS = 1_000_000
 MAX_EXAMPLES = 100_000_000
 MAX_NAME = 100
 MAX_LORA_RANK = 4096
+QUANTIZE_MODES = ("int8",)  # what `RunConfig.quantize` stores frozen weights in (Keras: models.lora)
 MAX_SEQUENCE_LENGTH = 1_048_576
 MAX_MODEL_PARALLEL = 4096
 _RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}
@@ -278,6 +279,15 @@ def _check_run_and_pretrained(c) -> None:
             "are usual), or None to train every weight",
         )
     check_int("sequence_length", c.sequence_length, 1, maximum=MAX_SEQUENCE_LENGTH)
+    if c.quantize is not None and c.quantize not in QUANTIZE_MODES:
+        fail("quantize", c.quantize, f"None or {' or '.join(map(repr, QUANTIZE_MODES))} (the frozen weights' storage)")
+    if c.quantize is not None and rank is None:
+        fail(
+            "quantize",
+            c.quantize,
+            "None where every weight trains (lora_rank=None): a quantized weight cannot train; set lora_rank to "
+            "quantize the frozen base under LoRA adapters (QLoRA)",
+        )
     alpha = c.lora_alpha
     if alpha is not None and (
         isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < math.inf

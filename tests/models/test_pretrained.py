@@ -22,7 +22,7 @@ pytest.importorskip("keras_hub")
 pytest.importorskip("sentencepiece")
 pytest.importorskip("jax")
 
-from hub_support import BUILD, REMAT, RESUME, SHARDED, TRAIN, VOCABULARY  # noqa: E402
+from hub_support import BUILD, QLORA, REMAT, RESUME, SHARDED, TRAIN, VOCABULARY  # noqa: E402
 
 
 def _env():
@@ -257,6 +257,25 @@ def test_adapters_alone_are_kept_resume_reproduces_them_and_load_brings_them_bac
     # a completed run keeps its adapters' optimizer state too: extending it to 3 epochs gives the 3-epoch run's adapters
     status, fingerprint, files = out["extended"]
     assert "adapters.state.npz" in files and status == "completed" and fingerprint == out["whole"]
+
+
+@pytest.mark.slow
+def test_qlora_keeps_the_projections_in_int8_learns_resumes_to_the_same_adapters_and_exports_them_merged(
+    preset, tmp_path
+):
+    out = json.loads(_python(QLORA, preset, tmp_path, timeout=600).strip().splitlines()[-1])
+    assert out["status"] == ["completed", "stopped", "completed"], out
+    assert out["kernels"] == ["int8"] and out["adapters"] == ["float32"] and out["loaded_kernels"] == ["int8"], out
+    loss = out["loss"]
+    assert loss[-1] < loss[0] - 0.02, loss  # the adapters learn over the int8 base, as over a bfloat16 one
+    whole, resumed, loaded = out["fingerprints"]
+    assert resumed == whole and loaded == whole  # resume and load() rebuild the same quantized base and adapters
+    (model,) = [n for n in out["notes"] if n.startswith("model:")]
+    assert "QLoRA rank 4: 704 of 7,872 parameters train" in model and "kernels in int8" in model, model
+    # exported as floats, the adapters merged into the dequantized kernels: KerasHub loads back what was merged,
+    # which is the trained model up to the int8 rounding of its activations, and not the preset's base
+    assert out["exported"] == {"preset": 0.0, "hf": 0.0} and out["exported_dtypes"] == ["float32"], out
+    assert out["quantized_vs_merged"] < 0.05 * out["scale"] < out["base_vs_merged"], out
 
 
 @pytest.mark.slow

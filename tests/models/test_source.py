@@ -73,6 +73,7 @@ def test_a_setting_the_kind_does_not_read_is_one_line_before_anything_is_made(tm
         (dict(sequence_length=64), "sequence_length"),
         (dict(lora_rank=None), "lora_rank"),
         (dict(model_parallel=2), "model_parallel"),
+        (dict(quantize="int8"), "quantize"),
     ],
 )
 def test_lora_and_text_settings_on_a_zoo_model_are_refused_in_one_line(changes, name, tmp_path):

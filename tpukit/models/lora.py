@@ -34,14 +34,17 @@ def adapters_only(model) -> bool:
     return bool(trainable) and is_adapted(model) and all("lora_kernel" in w.path for w in trainable)
 
 
-def enable(backbone, rank: int, alpha: Optional[float], targets, source: str) -> None:
+def enable(backbone, rank: int, alpha: Optional[float], targets, source: str, quantize: Optional[str] = None) -> None:
     """KerasHub's `enable_lora` on `targets` of `backbone`, then alpha on each adapted layer (KerasHub's call takes
     no alpha; Keras' layers read theirs at every call). Targets that match no layer, a rank above the adapted
-    layers' own sizes, or an alpha this Keras cannot set are a one-line ModelError.
+    layers' own sizes, or an alpha this Keras cannot set are a one-line ModelError. With `quantize` ("int8"), the
+    frozen weights are quantized first (QLoRA: Keras' `quantize`, then LoRA on the quantized layers).
 
     The adapters are float32 whatever the frozen weights' dtype (see `_adapters_in_float32`)."""
     names = list(targets) if targets else list(backbone.default_lora_layer_names())
     _adapters_in_float32(backbone, names)
+    if quantize:
+        _quantize(backbone, quantize)
     backbone.enable_lora(rank, target_layer_names=names)
     adapted = adapted_layers(backbone)
     if not adapted:
@@ -94,6 +97,47 @@ def _adapters_in_float32(backbone, names) -> None:
                 layer.dtype_policy = mixed.name
 
 
+def _quantize(backbone, mode: str) -> None:
+    """Keras' `quantize(mode)` on each dense projection of `backbone` (int8 kernels and a float scale per output),
+    before the adapters, so that they stay float. The token embedding stays as loaded: in Keras 3.13-3.15 an int8
+    `ReversibleEmbedding` gives its reverse projection (the logits) a gradient about 4x too large, and the adapters
+    below it then learn almost nothing (docs/decisions.md, "QLoRA")."""
+    import keras
+
+    for layer in backbone._flatten_layers(include_self=False):
+        if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)) and layer.built and layer.weights:
+            layer.quantize(mode)
+
+
+def quantized(model) -> Optional[str]:
+    """The mode `model`'s frozen weights are quantized in ("int8"), or None."""
+    modes = {getattr(layer, "quantization_mode", None) for layer in model._flatten_layers(include_self=False)}
+    modes.discard(None)
+    return ", ".join(sorted(modes)) or None
+
+
+def float_kernels(model) -> dict:
+    """{variable path: float32 value} for each quantized weight of `model` (an int8 kernel or embedding divided by
+    its scale, as the layer's own call reads it): what a float copy of the model holds in their place."""
+    import numpy as np
+
+    values = {}
+    for layer in model._flatten_layers(include_self=False):
+        if getattr(layer, "quantization_mode", None) is None:
+            continue
+        for name in ("_kernel", "embeddings"):
+            variable = getattr(layer, name, None)
+            scale = getattr(layer, "kernel_scale" if name == "_kernel" else "embeddings_scale", None)
+            if variable is None or scale is None:
+                continue
+            adjust = getattr(layer, "_adjust_scale_for_dequant", None)  # EinsumDense: the scale to the kernel's axes
+            scale = np.asarray(adjust(scale) if adjust and name == "_kernel" else scale, dtype="float32")
+            if name == "embeddings":
+                scale = scale[:, None]  # a scale per token's row
+            values[variable.path] = np.asarray(variable.numpy(), dtype="float32") / scale
+    return values
+
+
 @functools.lru_cache(maxsize=None)
 def _float32_adapters_built_in() -> bool:
     """Whether this Keras makes LoRA adapters in float32 on a bfloat16 layer (Keras 3.15 and later): asked of a
@@ -114,15 +158,19 @@ def _width(layer) -> int:
     return min(math.prod(int(d) for d in a[:-1]), math.prod(int(d) for d in b[1:]))
 
 
-def merged_kernels(model) -> dict:
+def merged_kernels(model, floats: Optional[dict] = None) -> dict:
     """{kernel path: float32 kernel + alpha / rank x A B} for each adapted layer of `model`, merged in float32 (as
-    Keras merges them, without a 16-bit kernel's rounding, which would lose updates smaller than its step)."""
+    Keras merges them, without a 16-bit kernel's rounding, which would lose updates smaller than its step). A
+    quantized kernel is read as its float value (`floats`: `float_kernels(model)`, computed here where not given)."""
     import numpy as np
 
     merged = {}
+    floats = float_kernels(model) if floats is None else floats
     for layer in adapted_layers(model):
         a, b = (np.asarray(v.numpy(), dtype="float32") for v in (layer.lora_kernel_a, layer.lora_kernel_b))
-        kernel = np.asarray(layer._kernel.numpy(), dtype="float32")  # the frozen kernel, without the adapters
+        kernel = floats.get(layer._kernel.path)  # the frozen kernel, without the adapters
+        if kernel is None:
+            kernel = np.asarray(layer._kernel.numpy(), dtype="float32")
         alpha = getattr(layer, "lora_alpha", layer.lora_rank)  # Keras before 3.15: alpha = rank
         merged[layer._kernel.path] = kernel + (alpha / layer.lora_rank) * np.matmul(a, b)
     return merged
@@ -130,12 +178,16 @@ def merged_kernels(model) -> dict:
 
 def trainable_note(model, rank: Optional[int], alpha: Optional[float] = None) -> str:
     """`LoRA rank 4: 704 of 7,696 parameters train (9.1%), frozen weights in bfloat16`: what trains, in one line
-    (`LoRA rank 4, alpha 8` where alpha is set)."""
+    (`LoRA rank 4, alpha 8` where alpha is set; `QLoRA rank 4` on a quantized base, saying which weights are int8)."""
     trainable = sum(math.prod(w.shape) for w in model.trainable_weights)
     total = sum(math.prod(w.shape) for w in model.weights)
-    frozen = {w.dtype for w in model.weights if not w.trainable}
-    what = (f"LoRA rank {rank}" + (f", alpha {alpha:g}" if alpha is not None else "")) if rank else "full fine-tuning"
+    frozen = {w.dtype for w in model.weights if not w.trainable and not w.path.endswith("_scale")}  # not int8's
+    mode = quantized(model)
+    lora = "QLoRA" if mode else "LoRA"
+    what = (f"{lora} rank {rank}" + (f", alpha {alpha:g}" if alpha is not None else "")) if rank else "full fine-tuning"
     where = f", frozen weights in {', '.join(sorted(frozen))}" if frozen else ""
+    if mode:
+        where += f" (the projections' kernels in {mode}, the embedding as loaded)"
     return f"{what}: {trainable:,} of {total:,} parameters train ({trainable / max(1, total):.1%}){where}"
 
 

@@ -120,7 +120,7 @@ def estimate(
     shape = shape_of(model)
     if shape is None:
         return None
-    weights = sum(_bytes(w) + (4 * _size(w) if upcast and _itemsize(w.dtype) == 2 else 0) for w in model.weights)
+    weights = sum(_bytes(w) + (4 * _size(w) if upcast and _upcast(w) else 0) for w in model.weights)
     return _step(
         shape,
         weights,
@@ -142,6 +142,7 @@ def estimate_unbuilt(
     *,
     lora_rank: Optional[int],
     batch_size: int,
+    quantize: Optional[str] = None,
     sequence_length: int,
     optimizer: str = "adam",
     remat: bool = False,
@@ -150,9 +151,9 @@ def estimate_unbuilt(
     upcast: bool = False,
 ) -> Optional[Estimate]:
     """`estimate` for a preset not loaded yet, from its backbone's config (`config.json`) and parameter count
-    (`metadata.json`), as a run would build it: with LoRA, every weight in bfloat16 and adapters of `lora_rank` on
-    the query and value projections (float32); without, every weight trains, in float32. None where the config
-    lacks a width."""
+    (`metadata.json`), as a run would build it: with LoRA, every weight in bfloat16 (the projections int8 with
+    `quantize`) and adapters of `lora_rank` on the query and value projections (float32); without, every weight
+    trains, in float32. None where the config lacks a width."""
     names = ("vocabulary_size", "num_layers", "hidden_dim", "num_query_heads", "head_dim", "intermediate_dim")
     values = [backbone.get(n) for n in names]
     if not all(isinstance(v, int) and v > 0 for v in values) or parameters <= 0:
@@ -161,7 +162,9 @@ def estimate_unbuilt(
     if lora_rank:
         kv_heads = backbone.get("num_key_value_heads") or shape.heads
         adapters = shape.layers * lora_rank * ((shape.heads + kv_heads) * shape.hidden + 2 * shape.head_dim)
-        weights, trainable, c = parameters * (2 + (4 if upcast else 0)) + 4 * adapters, 4 * adapters, 2
+        embedding = shape.vocabulary * shape.hidden  # stays bfloat16 under QLoRA (models.lora._quantize)
+        stored = 2 * parameters if quantize != "int8" else 2 * embedding + (parameters - embedding)
+        weights, trainable, c = stored + (4 * parameters if upcast else 0) + 4 * adapters, 4 * adapters, 2
     else:
         weights = trainable = 4 * parameters
         c = 4
@@ -338,6 +341,12 @@ def xla_step_bytes(model, x, y) -> int:
     return (
         stats.argument_size_in_bytes + stats.temp_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes
     )
+
+
+def _upcast(variable) -> bool:
+    """Whether XLA computes with a float32 copy of `variable` where it upcasts (the CPU): a 16-bit weight, and a
+    quantized int8 one (QLoRA's base), measured so against `xla_step_bytes`."""
+    return _itemsize(variable.dtype) == 2 or str(getattr(variable.dtype, "name", variable.dtype)) == "int8"
 
 
 def _size(variable) -> int:

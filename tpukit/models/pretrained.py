@@ -149,9 +149,8 @@ class Preset(ModelSource):
         if config.lora_rank:
             alpha = "alpha = rank" if config.lora_alpha is None else f"alpha {config.lora_alpha:g}"
             where = ", ".join(config.lora_targets) if config.lora_targets else "the attention's query and value"
-            lora = (
-                f"LoRA adapters of rank {config.lora_rank} ({alpha}) on {where}; the other weights frozen, in bfloat16"
-            )
+            frozen = f"quantized to {config.quantize} (QLoRA)" if config.quantize else "in bfloat16"
+            lora = f"LoRA adapters of rank {config.lora_rank} ({alpha}) on {where}; the other weights frozen, {frozen}"
         else:
             lora = "every weight trains, in the run's precision"
         return lora, f"text in rows of {config.sequence_length:,} tokens, each document starting its own"
@@ -177,6 +176,7 @@ class Preset(ModelSource):
             backbone,
             parameters,
             lora_rank=config.lora_rank,
+            quantize=config.quantize,
             batch_size=config.batch_size,
             sequence_length=config.sequence_length,
             optimizer=config.optimizer,
@@ -240,7 +240,7 @@ class Preset(ModelSource):
                 f"a tokenizer of at most {model.backbone.vocabulary_size} tokens."
             )
         if rank:
-            lora.enable(model.backbone, rank, config.lora_alpha, config.lora_targets, self.source)
+            lora.enable(model.backbone, rank, config.lora_alpha, config.lora_targets, self.source, config.quantize)
         return (
             model,
             f"{self.description} ({type(model).__name__}), {lora.trainable_note(model, rank, config.lora_alpha)}"

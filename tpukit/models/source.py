@@ -29,6 +29,7 @@ KIND_SETTINGS = {
     "lora_rank": "LoRA adapters",
     "lora_alpha": "LoRA adapters",
     "lora_targets": "LoRA adapters",
+    "quantize": "frozen weights under LoRA adapters",
     "sequence_length": "text laid out in rows of tokens",
     "sample_prompt": "text samples before and after training",
     "model_parallel": "a layout map that splits its weights over devices",

@@ -291,7 +291,8 @@ def _merged_weights(model, copy) -> list:
     adapters. Without LoRA, simply `model.get_weights()`."""
     import numpy as np
 
-    merged = lora.merged_kernels(model)
+    floats = lora.float_kernels(model)  # a quantized base's int8 weights as floats (the copy's are float32)
+    merged = {**floats, **lora.merged_kernels(model, floats)}
     if not merged:
         return model.get_weights()
     values = {w.path: merged.get(w.path, w.numpy()) for w in model.weights}
@@ -308,7 +309,7 @@ def float32_copy(model, merge: bool = False):
     import keras
     import numpy as np
 
-    if not _off_float32(model) and not (merge and lora.adapted_layers(model)):
+    if not _off_float32(model) and not (merge and lora.adapted_layers(model)) and not lora.quantized(model):
         return model
     config = _float32(keras.saving.serialize_keras_object(model))
     config.pop("compile_config", None)
@@ -381,8 +382,10 @@ _OFF_FLOAT32 = ("mixed_", "bfloat16", "float16")  # the policies an export write
 
 
 def _float32(value):
-    """A serialized model with every mixed or 16-bit float dtype policy replaced by float32."""
+    """A serialized model with every mixed, 16-bit or quantized dtype policy replaced by float32."""
     if isinstance(value, dict):
+        if value.get("class_name") == "QuantizedDTypePolicy":  # QLoRA's int8 base: a float copy holds floats there
+            return {**value, "module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}}
         if value.get("class_name") in ("DTypePolicy", "FloatDTypePolicy") and str(
             (value.get("config") or {}).get("name", "")
         ).startswith(_OFF_FLOAT32):
