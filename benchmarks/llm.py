@@ -20,7 +20,15 @@ Each run also reports its train-step compiles (JAX's events), its peak memory (t
 forward 2N, activation gradients 2N, weight gradients for the adapters only, attention included) against the peak
 tpukit measured or knows for the device.
 
+`--architecture NAME` builds a published architecture from its configuration with random weights (no download): its
+layers, widths and vocabulary are the real model's, its tokenizer a SentencePiece model of 256 pieces trained here
+on the help topics (the text's ids are then all below 256; the logits still cover the whole vocabulary). Speed,
+memory and compiles do not depend on the weights' values. `--steps N` caps each epoch at N steps, to keep a CPU check
+short.
+
     python benchmarks/llm.py --dry-run                       # a tiny Gemma built here, on this CPU
+    python benchmarks/llm.py --architecture gemma3_1b --steps 2 --rounds 1           # offline, on a CPU
+    python benchmarks/llm.py --architecture gemma3_1b --batch-size 8 --sequence-length 512 --rounds 3   # a GPU
     python benchmarks/llm.py --preset DIR_OR_NAME --batch-size 8 --sequence-length 512 [--rounds 3]
 """
 
@@ -44,12 +52,56 @@ DRY_RUN = dict(
     intermediate_dim=128,
     head_dim=16,
 )
+# --architecture's models: (KerasHub's family, the backbone's configuration as its published preset has it; Gemma's
+# intermediate_dim is twice the Hugging Face config's intermediate_size, as KerasHub's GemmaBackbone halves it)
+ARCHITECTURES = {
+    "gemma3_1b": (
+        "Gemma3",
+        dict(
+            vocabulary_size=262144,
+            image_size=896,
+            num_layers=26,
+            num_query_heads=4,
+            num_key_value_heads=1,
+            hidden_dim=1152,
+            intermediate_dim=6912,
+            head_dim=256,
+            use_post_ffw_norm=True,
+            use_post_attention_norm=True,
+            use_sliding_window_attention=True,
+            sliding_window_size=512,
+            vision_encoder=None,
+        ),
+    ),
+    "gemma2_2b": (
+        "Gemma",
+        dict(
+            vocabulary_size=256000,
+            num_layers=26,
+            num_query_heads=8,
+            num_key_value_heads=4,
+            hidden_dim=2304,
+            intermediate_dim=18432,
+            head_dim=256,
+            use_post_ffw_norm=True,
+            use_post_attention_norm=True,
+            attention_logit_soft_cap=50.0,
+            final_logit_soft_cap=30.0,
+            use_sliding_window_attention=True,
+            sliding_window_size=4096,
+        ),
+    ),
+}
 
 
 def _parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", help="a KerasHub preset (directory, kaggle://, hf:// or name)")
     parser.add_argument("--dry-run", action="store_true", help="build a tiny Gemma preset here and run on it")
+    parser.add_argument(
+        "--architecture", choices=sorted(ARCHITECTURES), help="build this published architecture, random weights"
+    )
+    parser.add_argument("--steps", type=int, help="at most this many steps an epoch (default: the whole text)")
     parser.add_argument("--rank", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--sequence-length", type=int, default=64)
@@ -122,6 +174,8 @@ def plain_keras_hub(args):
     ).astype("int32")
     length = args.sequence_length
     rows = (len(stream) - 1) // length // args.batch_size * args.batch_size  # whole rows, whole batches: one compile
+    if args.steps:
+        rows = min(rows, args.steps * args.batch_size)
     x = stream[: rows * length].reshape(rows, length)
     y = stream[1 : rows * length + 1].reshape(rows, length)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=tokenizer.pad_token_id)
@@ -139,7 +193,12 @@ def plain_keras_hub(args):
         verbose=0,
     )
     watch.stop()
-    return {"tokens_per_sec": clock.tokens_per_sec(), "compiles": watch.count, "memory": _peak_memory()}
+    return {
+        "tokens_per_sec": clock.tokens_per_sec(),
+        "compiles": watch.count,
+        "compile_s": watch.seconds,
+        "memory": _peak_memory(),
+    }
 
 
 def with_tpukit(args):
@@ -159,6 +218,7 @@ def with_tpukit(args):
             sample_prompt="",
             backend="jax",
             logdir=logdir,
+            steps_per_epoch=args.steps,
         )
         clock = _epoch_clock(args.batch_size * args.sequence_length)
         result = tpukit.train(config, callbacks=[clock], verbose=0)
@@ -168,6 +228,8 @@ def with_tpukit(args):
         "tokens_per_sec": clock.tokens_per_sec(),
         "compiles": result.compiles,
         "memory": _peak_memory(),
+        "estimate": next((n for n in result.notes if n.startswith("memory:")), None),
+        "compile_note": next((n for n in result.notes if n.startswith("compile:")), None),
         "flops_per_token": result.flops_per_example / args.sequence_length if result.flops_per_example else None,
         "peak": peak,
         "basis": result.mfu_basis,
@@ -198,6 +260,7 @@ def _run(kind, args):
         str(args.learning_rate),
         "--seed",
         str(args.seed),
+        *(["--steps", str(args.steps)] if args.steps else []),
     ]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -207,19 +270,27 @@ def _run(kind, args):
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "wall": wall}
 
 
-def _tiny_preset(path):
-    """A small Gemma with a SentencePiece tokenizer trained on the help topics, saved as a preset (offline)."""
+def _build_preset(path, family="Gemma", backbone=DRY_RUN, dtype=None):
+    """A `family` model of `backbone`'s configuration, random weights (in `dtype`), with a SentencePiece tokenizer of
+    256 pieces trained on the help topics, saved as a preset (offline)."""
+    tokenizer = (
+        "Gemma3Tokenizer(proto=proto, has_vision_tokens=False)" if family == "Gemma3" else "GemmaTokenizer(proto=proto)"
+    )
     code = f"""
 import sys, keras, keras_hub
 from tpukit.data import text
 keras.utils.set_random_seed(0)
-proto = text.train_sentencepiece(text.pydoc_topics().documents, {DRY_RUN["vocabulary_size"]})
-backbone = keras_hub.models.GemmaBackbone(**{DRY_RUN!r})
-preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(keras_hub.models.GemmaTokenizer(proto=proto))
-keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(sys.argv[1])
+proto = text.train_sentencepiece(text.pydoc_topics().documents, 256)
+backbone = keras_hub.models.{family}Backbone(**{backbone!r}, dtype={dtype!r})
+preprocessor = keras_hub.models.{family}CausalLMPreprocessor(keras_hub.models.{tokenizer})
+keras_hub.models.{family}CausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(sys.argv[1])
+print(f"built {family}Backbone: {{backbone.count_params():,}} parameters", flush=True)
 """
     env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    subprocess.run([sys.executable, "-c", code, path], check=True, env=env, capture_output=True)
+    done = subprocess.run([sys.executable, "-c", code, path], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"building the preset failed: {done.stderr.strip()[-2000:]}")
+    print(done.stdout.strip().splitlines()[-1], flush=True)
 
 
 def main(argv=None):
@@ -230,9 +301,13 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as scratch:
         if args.dry_run:
             args.preset = os.path.join(scratch, "tiny_gemma")
-            _tiny_preset(args.preset)
+            _build_preset(args.preset)
+        elif args.architecture:
+            args.preset = os.path.join(scratch, args.architecture)
+            family, backbone = ARCHITECTURES[args.architecture]
+            _build_preset(args.preset, family, backbone, dtype="bfloat16")
         elif not args.preset:
-            raise SystemExit("give --preset DIR_OR_NAME, or --dry-run")
+            raise SystemExit("give --preset DIR_OR_NAME, --architecture NAME or --dry-run")
         _compare(args)
 
 
@@ -254,7 +329,7 @@ def _compare(args):
     wall = statistics.median(p["wall"] / t["wall"] for p, t in zip(plain, ours))
     last = ours[-1]
     print(
-        f"\n{args.preset}: LoRA rank {args.rank}, batch {args.batch_size} x {args.sequence_length} tokens, "
+        f"\n{args.architecture or args.preset}: LoRA rank {args.rank}, batch {args.batch_size} x {args.sequence_length} tokens, "
         f"{args.epochs} epochs, JAX; {args.rounds} interleaved rounds in fresh processes, medians; above 1 "
         "means tpukit is faster\n"
     )
@@ -273,6 +348,8 @@ def _compare(args):
             f"{runs[kind][-1]['compiles']} | {memory / 2**20:,.0f} MiB ({what}) | {mfu} |"
         )
     print(f"\nsteady ratio (tpukit/plain tokens/s): {steady:.2f}; wall ratio (plain/tpukit seconds): {wall:.2f}")
+    print(f"plain's train-step compile: {runs['plain'][-1]['compile_s']:.1f} s; tpukit's {last['compile_note']}")
+    print(f"tpukit's estimate before compiling: {last['estimate']}")
 
 
 if __name__ == "__main__":
