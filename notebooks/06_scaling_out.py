@@ -483,10 +483,10 @@ else:
 # ```
 #
 # It backs up the model, the optimizer and the epoch at the end of every epoch (its default `save_freq="epoch"`),
-# and deletes the backup when `fit` completes. Exercise 2 (an extra at the end) measures it with a plain `fit`. tpukit's engine backs up
-# the same way on every backend (`EpochBackup`: like `BackupAndRestore`, but each epoch goes to a new file that
-# `latest.json` names only once it is whole, so a kill cannot tear it), and the run's directory says how far it
-# got. Here it meets a real kill: the profiled job above gets SIGKILL, which no code can catch.
+# and deletes the backup when `fit` completes. Exercise 2 (an extra at the end) measures it with a plain `fit`.
+# tpukit's engine backs up the same way on every backend (`EpochBackup`: like `BackupAndRestore`, but each epoch
+# goes to a new file that `latest.json` names only once it is whole, so a kill cannot tear it), and the run's
+# directory says how far it got. Here it meets a real kill: the profiled job above gets SIGKILL, which no code can catch.
 
 # %%
 if HAS_TF:
