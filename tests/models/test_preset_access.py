@@ -213,3 +213,63 @@ def test_kerashub_loading_tensorflow_keeps_its_banners_out_of_a_jax_cell(tmp_pat
         said[how] = done.stderr
     assert "oneDNN" in said["plain"]
     assert "oneDNN" not in said["tpukit"] and "absl::InitializeLog" not in said["tpukit"], said["tpukit"]
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma(tmp_path_factory):
+    """A tiny Gemma preset with its tokenizer (a SentencePiece model of 256 pieces trained on the help topics)."""
+    from tpukit.data import text
+
+    path = tmp_path_factory.mktemp("gemma") / "tiny_gemma"
+    proto = text.train_sentencepiece(text.pydoc_topics().documents[:20], 256)
+    backbone = keras_hub.models.GemmaBackbone(
+        vocabulary_size=256,
+        num_layers=1,
+        num_query_heads=1,
+        num_key_value_heads=1,
+        hidden_dim=4,
+        intermediate_dim=8,
+        head_dim=4,
+    )
+    tokenizer = keras_hub.models.GemmaTokenizer(proto=proto)
+    preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(tokenizer)
+    keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(str(path))
+    return path
+
+
+@pytest.mark.parametrize("where", ["downloaded", "on disk", "colab cache"])
+def test_a_kaggle_preset_says_whether_it_was_downloaded_on_disk_or_served_by_colabs_cache_simulated(
+    nobody, tmp_path, tiny_gemma, where
+):
+    """kagglehub's fetch is simulated: it copies the tiny preset's files to where kagglehub or Colab's cache mount
+    would hold them, and KerasHub's own from_preset loads them from there."""
+    import shutil
+
+    cache, mount = tmp_path / "kagglehub", tmp_path / "kaggle-input"
+    nobody.setenv("KAGGLEHUB_CACHE", str(cache))
+    nobody.setenv("COLAB_CACHE_MOUNT_FOLDER", str(mount))
+    nobody.setenv("KAGGLE_API_TOKEN", "never-written")
+    local = cache / "models" / "keras" / "gemma3" / "keras" / "gemma3_instruct_1b" / "3"
+    served = mount / "gemma3" / "keras" / "gemma3_instruct_1b" / "3"
+    if where == "on disk":
+        shutil.copytree(tiny_gemma, local)
+    if where == "colab cache":
+        shutil.copytree(tiny_gemma, served)
+
+    def get_file(preset, path):
+        folder = served if where == "colab cache" else local
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / path).exists():
+            (folder / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(tiny_gemma / path, folder / path)
+        return str(folder / path)
+
+    nobody.setattr(preset_utils, "get_file", get_file)
+    nobody.setattr("keras_hub.src.tokenizers.tokenizer.get_file", get_file)  # imported there by name
+    _, said = pretrained.Preset(GEMMA + "/3").build(RunConfig(model=GEMMA + "/3", lora_rank=None))
+    expected = {
+        "downloaded": f"downloaded from Kaggle into {local.parent}",
+        "on disk": f"its files were on disk already ({local.parent}, kagglehub's cache): nothing downloaded",
+        "colab cache": f"served from Colab's Kaggle cache ({mount}): nothing downloaded",
+    }[where]
+    assert said.endswith("; Kaggle credentials: KAGGLE_API_TOKEN in the environment; " + expected), said

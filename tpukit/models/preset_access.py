@@ -154,3 +154,37 @@ def keras_too_old(requires, keras_version: str, hub_version: str) -> Optional[st
                 f"{SETUP_HUB})."
             )
     return None
+
+
+class Arrival:
+    """Where a Kaggle preset's files came from, told by looking before and after the load: kagglehub's own cache
+    folder for the handle (`$KAGGLEHUB_CACHE`, else `~/.cache/kagglehub`, then `models/OWNER/MODEL/FRAMEWORK/
+    VARIATION`), and Colab's cache mount (`$COLAB_CACHE_MOUNT_FOLDER`, else `/kaggle/input`), from which kagglehub
+    serves a model Colab keeps without downloading it. KerasHub fetches the files through kagglehub and says
+    neither; a run's notes then say which happened."""
+
+    def __init__(self, handle: str, environ=None):
+        environ = os.environ if environ is None else environ
+        root = environ.get("KAGGLEHUB_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "kagglehub")
+        parts = handle.removeprefix("kaggle://").strip("/").split("/")
+        self.local = os.path.join(root, "models", *parts[:4])  # any version of the variation
+        self.mount = environ.get("COLAB_CACHE_MOUNT_FOLDER") or "/kaggle/input"
+        self.had = os.path.isdir(self.local)
+
+    @classmethod
+    def of(cls, source: str, kaggle_handle: Callable[[str], Optional[str]]) -> Optional["Arrival"]:
+        """The arrival to watch for `source` (a `kaggle://` handle or a KerasHub name with one), else None."""
+        if hub_of(source) != "kaggle":
+            return None
+        handle = source if source.startswith("kaggle://") else kaggle_handle(source)
+        return cls(handle) if handle else None
+
+    def say(self) -> Optional[str]:
+        """After the load: downloaded now, already on disk, or served from Colab's cache (None: cannot tell)."""
+        if self.had:
+            return f"its files were on disk already ({self.local}, kagglehub's cache): nothing downloaded"
+        if os.path.isdir(self.local):
+            return f"downloaded from Kaggle into {self.local}"
+        if os.path.isdir(self.mount) and os.listdir(self.mount):
+            return f"served from Colab's Kaggle cache ({self.mount}): nothing downloaded"
+        return None

@@ -222,9 +222,10 @@ class Preset(ModelSource):
         KerasHub's default, the attention's query and value projections), the frozen weights in bfloat16;
         `config.lora_rank=None` trains every weight, in the run's dtype policy.
         """
-        rank = config.lora_rank
-        said = self._credentials()
+        rank, said = config.lora_rank, self._credentials()
+        arrival = preset_access.Arrival.of(self.source, _kaggle_handle)  # where a Kaggle download's files came from
         model = self._load("bfloat16" if rank else None)
+        said = "; ".join(filter(None, [said, arrival and arrival.say()]))
         longest = getattr(model.backbone, "max_sequence_length", None)  # learned positions end there (GPT-2, OPT)
         if longest and config.sequence_length > longest:
             raise ModelError(
