@@ -21,8 +21,8 @@ forward 2N, activation gradients 2N, weight gradients for the adapters only, att
 tpukit measured or knows for the device.
 
 `--architecture NAME` builds a published architecture from its configuration with random weights (no download): its
-layers, widths and vocabulary are the real model's, its tokenizer a SentencePiece model of 256 pieces trained here
-on the help topics (the text's ids are then all below 256; the logits still cover the whole vocabulary). Speed,
+layers, widths and vocabulary are the real model's, its tokenizer one of 256 pieces trained here (SentencePiece for
+Gemma, byte-level BPE for Llama 3 and Qwen) on the help topics (the text's ids are then all below 256; the logits still cover the whole vocabulary). Speed,
 memory and compiles do not depend on the weights' values. `--steps N` caps each epoch at N steps, to keep a CPU check
 short.
 
@@ -91,7 +91,39 @@ ARCHITECTURES = {
             sliding_window_size=4096,
         ),
     ),
+    "llama3.2_1b": (
+        "Llama3",
+        dict(
+            vocabulary_size=128256,
+            num_layers=16,
+            num_query_heads=32,
+            num_key_value_heads=8,
+            hidden_dim=2048,
+            intermediate_dim=8192,
+            rope_max_wavelength=500000,
+            rope_position_scaling_factor=32.0,
+            rope_frequency_adjustment_factor=32.0,
+            rope_low_freq_factor=1.0,
+            rope_high_freq_factor=4.0,
+            rope_pretraining_sequence_length=8192,
+            tie_word_embeddings=True,
+        ),
+    ),
+    "qwen2.5_0.5b": (
+        "Qwen",
+        dict(
+            vocabulary_size=151936,
+            num_layers=24,
+            num_query_heads=14,
+            num_key_value_heads=2,
+            hidden_dim=896,
+            intermediate_dim=4864,
+            rope_max_wavelength=1000000,
+            tie_word_embeddings=True,
+        ),
+    ),
 }
+BYTE_PAIR = {"Llama3": ["<|begin_of_text|>", "<|end_of_text|>"], "Qwen": ["<|endoftext|>"]}  # their specials
 
 
 def _parse(argv=None):
@@ -168,10 +200,13 @@ def plain_keras_hub(args):
     model = keras_hub.models.CausalLM.from_preset(args.preset, dtype="bfloat16", preprocessor=None)
     model.backbone.enable_lora(args.rank)
     tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(args.preset)
-    pieces = sentencepiece.SentencePieceProcessor(model_proto=tokenizer.proto)
-    stream = np.concatenate(
-        [[tokenizer.start_token_id] + pieces.encode(topics[name]) + [tokenizer.end_token_id] for name in sorted(topics)]
-    ).astype("int32")
+    if getattr(tokenizer, "proto", None):  # SentencePiece (Gemma): the library itself, no TensorFlow
+        encode = sentencepiece.SentencePieceProcessor(model_proto=tokenizer.proto).encode
+    else:  # byte-pair (Llama 3, Qwen): KerasHub's tokenizer, through `tokenizers` on keras-hub 0.32
+        encode = lambda document: np.asarray(tokenizer(document)).tolist()  # noqa: E731
+    start = tokenizer.start_token_id if tokenizer.start_token_id is not None else tokenizer.end_token_id
+    stream = np.concatenate([[start] + encode(topics[name]) + [tokenizer.end_token_id] for name in sorted(topics)])
+    stream = stream.astype("int32")
     length = args.sequence_length
     rows = (len(stream) - 1) // length // args.batch_size * args.batch_size  # whole rows, whole batches: one compile
     if args.steps:
@@ -271,16 +306,28 @@ def _run(kind, args):
 
 
 def _build_preset(path, family="Gemma", backbone=DRY_RUN, dtype=None):
-    """A `family` model of `backbone`'s configuration, random weights (in `dtype`), with a SentencePiece tokenizer of
-    256 pieces trained on the help topics, saved as a preset (offline)."""
-    tokenizer = (
-        "Gemma3Tokenizer(proto=proto, has_vision_tokens=False)" if family == "Gemma3" else "GemmaTokenizer(proto=proto)"
-    )
+    """A `family` model of `backbone`'s configuration, random weights (in `dtype`), with a tokenizer of 256 pieces
+    trained on the help topics (SentencePiece for Gemma, byte-level BPE for Llama 3 and Qwen), saved as a preset."""
+    tokenizer = {
+        "Gemma3": "Gemma3Tokenizer(proto=proto, has_vision_tokens=False)",
+        "Gemma": "GemmaTokenizer(proto=proto)",
+    }.get(family, f"{family}Tokenizer(vocabulary=vocabulary, merges=merges)")
     code = f"""
-import sys, keras, keras_hub
+import json, os, sys, tempfile, keras, keras_hub
 from tpukit.data import text
 keras.utils.set_random_seed(0)
-proto = text.train_sentencepiece(text.pydoc_topics().documents, 256)
+if {family in BYTE_PAIR!r}:
+    from tokenizers import ByteLevelBPETokenizer
+    bpe = ByteLevelBPETokenizer()
+    lines = [line for doc in text.pydoc_topics().documents for line in doc.splitlines() if line.strip()]
+    bpe.train_from_iterator(lines, vocab_size=256, min_frequency=2, special_tokens={BYTE_PAIR.get(family)!r},
+                            show_progress=False)
+    with tempfile.TemporaryDirectory() as files:
+        bpe.save_model(files)
+        vocabulary = json.load(open(os.path.join(files, "vocab.json")))
+        merges = [m for m in open(os.path.join(files, "merges.txt")).read().splitlines() if m and m[0] != "#"]
+else:
+    proto = text.train_sentencepiece(text.pydoc_topics().documents, 256)
 backbone = keras_hub.models.{family}Backbone(**{backbone!r}, dtype={dtype!r})
 preprocessor = keras_hub.models.{family}CausalLMPreprocessor(keras_hub.models.{tokenizer})
 keras_hub.models.{family}CausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(sys.argv[1])
