@@ -22,9 +22,9 @@ tpukit measured or knows for the device.
 
 `--architecture NAME` builds a published architecture from its configuration with random weights (no download): its
 layers, widths and vocabulary are the real model's, its tokenizer one of 256 pieces trained here (SentencePiece for
-Gemma, byte-level BPE for Llama 3 and Qwen) on the help topics (the text's ids are then all below 256; the logits still cover the whole vocabulary). Speed,
-memory and compiles do not depend on the weights' values. `--steps N` caps each epoch at N steps, to keep a CPU check
-short.
+Gemma, byte-level BPE for Llama 3 and Qwen) on the help topics (the text's ids are then all below 256; the logits
+still cover the whole vocabulary). Speed, memory and compiles do not depend on the weights' values. `--steps N`
+caps each epoch at N steps, to keep a CPU check short.
 
     python benchmarks/llm.py --dry-run                       # a tiny Gemma built here, on this CPU
     python benchmarks/llm.py --architecture gemma3_1b --steps 2 --rounds 1           # offline, on a CPU
@@ -123,7 +123,11 @@ ARCHITECTURES = {
         ),
     ),
 }
-BYTE_PAIR = {"Llama3": ["<|begin_of_text|>", "<|end_of_text|>"], "Qwen": ["<|endoftext|>"]}  # their specials
+# the special tokens each byte-pair family's KerasHub tokenizer requires in its vocabulary
+BYTE_PAIR = {
+    "Llama3": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+    "Qwen": ["<|endoftext|>"],
+}
 
 
 def _parse(argv=None):
@@ -313,19 +317,11 @@ def _build_preset(path, family="Gemma", backbone=DRY_RUN, dtype=None):
         "Gemma": "GemmaTokenizer(proto=proto)",
     }.get(family, f"{family}Tokenizer(vocabulary=vocabulary, merges=merges)")
     code = f"""
-import json, os, sys, tempfile, keras, keras_hub
+import sys, keras, keras_hub
 from tpukit.data import text
 keras.utils.set_random_seed(0)
 if {family in BYTE_PAIR!r}:
-    from tokenizers import ByteLevelBPETokenizer
-    bpe = ByteLevelBPETokenizer()
-    lines = [line for doc in text.pydoc_topics().documents for line in doc.splitlines() if line.strip()]
-    bpe.train_from_iterator(lines, vocab_size=256, min_frequency=2, special_tokens={BYTE_PAIR.get(family)!r},
-                            show_progress=False)
-    with tempfile.TemporaryDirectory() as files:
-        bpe.save_model(files)
-        vocabulary = json.load(open(os.path.join(files, "vocab.json")))
-        merges = [m for m in open(os.path.join(files, "merges.txt")).read().splitlines() if m and m[0] != "#"]
+    vocabulary, merges = text.train_byte_pair(text.pydoc_topics().documents, 256, specials={BYTE_PAIR.get(family)!r})
 else:
     proto = text.train_sentencepiece(text.pydoc_topics().documents, 256)
 backbone = keras_hub.models.{family}Backbone(**{backbone!r}, dtype={dtype!r})
@@ -376,7 +372,8 @@ def _compare(args):
     wall = statistics.median(p["wall"] / t["wall"] for p, t in zip(plain, ours))
     last = ours[-1]
     print(
-        f"\n{args.architecture or args.preset}: LoRA rank {args.rank}, batch {args.batch_size} x {args.sequence_length} tokens, "
+        f"\n{args.architecture or args.preset}: LoRA rank {args.rank}, batch {args.batch_size} x "
+        f"{args.sequence_length} tokens, "
         f"{args.epochs} epochs, JAX; {args.rounds} interleaved rounds in fresh processes, medians; above 1 "
         "means tpukit is faster\n"
     )

@@ -28,9 +28,8 @@ keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).sav
 FAMILIES = ("gpt2", "llama3", "qwen")
 GEMMA_TURNS = ("<start_of_turn>", "<end_of_turn>")  # what a Gemma vocabulary has for its chat template
 BUILD_BPE = f"""
-import json, os, sys, tempfile
+import sys
 import keras, keras_hub
-from tokenizers import ByteLevelBPETokenizer
 from tpukit.data import text
 
 keras.utils.set_random_seed(0)
@@ -39,13 +38,7 @@ specials = {{"gpt2": ["<|endoftext|>"], "qwen": ["<|endoftext|>"],
             "llama3": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
                        "<|eot_id|>"]}}[family]
 specials += {{"qwen": ["<|im_start|>", "<|im_end|>"]}}.get(family, [])  # ChatML's turns, as Qwen's vocabulary has them
-bpe = ByteLevelBPETokenizer()
-lines = [line for doc in text.pydoc_topics().documents for line in doc.splitlines() if line.strip()]
-bpe.train_from_iterator(lines, vocab_size={VOCABULARY}, min_frequency=2, special_tokens=specials, show_progress=False)
-with tempfile.TemporaryDirectory() as files:
-    bpe.save_model(files)
-    vocabulary = json.load(open(os.path.join(files, "vocab.json")))
-    merges = [m for m in open(os.path.join(files, "merges.txt")).read().splitlines() if m and not m.startswith("#")]
+vocabulary, merges = text.train_byte_pair(text.pydoc_topics().documents, {VOCABULARY}, specials=specials)
 size = dict(vocabulary_size=len(vocabulary), num_layers=2, hidden_dim=16, intermediate_dim=32)
 if family == "gpt2":
     size["intermediate_dim"] = 64  # GPT-2's 4 x hidden, which KerasHub's loader of a Hugging Face GPT-2 assumes

@@ -170,6 +170,30 @@ def train_sentencepiece(
     return out.getvalue()
 
 
+def train_byte_pair(documents: Sequence[str], vocabulary_size: int, *, specials: Sequence[str] = ()):
+    """A byte-level BPE of `vocabulary_size` tokens trained on `documents` with `tokenizers`, `specials` first (e.g.
+    Llama 3's `<|begin_of_text|>`): `(vocabulary, merges)`, what KerasHub's byte-pair tokenizers (GPT-2, Llama 3,
+    Qwen) take. For tests and offline demos, as `train_sentencepiece` is for SentencePiece families."""
+    import json
+    import os
+    import tempfile
+
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    lines = [line for doc in documents for line in doc.splitlines() if line.strip()]
+    bpe.train_from_iterator(
+        lines, vocab_size=vocabulary_size, min_frequency=2, special_tokens=list(specials), show_progress=False
+    )
+    with tempfile.TemporaryDirectory() as files:
+        bpe.save_model(files)
+        with open(os.path.join(files, "vocab.json")) as f:
+            vocabulary = json.load(f)
+        with open(os.path.join(files, "merges.txt")) as f:
+            merges = [m for m in f.read().splitlines() if m and not m.startswith("#")]
+    return vocabulary, merges
+
+
 def sentencepiece_encoder(proto: bytes, sequence_length: int, **ids) -> Encoder:
     """An `Encoder` from a SentencePiece model (its serialized proto); `ids` override its pad/bos/eos ids."""
     import sentencepiece
