@@ -32,13 +32,16 @@ SEED_BULLETS = 32  # bullets in sections 1-5 of the seed notes (5 + 6 + 9 + 7 + 
 
 
 @functools.cache
-def _tracks():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_tracks", NOTEBOOKS / "_tracks.py")
+def _script(path):
+    """The Python script at `path` as a module (notebooks/_tracks.py, benchmarks/class_time.py: not packages)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _tracks():
+    return _script(NOTEBOOKS / "_tracks.py")
 
 
 def _cells(path):
@@ -52,14 +55,6 @@ def test_notebooks_exist():
     assert SCRIPTS, f"no notebooks found in {NOTEBOOKS}"
 
 
-@functools.cache
-def _class_time():
-    spec = importlib.util.spec_from_file_location("class_time", REPO / "benchmarks" / "class_time.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 PLAN_ROW = re.compile(
     r"^\| (?:\d|extra) \| \[[^\]]+\]\([^)]*/(\w+)\.ipynb\) \| (\d+) min \| (\d+) min \| (\d+) min \| (\d+) min \|", re.M
 )
@@ -68,7 +63,7 @@ PLAN_ROW = re.compile(
 @pytest.mark.parametrize("track", ["tpu", "gpu"])
 def test_the_workshop_day_fits_on_the_clock_and_the_plan_quotes_the_count(track):
     """Each track's day (class time, waiting and start-up) is at most 4 h 25, and notebooks/README.md says so."""
-    class_time = _class_time()
+    class_time = _script(REPO / "benchmarks" / "class_time.py")
     day = class_time.day(track)
     assert day["totals"]["clock"] <= class_time.DAY_MINUTES, (
         f"the {track} track's day is {class_time.hm(day['totals']['clock'])} on the clock, over "
