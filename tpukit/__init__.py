@@ -43,6 +43,7 @@ _EXPORTS = {
     "summarize_profile": "tpukit.observe.profiling",
     "ProfileError": "tpukit.observe.profiling",
     "RunDirError": "tpukit.runs.directory",
+    "NotARunDir": "tpukit.runs.directory",
     "RunInUse": "tpukit.runs.directory",
     "BackupError": "tpukit.runs.backups",
     "RestoreError": "tpukit.runs.backups",

@@ -406,7 +406,14 @@ def test_the_cli_and_the_panel_sort_errors_by_the_one_base_class():
     assert "from tpukit.errors import TpukitError, one_line" in explain and explain.count("import") == 1
     assert "__module__" not in inspect.getsource(jobs)
     bad = [c for c in _classes_defined_in_tpukit() if issubclass(c, TpukitError) and c.bad_input]
-    assert {c.__name__ for c in bad} == {"ConfigError", "RegistryError", "DataError", "ModelError", "ExportError"}
+    assert {c.__name__ for c in bad} == {
+        "ConfigError",
+        "RegistryError",
+        "DataError",
+        "ModelError",
+        "ExportError",
+        "NotARunDir",
+    }
 
 
 def test_config_errors_carry_their_facts_as_attributes():

@@ -54,7 +54,7 @@ JSON_KEYS = {
         (["--profile", "four"], "expected START:STOP"),
         (["--epochs", "0"], "epochs=0"),
         (["--accelerator", "tpu", "--precision", "mixed_float16"], "use 'mixed_bfloat16'"),
-        (["--resume", "/nonexistent/run"], "not a tpukit run directory"),
+        (["--resume", "/nonexistent/run"], "/nonexistent/run does not exist; expected a run directory"),
         (["--seed", str(2**32)], "seed=4294967296"),
         (["--epochs", "10000000"], "epochs=10000000"),
         (["--name", "x" * 300], "at most 100 characters"),
@@ -458,7 +458,11 @@ def test_a_fast_failure_prints_its_line_before_the_exit_status_50_times_in_a_row
     when the status came, 8 runs in 10; the filter now exits last, with the CLI's status."""
     for _ in range(50):
         code, err = _stderr_at_exit([sys.executable, "-m", "tpukit", "train", "--resume", "/nonexistent/run"])
-        assert code == 2 and err.startswith(b"python -m tpukit: error: ") and b"not a tpukit run directory" in err, err
+        assert (
+            code == 2
+            and err.startswith(b"python -m tpukit: error: ")
+            and b"does not exist; expected a run directory" in err
+        ), err
 
 
 @pytest.mark.parametrize(

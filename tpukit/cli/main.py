@@ -268,24 +268,18 @@ def _resume_refusal(args) -> Optional[str]:
 def _train(args) -> int:
     """`train`: the options make a RunConfig and `train()` (or `resume()`) does the rest, saying where it runs and
     how the batches fall on stderr before the epoch lines."""
-    from tpukit.runs import directory
     from tpukit.training import api as training
 
     refusal = _resume_refusal(args) if args.resume else None
     if refusal:
         return _bad(refusal)
     say = functools.partial(print, file=sys.stderr)
-    if args.resume:
-        try:
-            logdir = directory.load_config(args.resume).logdir  # a run directory, or one line (exit 2)
-        except FileNotFoundError as e:
-            return _bad(str(e))
+    if args.resume:  # a path that is not a run: resume's one line (NotARunDir, exit 2)
         epochs = args.epochs if "epochs" in args.typed else None
         result = training.resume(args.resume, progress=sys.stderr, epochs=epochs, announce=say)
     else:
-        config = _config_from(args)
-        logdir = config.logdir
-        result = training.train(config, progress=sys.stderr, announce=say)
+        result = training.train(_config_from(args), progress=sys.stderr, announce=say)
+    logdir = result.config["logdir"]
     if args.json:
         _total_time(args.started, sys.stderr)  # stdout's last line stays the JSON object
         print(json.dumps(_json_result(result)))

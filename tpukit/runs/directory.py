@@ -143,6 +143,12 @@ class RunDirError(TpukitError, ValueError):
     """A run directory whose files are missing or cannot be read. The message is one line and names the file."""
 
 
+class NotARunDir(RunDirError):
+    """A path handed to `resume` or `load` that is not a run directory: the user's input (the CLI exits 2)."""
+
+    bad_input = True
+
+
 class RunInUse(RunDirError):
     """Another process (or another train() in this one) is working on the run directory."""
 
@@ -242,21 +248,21 @@ def check_run_dir(run_dir, what: str) -> None:
             if isinstance(run_dir, (str, bytes, int, float, type(None)))
             else f"a {type(run_dir).__name__} object"
         )
-        raise RunDirError(
+        raise NotARunDir(
             f"{what}() takes the path of a run directory (a str or pathlib.Path, as result.run_dir "
             f"gives). Received: {shown}."
         )
     path = Path(run_dir)
     if not path.exists():
-        raise RunDirError(
+        raise NotARunDir(
             f"{what}(): {run_dir} does not exist; expected a run directory (<logdir>/<run>, as "
             "result.run_dir or list_runs() give)."
         )
     if not path.is_dir():
         inside = f" (pass {path.parent}, the directory it is in)" if path.name in (CONFIG_FILE, RESULT_FILE) else ""
-        raise RunDirError(f"{what}(): {run_dir} is a file, not a run directory{inside}.")
+        raise NotARunDir(f"{what}(): {run_dir} is a file, not a run directory{inside}.")
     if not (path / CONFIG_FILE).is_file():
-        raise RunDirError(f"{what}(): {run_dir} is not a tpukit run directory (no config.json).")
+        raise NotARunDir(f"{what}(): {run_dir} is not a tpukit run directory (no config.json).")
 
 
 def load_config(run_dir):
