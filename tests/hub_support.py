@@ -197,21 +197,29 @@ MEMORY = """
 import json, sys
 import numpy as np
 import keras, keras_hub
-from tpukit.models import memory
+from tpukit.models import lora, memory, pretrained
 
-from tpukit.models import lora
-
-for vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence, *quantize in json.loads(sys.argv[1]):
+for family, vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence, *quantize in json.loads(
+        sys.argv[1]):
     keras.utils.set_random_seed(0)
-    backbone = keras_hub.models.GemmaBackbone(vocabulary_size=vocabulary, num_layers=layers, num_query_heads=heads,
-                                              num_key_value_heads=1, hidden_dim=hidden, intermediate_dim=intermediate,
-                                              head_dim=head_dim, dtype="bfloat16")
-    model = keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=None)
+    sizes = dict(vocabulary_size=vocabulary, num_layers=layers, hidden_dim=hidden, intermediate_dim=intermediate,
+                 dtype="bfloat16")
+    if family == "gemma":
+        backbone = keras_hub.models.GemmaBackbone(num_query_heads=heads, num_key_value_heads=1, head_dim=head_dim,
+                                                  **sizes)
+        model = keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=None)
+    elif family == "gpt2":
+        backbone = keras_hub.models.GPT2Backbone(num_heads=heads, max_sequence_length=sequence, **sizes)
+        model = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+    else:  # Llama 3's and Qwen's layout: grouped-query attention, head_dim = hidden / heads
+        backbone = keras_hub.models.LlamaBackbone(num_query_heads=heads, num_key_value_heads=2, **sizes)
+        model = keras_hub.models.LlamaCausalLM(backbone=backbone, preprocessor=None)
     lora.enable(backbone, 4, None, None, "tiny", *quantize)  # as a run enables it, QLoRA's int8 base where asked
     model.compile(optimizer=keras.optimizers.Adam(1e-3), weighted_metrics=[],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
     x = {"token_ids": np.zeros((batch, sequence), "int32"), "padding_mask": np.ones((batch, sequence), "int32")}
-    found = memory.estimate(model, batch_size=batch, sequence_length=sequence, upcast=True)
+    found = memory.estimate(model, pretrained.Preset(family).shape(model), batch_size=batch, sequence_length=sequence,
+                            upcast=True)
     xla = memory.xla_step_bytes(model, x, np.zeros((batch, sequence), "int32"))
     print(json.dumps({"estimate": found.total, "xla": xla, "note": found.note(),
                       "terms": [found.weights, found.activations, found.logits]}), flush=True)

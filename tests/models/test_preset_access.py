@@ -163,10 +163,10 @@ def test_keras_older_than_the_installed_kerashub_declares_is_one_line_simulated(
     from importlib import metadata
 
     hub = metadata.version("keras-hub")
-    assert pretrained._keras_too_old() is None  # this install is consistent
+    assert preset_access.keras_too_old_here() is None  # this install is consistent
     assert preset_access.keras_too_old(["keras>=3.15", "numpy"], "3.15.1", hub) is None
-    real = pretrained._installed_version
-    monkeypatch.setattr(pretrained, "_installed_version", lambda name: "3.13.2" if name == "keras" else real(name))
+    real = preset_access.installed_version
+    monkeypatch.setattr(preset_access, "installed_version", lambda name: "3.13.2" if name == "keras" else real(name))
     assert _refused(tiny_gpt2) == (
         f"keras-hub {hub} needs keras>=3.15 and keras 3.13.2 is installed: pip install 'keras>=3.15' and restart "
         "Python (on Colab's TPU runtime: tpukit.colab.setup(hub=True), first in a fresh runtime)."

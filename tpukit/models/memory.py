@@ -1,4 +1,4 @@
-"""How much accelerator memory a training step of a KerasHub transformer takes, said before it compiles.
+"""How much accelerator memory a training step of a transformer (a KerasHub preset) takes, said before it compiles.
 
 Why: an out-of-memory error comes after the download, the load and the compile, and XLA's message names buffers,
 not settings. Before compiling, the step's memory is added up from what drives it: the weights at their dtype, the
@@ -8,7 +8,8 @@ the big term for Gemma's 256k tokens). It is compared with the device's memory (
 one line, with the setting that makes a step fit where it does not.
 
 The bytes each element costs were measured against XLA's own figure for the compiled step (`xla_step_bytes`, on
-JAX; docs/decisions.md "Memory before the run"). Models other than a KerasHub transformer get no estimate.
+JAX; docs/decisions.md "Memory before the run"). The widths come from the model's source (`ModelSource.shape`,
+which knows its family's names for them); a model whose source has none gets no estimate.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ HEADROOM = 0.9
 # softmax and gradient (3 x 4 bytes) and their own copy in the compute dtype (c bytes); the attention scores'
 # float32 logits and probabilities (2 x 4) and a copy (c); per token and layer, in activation elements (c bytes, or
 # 4 where XLA computes 16-bit math in float32, as on the CPU), 5.5 tensors of the hidden width, 2 of the
-# query heads' width and 1.5 of the backbone's intermediate_dim (Gemma's feed-forward layers are half that wide).
+# query heads' width and 3 of the feed-forward width.
 LOGITS_F32_COPIES, SCORES_F32_COPIES = 3, 2
-HIDDEN_COPIES, HEADS_COPIES, FEEDFORWARD_COPIES = 5.5, 2, 1.5
+HIDDEN_COPIES, HEADS_COPIES, FEEDFORWARD_COPIES = 5.5, 2, 3
 # What XLA (RESOURCE_EXHAUSTED, "Out of memory ...") and TensorFlow ("OOM when allocating", ResourceExhaustedError)
 # say when a device runs out of memory.
 OUT_OF_MEMORY = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory", "OOM when allocating")
@@ -38,7 +39,10 @@ OPTIMIZER_SLOTS = {"adam": 2, "adamw": 2, "rmsprop": 1, "sgd": 0}
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
-    """What a transformer's activations scale with: its vocabulary and layer widths."""
+    """What a transformer's activations scale with: its vocabulary and layer widths. `feedforward` is the width
+    of the feed-forward layers as they are (not a config's name for it, which some families double); `kv_heads`
+    the key and value heads (grouped-query attention), where the LoRA adapters of the value projection sit. The
+    model's source reads them from its own config (`ModelSource.shape`)."""
 
     vocabulary: int
     layers: int
@@ -46,16 +50,7 @@ class Shape:
     heads: int
     head_dim: int
     feedforward: int
-
-
-def shape_of(model) -> Optional[Shape]:
-    """The `Shape` of a KerasHub causal LM's backbone, or None for any other model."""
-    backbone = getattr(model, "backbone", None)
-    names = ("vocabulary_size", "num_layers", "hidden_dim", "num_query_heads", "head_dim", "intermediate_dim")
-    values = [getattr(backbone, n, None) for n in names]
-    if not all(isinstance(v, int) and v > 0 for v in values):
-        return None
-    return Shape(*values)
+    kv_heads: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +91,7 @@ class Estimate:
 
 def estimate(
     model,
+    shape: Optional[Shape],
     *,
     batch_size: int,
     sequence_length: int,
@@ -105,10 +101,12 @@ def estimate(
     device: Optional[int] = None,
     upcast: bool = False,
 ) -> Optional[Estimate]:
-    """The memory of one training step of `model` on one device, or None where `model` is not a KerasHub transformer.
+    """The memory of one training step of `model` on one device, or None where it has no `shape` (not a transformer
+    whose widths its source knows).
 
     Args:
-        model: a built KerasHub causal LM (its weights as the run holds them: LoRA, dtype).
+        model: a built transformer (its weights as the run holds them: LoRA, dtype).
+        shape: its widths (`ModelSource.shape`), or None.
         batch_size: examples per step on the device; sequence_length: tokens per example.
         optimizer: the RunConfig optimizer's name (its slots per trainable weight).
         remat: whether each transformer block is rematerialized (keeps only its input for the backward pass).
@@ -117,7 +115,6 @@ def estimate(
         upcast: whether XLA computes 16-bit math in float32 here (the CPU: `Runtime.upcasts`): the activations are
             float32, and each 16-bit weight gets a float32 copy for its matmuls.
     """
-    shape = shape_of(model)
     if shape is None:
         return None
     weights = sum(_bytes(w) + (4 * _size(w) if upcast and _upcast(w) else 0) for w in model.weights)
@@ -137,7 +134,7 @@ def estimate(
 
 
 def estimate_unbuilt(
-    backbone: dict,
+    shape: Optional[Shape],
     parameters: int,
     *,
     lora_rank: Optional[int],
@@ -150,18 +147,14 @@ def estimate_unbuilt(
     device: Optional[int] = None,
     upcast: bool = False,
 ) -> Optional[Estimate]:
-    """`estimate` for a preset not loaded yet, from its backbone's config (`config.json`) and parameter count
-    (`metadata.json`), as a run would build it: with LoRA, every weight in bfloat16 (the projections int8 with
+    """`estimate` for a model not loaded yet, from its widths and parameter count (a preset's config.json and
+    metadata.json), as a run would build it: with LoRA, every weight in bfloat16 (the projections int8 with
     `quantize`) and adapters of `lora_rank` on the query and value projections (float32); without, every weight
-    trains, in float32. None where the config lacks a width."""
-    names = ("vocabulary_size", "num_layers", "hidden_dim", "num_query_heads", "head_dim", "intermediate_dim")
-    values = [backbone.get(n) for n in names]
-    if not all(isinstance(v, int) and v > 0 for v in values) or parameters <= 0:
+    trains, in float32. None where the shape or the count is unknown."""
+    if shape is None or parameters <= 0:
         return None
-    shape = Shape(*values)
-    if lora_rank:
-        kv_heads = backbone.get("num_key_value_heads") or shape.heads
-        adapters = shape.layers * lora_rank * ((shape.heads + kv_heads) * shape.hidden + 2 * shape.head_dim)
+    if lora_rank:  # A: (hidden, heads, rank) and B: (rank, head_dim), for the query's heads and the value's
+        adapters = shape.layers * lora_rank * ((shape.heads + shape.kv_heads) * shape.hidden + 2 * shape.head_dim)
         embedding = shape.vocabulary * shape.hidden  # stays bfloat16 under QLoRA (models.lora._quantize)
         stored = 2 * parameters if quantize != "int8" else 2 * embedding + (parameters - embedding)
         weights, trainable, c = stored + (4 * parameters if upcast else 0) + 4 * adapters, 4 * adapters, 2
@@ -223,7 +216,7 @@ def _step(
 
 
 def advice(
-    model, *, batch_size: int, sequence_length: int, remat: bool = False, **settings
+    model, shape: Optional[Shape], *, batch_size: int, sequence_length: int, remat: bool = False, **settings
 ) -> Tuple[Optional[str], Optional[Estimate]]:
     """(the settings that make a step fit, or None where it fits or nothing tried does; their estimate).
 
@@ -233,6 +226,7 @@ def advice(
     def fits(**changes):
         found = estimate(
             model,
+            shape,
             **{"batch_size": batch_size, "sequence_length": sequence_length, "remat": remat, **settings, **changes},
         )
         return found if found is not None and found.fits else None
@@ -278,10 +272,10 @@ def remedy(fix: Optional[str], fixed: Optional[Estimate] = None) -> str:
     return f"{fix} brings it to about {fixed.total / GIB:.1f} GiB" if fixed else f"try {fix}"
 
 
-def decide(model, config, runtime) -> Tuple[bool, Optional[str], Optional[str]]:
+def decide(model, shape: Optional[Shape], config, runtime) -> Tuple[bool, Optional[str], Optional[str]]:
     """(whether the run rematerializes, the notes' memory line, what to change where the step does not fit) for
-    `model` built for `config` on `runtime`: `config.remat` where set; "auto" is on only where the step does not
-    fit without it. A model with no estimate gets no line, and "auto" leaves it as it is."""
+    `model` (of widths `shape`) built for `config` on `runtime`: `config.remat` where set; "auto" is on only where
+    the step does not fit without it. A model with no shape gets no line, and "auto" leaves it as it is."""
     settings = dict(
         batch_size=config.batch_size,
         sequence_length=config.sequence_length,
@@ -290,14 +284,14 @@ def decide(model, config, runtime) -> Tuple[bool, Optional[str], Optional[str]]:
         upcast=runtime.upcasts,
     )
     remat = config.remat is True
-    found = estimate(model, remat=remat, accumulation=config.accumulation_steps, **settings)
+    found = estimate(model, shape, remat=remat, accumulation=config.accumulation_steps, **settings)
     if found is None:
         return remat, None, None
     chose = ""
     if config.remat == "auto" and not found.fits:
         remat, chose = True, "; remat=auto turned remat on, since the step does not fit without it"
-        found = estimate(model, remat=True, accumulation=config.accumulation_steps, **settings)
-    fix, fixed = advice(model, remat=remat, **settings)
+        found = estimate(model, shape, remat=True, accumulation=config.accumulation_steps, **settings)
+    fix, fixed = advice(model, shape, remat=remat, **settings)
     return remat, verdict(found, fix, fixed) + chose, None if found.fits else remedy(fix, fixed)
 
 

@@ -10,6 +10,7 @@ kept on the model itself.
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from tpukit.errors import TpukitError, TpukitWarning, one_line
@@ -288,7 +289,8 @@ def compile_args(model) -> dict:
     return args
 
 
-def _input_shape(model):
+def input_shape(model):
+    """The shape of a model's one input (a list of them for several), from its symbolic inputs."""
     shapes = [tuple(t.shape) for t in getattr(model, "inputs", None) or []]
     return shapes[0] if len(shapes) == 1 else shapes
 
@@ -318,3 +320,15 @@ def _example_shapes(sample) -> str:
     if isinstance(sample, dict):
         return "{" + ", ".join(f"{k!r}: {tuple(np.shape(v)[1:])}" for k, v in sample.items()) + "}"
     return str(tuple(np.shape(sample)[1:]))
+
+
+def perplexity(loss: float) -> float:
+    """exp of a mean next-token loss (inf past float64's range): the run's logs and the panel's chart alike."""
+    return math.exp(loss) if loss < 700 else math.inf
+
+
+def add_perplexity(logs) -> None:
+    """An epoch's `logs` with perplexity beside each loss (a language model's: `ModelSource.callbacks`)."""
+    for loss in ("loss", "val_loss"):
+        if logs is not None and logs.get(loss) is not None:
+            logs[loss.replace("loss", "perplexity")] = perplexity(float(logs[loss]))

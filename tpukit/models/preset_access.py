@@ -135,6 +135,27 @@ def download_problem(
     )
 
 
+def installed_version(distribution: str) -> Optional[str]:
+    """The installed version of `distribution` (None: not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def keras_too_old_here() -> Optional[str]:
+    """`keras_too_old` for the installed keras and keras-hub, read from the packages' metadata (None: consistent, or
+    one of them is not installed)."""
+    from importlib import metadata
+
+    hub, keras = installed_version("keras-hub"), installed_version("keras")
+    if hub is None or keras is None:
+        return None
+    return keras_too_old(metadata.requires("keras-hub"), keras, hub)
+
+
 def keras_too_old(requires, keras_version: str, hub_version: str) -> Optional[str]:
     """The one line for a Keras older than the installed KerasHub declares (`requires`: its requirement strings, as
     `importlib.metadata.requires` gives them), or None where it is new enough or says nothing."""

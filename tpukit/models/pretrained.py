@@ -17,7 +17,6 @@ import dataclasses
 import difflib
 import functools
 import importlib.util
-import math
 import os
 import types
 from typing import TYPE_CHECKING, Optional, Tuple
@@ -31,6 +30,8 @@ from tpukit.models.source import KIND_SETTINGS, ModelSource
 
 if TYPE_CHECKING:
     import keras
+
+    from tpukit.models import memory
 
 SCHEMES = ("kaggle://", "hf://", "modelscope://", "gs://")
 _PRESET_FILES = ("config.json", "metadata.json")  # what every KerasHub preset directory holds
@@ -75,7 +76,7 @@ def named(name: str) -> Optional["Preset"]:
 def _keras_hub():
     """KerasHub, or a one-line ModelError: not installed (it is an extra: tpukit[hub]), or installed beside a Keras
     older than it declares (its import would fail somewhere inside, or worse, half work)."""
-    too_old = _keras_too_old()
+    too_old = preset_access.keras_too_old_here()
     if too_old:
         raise ModelError(too_old)
     if importlib.util.find_spec("tensorflow") is not None:  # KerasHub (0.26 to 0.32) loads it, on any backend
@@ -98,24 +99,26 @@ def _keras_hub():
     return keras_hub
 
 
-def _installed_version(distribution: str) -> Optional[str]:
-    """The installed version of `distribution` (None: not installed)."""
-    from importlib import metadata
+# Backbones whose config's intermediate_dim is twice their feed-forward layers' width (their gates halve it:
+# KerasHub's Gemma and Gemma 2; Gemma 3's `gate_dim_reduction` is 1).
+_HALVED_FEEDFORWARD = ("GemmaBackbone",)
 
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
+
+def _shape(backbone_class: str, config: dict) -> Optional["memory.Shape"]:
+    """A KerasHub backbone's widths (`memory.Shape`) from its class name and config (config.json's, or
+    `get_config()`), whatever its family calls them (GPT-2's `num_heads`; Llama's and Qwen's head_dim is
+    hidden_dim / heads), or None where one is missing."""
+    from tpukit.models import memory
+
+    heads, hidden = config.get("num_query_heads") or config.get("num_heads"), config.get("hidden_dim")
+    if not all(isinstance(v, int) and v > 0 for v in (heads, hidden)):
         return None
-
-
-def _keras_too_old() -> Optional[str]:
-    """The line for a Keras older than the installed keras-hub declares, or None (read from the packages' metadata)."""
-    from importlib import metadata
-
-    hub, keras = _installed_version("keras-hub"), _installed_version("keras")
-    if hub is None or keras is None:
-        return None
-    return preset_access.keras_too_old(metadata.requires("keras-hub"), keras, hub)
+    feedforward = config.get("intermediate_dim")
+    if isinstance(feedforward, int) and backbone_class in _HALVED_FEEDFORWARD:
+        feedforward //= 2
+    widths = (config.get("vocabulary_size"), config.get("num_layers"), hidden, heads)
+    widths += (config.get("head_dim") or hidden // heads, feedforward, config.get("num_key_value_heads") or heads)
+    return memory.Shape(*widths) if all(isinstance(v, int) and v > 0 for v in widths) else None
 
 
 def _kaggle_handle(name: str) -> Optional[str]:
@@ -167,13 +170,14 @@ class Preset(ModelSource):
             return "memory: estimated when the run loads the preset (the run's notes say it)"
         try:
             with open(os.path.join(self.source, "config.json")) as f:
-                backbone = json.load(f)["config"]
+                backbone = json.load(f)
             with open(os.path.join(self.source, "metadata.json")) as f:
                 parameters = int(json.load(f)["parameter_count"])
+            shape = _shape(backbone["class_name"], backbone["config"])
         except (OSError, ValueError, KeyError, TypeError):
             return ""
         found = memory.estimate_unbuilt(
-            backbone,
+            shape,
             parameters,
             lora_rank=config.lora_rank,
             quantize=config.quantize,
@@ -190,6 +194,10 @@ class Preset(ModelSource):
         if runtime is None:
             return f"{found.note()}; Connect compares it with the device's"
         return memory.verdict(found, None, None)
+
+    def shape(self, model) -> Optional["memory.Shape"]:
+        """The widths of `model`'s backbone, from its config (`_shape`)."""
+        return _shape(type(model.backbone).__name__, model.backbone.get_config())
 
     def layout_map(self, mesh) -> Tuple[Optional["keras.distribution.LayoutMap"], str]:
         """(how this preset's weights lie over `mesh`'s "model" axis: its backbone's `get_layout_map`, or None where
@@ -282,7 +290,7 @@ class Preset(ModelSource):
         what the loss does)."""
         import keras
 
-        return [keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: _add_perplexity(logs))]
+        return [keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: modeling.add_perplexity(logs))]
 
     def sample(self, model, prompt: str, sequence_length: int, chat: bool = False) -> str:
         """`generate` with room for `SAMPLE_TOKENS` after the prompt; with `chat` (the run trained on conversations),
@@ -454,17 +462,6 @@ class Preset(ModelSource):
             return keras_hub.models.CausalLM.from_preset(self.source, **({"dtype": dtype} if dtype else {}))
         except Exception as e:
             raise _not_loaded(self.source, " did not load as a causal language model", e) from e
-
-
-def perplexity(loss: float) -> float:
-    """exp of a mean next-token loss (inf past float64's range): the run's logs and the panel's chart alike."""
-    return math.exp(loss) if loss < 700 else math.inf
-
-
-def _add_perplexity(logs) -> None:
-    for loss in ("loss", "val_loss"):
-        if logs is not None and logs.get(loss) is not None:
-            logs[loss.replace("loss", "perplexity")] = perplexity(float(logs[loss]))
 
 
 class _KerasFit:

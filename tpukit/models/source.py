@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 from tpukit import registry
 from tpukit.config import ConfigError
@@ -23,6 +23,11 @@ from tpukit.errors import one_line
 from tpukit.models import lora
 from tpukit.models.modeling import ClonedModelWarning, ModelError, TrainedInPlace, compile_args
 from tpukit.models import modeling
+
+if TYPE_CHECKING:
+    import keras
+
+    from tpukit.models import memory
 
 # RunConfig's settings that only some kinds of model read, and what they are for (said when refused).
 KIND_SETTINGS = {
@@ -67,6 +72,10 @@ class ModelSource:
     def memory_note(self, config, runtime=None) -> str:
         """A training step's memory estimated before anything loads, or "" where only the built model can say."""
         return ""
+
+    def shape(self, model) -> Optional["memory.Shape"]:
+        """The widths a training step's memory scales with (`models.memory`), or None: no estimate for this kind."""
+        return None
 
     def build(self, config, spec, *, in_place: bool, policy: str) -> Tuple["keras.Model", str]:
         """(the run's model, built under the current policy and scope but not compiled; a note on what was built)."""
@@ -285,7 +294,7 @@ def _clone(model, why: str = ""):
         ) from e
     if model.built and model.weights:
         if not clone.built:
-            clone.build(_input_shape(model))
+            clone.build(modeling.input_shape(model))
         try:
             clone.set_weights(model.get_weights())
         except Exception as e:

@@ -276,7 +276,7 @@ class Run(RunEnding):
         """`model`, its transformer blocks rematerialized where `config.remat` asks or ("auto") the step's estimated
         memory does not fit the device without it (`models.memory`); the estimate goes into the run's notes, and
         what to change into `self.memory_fix` (said where the device runs out)."""
-        remat, line, self.memory_fix = memory.decide(model, config, self.runtime)
+        remat, line, self.memory_fix = memory.decide(model, self.model_source.shape(model), config, self.runtime)
         if in_place and line:
             self.notes.append(line)
         if remat:

@@ -115,7 +115,7 @@ class LiveCurves:
         # the curves (a loss of 5.6 falling by 0.05 is a flat line on axes from 0).
         snug = self._perplexity and bool(data["loss"][0])
         if snug:
-            from tpukit.models.pretrained import perplexity
+            from tpukit.models.modeling import perplexity
 
             for key in ("accuracy", "val_accuracy", "mean_accuracy"):
                 xs, ys = data[key.replace("accuracy", "loss")]
