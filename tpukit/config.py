@@ -16,10 +16,12 @@ import re
 from typing import Any, Optional, Tuple
 
 
+from tpukit import precision as precisions
 from tpukit.validation import (  # noqa: F401  (what config users import from here)
     ACCELERATORS,
     BACKENDS,
     OPTIMIZERS,
+    QUANTIZE_MODES,
     ConfigError,
     PaddingWarning,
     advising,
@@ -52,11 +54,23 @@ FIELD_KINDS = (
 )
 
 
-def _field(default, kind: str, help: str, metavar: Optional[str] = None):
+def _field(
+    default,
+    kind: str,
+    help: str,
+    metavar: Optional[str] = None,
+    *,
+    label: Optional[str] = None,
+    hint: Optional[str] = None,
+    choices: Optional[Tuple] = None,
+):
     """A RunConfig field: its default, how its value is written as text (`FIELD_KINDS`), and its help, with
-    `{placeholders}` the CLI fills from the layers above (names, limits)."""
+    `{placeholders}` the CLI fills from the layers above (names, limits). A field with a `label` is one of the
+    panel's settings: `hint` is what its empty text box shows, `choices` the values its dropdown offers (None
+    shown as "none"). The CLI's options and the panel's form are both made from these (`cli.options`, `ui.form`)."""
     assert kind in FIELD_KINDS, kind
-    return dataclasses.field(default=default, metadata={"kind": kind, "help": help, "metavar": metavar})
+    shown = {"label": label, "hint": hint, "choices": choices}
+    return dataclasses.field(default=default, metadata={"kind": kind, "help": help, "metavar": metavar, **shown})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,15 +116,24 @@ class RunConfig:
         "auto",
         "choice",
         "one of {backends} (auto: KERAS_BACKEND if set, else JAX only for a TPU TensorFlow cannot drive)",
+        label="backend",
+        choices=BACKENDS,
     )
-    accelerator: str = _field("auto", "choice", "one of {accelerators}")
+    accelerator: str = _field("auto", "choice", "one of {accelerators}", label="accelerator", choices=ACCELERATORS)
     tpu: Optional[str] = _field(
-        None, "optional_str", "'local', grpc://host:port or a Cloud TPU name", metavar="ADDRESS"
+        None,
+        "optional_str",
+        "'local', grpc://host:port or a Cloud TPU name",
+        metavar="ADDRESS",
+        label="TPU address",
+        hint="from the environment",
     )
     replicas: Optional[int] = _field(
         None,
         "optional_int",
         "simulated replicas on the CPU (or the first N GPUs); default: every device found (one on the CPU)",
+        label="replicas",
+        hint="all devices (CPU: 1)",
     )
     dataset: str = _field(
         "mnist5k",
@@ -118,6 +141,7 @@ class RunConfig:
         "a built-in or registered name: {datasets}; or tfds:NAME, a JSONL file (lines of "
         '{{"text": ...}}, {{"messages": [...]}} or {{"prompt": ..., "response": ...}}; or a .json file of one array '
         "of them) for a pretrained model, or an import path package.module:function",
+        label="dataset",
     )
     dataset_size: Optional[int] = _field(
         None, "optional_int", "training examples (generated sets: any size); default: the dataset's own size"
@@ -128,6 +152,8 @@ class RunConfig:
         "a zoo or registered name: {models}; an import path package.module:function "
         "returning a keras.Model; or a KerasHub preset: a preset directory, kaggle://..., hf://... or a "
         "name such as gemma3_instruct_1b (downloaded when the run starts)",
+        label="model",
+        hint="zoo name, preset dir, hf://, kaggle://, KerasHub name",
     )
     loss: str = _field("sparse_categorical_crossentropy", "str", "for models that come uncompiled")
     metrics: Tuple[str, ...] = _field(("accuracy",), "names", "comma-separated metric names, e.g. mae,mse")
@@ -138,7 +164,10 @@ class RunConfig:
         metavar="FRACTION",
     )
     epochs: int = _field(
-        3, "int", "default {epochs}; with --resume, extends a completed run to N epochs in a new run directory"
+        3,
+        "int",
+        "default {epochs}; with --resume, extends a completed run to N epochs in a new run directory",
+        label="epochs",
     )
     steps_per_epoch: Optional[int] = _field(
         None,
@@ -146,13 +175,19 @@ class RunConfig:
         "default: the training examples // the global batch "
         "(unlike Keras' fit, the last partial batch is dropped, so every step has "
         "the same shape)",
+        label="steps / epoch",
+        hint="whole dataset",
     )
-    batch_size: int = _field(64, "int", "per replica, unlike Keras' batch_size: the global batch is this x replicas")
-    precision: str = _field("auto", "choice", "one of {precisions}")
-    deterministic: bool = _field(False, "bool", "seeds + op determinism: same config, same weights")
-    seed: int = _field(42, "int", "for the weights and the data's order")
-    learning_rate: float = _field(1e-3, "float", "the optimizer's")
-    optimizer: str = _field("adam", "choice", "one of {optimizers}")
+    batch_size: int = _field(
+        64, "int", "per replica, unlike Keras' batch_size: the global batch is this x replicas", label="batch / replica"
+    )
+    precision: str = _field("auto", "choice", "one of {precisions}", label="precision", choices=precisions.CHOICES)
+    deterministic: bool = _field(
+        False, "bool", "seeds + op determinism: same config, same weights", label="deterministic"
+    )
+    seed: int = _field(42, "int", "for the weights and the data's order", label="seed")
+    learning_rate: float = _field(1e-3, "float", "the optimizer's", label="learning rate")
+    optimizer: str = _field("adam", "choice", "one of {optimizers}", label="optimizer", choices=OPTIMIZERS)
     steps_per_execution: Any = _field(
         "auto",
         "int_or_auto",
@@ -161,6 +196,7 @@ class RunConfig:
         "only while a call stays under {cpu_call_ms} ms (estimated from the model's "
         "FLOPs), and 1 with --profile or where the engine cannot run more (several GPUs "
         "under TensorFlow); the run's notes say what it chose",
+        label="steps / execution",
     )
     jit_compile: Any = _field(
         "auto", "auto_on_off", "XLA for the train step; auto: Keras' choice, or XLA on a CPU where it measured faster"
@@ -178,23 +214,34 @@ class RunConfig:
         "window",
         "capture these training steps (inclusive) for TensorBoard's profiler; default: off",
         metavar="START:STOP",
+        label="profile steps",
+        hint="none, or start:stop e.g. 10:14",
     )
-    logdir: str = _field("runs", "str", "each run gets a directory here")
-    name: str = _field("", "str", "the run directory's suffix; default: MODEL-DATASET")
+    logdir: str = _field("runs", "str", "each run gets a directory here", label="logdir")
+    name: str = _field(
+        "", "str", "the run directory's suffix; default: MODEL-DATASET", label="run name", hint="model-dataset"
+    )
     init_from: Optional[str] = _field(
         None,
         "optional_str",
         "start from that run's final weights (fine-tuning: e.g. more epochs at a lower learning rate)",
         metavar="RUN_DIR",
+        label="start from run",
+        hint="none: fresh weights",
     )
     lora_rank: Optional[int] = _field(
         4,
         "optional_int",
         "a pretrained model's LoRA rank (its weights frozen in bfloat16); none: every weight trains",
         metavar="RANK|none",
+        label="LoRA rank",
+        hint="none: every weight trains",
     )
     sequence_length: int = _field(
-        128, "int", "tokens per row of text (each document starts its own), for a pretrained model"
+        128,
+        "int",
+        "tokens per row of text (each document starts its own), for a pretrained model",
+        label="sequence length",
     )
     quantize: Optional[str] = _field(
         None,
@@ -202,6 +249,8 @@ class RunConfig:
         "store a pretrained model's frozen weights in int8 under its float32 LoRA adapters (QLoRA: a quarter of "
         "float32's memory, half of bfloat16's); default: none, bfloat16",
         metavar="int8",
+        label="quantize",
+        choices=(None,) + QUANTIZE_MODES,
     )
     lora_alpha: Optional[float] = _field(
         None, "optional_float", "scale LoRA's update by ALPHA / RANK; default: Keras' (ALPHA = RANK)", metavar="ALPHA"

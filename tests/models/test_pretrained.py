@@ -493,10 +493,13 @@ def test_the_panel_shows_a_preset_with_its_lora_and_text_settings_and_hides_them
         form.widgets["sequence_length"].value = "256"
         assert (panel.config.lora_rank, panel.config.sequence_length) == (8, 256)
         assert "rank 8" in note("lora_rank") and "rows of 256 tokens" in note("sequence_length")
+        form.widgets["quantize"].value = "int8"  # QLoRA, from its dropdown: none or int8
+        assert panel.config.quantize == "int8" and note("lora_rank").endswith("frozen, quantized to int8 (QLoRA)")
+        form.widgets["quantize"].value = None
         form.widgets["lora_rank"].value = ""  # none: every weight trains
         assert panel.config.lora_rank is None and note("lora_rank") == "every weight trains, in the run's precision"
         form.widgets["model"].value = "mlp"
-        assert form.rows["lora_rank"].layout.display == form.rows["sequence_length"].layout.display == "none"
+        assert {form.rows[name].layout.display for name in ("lora_rank", "sequence_length", "quantize")} == {"none"}
         form.widgets["model"].value = str(preset)  # typed into the model field, as a person would
         assert panel.config.model == str(preset) and form.rows["lora_rank"].layout.display == ""
         assert note("model").startswith(f"KerasHub preset {preset}; memory: about ")

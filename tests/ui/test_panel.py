@@ -191,7 +191,10 @@ def test_every_invalid_field_is_marked_at_once_and_train_says_why_it_is_off(make
     ):
         assert words(panel.form.errors[field]).startswith(start), field
     assert train.disabled
-    assert train.tooltip.startswith("Train is off: batch size must be a whole number ≥ 1; received '1.5'. epochs must")
+    # in RunConfig's order, the order of `--help`
+    assert train.tooltip.startswith(
+        "Train is off: epochs must be a whole number ≥ 1 and ≤ 1,000,000; received 0. batch"
+    )
     assert words(panel.views["train_off"]) == train.tooltip
     w["epochs"].value = "2"  # fixing one leaves the others marked
     assert set(panel.problems) == {"batch_size", "seed"} and words(panel.form.errors["epochs"]) == ""

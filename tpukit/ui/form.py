@@ -15,6 +15,7 @@ Works with ipywidgets 7 (Colab) and 8: only widgets and traits both have.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -22,37 +23,25 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import ipywidgets as widgets
 
 from tpukit import config as _config
-from tpukit import precision as precisions
 from tpukit import registry
-from tpukit.models.source import ModelSource
+from tpukit.models.source import KIND_SETTINGS, ModelSource
 from tpukit.ui.messages import field_of, plain  # noqa: F401  (the form's sentences; widget-free)
 
-# (field, label, kind, choices or placeholder). Fields not listed here keep their config value.
-FIELDS: Tuple[Tuple[str, str, str, Any], ...] = (
-    ("accelerator", "accelerator", "choice", _config.ACCELERATORS),
-    ("backend", "backend", "choice", _config.BACKENDS),
-    ("replicas", "replicas", "optional_int", "all devices (CPU: 1)"),
-    ("tpu", "TPU address", "optional_str", "from the environment"),
-    ("dataset", "dataset", "name", "dataset"),
-    ("model", "model", "name", "model"),
-    ("lora_rank", "LoRA rank", "optional_int", "none: every weight trains"),  # shown for a pretrained model
-    ("sequence_length", "sequence length", "int", None),
-    ("precision", "precision", "choice", precisions.CHOICES),
-    ("batch_size", "batch / replica", "int", None),
-    ("epochs", "epochs", "int", None),
-    ("steps_per_epoch", "steps / epoch", "optional_int", "whole dataset"),
-    ("learning_rate", "learning rate", "float", None),
-    ("optimizer", "optimizer", "choice", _config.OPTIMIZERS),
-    ("steps_per_execution", "steps / execution", "int", None),
-    ("deterministic", "deterministic", "bool", None),
-    ("seed", "seed", "int", None),
-    ("profile", "profile steps", "window", "none, or start:stop e.g. 10:14"),
-    ("logdir", "logdir", "str", None),
-    ("name", "run name", "str", "model-dataset"),
-    ("init_from", "start from run", "optional_str", "none: fresh weights"),
-)
-ACCELERATOR_FIELDS = ("accelerator", "backend", "replicas", "tpu")
-PRETRAINED_FIELDS = ("lora_rank", "sequence_length")  # shown only while the model is a pretrained one
+
+def _shown_fields() -> Tuple[Tuple[str, str, str, Any, Any], ...]:
+    """(field, label, kind, hint, choices) of each RunConfig field with a label, in the dataclass's order: the form
+    restates none of them (`config._field`). Fields without one keep their config value."""
+    fields = dataclasses.fields(_config.RunConfig)
+    return tuple(
+        (f.name, f.metadata["label"], f.metadata["kind"], f.metadata["hint"], f.metadata["choices"])
+        for f in fields
+        if f.metadata.get("label")
+    )
+
+
+FIELDS = _shown_fields()
+# Shown only while the model reads them (a pretrained one): the settings some kinds of model have no use for.
+KIND_FIELDS = tuple(name for name, *_ in FIELDS if name in KIND_SETTINGS)
 _INT = re.compile(r"\s*[+-]?\d+\s*")
 _FLOAT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
 _WINDOW = re.compile(r"\s*(\d+)\s*[:\-,]\s*(\d+)\s*")
@@ -69,15 +58,16 @@ class Form:
     """
 
     def __init__(self, config, on_change: Callable[[], None]):
-        self.kinds = {name: kind for name, _, kind, _ in FIELDS}
+        # A field offered as choices holds its value as it is (a dropdown of values, None among them).
+        self.kinds = {name: "choice" if choices is not None else kind for name, _, kind, _, choices in FIELDS}
         self.widgets: Dict[str, Any] = {}
         self.notes: Dict[str, widgets.HTML] = {}
         self.errors: Dict[str, widgets.HTML] = {}  # under each field; hidden while empty
         self.rows: Dict[str, widgets.Box] = {}
         self._on_change = on_change
         self._writing = False
-        for name, label, kind, extra in FIELDS:
-            widget = _make_widget(label, kind, extra)
+        for name, label, kind, hint, choices in FIELDS:
+            widget = _make_widget(name, label, kind, hint, choices)
             self.widgets[name] = widget
             # Under the field (the settings sit in two columns), shown only when there is something to say.
             self.notes[name] = widgets.HTML(layout=widgets.Layout(margin="-2px 0 4px 128px", display="none"))
@@ -168,7 +158,7 @@ class Form:
         and its step's memory estimate."""
         target = registry.provided("model", config.model)
         settings = target.settings_note(config) if isinstance(target, ModelSource) else None
-        for name in PRETRAINED_FIELDS:
+        for name in KIND_FIELDS:
             self.rows[name].layout.display = "" if settings else "none"
         if not settings:
             self.note("model", registry.describe("model", config.model))
@@ -240,28 +230,26 @@ def error_html(message: str) -> str:
     return f'<div style="color:#b00020;line-height:1.35">{html.escape(message)}</div>'
 
 
-def _make_widget(label: str, kind: str, extra):
+def _make_widget(name: str, label: str, kind: str, hint: Optional[str], choices):
     common = dict(description=label, style=_LABEL_STYLE, layout=widgets.Layout(width="330px"))
-    if kind == "choice":
-        return widgets.Dropdown(options=[(str(c), c) for c in extra], **common)
-    if kind == "name" and extra == "model":  # the zoo's names offered, and anything typed: a preset, an import path
+    if choices is not None:
+        return widgets.Dropdown(options=[("none" if c is None else str(c), c) for c in choices], **common)
+    if kind == "name" and hint:  # the names offered, and anything typed: a preset, an import path
         return widgets.Combobox(
-            options=list(registry.names(extra)),
-            ensure_option=False,
-            continuous_update=False,
-            placeholder="zoo name, preset dir, hf://, kaggle://, KerasHub name",
-            **common,
+            options=list(registry.names(name)), ensure_option=False, continuous_update=False, placeholder=hint, **common
         )
     if kind == "name":  # the registered names, read when the form is built
-        return widgets.Dropdown(options=list(registry.names(extra)), **common)
+        return widgets.Dropdown(options=list(registry.names(name)), **common)
     if kind == "bool":
         return widgets.Checkbox(value=False, indent=True, **common)
     # Numbers are text, parsed strictly by `_read`: IntText would turn a typed "1.5" into 15.
-    return widgets.Text(placeholder=extra or "", continuous_update=False, **common)
+    return widgets.Text(placeholder=hint or "", continuous_update=False, **common)
 
 
 def _read(kind: str, value):
     """A field value from a widget's; text that does not parse is passed on as text, for RunConfig to refuse."""
+    if kind == "int_or_auto":
+        return "auto" if value.strip().lower() == "auto" else _read("int", value)
     if kind == "int":
         return int(value) if _INT.fullmatch(value) else value.strip()
     if kind == "float":
@@ -285,7 +273,7 @@ def _write(kind: str, value):
         return "" if value is None else str(value)
     if kind == "window":
         return "" if value is None else f"{value[0]}:{value[1]}"
-    if kind == "int":
+    if kind in ("int", "int_or_auto"):
         return str(value)
     if kind == "float":
         return repr(float(value))  # the shortest text that reads back as the same float

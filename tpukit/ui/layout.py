@@ -39,6 +39,7 @@ CORE_FIELDS = (
     "model",
     "lora_rank",
     "sequence_length",
+    "quantize",
     "precision",
     "batch_size",
     "epochs",
