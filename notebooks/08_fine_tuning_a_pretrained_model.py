@@ -94,7 +94,9 @@ if context.detect() == context.COLAB:
 
     tpukit.colab.setup(hub=True)  # before Keras is imported; nothing to do where it ran already
 
+import json
 import math
+import re
 import threading
 import time
 
@@ -149,17 +151,48 @@ why = "TPUKIT_SMOKE=1" if SMOKE else "no accelerator" if not ACCELERATOR else "n
 print(f"the model: {REAL}, from Kaggle" if USE_REAL else f"the model: the tiny Gemma ({why})")
 
 # %% [markdown]
+# ## The text: a style the model does not have
+#
+# A short fine-tune shows best where it teaches what the model visibly does not do. Python's help topics
+# (`pydoc_data.topics`, 79 documents shipped with every Python) are English prose, which Gemma already writes.
+# So each topic becomes **cards** in a house style no instruction-tuned model uses: a header line naming the topic,
+# then up to four of its sentences, each a bullet in capitals. One topic, `lambda`, is held out of the cards: the
+# samples before and after ask for its card, so what changes is the style, not a text learned by heart.
+
+# %%
+HELD_OUT = "lambda"
+PROMPT = f"Python help, {HELD_OUT}:\n"  # a card's header line: the samples continue it
+
+
+def cards(per_card=4):
+    """Each help topic but HELD_OUT as cards: its header line, then up to `per_card` of its sentences, each a bullet
+    in capitals. Only the prose paragraphs: the grammar rules and code examples are the indented ones."""
+    from pydoc_data.topics import topics
+
+    out = []
+    for name in sorted(set(topics) - {HELD_OUT}):
+        prose = [" ".join(p.split()) for p in topics[name].split("\n\n") if p.strip() and not p.startswith(" ")]
+        sentences = [s for p in prose for s in re.split(r"(?<=\.)\s+", p) if s.endswith(".") and len(s.split()) > 3]
+        for i in range(0, len(sentences), per_card):
+            out.append(f"Python help, {name}:\n" + "\n".join(f"- {s.upper()}" for s in sentences[i:i + per_card]))
+    return out
+
+
+documents = cards()
+print(f"{len(documents)} cards, {sum(map(len, documents)):,} characters; the first:\n{documents[0]}")
+
+# %% [markdown]
 # The tiny Gemma is a real `GemmaBackbone`, 2 layers small enough to run anywhere (6,992 parameters, random
-# weights), with a SentencePiece tokenizer trained here on Python's help topics (`pydoc_data.topics`, shipped with
-# every Python) to 256 pieces, the backbone's vocabulary. `save_to_preset` writes it as a preset directory, and
-# `from_preset` reads it with the same loader that reads a Kaggle download. It speaks no language: its
-# "before" is noise and its "after" only the help topics' most common pieces. The code is the real model's.
+# weights), with a SentencePiece tokenizer trained here on the cards to 256 pieces, the backbone's vocabulary.
+# `save_to_preset` writes it as a preset directory, and `from_preset` reads it with the same loader that reads a
+# Kaggle download. It speaks no language: its "before" is noise and its "after" only the cards' most common
+# pieces. The code is the real model's.
 
 # %%
 def build_tiny_gemma(path="tiny_gemma", vocabulary=256):
     """A tiny random Gemma and a SentencePiece tokenizer of `vocabulary` pieces, saved as a KerasHub preset."""
     keras.utils.set_random_seed(0)
-    proto = text.train_sentencepiece(text.pydoc_topics().documents, vocabulary)
+    proto = text.train_sentencepiece(documents, vocabulary)
     backbone = keras_hub.models.GemmaBackbone(
         vocabulary_size=vocabulary, num_layers=2, num_query_heads=4, num_key_value_heads=1, hidden_dim=16,
         intermediate_dim=32, head_dim=4)
@@ -272,16 +305,15 @@ tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(PRESET)
 pieces = sentencepiece.SentencePieceProcessor(model_proto=tokenizer.proto)
 print(f"{type(tokenizer).__name__}: {pieces.vocab_size():,} pieces; <pad> {tokenizer.pad_token_id}, "
       f"<bos> {pieces.bos_id()}, <eos> {pieces.eos_id()}")
-print(pieces.encode("The import statement", out_type=str))
+print(pieces.encode(PROMPT, out_type=str))
 
-documents = text.pydoc_topics().documents
 stream = np.concatenate([[pieces.bos_id(), *pieces.encode(d), pieces.eos_id()] for d in documents]).astype("int32")
 rows = (len(stream) - 1) // SEQUENCE
 token_ids = stream[: rows * SEQUENCE].reshape(rows, SEQUENCE)
 labels = stream[1: rows * SEQUENCE + 1].reshape(rows, SEQUENCE)
 order = np.random.default_rng(0).permutation(rows)
 token_ids, labels = token_ids[order], labels[order]
-print(f"{len(documents)} documents, {len(stream):,} tokens, {rows} rows of {SEQUENCE}")
+print(f"{len(documents)} cards, {len(stream):,} tokens, {rows} rows of {SEQUENCE}")
 
 # %% [markdown]
 # ## Compile, generate, fit, generate
@@ -302,9 +334,9 @@ print(f"{len(documents)} documents, {len(stream):,} tokens, {rows} rows of {SEQU
 BATCH = 4 if REAL_LOADED else 16
 STEPS = 8 if SMOKE else (60 if REAL_LOADED else rows // BATCH)
 EPOCHS = 1 if SMOKE or REAL_LOADED else 3
-PROMPT = "The import statement"
+RATE = 2e-4 if REAL_LOADED else 1e-2  # LoRA's usual 1e-4 to 3e-4, at its upper end for a run of 60 steps
 
-model.compile(optimizer=keras.optimizers.Adam(1e-4 if REAL_LOADED else 1e-2),
+model.compile(optimizer=keras.optimizers.Adam(RATE),
               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), sampler="greedy")
 
 
@@ -417,8 +449,11 @@ print("Exercise 2: correct.")
 # KerasHub name such as `gemma3_instruct_1b`. With `lora_rank` set (4 is the default) it loads the weights in
 # bfloat16, turns on LoRA with float32 adapters, tokenizes the text with the preset's own KerasHub tokenizer
 # (SentencePiece for Gemma, byte-pair for Llama 3, Qwen or GPT-2), packs it into rows of `sequence_length`, and
-# compiles the next-token loss, skipping the padding: what the cells above did by hand. `dataset="pydoc"` is the
-# same help topics. The run also writes its record, its TensorBoard logs and a backup after each epoch, in `runs/`.
+# compiles the next-token loss, skipping the padding: what the cells above did by hand. `dataset=` takes the same
+# cards as your own data comes: a JSONL file, a line of `{"text": ...}` each (or `{"prompt": ..., "response": ...}`
+# pairs, or chat `{"messages": [...]}`, which it writes in the preset's chat template). `sample_prompt` is what the
+# run's samples continue, before and after. The run also writes its record, its TensorBoard logs and a backup after
+# each epoch, in `runs/`.
 #
 # The model trained above is not needed again. Its weights (2 GB of chip memory for Gemma 3 1B) are freed once
 # nothing holds it: the name `model`, and `history`, since Keras' `History` keeps the model it trained
@@ -426,9 +461,11 @@ print("Exercise 2: correct.")
 
 # %%
 model = history = None
-config = tpukit.RunConfig(model=PRESET, dataset="pydoc", lora_rank=4, sequence_length=SEQUENCE, batch_size=BATCH,
-                          epochs=1, steps_per_epoch=STEPS, learning_rate=1e-4 if REAL_LOADED else 1e-2,
-                          validation_split=None, logdir="runs", seed=1)
+with open("cards.jsonl", "w") as f:
+    f.writelines(json.dumps({"text": card}) + "\n" for card in documents)
+config = tpukit.RunConfig(model=PRESET, dataset="cards.jsonl", lora_rank=4, sequence_length=SEQUENCE,
+                          batch_size=BATCH, epochs=1, steps_per_epoch=STEPS, learning_rate=RATE,
+                          validation_split=None, logdir="runs", seed=1, sample_prompt=PROMPT)
 result = tpukit.train(config, runtime, verbose=2)
 print(result.summary())
 
@@ -447,8 +484,8 @@ print("MFU:", f"{result.mfu:.1%} of {result.mfu_basis}" if result.mfu else "not 
 # %% [markdown]
 # ### Exercise 3: what a row of its own costs
 #
-# The help topics are long, so they waste little padding either way. Short documents (chat turns, one-line
-# examples) are where it matters. Each position's label is the next token, so a document of `n` tokens brings
+# Short documents (cards, chat turns, one-line examples) are where a row of its own costs: the notes above give the
+# share for the cards. Each position's label is the next token, so a document of `n` tokens brings
 # `n - 1` labels (its first token is nobody's next token) and fills `ceil((n - 1) / L)` rows of `L` positions of its
 # own; positions after its last token are padding, which the loss ignores. That is what `tpukit.data.text.pack`
 # does. Packed end to end, as the hand-written loop above, all the tokens share rows, and documents see each other.
@@ -566,18 +603,20 @@ print("the same:", said[0] == said[1], "| fingerprints:", result.fingerprint, tp
 #   the tiny Gemma, about 650,000 of 1 billion (0.07%) for Gemma 3 1B; the first LoRA kernels' shapes, in float32
 #   (bfloat16 on the GPU/CPU track's Keras 3.13.2).
 #   Exercise 1: 1,304,576 at rank 8.
-# - The pieces of "The import statement", and the help topics as a few thousand rows.
+# - 499 cards, the first one (`assert`'s) printed; the prompt's pieces; the cards as rows of tokens (1,816 rows of
+#   64 for the tiny Gemma).
 # - The prompt, then "before" and "after" one above the other. The tiny Gemma's "before" is noise; its loss falls a
-#   little (random weights, and LoRA moves only the query and value) and its "after" repeats common pieces. Gemma 3
-#   1B writes English before; after 60 steps its continuation should lean towards the help topics' wording (our
-#   expectation: not yet run on a TPU).
+#   little (random weights, and LoRA moves only the query and value) and its "after" repeats a common piece of the
+#   cards. Gemma 3 1B answers the held-out card's header in its own way before (prose, or Markdown); after 60 steps
+#   at 2e-4 it should write the cards' style, bullets in capitals (our expectation: not yet run on a TPU or GPU).
 # - Memory: the logits for 8 x 1,024 tokens of Gemma 3 are 4.3 GB in bfloat16, 8.6 GB in float32, more than the
 #   model's 2 GB of weights. Exercise 2: 65,536,000 bytes, bfloat16.
-# - tpukit: a summary, notes that name the LoRA rank and trainable share, the rows and their padding (about 2%:
-#   each document starts its own row, and the help topics are long documents), and a LoRA-basis FLOPs count; the
-#   extended run with its parent (the tiny Gemma's, where the real one was loaded); `adapters.lora.h5` and no
-#   `model.weights.h5`; the cut run `stopped after 1 whole epoch(s)`, then resumed in the same directory to 2
-#   epochs; the trained and the loaded model saying the same text.
+# - tpukit: a summary with its samples (before noise for the tiny Gemma, after the cards' bullets appear), notes
+#   that name the LoRA rank and trainable share, the rows and their padding (each card starts its own row: 11.9% of
+#   the tiny Gemma's rows of 64 are padding; more in rows of 256, which most cards do not fill), and a LoRA-basis
+#   FLOPs count; the extended run with its parent (the tiny Gemma's, where the real one was loaded);
+#   `adapters.lora.h5` and no `model.weights.h5`; the cut run `stopped after 1 whole epoch(s)`, then resumed in the
+#   same directory to 2 epochs; the trained and the loaded model saying the same text.
 #   Exercise 3: 35% of the positions are padding with a row of its own for each short document, 9% packed end to
 #   end (where the documents attend to each other).
 #
