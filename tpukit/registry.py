@@ -100,6 +100,18 @@ def names(kind: str) -> Tuple[str, ...]:
     return tuple(n for n, e in table.items() if e.builtin) + tuple(n for n, e in table.items() if not e.builtin)
 
 
+def offered(kind: str) -> Tuple[str, ...]:
+    """The names a chooser offers for `kind`: `names`, then what each name provider lists (KerasHub's presets:
+    `add_name_provider`'s `listing`); a provider's listing that fails offers nothing."""
+    found = list(names(kind))
+    for listing in _LISTINGS[kind]:
+        try:
+            found += [n for n in listing() if n not in found]
+        except Exception:  # noqa: BLE001 - an offer, never an error: a name typed still goes to `entry`
+            continue
+    return tuple(found)
+
+
 def describe(kind: str, name: str) -> str:
     """One line on what `name` is (registered entries, import paths and labels alike)."""
     entry = lookup(kind, name)
@@ -237,6 +249,7 @@ global_state.register(
 # URL or KerasHub name; a JSONL path), and what an object handed to train() is labelled (`add_labeller`).
 _BUILTIN_ENTRIES = {"model": [], "dataset": []}
 _NAME_PROVIDERS = {"model": [], "dataset": []}
+_LISTINGS = {"model": [], "dataset": []}
 _LABELLERS = {"model": [], "dataset": []}
 
 
@@ -246,11 +259,14 @@ def add_builtins(kind: str, entries: Callable) -> None:
         _BUILTIN_ENTRIES[kind].append(entries)
 
 
-def add_name_provider(kind: str, named: Callable, hint: str) -> None:
+def add_name_provider(kind: str, named: Callable, hint: str, listing: Optional[Callable] = None) -> None:
     """Ask `named(name)` about a name of `kind` no table holds: it gives the target (with a `description`) or None;
-    `hint` says, in an unknown name's error, what else it takes."""
+    `hint` says, in an unknown name's error, what else it takes; `listing()`, the names it knows to offer
+    (`offered`), quickly and without importing a framework."""
     if all(named is not known for known, _ in _NAME_PROVIDERS[kind]):
         _NAME_PROVIDERS[kind].append((named, hint))
+        if listing is not None:
+            _LISTINGS[kind].append(listing)
 
 
 def add_labeller(kind: str, labeller: Callable) -> None:

@@ -447,9 +447,11 @@ def test_in_jupyterlab_the_runs_table_fits_beside_the_file_browser_and_compare_s
 
 
 @pytest.mark.skipif(not importlib.util.find_spec("keras_hub"), reason="KerasHub is not installed (tpukit[hub])")
-def test_in_jupyterlab_a_pretrained_panel_shows_its_lora_settings_and_fine_tunes_on_jax(lab, browser, tmp_path):
-    """A tiny KerasHub preset (built offline) in the panel: its LoRA rank and sequence length beside the model,
-    then a fine-tune whose line says what the model wrote before and after."""
+def test_in_jupyterlab_a_preset_typed_into_the_model_field_shows_its_lora_settings_and_fine_tunes_on_jax(
+    lab, browser, tmp_path
+):
+    """A tiny KerasHub preset (built offline), typed into the panel's model field as a person would: its LoRA rank
+    and sequence length appear beside the model, then a fine-tune whose line says what it wrote before and after."""
     from hub_support import BUILD
 
     preset = lab.root / "tiny_gemma"
@@ -458,10 +460,9 @@ def test_in_jupyterlab_a_pretrained_panel_shows_its_lora_settings_and_fine_tunes
     _notebook(
         lab.root / "hub.ipynb",
         dict(
-            model=str(preset),
+            model="mlp",
             dataset="pydoc",
             dataset_size=64,
-            sequence_length=16,
             batch_size=16,
             epochs=2,
             backend="jax",
@@ -472,8 +473,12 @@ def test_in_jupyterlab_a_pretrained_panel_shows_its_lora_settings_and_fine_tunes
     )
     ui = _open(browser, lab, "hub.ipynb")
     settings = ui.section("Settings")
+    expect(ui.field("LoRA rank")).to_be_hidden()  # the zoo's mlp reads no LoRA settings
+    ui.field("model").fill(str(preset))  # the field offers KerasHub's names and takes any preset typed
+    ui.field("model").press("Enter")
     expect(ui.field("LoRA rank")).to_have_value("4")
-    expect(ui.field("sequence length")).to_have_value("16")
+    ui.field("sequence length").fill("16")
+    ui.field("sequence length").press("Enter")
     expect(settings).to_contain_text(f"KerasHub preset {preset}")
     expect(settings).to_contain_text("LoRA adapters of rank 4 (alpha = rank) on the attention's query and value")
     expect(settings).to_contain_text("text in rows of 16 tokens, each document starting its own")

@@ -273,3 +273,23 @@ def test_a_kaggle_preset_says_whether_it_was_downloaded_on_disk_or_served_by_col
         "colab cache": f"served from Colab's Kaggle cache ({mount}): nothing downloaded",
     }[where]
     assert said.endswith("; Kaggle credentials: KAGGLE_API_TOKEN in the environment; " + expected), said
+
+
+def test_the_panel_offers_kerashubs_preset_names_without_importing_keras():
+    """The model field lists KerasHub's causal LM presets; reading them must not fix the backend before Connect."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    code = (
+        "import sys, tpukit.models.pretrained; from tpukit import registry; "
+        "offered = registry.offered('model'); print(offered[:3], 'keras' in sys.modules, 'keras_hub' in sys.modules); "
+        "print(sorted(n for n in offered if n in ('gemma3_instruct_1b', 'llama3.2_1b', 'qwen2.5_0.5b_en', "
+        "'gpt2_base_en')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, listed = out.stdout.strip().splitlines()
+    assert first == "('mlp', 'cnn', 'resnet') False False", first  # the zoo first; no Keras, no KerasHub imported
+    assert listed == "['gemma3_instruct_1b', 'gpt2_base_en', 'llama3.2_1b', 'qwen2.5_0.5b_en']", listed

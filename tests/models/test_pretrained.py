@@ -495,7 +495,7 @@ def test_the_panel_shows_a_preset_with_its_lora_and_text_settings_and_hides_them
         assert "rank 8" in note("lora_rank") and "rows of 256 tokens" in note("sequence_length")
         form.widgets["quantize"].value = "int8"  # QLoRA, from its dropdown: none or int8
         assert panel.config.quantize == "int8" and note("lora_rank").endswith("frozen, quantized to int8 (QLoRA)")
-        form.widgets["quantize"].value = None
+        form.widgets["quantize"].value = "none"
         form.widgets["lora_rank"].value = ""  # none: every weight trains
         assert panel.config.lora_rank is None and note("lora_rank") == "every weight trains, in the run's precision"
         form.widgets["model"].value = "mlp"

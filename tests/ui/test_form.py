@@ -20,10 +20,15 @@ def test_every_labelled_field_is_a_widget_in_one_column_and_its_choices_are_the_
         widget = made.widgets[name]
         assert widget.description == metadata["label"], name
         if metadata["choices"] is not None:
-            assert [value for _, value in widget.options] == list(metadata["choices"]), name
+            assert [value for _, value in widget.options] == [c or "none" for c in metadata["choices"]], name
         elif metadata["hint"]:
             assert widget.placeholder == metadata["hint"], name
-    assert made.widgets["quantize"].options == (("none", None), ("int8", "int8"))
+    quantize = made.widgets["quantize"]  # None shows as "none": ipywidgets shows a None value as an empty box
+    assert quantize.options == (("none", "none"), ("int8", "int8")) and quantize.value == "none"
+    quantize.value = "int8"
+    assert made.values()["quantize"] == "int8"
+    quantize.value = "none"
+    assert made.values()["quantize"] is None
 
 
 def test_steps_per_execution_reads_auto_or_a_whole_number_and_keeps_other_text_for_the_config_to_refuse():

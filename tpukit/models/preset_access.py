@@ -6,14 +6,14 @@ config.json" whether the machine is offline, Kaggle refused a gated model (403) 
 `check_file_exists` turns each into a missing file). So tpukit asks the question itself once loading failed: can the
 host be reached, are there credentials (`credentials.find`), did the chain of errors say 401 or 403, and names the
 one fix. Credentials are only looked for, never read into a message, a note or a file: the lines name the variables,
-not their values.
+not their values. `listed_presets` reads the names KerasHub offers, for the panel's model field.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 from tpukit.models import credentials
 
@@ -133,6 +133,33 @@ def download_problem(
         f"preset {source!r}: {host} gave none of its files with your credentials: accept the model's terms at "
         f"{page} if it is gated, or check the name (KerasHub's names: keras_hub.models.CausalLM.presets)."
     )
+
+
+def listed_presets() -> Tuple[str, ...]:
+    """The preset names of KerasHub's causal language models, for a chooser to offer: read from the installed
+    keras-hub's preset tables (each family's `*_presets.py`, plain dicts, beside its `*_causal_lm.py`) without
+    importing it, since importing KerasHub imports Keras, which fixes the backend before Connect chooses it.
+    () where keras-hub is not installed. The layout holds from keras-hub 0.26 to 0.32; a run still resolves a name
+    through KerasHub itself (`pretrained.named`)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("keras_hub")
+    if spec is None or not spec.origin:
+        return ()
+    names = []
+    for family in sorted((Path(spec.origin).parent / "src" / "models").glob("*/*_causal_lm.py")):
+        for table in sorted(family.parent.glob("*_presets.py")):
+            found: dict = {}
+            exec(compile(table.read_text(), str(table), "exec"), found)  # a module of dict literals, nothing else
+            names += [
+                n
+                for value in found.values()
+                if isinstance(value, dict)
+                for n, v in value.items()
+                if isinstance(v, dict)
+            ]
+    return tuple(dict.fromkeys(names))
 
 
 def installed_version(distribution: str) -> Optional[str]:

@@ -491,4 +491,4 @@ class _KerasFit:
         return getattr(self.model, name)
 
 
-registry.add_name_provider("model", named, NAME_HINT)
+registry.add_name_provider("model", named, NAME_HINT, preset_access.listed_presets)

@@ -46,6 +46,7 @@ _INT = re.compile(r"\s*[+-]?\d+\s*")
 _FLOAT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
 _WINDOW = re.compile(r"\s*(\d+)\s*[:\-,]\s*(\d+)\s*")
 _LABEL_STYLE = {"description_width": "120px"}
+_NONE = "none"  # a choice of None, as its dropdown holds it
 
 
 class Form:
@@ -233,10 +234,14 @@ def error_html(message: str) -> str:
 def _make_widget(name: str, label: str, kind: str, hint: Optional[str], choices):
     common = dict(description=label, style=_LABEL_STYLE, layout=widgets.Layout(width="330px"))
     if choices is not None:
-        return widgets.Dropdown(options=[("none" if c is None else str(c), c) for c in choices], **common)
-    if kind == "name" and hint:  # the names offered, and anything typed: a preset, an import path
+        return widgets.Dropdown(options=[(str(_write("choice", c)),) * 2 for c in choices], **common)
+    if kind == "name" and hint:  # the names offered (KerasHub's presets among them), and anything typed
         return widgets.Combobox(
-            options=list(registry.names(name)), ensure_option=False, continuous_update=False, placeholder=hint, **common
+            options=list(registry.offered(name)),
+            ensure_option=False,
+            continuous_update=False,
+            placeholder=hint,
+            **common,
         )
     if kind == "name":  # the registered names, read when the form is built
         return widgets.Dropdown(options=list(registry.names(name)), **common)
@@ -248,6 +253,8 @@ def _make_widget(name: str, label: str, kind: str, hint: Optional[str], choices)
 
 def _read(kind: str, value):
     """A field value from a widget's; text that does not parse is passed on as text, for RunConfig to refuse."""
+    if kind == "choice":
+        return None if value == _NONE else value
     if kind == "int_or_auto":
         return "auto" if value.strip().lower() == "auto" else _read("int", value)
     if kind == "int":
@@ -269,6 +276,10 @@ def _read(kind: str, value):
 
 
 def _write(kind: str, value):
+    """A widget's value for a field's: a dropdown holds None as "none" (ipywidgets reads a None value as no
+    selection, and shows an empty box)."""
+    if kind == "choice":
+        return _NONE if value is None else value
     if kind in ("optional_int", "optional_str"):
         return "" if value is None else str(value)
     if kind == "window":
