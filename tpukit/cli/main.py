@@ -79,7 +79,9 @@ def _export_and_launch(sub, common) -> None:
     x.add_argument(
         "path",
         metavar="PATH",
-        help="keras: a file ending in .keras, or a folder for model.keras and saved_model/; preset, hf: a new folder",
+        help="keras: a file ending in .keras, or a folder for model.keras and saved_model/; preset, hf: a new "
+        "folder; preset: also kaggle://OWNER/MODEL/keras/VARIANT or hf://OWNER/NAME, uploaded with the credentials "
+        "of the environment (KAGGLE_API_TOKEN, HF_TOKEN) or Colab's Secrets",
     )
     x.add_argument(
         "--format",

@@ -3,7 +3,8 @@ model a KerasHub preset or a Hugging Face Transformers folder.
 
 Each writes a float32 copy with the LoRA adapters merged into the kernels (`saving.float32_copy(merge=True)`):
 KerasHub's own `export_to_transformers` writes a LoRA model's frozen kernels and drops the adapters. A preset or
-Hugging Face folder is written under a temporary name and renamed.
+Hugging Face folder is written under a temporary name and renamed. A preset exported to `kaggle://...` or `hf://...`
+is uploaded (`upload`), with the credentials the download libraries read (`models.credentials`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import os
 from pathlib import Path
 
 from tpukit.errors import one_line
-from tpukit.models import lora
+from tpukit.models import credentials, lora
 from tpukit.runs import saving
 from tpukit.runs.saving import Exported, ExportError, check_writable, float32_copy
 
 FORMATS = ("keras", "preset", "hf")  # what `export` writes: Keras' file, a KerasHub preset, Hugging Face's safetensors
+UPLOADS = {"kaggle://": "kaggle", "hf://": "hf"}  # where `export` uploads a preset, and whose credentials it needs
 
 
 def export(model, path, format: str = "keras") -> Exported:
@@ -28,12 +30,21 @@ def export(model, path, format: str = "keras") -> Exported:
     - "hf": a Hugging Face Transformers folder (`export_to_transformers`: config.json, model.safetensors, the
       tokenizer's files), for the families KerasHub exports.
 
+    A `path` of `kaggle://OWNER/MODEL/keras/VARIANT` or `hf://OWNER/NAME` uploads the preset there (`upload`).
+
     Raises:
         ExportError: an unknown format, a path that cannot be written, a model that is not a KerasHub one for
             "preset" and "hf", or one that cannot be copied into float32 layers.
     """
     if format not in FORMATS:
         raise ExportError(f"format: expected one of {', '.join(FORMATS)}. Received: format={format!r}.")
+    if str(path).startswith(tuple(UPLOADS)):
+        if format != "preset":
+            raise ExportError(
+                f"{path} is a hub to upload to, and what KerasHub uploads is a preset: export(..., format='preset'), "
+                f"or a local path for format={format!r}."
+            )
+        return upload(model, str(path))
     if format == "keras":
         return saving.export(model, path)
     return write(model, Path(path), format)
@@ -142,3 +153,39 @@ def _complete_config(config_path: Path, backbone) -> None:
         config.setdefault("use_sliding_window", bool(backbone.use_sliding_window_attention))
         config.setdefault("sliding_window", backbone.sliding_window_size)
     config_path.write_text(json.dumps(config, indent=2))
+
+
+def upload(model, uri: str) -> Exported:
+    """Upload `model` to `uri` as a KerasHub preset (merged, float32): written to a temporary folder, then
+    `keras_hub.upload_preset` sends it. The credentials are looked for where the hub's library reads them
+    (`credentials.find`: the environment, its token files, Colab's Secrets, which `use` puts into the environment)
+    and named, never read into a message or written to a file.
+
+    Raises:
+        ExportError: no credentials for the hub (which variables to set), its library not installed, or the upload
+            refused (the hub's words, in one line).
+    """
+    import tempfile
+
+    import keras_hub
+
+    hub = next(h for prefix, h in UPLOADS.items() if uri.startswith(prefix))
+    found = credentials.find(hub)
+    if not found:
+        raise ExportError(f"cannot upload to {uri}: {found.describe()}")
+    credentials.use(found)
+    with tempfile.TemporaryDirectory() as folder:
+        written = write(model, Path(folder) / "preset", "preset")
+        try:
+            keras_hub.upload_preset(uri, written.keras_path)
+        except ImportError as e:
+            raise ExportError(f"cannot upload to {uri}: {one_line(e)}") from None
+        except Exception as e:  # noqa: BLE001 - the hub's refusal (a bad handle, no permission), said in one line
+            raise ExportError(f"{uri} refused the upload: {one_line(e)} ({found.describe()})") from None
+    merged = "its LoRA adapters merged, " if lora.adapted_layers(model) else ""
+    return Exported(
+        uri,
+        None,
+        f"uploaded the KerasHub preset to {uri} ({merged}float32; keras_hub.models.CausalLM.from_preset({uri!r}) "
+        f"loads it); {found.describe()}",
+    )

@@ -162,7 +162,7 @@ class RunResult:
         """Write the trained model, its LoRA adapters merged in float32: `format="keras"` a `.keras` file that plain
         `keras.saving.load_model` opens (and a SavedModel beside it on TensorFlow), "preset" a KerasHub preset
         folder, "hf" a Hugging Face Transformers folder (safetensors); returns an `Exported` saying what was
-        written."""
+        written. A `path` of kaggle://... or hf://... with "preset" uploads it (`exporting.upload`)."""
         return exporting.export(self.model, path, format)
 
     def to_dict(self) -> dict:
