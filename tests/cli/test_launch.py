@@ -39,7 +39,7 @@ TRAIN = [
 ]
 
 
-def _launch(tmp_path, name, *extra, workers=2, replicas=4):
+def _launch(tmp_path, name, *extra, workers=2, replicas=4, train=TRAIN):
     logs = tmp_path / f"{name}-logs"
     done = run_cli(
         "launch",
@@ -48,7 +48,7 @@ def _launch(tmp_path, name, *extra, workers=2, replicas=4):
         "--logs",
         str(logs),
         "--",
-        *TRAIN,
+        *train,
         "--replicas",
         str(replicas),
         "--logdir",
@@ -70,11 +70,11 @@ def _tails(folder) -> str:
     return "\n".join(Path(p).read_text()[-1500:] for p in glob.glob(f"{folder}/*.log"))
 
 
-def _weights(run_dir):
+def _weights(run_dir, file="model.weights.h5"):
     import h5py
 
     arrays = {}
-    with h5py.File(Path(run_dir) / "model.weights.h5") as f:
+    with h5py.File(Path(run_dir) / file) as f:
         f.visititems(
             lambda name, obj: arrays.__setitem__(name, np.array(obj)) if isinstance(obj, h5py.Dataset) else None
         )
@@ -107,6 +107,33 @@ def test_two_processes_of_four_devices_train_one_run_the_same_on_both_and_across
     assert a.keys() == b.keys()
     worst = max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
     assert worst < 1e-5, worst
+    assert one["final_metrics"]["loss"] == pytest.approx(chief["final_metrics"]["loss"], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_a_lora_fine_tune_of_a_preset_over_two_processes_trains_the_adapters_one_process_trains(tmp_path):
+    """A tiny KerasHub Gemma (built offline), LoRA rank 4, data parallel over 2 workers x 4 devices, against one
+    process with the 8 devices and the same global batch: the same adapters (up to the all-reduce's order)."""
+    pytest.importorskip("keras_hub")
+    from hub_support import BUILD
+
+    preset = tmp_path / "tiny_gemma"
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    subprocess.run([sys.executable, "-c", BUILD, str(preset)], check=True, env=env, timeout=300, capture_output=True)
+    lora = ["train", "--model", str(preset), "--dataset", "pydoc", "--dataset-size", "64", "--sequence-length", "16"]
+    lora += ["--batch-size", "2", "--epochs", "1", "--steps-per-epoch", "6", "--deterministic", "--precision"]
+    lora += ["float32", "--validation-split", "none", "--json"]
+    chief, (other,) = _launch(tmp_path, "two", train=lora)
+    assert chief["status"] == "completed" and chief["replicas"] == 8 and chief["global_batch_size"] == 16
+    assert other["fingerprint"] == chief["fingerprint"]  # both processes hold the same adapters
+    single = run_cli(*lora, "--backend", "jax", "--replicas", "8", "--logdir", str(tmp_path / "one"), timeout=300)
+    assert single.returncode == 0, single.stderr[-3000:]
+    one = json.loads(single.stdout.strip().splitlines()[-1])
+    assert one["global_batch_size"] == 16
+    a, b = (_weights(r["run_dir"], "adapters.lora.h5") for r in (chief, one))
+    assert a.keys() == b.keys() and len(a) == 9  # A and B of the query and value in 2 layers, and the rank
+    assert max(float(np.max(np.abs(a[k] - b[k]))) for k in a) < 1e-5
+    assert any(float(np.max(np.abs(a[k]))) > 0 for k in a if k.endswith("lora_kernel_b"))  # B starts at 0: it trained
     assert one["final_metrics"]["loss"] == pytest.approx(chief["final_metrics"]["loss"], rel=1e-4)
 
 
