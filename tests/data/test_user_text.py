@@ -36,8 +36,16 @@ def test_pairs_and_dicts_of_prompts_and_responses_are_the_same_text():
         texts_.fingerprint
         == sources.prepare(["one two", "three"], name="<text>", encoder=word_encoder, validation_split=None).fingerprint
     )
-    assert registry.with_labels(RunConfig(), None, pairs)[0].dataset == "<text>"
-    assert registry.with_labels(RunConfig(), None, dicts)[0].dataset == "<text>"
+    named = {  # a run records text handed to train() by its form
+        "<pairs>": (pairs, dicts),
+        "<strings>": (["one two", "three"], [{"text": "one two"}]),
+        "<messages>": ([[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]],),
+        "<text>": (["one", ("a", "b")],),  # mixed forms: text_of refuses them, naming the row
+    }
+    for label, forms in named.items():
+        for data in forms:
+            assert registry.with_labels(RunConfig(), None, data)[0].dataset == label, data
+    assert registry.with_labels(RunConfig(), None, [{"messages": []}])[0].dataset == "<messages>"
     assert sources.planned_train_examples(RunConfig(), pairs) is None  # two pairs, not (x, y)
 
 
@@ -135,7 +143,7 @@ def test_a_duck_typed_hugging_face_dataset_is_text_by_its_columns():
         [(r["prompt"], r["response"]) for r in rows], name="<text>", encoder=word_encoder, validation_split=None
     )
     assert source.fingerprint == pairs.fingerprint
-    assert registry.with_labels(RunConfig(), None, data)[0].dataset == "<text>"
+    assert registry.with_labels(RunConfig(), None, data)[0].dataset == "<hf_dataset>"
     with pytest.raises(
         DataError,
         match=r"^the Hugging Face dataset has no 'text' column, no 'messages' and no 'prompt' and "

@@ -303,9 +303,25 @@ def _describe(value) -> str:
     return f"{type(value).__name__} {text[:60]}{'…' if len(text) > 60 else ''}"
 
 
+# The forms of text handed to train(), as a run records them (its dataset name): what each row is.
+_FORMS = (("text", "<strings>"), ("prompt", "<pairs>"), ("messages", "<messages>"))
+
+
 def _label(data) -> Optional[str]:
-    """What a run records as the dataset of text handed to train()."""
-    return "<text>" if is_text(data) else None
+    """What a run records as the dataset of text handed to train(), named by its form (the panel, the Runs table and
+    the run's name show it): <strings>, <pairs> (tuples, or prompt and response fields), <messages>, or
+    <hf_dataset> (a Hugging Face dataset); <text> for rows of mixed forms (which `text_of` refuses, naming the row)."""
+    if not is_text(data):
+        return None
+    if not isinstance(data, (list, tuple)):
+        return "<hf_dataset>"
+    forms = set()
+    for row in data:
+        if isinstance(row, dict):
+            forms.add(next((form for key, form in _FORMS if key in row), "<text>"))
+        else:
+            forms.add("<strings>" if isinstance(row, str) else "<pairs>" if _is_pair(row) else "<messages>")
+    return forms.pop() if len(forms) == 1 else "<text>"
 
 
 registry.add_name_provider("dataset", named, NAME_HINT)
