@@ -95,7 +95,7 @@ def test_the_users_own_strings_are_text_too(proto):
     )
     assert source.train.y.shape[1] == 32 and source.notes[0].startswith("text: 3 documents, ")
     config, _, data = registry.with_labels(RunConfig(), None, documents)
-    assert config.dataset == "<text>" and data is documents
+    assert config.dataset == "<strings>" and data is documents
     assert registry.with_labels(RunConfig(), None, (np.zeros((4, 2)), np.zeros(4)))[0].dataset == "<arrays>"
 
 
