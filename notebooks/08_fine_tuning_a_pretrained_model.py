@@ -603,8 +603,9 @@ print("the same:", said[0] == said[1], "| fingerprints:", result.fingerprint, tp
 #   the tiny Gemma, about 650,000 of 1 billion (0.07%) for Gemma 3 1B; the first LoRA kernels' shapes, in float32
 #   (bfloat16 on the GPU/CPU track's Keras 3.13.2).
 #   Exercise 1: 1,304,576 at rank 8.
-# - 499 cards, the first one (`assert`'s) printed; the prompt's pieces; the cards as rows of tokens (1,816 rows of
-#   64 for the tiny Gemma).
+# - About 500 cards (499 from Python 3.11's help topics, 545 from Colab's Python 3.13: the topics grow with
+#   Python), the first one (`assert`'s) printed; the prompt's pieces; the cards as rows of tokens (about 2,000 rows
+#   of 64 for the tiny Gemma).
 # - The prompt, then "before" and "after" one above the other. The tiny Gemma's "before" is noise; its loss falls a
 #   little (random weights, and LoRA moves only the query and value) and its "after" repeats a common piece of the
 #   cards. Gemma 3 1B answers the held-out card's header in its own way before (prose, or Markdown); after 60 steps
@@ -612,9 +613,9 @@ print("the same:", said[0] == said[1], "| fingerprints:", result.fingerprint, tp
 # - Memory: the logits for 8 x 1,024 tokens of Gemma 3 are 4.3 GB in bfloat16, 8.6 GB in float32, more than the
 #   model's 2 GB of weights. Exercise 2: 65,536,000 bytes, bfloat16.
 # - tpukit: a summary with its samples (before noise for the tiny Gemma, after the cards' bullets appear), notes
-#   that name the LoRA rank and trainable share, the rows and their padding (each card starts its own row: 11.9% of
-#   the tiny Gemma's rows of 64 are padding; more in rows of 256, which most cards do not fill), and a LoRA-basis
-#   FLOPs count; the extended run with its parent (the tiny Gemma's, where the real one was loaded);
+#   that name the LoRA rank and trainable share, the rows and their padding (each card starts its own row: about
+#   12% of the tiny Gemma's rows of 64 are padding; more in rows of 256, which most cards do not fill), and a
+#   LoRA-basis FLOPs count; the extended run with its parent (the tiny Gemma's, where the real one was loaded);
 #   `adapters.lora.h5` and no `model.weights.h5`; the cut run `stopped after 1 whole epoch(s)`, then resumed in the
 #   same directory to 2 epochs; the trained and the loaded model saying the same text.
 #   Exercise 3: 35% of the positions are padding with a row of its own for each short document, 9% packed end to
