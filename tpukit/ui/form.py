@@ -234,17 +234,16 @@ def error_html(message: str) -> str:
 def _make_widget(name: str, label: str, kind: str, hint: Optional[str], choices):
     common = dict(description=label, style=_LABEL_STYLE, layout=widgets.Layout(width="330px"))
     if choices is not None:
-        return widgets.Dropdown(options=[(str(_write("choice", c)),) * 2 for c in choices], **common)
-    if kind == "name" and hint:  # the names offered (KerasHub's presets among them), and anything typed
+        shown = [_write("choice", c) for c in choices]  # None as "none"
+        return widgets.Dropdown(options=list(zip(shown, shown)), **common)
+    if kind == "name":  # the names offered when the form is built (KerasHub's presets among the models')
+        offered = list(registry.offered(name))
+        if not hint:  # a name from the list
+            return widgets.Dropdown(options=offered, **common)
+        # or anything typed: a preset directory, an import path
         return widgets.Combobox(
-            options=list(registry.offered(name)),
-            ensure_option=False,
-            continuous_update=False,
-            placeholder=hint,
-            **common,
+            options=offered, ensure_option=False, continuous_update=False, placeholder=hint, **common
         )
-    if kind == "name":  # the registered names, read when the form is built
-        return widgets.Dropdown(options=list(registry.names(name)), **common)
     if kind == "bool":
         return widgets.Checkbox(value=False, indent=True, **common)
     # Numbers are text, parsed strictly by `_read`: IntText would turn a typed "1.5" into 15.
