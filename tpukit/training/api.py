@@ -12,14 +12,13 @@ same weights.
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Iterable, Optional
 
 from tpukit.config import RunConfig
 from tpukit.observe.meter import text_progress
-from tpukit.runs import directory, records
+from tpukit.runs import resuming
 from tpukit.runs.records import RunResult
 from tpukit.training.run import Run
 
@@ -108,87 +107,29 @@ def resume(
             damaged, it holds a symlink, or another process is training it (`directory.RunInUse`); or `run_dir`
             is not the path of a run directory.
     """
-    _refuse_settings(run_dir, settings)
+    decided = resuming.decide(run_dir, epochs, model, settings)
     progress = text_progress(verbose, progress)
-    directory.check_run_dir(run_dir, "resume")
-    directory.check_contained(run_dir)
-    config = directory.load_config(run_dir)
-    _refuse_another_model(run_dir, config, model)
-    previous = records.load(run_dir)
-    _check_agree(run_dir, config, previous)
     inputs = (model, data, validation_data, test_data)
-    if previous.status == "completed":
-        if epochs is None or epochs <= previous.epochs_done:
-            raise directory.RunDirError(
-                f"{run_dir} is a completed run ({previous.epochs_done} epochs) and is not trained again; to train it "
-                f"further, extend it into a new run: resume(run_dir, epochs=N) or --resume DIR --epochs N, with N > "
-                f"{previous.epochs_done}. Received: epochs={epochs}."
-            )
-        extended = config.replace(epochs=epochs)
+    if decided.extends:
         return Run(
-            extended, runtime, callbacks, stop, progress, parent=previous, inputs=inputs, announce=announce
+            decided.config,
+            runtime,
+            callbacks,
+            stop,
+            progress,
+            parent=decided.previous,
+            inputs=inputs,
+            announce=announce,
         ).execute()
-    found = records.resume_check(run_dir, previous, verify=True)  # a damaged backup: BackupError, saying what
-    if not found.ok and not directory.in_use(run_dir):  # in use: taking the lock says by whom
-        raise directory.RunDirError(f"{run_dir}: {found.reason}")
-    if epochs is not None and epochs != config.epochs:
-        raise directory.RunDirError(
-            f"{run_dir} is a {previous.status} run of {config.epochs} epochs; resume finishes it as it was set up, "
-            f"and epochs= extends only completed runs. Received: epochs={epochs}."
-        )
     return Run(
-        config,
+        decided.config,
         runtime,
         callbacks,
         stop,
         progress,
         run_dir=Path(run_dir),
         inputs=inputs,
-        previous=previous,
-        resume_from=found,
+        previous=decided.previous,
+        resume_from=decided.found,
         announce=announce,
     ).execute()
-
-
-def _check_agree(run_dir, config: RunConfig, previous: RunResult) -> None:
-    """RunDirError if config.json and result.json describe different runs (one of them was edited or replaced)."""
-    written = json.loads(json.dumps(config.to_dict()))
-    recorded = previous.config or written
-    differ = sorted(k for k in set(written) | set(recorded) if written.get(k) != recorded.get(k))
-    if differ:
-        k = differ[0]
-        raise directory.RunDirError(
-            f"{run_dir}: config.json and result.json disagree on {', '.join(differ)} ({k}={written.get(k)!r} vs "
-            f"{recorded.get(k)!r}); the run cannot resume exactly. Start a new run with the settings you want."
-        )
-
-
-def _refuse_another_model(run_dir, config: RunConfig, model) -> None:
-    """ConfigError, in one line, for a `model=` that names another model than the run trained (a name, an import
-    path, a preset): the run rebuilds its own by itself, and another would fail later with a misleading cause."""
-    named = model if isinstance(model, str) else getattr(model, "source", None)
-    if not isinstance(named, str) or named == config.model:
-        return
-    from tpukit.config import ConfigError
-
-    raise ConfigError(
-        f"resume(model={named!r}): {run_dir} trained the model {config.model!r}, and a resume continues that one "
-        "(it rebuilds it by itself; model= is for a model object the run was given). To train another, start a "
-        "new run: train(config.replace(model=...)).",
-        field="model",
-    )
-
-
-def _refuse_settings(run_dir, settings: dict) -> None:
-    """ConfigError, in one line, for settings passed to resume(): it continues the run as it was set up."""
-    if not settings:
-        return
-    from tpukit.config import ConfigError
-
-    given = ", ".join(f"{k}={v!r}" for k, v in settings.items())
-    raise ConfigError(
-        f"resume() continues {run_dir} with the settings it was started with, so {given} would be ignored; only "
-        "epochs=N extends a completed run. To change them, start a new run: train(config.replace(...)).",
-        field=next(iter(settings)),
-        value=next(iter(settings.values())),
-    )

@@ -1,0 +1,105 @@
+"""What resuming a run directory means, decided once: which run it continues, with which settings, from where.
+
+`tpukit.resume` asks `decide` once and builds the run from the answer, so the checks on the directory, its two
+records and the arguments live in one place, in the order a user's mistake is found: the arguments, the directory,
+what it records, and where training goes on. Each refusal is one line naming the run and what to do instead.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional
+
+from tpukit.config import ConfigError, RunConfig
+from tpukit.runs import directory, records
+from tpukit.runs.records import ResumeCheck, RunResult
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """A resume, decided: `config` is what trains (epochs raised where a completed run is extended), `previous` the
+    run's record, `found` where a stopped run goes on (None: a completed run extended into a new directory)."""
+
+    config: RunConfig
+    previous: RunResult
+    found: Optional[ResumeCheck]
+
+    @property
+    def extends(self) -> bool:
+        return self.found is None
+
+
+def decide(run_dir, epochs: Optional[int] = None, model=None, settings: Optional[dict] = None) -> Resumption:
+    """How `resume(run_dir, epochs=..., model=..., **settings)` goes on, or its one-line refusal.
+
+    Raises:
+        ConfigError: a setting besides `epochs`, or a `model=` that names another model than the run trained.
+        directory.RunDirError: not a run directory, a symlink in it, its two records disagree, a completed run
+            that `epochs` does not extend, epochs= on a run that is not complete, or nothing to resume from
+            (`records.BackupError` where its backup is damaged).
+    """
+    _refuse_settings(run_dir, settings or {})
+    directory.check_run_dir(run_dir, "resume")
+    directory.check_contained(run_dir)
+    config = directory.load_config(run_dir)
+    _refuse_another_model(run_dir, config, model)
+    previous = records.load(run_dir)
+    _check_agree(run_dir, config, previous)
+    if previous.status == "completed":
+        if epochs is None or epochs <= previous.epochs_done:
+            raise directory.RunDirError(
+                f"{run_dir} is a completed run ({previous.epochs_done} epochs) and is not trained again; to train it "
+                f"further, extend it into a new run: resume(run_dir, epochs=N) or --resume DIR --epochs N, with N > "
+                f"{previous.epochs_done}. Received: epochs={epochs}."
+            )
+        return Resumption(config.replace(epochs=epochs), previous, None)
+    found = records.resume_check(run_dir, previous, verify=True)  # a damaged backup: BackupError, saying what
+    if not found.ok and not directory.in_use(run_dir):  # in use: taking the lock says by whom
+        raise directory.RunDirError(f"{run_dir}: {found.reason}")
+    if epochs is not None and epochs != config.epochs:
+        raise directory.RunDirError(
+            f"{run_dir} is a {previous.status} run of {config.epochs} epochs; resume finishes it as it was set up, "
+            f"and epochs= extends only completed runs. Received: epochs={epochs}."
+        )
+    return Resumption(config, previous, found)
+
+
+def _refuse_settings(run_dir, settings: dict) -> None:
+    """ConfigError, in one line, for settings passed to resume(): it continues the run as it was set up."""
+    if not settings:
+        return
+    given = ", ".join(f"{k}={v!r}" for k, v in settings.items())
+    raise ConfigError(
+        f"resume() continues {run_dir} with the settings it was started with, so {given} would be ignored; only "
+        "epochs=N extends a completed run. To change them, start a new run: train(config.replace(...)).",
+        field=next(iter(settings)),
+        value=next(iter(settings.values())),
+    )
+
+
+def _refuse_another_model(run_dir, config: RunConfig, model) -> None:
+    """ConfigError, in one line, for a `model=` that names another model than the run trained (a name, an import
+    path, a preset): the run rebuilds its own by itself, and another would fail later with a misleading cause."""
+    named = model if isinstance(model, str) else getattr(model, "source", None)
+    if not isinstance(named, str) or named == config.model:
+        return
+    raise ConfigError(
+        f"resume(model={named!r}): {run_dir} trained the model {config.model!r}, and a resume continues that one "
+        "(it rebuilds it by itself; model= is for a model object the run was given). To train another, start a "
+        "new run: train(config.replace(model=...)).",
+        field="model",
+    )
+
+
+def _check_agree(run_dir, config: RunConfig, previous: RunResult) -> None:
+    """RunDirError if config.json and result.json describe different runs (one of them was edited or replaced)."""
+    written = json.loads(json.dumps(config.to_dict()))
+    recorded = previous.config or written
+    differ = sorted(k for k in set(written) | set(recorded) if written.get(k) != recorded.get(k))
+    if differ:
+        k = differ[0]
+        raise directory.RunDirError(
+            f"{run_dir}: config.json and result.json disagree on {', '.join(differ)} ({k}={written.get(k)!r} vs "
+            f"{recorded.get(k)!r}); the run cannot resume exactly. Start a new run with the settings you want."
+        )
