@@ -20,6 +20,17 @@ from conftest import REPO, run_cli
 from tpukit.cli import launch
 from tpukit.config import ConfigError
 
+
+@pytest.fixture(autouse=True)
+def no_users_keras_backend(monkeypatch):
+    """launch's own default is tested here (a user's KERAS_BACKEND is in tests/test_backend.py): none is set, by
+    the user or by a test before, in this process or the workers it starts."""
+    from tpukit import backend
+
+    monkeypatch.setenv(backend.ENV, "unset")  # recorded, so whatever was there comes back after
+    monkeypatch.delenv(backend.ENV)
+
+
 TRAIN = [
     "train",
     "--model",
