@@ -72,17 +72,28 @@ resolve "$name"
 # 1. The set, as Colab ships it: every package at its version, no dependency resolution, wheels only.
 if [ ! -f "$stamp" ]; then
   rm -rf "$venv"
+  # Room first: a set's venv and its wheels take up to 8 GB. Another set's venv of this checkout is rebuilt from
+  # the wheelhouse in a minute or two, so it goes when the disk is short (CI's ran out with both).
+  room=$(df -Pk . | awk 'NR == 2 {print int($4 / 1048576)}')
+  if [ "$room" -lt "${TPUKIT_COLAB_ROOM_GB:-12}" ]; then
+    for other in .venv-colab-*; do
+      [ -d "$other" ] || continue
+      echo "colab-$name: ${room} GB free: removing $other (rebuilt from the wheelhouse when next needed)"
+      rm -rf "$other"
+    done
+  fi
   "$py313" -m venv "$venv"
   grep -v -e '^#' -e '# sdist' "$pins" >"$venv/pins.txt"
   { grep '# sdist' "$pins" || true; } | sed 's/ *#.*//' >"$venv/sdist.txt"
   : >"$venv/left-out.txt"
   # Wheels go to a wheelhouse kept across checkouts (pip's own HTTP cache keeps nothing behind this machine's
-  # proxy): a rebuild downloads only what changed, then installs from local files.
+  # proxy, and would be a second copy where it does): a rebuild downloads only what changed, then installs from
+  # local files.
   mkdir -p "$wheels"
   for try in 1 2 3 4 5 6 7 8 9 10; do
-    if nice -n 5 "$py" -m pip download -q --no-deps --only-binary=:all: -d "$wheels" -r "$venv/pins.txt" \
+    if nice -n 5 "$py" -m pip download -q --no-cache-dir --no-deps --only-binary=:all: -d "$wheels" -r "$venv/pins.txt" \
         2>"$venv/pip.err"; then
-      nice -n 5 "$py" -m pip install -q --no-deps --no-compile --no-index --find-links "$wheels" -r "$venv/pins.txt"
+      nice -n 5 "$py" -m pip install -q --no-cache-dir --no-deps --no-compile --no-index --find-links "$wheels" -r "$venv/pins.txt"
       break
     fi
     bad=$(sed -n -E 's/.*No matching distribution found for ([^ ]+).*/\1/p' "$venv/pip.err" | head -n1)
@@ -94,7 +105,7 @@ if [ ! -f "$stamp" ]; then
   # Built once into the wheelhouse (pyspark's sdist alone is 400 MB), then installed from it like the rest.
   if [ -s "$venv/sdist.txt" ]; then
     if ! "$py" -m pip install -q --no-deps --no-index --find-links "$wheels" -r "$venv/sdist.txt" 2>/dev/null; then
-      nice -n 5 "$py" -m pip wheel -q --no-deps --no-binary :all: -w "$wheels" -r "$venv/sdist.txt" 2>&1 | quiet
+      nice -n 5 "$py" -m pip wheel -q --no-cache-dir --no-deps --no-binary :all: -w "$wheels" -r "$venv/sdist.txt" 2>&1 | quiet
       "$py" -m pip install -q --no-deps --no-index --find-links "$wheels" -r "$venv/sdist.txt"
     fi
   fi
@@ -153,18 +164,23 @@ PY
 #    main suite runs them only with TensorFlow and a newer Keras; in the CPU set
 #    (TensorFlow, as in the main suite) notebook 00.
 grep -v ' @ ' "$venv/after-freeze.txt" >"$venv/after-pins.txt"
-"$py" -m pip install -q -c "$venv/after-pins.txt" -c .ci/colab/$name.txt pytest nbclient nbformat jupytext 2>&1 | quiet
+"$py" -m pip install -q -c "$venv/after-pins.txt" -c .ci/colab/$name.txt pytest pytest-xdist nbclient nbformat jupytext \
+  2>&1 | quiet
 export TPUKIT_COLAB_SET=$name
 if [ "$name" = tpu ]; then
   notebooks="test_notebook_runs or test_exercises_fail_unanswered_and_wrong_and_pass_answered or test_notebook_0"
+  workers=2
 else
   notebooks="test_notebook_runs and 00_quick_start"
+  workers=0  # one notebook: a second process would only start
 fi
 status=0
 # The notebooks first, on the set as Colab ships it: test_colab_sets then runs colab.setup(), which adds
 # TensorBoard and xprof (notebook 05 has a path for a runtime without them).
-"$py" -m pytest -q -p no:cacheprovider --durations=10 tests/behaviour/test_notebooks.py tests/behaviour/test_sharding_lessons.py \
-  tests/behaviour/test_colab_sets.py \
-  -k "test_colab_sets or ($notebooks)" || status=$?
+# The notebooks in two processes (pytest-xdist, test by test: they are nearly all one file); then the set's own
+# tests in one, in their order (the last installs KerasHub, which moves Keras under anything running beside it).
+"$py" -m pytest -q -p no:cacheprovider -n $workers --dist load --durations=10 tests/behaviour/test_notebooks.py \
+  tests/behaviour/test_sharding_lessons.py -k "$notebooks" || status=$?
+"$py" -m pytest -q -p no:cacheprovider --durations=10 tests/behaviour/test_colab_sets.py || status=$?
 echo "colab-$name: $(( $(date +%s) - start )) s"
 exit $status

@@ -52,9 +52,11 @@ NOT_HERE = {  # installable, but only meaningful on Colab's hardware
 }
 # What tpukit imports or its tests drive on a Colab runtime, beyond its own dependencies (pyproject.toml):
 # Colab's frameworks and the notebook stack. Versions come from the freeze; names only here.
-ROOTS = ["tensorflow", "tensorboard", "jax", "jaxlib", "keras", "tensorflow-datasets", "ipykernel", "ipython",
-         "ipywidgets", "notebook", "jupyter-server", "absl-py", "psutil", "protobuf", "numpy", "scipy", "pandas",
-         "pytest", "nbclient", "nbformat"]  # the last three: the tests colab-env.sh runs there
+# keras-hub with what it tokenizes and exports with (the `hub` extra, and tensorflow-text, which 0.26 imports);
+# the last three: the tests colab-env.sh runs there.
+ROOTS = ["tensorflow", "tensorboard", "jax", "jaxlib", "keras", "keras-hub", "tensorflow-text", "sentencepiece",
+         "tokenizers", "safetensors", "tensorflow-datasets", "ipykernel", "ipython", "ipywidgets", "notebook",
+         "jupyter-server", "absl-py", "psutil", "protobuf", "numpy", "scipy", "pandas", "pytest", "nbclient", "nbformat"]
 
 
 def canon(name):
