@@ -239,7 +239,8 @@ class ResumeCheck:
     """What Resume would do with one run: `ok`, and `reason`, a sentence for the person either way.
 
     `from_epoch` is the first epoch (counted from 1) a resume trains, when `ok`; `backup` the backup it restores
-    (None where it starts from the final weights of the run it extends).
+    (None where it starts from the final weights of the run it extends). `in_use`: a live process holds the run (not
+    `ok` now; a resume that tries anyway is told by whom when it takes the lock).
     """
 
     run_dir: str
@@ -248,6 +249,7 @@ class ResumeCheck:
     status: str = ""
     from_epoch: Optional[int] = None
     backup: Optional[str] = None
+    in_use: bool = False
 
 
 def resume_check(run_dir, result: Optional[RunResult] = None, verify: bool = False) -> ResumeCheck:
@@ -276,7 +278,9 @@ def resume_check(run_dir, result: Optional[RunResult] = None, verify: bool = Fal
             "resume(run_dir, epochs=N) (--resume RUN_DIR --epochs N)."
         )
     if in_use(run_dir):
-        return no("Cannot resume yet: a process is training this run now.")
+        return ResumeCheck(
+            run_dir, False, "Cannot resume yet: a process is training this run now.", status, in_use=True
+        )
     try:
         backup = backups.latest(Path(run_dir, BACKUP_DIR), verify=verify)
     except RunDirError as e:  # backups.BackupError: a marker or file that cannot be read

@@ -1,8 +1,8 @@
 """What resuming a run directory means, decided once: which run it continues, with which settings, from where.
 
 `tpukit.resume` asks `decide` once and builds the run from the answer, so the checks on the directory, its two
-records and the arguments live in one place, in the order a user's mistake is found: the arguments, the directory,
-what it records, and where training goes on. Each refusal is one line naming the run and what to do instead.
+records and the arguments live in one place: the arguments first, then the directory and its records, read once,
+then what they say. Each refusal is one line naming the run and what to do instead.
 """
 
 from __future__ import annotations
@@ -43,8 +43,11 @@ def decide(run_dir, epochs: Optional[int] = None, model=None, settings: Optional
     directory.check_run_dir(run_dir, "resume")
     directory.check_contained(run_dir)
     config = directory.load_config(run_dir)
-    _refuse_another_model(run_dir, config, model)
     previous = records.load(run_dir)
+    # A completed run is not resumed in place: the check says so without reading its backup. Otherwise a damaged
+    # backup raises its BackupError here, before anything changes.
+    found = records.resume_check(run_dir, previous, verify=True)
+    _refuse_another_model(run_dir, config, model)
     _check_agree(run_dir, config, previous)
     if previous.status == "completed":
         if epochs is None or epochs <= previous.epochs_done:
@@ -54,8 +57,7 @@ def decide(run_dir, epochs: Optional[int] = None, model=None, settings: Optional
                 f"{previous.epochs_done}. Received: epochs={epochs}."
             )
         return Resumption(config.replace(epochs=epochs), previous, None)
-    found = records.resume_check(run_dir, previous, verify=True)  # a damaged backup: BackupError, saying what
-    if not found.ok and not directory.in_use(run_dir):  # in use: taking the lock says by whom
+    if not found.ok and not found.in_use:  # in use: taking the lock says by whom
         raise directory.RunDirError(f"{run_dir}: {found.reason}")
     if epochs is not None and epochs != config.epochs:
         raise directory.RunDirError(

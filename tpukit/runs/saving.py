@@ -23,7 +23,7 @@ import dataclasses
 import os
 import re
 from pathlib import Path
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 from tpukit import registry
 from tpukit import precision as precisions
