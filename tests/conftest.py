@@ -73,6 +73,17 @@ def cpu_probe_says(monkeypatch, tmp_path):
         yield use
 
 
+def unset_env(monkeypatch, *names):
+    """Unset `names` for one test, so that what the code under test writes to them is undone after it too.
+
+    monkeypatch's `delenv` of a variable that is not set records nothing: a value the code then wrote (a KERAS_BACKEND
+    chosen, a credential read from a secret) outlived the test and reached whichever tests pytest-xdist ran next in
+    that process. Setting it first records it."""
+    for name in names:
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+
+
 def run_cli(*args, timeout=300, env=None, cwd=None):
     """Run `python -m tpukit ...` in a fresh process; returns the CompletedProcess."""
     full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), **(env or {})}

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, unset_env
 from tpukit import backend
 from tpukit.cli import launch
 
@@ -24,8 +24,7 @@ def _tpu_never_asked():
 def fresh(monkeypatch):
     """No Keras loaded yet, no KERAS_BACKEND and no tpukit mark; `fresh(value)` sets the user's KERAS_BACKEND."""
     monkeypatch.setattr(backend, "loaded", lambda: None)
-    monkeypatch.delenv(backend.ENV, raising=False)
-    monkeypatch.delenv(backend.WROTE, raising=False)
+    unset_env(monkeypatch, backend.ENV, backend.WROTE)  # select() writes both
 
     def user_sets(value):
         monkeypatch.setenv(backend.ENV, value)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import execute_notebook
+from conftest import execute_notebook, unset_env
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
@@ -146,11 +146,9 @@ def test_first_cell_picks_the_backend(monkeypatch, capsys, preset, has_tf, expec
 
     monkeypatch.setattr(subprocess, "run", no_install)
     monkeypatch.syspath_prepend(str(REPO))
-    # Set first, so monkeypatch restores the variable after the cell's own write even where it was unset (a
-    # delenv of an unset variable records nothing, and the cell's KERAS_BACKEND then outlived the test).
-    monkeypatch.setenv("KERAS_BACKEND", preset or "unset")
-    if preset is None:
-        monkeypatch.delenv("KERAS_BACKEND")
+    unset_env(monkeypatch, "KERAS_BACKEND")  # the cell writes it
+    if preset is not None:
+        monkeypatch.setenv("KERAS_BACKEND", preset)
     if not has_tf:
         monkeypatch.setitem(sys.modules, "tensorflow", None)  # find_spec("tensorflow") is then None
     elif importlib.util.find_spec("tensorflow") is None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, unset_env
 from tpukit.cli import launch
 from tpukit.config import ConfigError
 
@@ -27,8 +27,7 @@ def no_users_keras_backend(monkeypatch):
     the user or by a test before, in this process or the workers it starts."""
     from tpukit import backend
 
-    monkeypatch.setenv(backend.ENV, "unset")  # recorded, so whatever was there comes back after
-    monkeypatch.delenv(backend.ENV)
+    unset_env(monkeypatch, backend.ENV)
 
 
 TRAIN = [

@@ -13,7 +13,7 @@ import pytest
 import tpukit
 from tpukit import global_state
 from tpukit.hardware import connect as hw, gpu, mirrored, runtime as rt, specs, tf_multiworker, tpu
-from conftest import REPLICAS, REPO, run_cli
+from conftest import REPLICAS, REPO, run_cli, unset_env
 
 
 def test_auto_falls_back_to_cpu_and_says_why_it_skipped_the_rest():
@@ -60,7 +60,7 @@ def measuring(monkeypatch):
     from tpukit import global_state
     from tpukit.hardware import cpu_probe as probe
 
-    monkeypatch.delenv(probe.FORCE, raising=False)
+    unset_env(monkeypatch, probe.FORCE)
     with global_state.fresh("cpu_probe", "connection"):
         yield probe
 
@@ -171,8 +171,7 @@ def test_bad_arguments():
 
 
 def test_tpu_address_from_environment(monkeypatch, tmp_path):
-    monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
-    monkeypatch.delenv("TPU_NAME", raising=False)
+    unset_env(monkeypatch, "COLAB_TPU_ADDR", "TPU_NAME")
     monkeypatch.setattr(tpu, "tpu_vm_present", lambda: False)
     assert tpu.tpu_address() is None
     assert tpu.tpu_address("my-tpu") == "my-tpu"
@@ -216,8 +215,7 @@ def test_auto_skips_a_tpu_vm_tensorflow_cannot_drive_fake_tpu(monkeypatch):
         )
 
     monkeypatch.setattr(tpu, "tpu_vm_present", lambda: True)
-    monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
-    monkeypatch.delenv("TPU_NAME", raising=False)
+    unset_env(monkeypatch, "COLAB_TPU_ADDR", "TPU_NAME")
     runtime = hw.find(rt.Request("auto", tpu_resolver=fake_resolver))
     assert runtime.kind == "cpu"
     assert "no TPU support" in runtime.skipped_reasons["tpu"]

@@ -8,6 +8,8 @@ import types
 
 import pytest
 
+from conftest import unset_env
+
 from tpukit.models import credentials
 
 SECRET = "0123456789abcdef"
@@ -34,8 +36,7 @@ def fake_colab_secrets(values, denied=()):
 
 @pytest.fixture
 def home(monkeypatch, tmp_path):
-    for name in credentials.VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+    unset_env(monkeypatch, *credentials.VARIABLES)  # credentials.use writes them
     monkeypatch.delitem(sys.modules, "kagglehub.config", raising=False)
     folder = tmp_path / "home"
     folder.mkdir()

@@ -11,6 +11,8 @@ import socket
 
 import pytest
 
+from conftest import unset_env
+
 from tpukit import RunConfig
 from tpukit.models import credentials, pretrained, preset_access
 from tpukit.models.modeling import ModelError
@@ -24,8 +26,7 @@ GEMMA = "kaggle://keras/gemma3/keras/gemma3_instruct_1b"
 @pytest.fixture
 def nobody(monkeypatch, tmp_path):
     """No credentials anywhere: none in the environment, an empty home directory."""
-    for name in credentials.VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+    unset_env(monkeypatch, *credentials.VARIABLES)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     return monkeypatch
 

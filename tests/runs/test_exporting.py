@@ -7,6 +7,8 @@ from pathlib import Path
 import keras
 import pytest
 
+from conftest import unset_env
+
 from tpukit.runs import exporting
 
 
@@ -28,8 +30,7 @@ def no_credentials(monkeypatch, tmp_path):
     """No credentials anywhere the hubs' libraries look: the environment and the token files under a fresh home."""
     from tpukit.models import credentials
 
-    for name in credentials.VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+    unset_env(monkeypatch, *credentials.VARIABLES)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "home" / "hf"))
 

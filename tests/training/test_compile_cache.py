@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, unset_env
 from tpukit.training import compile_cache
 
 pytest.importorskip("jax")
@@ -92,7 +92,7 @@ def test_auto_keeps_the_cache_in_the_logdir_or_where_jax_compilation_cache_dir_s
 
 
 def test_where_each_setting_keeps_the_cache(monkeypatch, tmp_path):
-    monkeypatch.delenv(compile_cache.ENVIRONMENT, raising=False)
+    unset_env(monkeypatch, compile_cache.ENVIRONMENT)
     assert compile_cache.directory_for("auto", "runs") == os.path.join("runs", ".jax-cache")
     assert compile_cache.directory_for(None, "runs") is compile_cache.directory_for("off", "runs") is None
     assert compile_cache.directory_for("~/jax", "runs") == os.path.join(os.path.expanduser("~"), "jax")

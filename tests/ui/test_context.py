@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+from conftest import unset_env
+
 from tpukit.ui import context
 
 
@@ -21,7 +23,7 @@ class Shell:
 @pytest.fixture
 def inputs(monkeypatch):
     """Patch detect()'s inputs: the shell, whether google.colab is importable, and VSCODE_PID."""
-    monkeypatch.delenv("VSCODE_PID", raising=False)
+    unset_env(monkeypatch, "VSCODE_PID")
 
     def set_inputs(shell=None, colab=False, vscode=False):
         monkeypatch.setattr(context, "_shell", lambda: shell)

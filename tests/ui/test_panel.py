@@ -21,6 +21,8 @@ from pathlib import Path
 import ipywidgets
 import pytest
 
+from conftest import unset_env
+
 import panel_support
 import tpukit
 from tpukit.ui import context
@@ -615,8 +617,7 @@ def test_in_colab_a_run_holds_the_foreground_and_the_interrupt_stops_it(make_pan
 # ---- parts -------------------------------------------------------------------------------
 def test_tensorboard_embeds_for_each_front_end(monkeypatch):
     url = "http://127.0.0.1:6123/?run=a%2Fb&tool=overview_page#profile"
-    monkeypatch.delenv("TENSORBOARD_PROXY_URL", raising=False)
-    monkeypatch.delenv("JUPYTERHUB_SERVICE_PREFIX", raising=False)
+    unset_env(monkeypatch, "TENSORBOARD_PROXY_URL", "JUPYTERHUB_SERVICE_PREFIX")
     plain = embed.tensorboard(url, context.JUPYTER)
     assert plain.src == url and not plain.javascript and "<iframe" in plain.html
     assert embed.tensorboard(url, context.VSCODE) == plain
