@@ -91,9 +91,10 @@ if [ ! -f "$stamp" ]; then
   # local files.
   mkdir -p "$wheels"
   for try in 1 2 3 4 5 6 7 8 9 10; do
-    if nice -n 5 "$py" -m pip download -q --no-cache-dir --no-deps --only-binary=:all: -d "$wheels" -r "$venv/pins.txt" \
-        2>"$venv/pip.err"; then
-      nice -n 5 "$py" -m pip install -q --no-cache-dir --no-deps --no-compile --no-index --find-links "$wheels" -r "$venv/pins.txt"
+    if nice -n 5 "$py" -m pip download -q --no-cache-dir --no-deps --only-binary=:all: -d "$wheels" \
+        -r "$venv/pins.txt" 2>"$venv/pip.err"; then
+      nice -n 5 "$py" -m pip install -q --no-cache-dir --no-deps --no-compile --no-index --find-links "$wheels" \
+        -r "$venv/pins.txt"
       break
     fi
     bad=$(sed -n -E 's/.*No matching distribution found for ([^ ]+).*/\1/p' "$venv/pip.err" | head -n1)
@@ -105,7 +106,8 @@ if [ ! -f "$stamp" ]; then
   # Built once into the wheelhouse (pyspark's sdist alone is 400 MB), then installed from it like the rest.
   if [ -s "$venv/sdist.txt" ]; then
     if ! "$py" -m pip install -q --no-deps --no-index --find-links "$wheels" -r "$venv/sdist.txt" 2>/dev/null; then
-      nice -n 5 "$py" -m pip wheel -q --no-cache-dir --no-deps --no-binary :all: -w "$wheels" -r "$venv/sdist.txt" 2>&1 | quiet
+      nice -n 5 "$py" -m pip wheel -q --no-cache-dir --no-deps --no-binary :all: -w "$wheels" -r "$venv/sdist.txt" \
+        2>&1 | quiet
       "$py" -m pip install -q --no-deps --no-index --find-links "$wheels" -r "$venv/sdist.txt"
     fi
   fi

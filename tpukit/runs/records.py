@@ -269,8 +269,8 @@ def resume_check(run_dir, result: Optional[RunResult] = None, verify: bool = Fal
     status = result.status
     total = result.config.get("epochs")
 
-    def no(reason: str) -> ResumeCheck:
-        return ResumeCheck(run_dir, False, reason, status)
+    def no(reason: str, **more) -> ResumeCheck:
+        return ResumeCheck(run_dir, False, reason, status, **more)
 
     if status == "completed":
         return no(
@@ -278,9 +278,7 @@ def resume_check(run_dir, result: Optional[RunResult] = None, verify: bool = Fal
             "resume(run_dir, epochs=N) (--resume RUN_DIR --epochs N)."
         )
     if in_use(run_dir):
-        return ResumeCheck(
-            run_dir, False, "Cannot resume yet: a process is training this run now.", status, in_use=True
-        )
+        return no("Cannot resume yet: a process is training this run now.", in_use=True)
     try:
         backup = backups.latest(Path(run_dir, BACKUP_DIR), verify=verify)
     except RunDirError as e:  # backups.BackupError: a marker or file that cannot be read

@@ -110,26 +110,9 @@ def resume(
     decided = resuming.decide(run_dir, epochs, model, settings)
     progress = text_progress(verbose, progress)
     inputs = (model, data, validation_data, test_data)
+    # A completed run is extended into a new directory from its final weights; any other goes on in its own.
     if decided.extends:
-        return Run(
-            decided.config,
-            runtime,
-            callbacks,
-            stop,
-            progress,
-            parent=decided.previous,
-            inputs=inputs,
-            announce=announce,
-        ).execute()
-    return Run(
-        decided.config,
-        runtime,
-        callbacks,
-        stop,
-        progress,
-        run_dir=Path(run_dir),
-        inputs=inputs,
-        previous=decided.previous,
-        resume_from=decided.found,
-        announce=announce,
-    ).execute()
+        where = dict(parent=decided.previous)
+    else:
+        where = dict(run_dir=Path(run_dir), previous=decided.previous, resume_from=decided.found)
+    return Run(decided.config, runtime, callbacks, stop, progress, inputs=inputs, announce=announce, **where).execute()
