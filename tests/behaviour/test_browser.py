@@ -79,6 +79,13 @@ if MISSING:
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402  (only when present)
 
+# Each expectation on the page waits for a round trip through the kernel (a click, the kernel's handler, the widget's
+# update). With the suite's other process training beside it, that took over Playwright's default 5 s in CI (a
+# section picked after "Compare runs" stayed hidden). A check that holds passes as soon as it holds; this only bounds
+# how long a broken one takes to fail. test_browser_lab and test_browser_profile_frame import this module.
+KERNEL_TIMEOUT_MS = 30_000
+expect.set_options(timeout=KERNEL_TIMEOUT_MS)
+
 from tpukit.observe import tensorboard as tb  # noqa: E402
 
 pytestmark = pytest.mark.browser
