@@ -8,16 +8,14 @@ then what they say. Each refusal is one line naming the run and what to do inste
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from tpukit.config import ConfigError, RunConfig
 from tpukit.runs import directory, records
 from tpukit.runs.records import ResumeCheck, RunResult
 
 
-@dataclass(frozen=True)
-class Resumption:
+class Resumption(NamedTuple):
     """A resume, decided: `config` is what trains (epochs raised where a completed run is extended), `previous` the
     run's record, `found` where a stopped run goes on (None: a completed run extended into a new directory)."""
 
@@ -33,6 +31,10 @@ class Resumption:
 def decide(run_dir, epochs: Optional[int] = None, model=None, settings: Optional[dict] = None) -> Resumption:
     """How `resume(run_dir, epochs=..., model=..., **settings)` goes on, or its one-line refusal.
 
+    In one pass down: the arguments, the directory, its records (result.json, then config.json as the settings
+    that train), then what they say, here. The checks on what was read compare plain values, so nothing goes back
+    to a module already left (`benchmarks/walks.py` counts it).
+
     Raises:
         ConfigError: a setting besides `epochs`, or a `model=` that names another model than the run trained.
         directory.RunDirError: not a run directory, a symlink in it, its two records disagree, a completed run
@@ -42,13 +44,27 @@ def decide(run_dir, epochs: Optional[int] = None, model=None, settings: Optional
     _refuse_settings(run_dir, settings or {})
     directory.check_run_dir(run_dir, "resume")
     directory.check_contained(run_dir)
-    config = directory.load_config(run_dir)
     previous = records.load(run_dir)
     # A completed run is not resumed in place: the check says so without reading its backup. Otherwise a damaged
     # backup raises its BackupError here, before anything changes.
     found = records.resume_check(run_dir, previous, verify=True)
-    _refuse_another_model(run_dir, config, model)
-    _check_agree(run_dir, config, previous)
+    config = directory.load_config(run_dir)
+    named = model if isinstance(model, str) else getattr(model, "source", None)
+    if isinstance(named, str) and named != config.model:  # a run rebuilds its own model; another would fail later
+        raise ConfigError(
+            f"resume(model={named!r}): {run_dir} trained the model {config.model!r}, and a resume continues that "
+            "one (it rebuilds it by itself; model= is for a model object the run was given). To train another, "
+            "start a new run: train(config.replace(model=...)).",
+            field="model",
+        )
+    written = json.loads(json.dumps(config.to_dict()))
+    differ = _differing(written, previous.config or written)
+    if differ:  # one of the two records was edited or replaced
+        k = differ[0]
+        raise directory.RunDirError(
+            f"{run_dir}: config.json and result.json disagree on {', '.join(differ)} ({k}={written.get(k)!r} vs "
+            f"{previous.config.get(k)!r}); the run cannot resume exactly. Start a new run with the settings you want."
+        )
     if previous.status == "completed":
         if epochs is None or epochs <= previous.epochs_done:
             raise directory.RunDirError(
@@ -80,28 +96,6 @@ def _refuse_settings(run_dir, settings: dict) -> None:
     )
 
 
-def _refuse_another_model(run_dir, config: RunConfig, model) -> None:
-    """ConfigError, in one line, for a `model=` that names another model than the run trained (a name, an import
-    path, a preset): the run rebuilds its own by itself, and another would fail later with a misleading cause."""
-    named = model if isinstance(model, str) else getattr(model, "source", None)
-    if not isinstance(named, str) or named == config.model:
-        return
-    raise ConfigError(
-        f"resume(model={named!r}): {run_dir} trained the model {config.model!r}, and a resume continues that one "
-        "(it rebuilds it by itself; model= is for a model object the run was given). To train another, start a "
-        "new run: train(config.replace(model=...)).",
-        field="model",
-    )
-
-
-def _check_agree(run_dir, config: RunConfig, previous: RunResult) -> None:
-    """RunDirError if config.json and result.json describe different runs (one of them was edited or replaced)."""
-    written = json.loads(json.dumps(config.to_dict()))
-    recorded = previous.config or written
-    differ = sorted(k for k in set(written) | set(recorded) if written.get(k) != recorded.get(k))
-    if differ:
-        k = differ[0]
-        raise directory.RunDirError(
-            f"{run_dir}: config.json and result.json disagree on {', '.join(differ)} ({k}={written.get(k)!r} vs "
-            f"{recorded.get(k)!r}); the run cannot resume exactly. Start a new run with the settings you want."
-        )
+def _differing(written: dict, recorded: dict) -> list:
+    """The settings on which config.json (`written`) and result.json (`recorded`) disagree, sorted."""
+    return sorted(k for k in set(written) | set(recorded) if written.get(k) != recorded.get(k))
