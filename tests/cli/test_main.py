@@ -728,7 +728,12 @@ def test_a_profiled_runs_summary_names_layers_and_states_its_coverage_once(tmp_p
     assert len(named) >= 5 and len(set(named)) == len(named), named
     assert all(name in block for name in named), block
     assert not [name for name in named if _PROFILER_NAME.search(name)], block
-    assert all(op.path and op.path != op.name for op in summary.top_ops)  # the profiler's own name, kept apart
+    # the profiler's own name, kept apart: an op named by its layer has its graph path or XLA name beside it (an op of
+    # its own, such as "Iterator::Root", which a busy machine can raise into the top ops, is named as the profiler does)
+    assert all(op.path for op in summary.top_ops), [(o.name, o.path) for o in summary.top_ops]
+    assert all(op.path != op.name for op in summary.top_ops if " " in op.name), [
+        (o.name, o.path) for o in summary.top_ops
+    ]
     convs = [name for name in named if re.match(r"conv2d(_\d)? ", name)]
     assert len({name.split()[0] for name in convs}) >= 2, block  # by layer
     assert any(name.endswith({"tensorflow": "Conv2DBackpropFilter", "jax": "grad)"}[backend]) for name in convs), block

@@ -364,7 +364,7 @@ def _op_stats(tables: List[Dict[str, Any]]) -> Tuple[List[OpStat], List[OpStat]]
             continue
         share_key = "device_total_self_time_percent" if where == "Device" else "host_total_self_time_percent"
         share = cells[col[share_key]] if share_key in col else 0.0
-        path = str(cells[col["operation"]]) if "operation" in col else category
+        path = (str(cells[col["operation"]]) if "operation" in col else "") or category  # unnamed: by its type
         (on_device if where == "Device" else on_host).append(
             OpStat(names.tf_name(path, category, strip), category, self_time, 100.0 * float(share or 0.0), path)
         )
