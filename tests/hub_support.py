@@ -96,18 +96,26 @@ print(json.dumps({"status": result.status, "message": result.message, "loss": re
 # TensorFlow where it is installed, as in Colab): the adapters' dtypes and the validation loss per epoch. One JSON line.
 LEARNS = """
 import json, sys
+import numpy as np
 import keras
 import tpukit
+from tpukit.runs import saving
 
-preset, logdir = sys.argv[1], sys.argv[2]
+preset, logdir, quantize = sys.argv[1], sys.argv[2], (sys.argv[3:] or [None])[0]
 config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=256, sequence_length=32, batch_size=16,
                           epochs=3, learning_rate=1e-2, replicas=1, validation_split=0.25, logdir=logdir, seed=3,
-                          sample_prompt="")
+                          sample_prompt="", quantize=quantize)
 result = tpukit.train(config, verbose=0)
-print(json.dumps({"status": result.status, "message": result.message, "backend": keras.backend.backend(),
-                  "val_loss": result.history["val_loss"],
-                  "adapters": sorted({str(w.dtype) for w in result.model.weights if "lora_kernel" in w.path}),
-                  "frozen": sorted({str(w.dtype) for w in result.model.weights if not w.trainable})}))
+out = {"status": result.status, "message": result.message, "backend": keras.backend.backend(),
+       "val_loss": result.history["val_loss"], "notes": list(result.notes),
+       "adapters": sorted({str(w.dtype) for w in result.model.weights if "lora_kernel" in w.path}),
+       "frozen": sorted({str(w.dtype) for w in result.model.weights if not w.trainable})}
+if quantize and result.status == "completed":  # what export writes: the adapters merged into the dequantized base
+    x = {"token_ids": np.arange(64, dtype="int32").reshape(2, 32) % 200 + 4, "padding_mask": np.ones((2, 32), "int32")}
+    want = np.asarray(result.model(x), "float32")
+    merged = np.asarray(saving.float32_copy(result.model, merge=True)(x), "float32")
+    out["merged_vs_quantized"] = float(np.abs(merged - want).max() / np.abs(want).max())
+print(json.dumps(out))
 """
 
 # A run stopped in its second epoch and resumed, against the same run uninterrupted; then load() of the latter.
@@ -146,7 +154,7 @@ print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_don
                   "extended": [extended.status, extended.fingerprint, sorted(os.listdir(short.run_dir))]}))
 """
 
-# QLoRA on the preset at sys.argv[1] (JAX): a run stopped in its second epoch and resumed, against the same run
+# QLoRA (sys.argv[3]: int8 or int4) on the preset at sys.argv[1] (JAX): a run stopped in its second epoch and resumed, against the same run
 # uninterrupted; the base's dtypes, the adapters', the loss; the export as a KerasHub preset and as a Hugging Face
 # folder, loaded back by KerasHub, against the float copy with the adapters merged. One JSON line.
 QLORA = """
@@ -158,10 +166,10 @@ import tpukit
 from run_support import CallAt
 from tpukit.runs import saving
 
-preset, logdir = sys.argv[1], sys.argv[2]
+preset, logdir, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 config = tpukit.RunConfig(model=preset, dataset="pydoc", dataset_size=256, sequence_length=32, batch_size=16,
                           epochs=3, learning_rate=1e-2, backend="jax", replicas=1, validation_split=None,
-                          logdir=logdir, seed=3, steps_per_execution=4, quantize="int8", sample_prompt="")
+                          logdir=logdir, seed=3, steps_per_execution=4, quantize=mode, sample_prompt="")
 whole = tpukit.train(config.replace(name="whole"), verbose=0)
 stop = threading.Event()
 cut = tpukit.train(config.replace(name="cut"), verbose=0, stop=stop, callbacks=[CallAt(5, stop.set)])
@@ -190,7 +198,7 @@ print(json.dumps({"status": [whole.status, cut.status, resumed.status], "loss": 
 """
 
 # For each size in sys.argv[1] (JSON: vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence), a
-# Gemma with LoRA rank 4 and bfloat16 weights (a 9th item "int8": QLoRA), compiled as tpukit compiles a preset: the
+# Gemma with LoRA rank 4 and bfloat16 weights (a 9th item "int8" or "int4": QLoRA), compiled as tpukit compiles a preset: the
 # estimate before compiling
 # against XLA's own figure for the compiled step (on the CPU, where XLA computes bfloat16 in float32). JSON lines.
 MEMORY = """

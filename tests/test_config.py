@@ -143,11 +143,13 @@ def test_lora_rank_and_sequence_length_edges_and_json():
     assert RunConfig().lora_rank == 4 and RunConfig(lora_rank=1).lora_rank == 1 and RunConfig(lora_rank=4096)
 
 
-def test_quantize_is_int8_under_lora_or_nothing_and_says_so_in_one_line():
+def test_quantize_is_int8_or_int4_under_lora_or_nothing_and_says_so_in_one_line():
     assert RunConfig(quantize="int8").quantize == "int8" and RunConfig().quantize is None
-    assert RunConfig.from_json(RunConfig(quantize="int8").to_json()).quantize == "int8"
-    with pytest.raises(ConfigError, match=r"^RunConfig\.quantize: expected None or 'int8' .*Received: quantize='int4'"):
-        RunConfig(quantize="int4")
+    assert RunConfig.from_json(RunConfig(quantize="int4").to_json()).quantize == "int4"
+    with pytest.raises(
+        ConfigError, match=r"^RunConfig\.quantize: expected None or 'int8' or 'int4' .*Received: quantize='nf4'"
+    ):
+        RunConfig(quantize="nf4")
     with pytest.raises(ConfigError, match=r"a quantized weight cannot train; set lora_rank") as info:
         RunConfig(quantize="int8", lora_rank=None)
     assert "\n" not in str(info.value) and info.value.field == "quantize"

@@ -92,7 +92,8 @@ class RunConfig:
     adapters (None: every weight trains), and the tokens per row of its text. `lora_alpha` scales the
     adapters' update by alpha / rank (None: Keras' default, alpha = rank), and `lora_targets` names the layers that
     get adapters (None: KerasHub's default, the attention's query and value projections). `quantize="int8"`
-    stores the frozen weights in int8 under the float32 adapters (QLoRA; it needs `lora_rank`). `sample_prompt` is the
+    (or `"int4"`) stores the frozen projections in int8 (or 4 bits) under the float32 adapters (QLoRA; it needs
+    `lora_rank`). `sample_prompt` is the
     text a pretrained model continues before and after training, in the run's summary (None: the first words of
     the training text; "": no samples).
     `remat` rematerializes a KerasHub transformer's blocks (`keras.RematScope`: each keeps only its input for the
@@ -246,9 +247,9 @@ class RunConfig:
     quantize: Optional[str] = _field(
         None,
         "optional_str",
-        "store a pretrained model's frozen weights in int8 under its float32 LoRA adapters (QLoRA: a quarter of "
-        "float32's memory, half of bfloat16's); default: none, bfloat16",
-        metavar="int8",
+        "store a pretrained model's frozen projections in int8 or int4 under its float32 LoRA adapters (QLoRA: "
+        "int8 half of bfloat16's memory, int4 a quarter); default: none, bfloat16",
+        metavar="int8|int4",
         label="quantize",
         choices=(None,) + QUANTIZE_MODES,
     )

@@ -334,8 +334,8 @@ def test_zz_hub_setup_moves_keras_alone_and_a_preset_fine_tunes_without_tensorfl
 def test_a_lora_fine_tune_learns_on_colabs_keras_with_float32_adapters(tmp_path):
     """Colab's CPU/GPU runtime as shipped (Keras 3.13.2, keras-hub 0.26, TensorFlow 2.20): a tiny Gemma preset (built
     offline in the test, frozen weights in bfloat16) fine-tuned with LoRA trains float32 adapters, and its validation
-    loss falls, on TensorFlow (Keras' default there) and on JAX. Keras 3.13.2 alone makes bfloat16 adapters here,
-    and the validation loss stayed at 5.6005 for three epochs."""
+    loss falls, on TensorFlow (Keras' default there) and on JAX; and over an int4 base (QLoRA). Keras 3.13.2 alone
+    makes bfloat16 adapters here, and the validation loss stayed at 5.6005 for three epochs."""
     from hub_support import BUILD, LEARNS
 
     def python(script, *args, backend):
@@ -358,3 +358,11 @@ def test_a_lora_fine_tune_learns_on_colabs_keras_with_float32_adapters(tmp_path)
         assert out["adapters"] == ["float32"] and out["frozen"] == ["bfloat16"], out
         val = out["val_loss"]
         assert val[-1] < val[0] - 0.02 and val[1] < val[0], out
+    # QLoRA with an int4 base (Keras 3.13 packs it along the inputs and scales it per output; 3.15 differs): the
+    # adapters learn over it, and the float copy export writes, read from it, computes what the run's model does
+    # up to the int8 rounding of the activations (0.047 of the largest logit on Keras 3.15 with TensorFlow; a kernel
+    # read in the wrong layout is off by about the logits themselves)
+    out = json.loads(python(LEARNS, str(preset), str(tmp_path / "int4"), "int4", backend="tensorflow").splitlines()[-1])
+    assert out["status"] == "completed" and out["adapters"] == ["float32"] and "int8" in out["frozen"], out
+    assert any("the projections' kernels in int4" in note for note in out["notes"]), out["notes"]
+    assert out["val_loss"][-1] < out["val_loss"][0] - 0.02 and out["merged_vs_quantized"] < 0.1, out

@@ -24,9 +24,9 @@ def test_every_labelled_field_is_a_widget_in_one_column_and_its_choices_are_the_
         elif metadata["hint"]:
             assert widget.placeholder == metadata["hint"], name
     quantize = made.widgets["quantize"]  # None shows as "none": ipywidgets shows a None value as an empty box
-    assert quantize.options == (("none", "none"), ("int8", "int8")) and quantize.value == "none"
-    quantize.value = "int8"
-    assert made.values()["quantize"] == "int8"
+    assert quantize.options == (("none", "none"), ("int8", "int8"), ("int4", "int4")) and quantize.value == "none"
+    quantize.value = "int4"
+    assert made.values()["quantize"] == "int4"
     quantize.value = "none"
     assert made.values()["quantize"] is None
 

@@ -8,6 +8,7 @@ asked here, so the rest of tpukit says "adapted" and never reads a layer's LoRA 
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from typing import List, Optional
@@ -98,10 +99,11 @@ def _adapters_in_float32(backbone, names) -> None:
 
 
 def _quantize(backbone, mode: str) -> None:
-    """Keras' `quantize(mode)` on each dense projection of `backbone` (int8 kernels and a float scale per output),
-    before the adapters, so that they stay float. The token embedding stays as loaded: in Keras 3.13-3.15 an int8
-    `ReversibleEmbedding` gives its reverse projection (the logits) a gradient about 4x too large, and the adapters
-    below it then learn almost nothing (docs/decisions.md, "QLoRA")."""
+    """Keras' `quantize(mode)` on each dense projection of `backbone` (int8: int8 kernels and a float scale per
+    output; int4: two 4-bit values packed in each int8, scaled per output on Keras 3.13, per group of 128 inputs with
+    a zero point on 3.15), before the adapters, so that they stay float. The token embedding stays as loaded: in
+    Keras 3.13-3.15 an int8 `ReversibleEmbedding` gives its reverse projection (the logits) a gradient about 4x too
+    large, and the adapters below it then learn almost nothing (docs/decisions.md, "QLoRA")."""
     import keras
 
     for layer in backbone._flatten_layers(include_self=False):
@@ -110,32 +112,95 @@ def _quantize(backbone, mode: str) -> None:
 
 
 def quantized(model) -> Optional[str]:
-    """The mode `model`'s frozen weights are quantized in ("int8"), or None."""
+    """The mode `model`'s frozen weights are quantized in ("int8", "int4"), or None."""
     modes = {getattr(layer, "quantization_mode", None) for layer in model._flatten_layers(include_self=False)}
     modes.discard(None)
     return ", ".join(sorted(modes)) or None
 
 
+def _quantized_kernels(model) -> dict:
+    """{kernel variable path: layer} for each quantized Dense or EinsumDense of `model` (its `_kernel`: int8, or two
+    int4 values packed in each int8)."""
+    return {
+        layer._kernel.path: layer
+        for layer in model._flatten_layers(include_self=False)
+        if getattr(layer, "quantization_mode", None) and getattr(layer, "_kernel", None) is not None
+    }
+
+
+def quantized_sizes(model) -> dict:
+    """{kernel variable path: the number of values it holds} for each quantized kernel of `model`: its shape's for
+    int8, twice its bytes' for int4 (two to a byte)."""
+    return {path: math.prod(_kernel_shape(layer)) for path, layer in _quantized_kernels(model).items()}
+
+
 def float_kernels(model) -> dict:
-    """{variable path: float32 value} for each quantized weight of `model` (an int8 kernel or embedding divided by
-    its scale, as the layer's own call reads it): what a float copy of the model holds in their place."""
+    """{variable path: float32 value} for each quantized weight of `model`, as the layer's own call reads it: what a
+    float copy of the model holds in their place. A projection's kernel is read by running the layer
+    (`_dequantized`), so every mode and layout Keras has reads alike; an int8 embedding is divided by its scale."""
     import numpy as np
 
-    values = {}
+    values = {path: _dequantized(layer) for path, layer in _quantized_kernels(model).items()}
     for layer in model._flatten_layers(include_self=False):
-        if getattr(layer, "quantization_mode", None) is None:
-            continue
-        for name in ("_kernel", "embeddings"):
-            variable = getattr(layer, name, None)
-            scale = getattr(layer, "kernel_scale" if name == "_kernel" else "embeddings_scale", None)
-            if variable is None or scale is None:
-                continue
-            adjust = getattr(layer, "_adjust_scale_for_dequant", None)  # EinsumDense: the scale to the kernel's axes
-            scale = np.asarray(adjust(scale) if adjust and name == "_kernel" else scale, dtype="float32")
-            if name == "embeddings":
-                scale = scale[:, None]  # a scale per token's row
-            values[variable.path] = np.asarray(variable.numpy(), dtype="float32") / scale
+        if getattr(layer, "quantization_mode", None) and getattr(layer, "embeddings_scale", None) is not None:
+            scale = np.asarray(layer.embeddings_scale.numpy(), dtype="float32")[:, None]  # a scale per token's row
+            values[layer.embeddings.path] = np.asarray(layer.embeddings.numpy(), dtype="float32") / scale
     return values
+
+
+def _dequantized(layer):
+    """The float32 kernel a quantized Dense or EinsumDense `layer` computes with, read by running it: on inputs that
+    hold the identity across the contracted axes, its output is the kernel, dequantized by the layer's own call.
+    Int8's scales and int4's packing, groups and zero points (which differ between Keras 3.13 and 3.15) are then
+    Keras' to read, not tpukit's. The call runs with the adapters off, in float32 (its quantized policy computing in
+    float32: one-hot rows quantize exactly), and the bias (the output for zeros) is taken away."""
+    import keras
+    import numpy as np
+
+    inputs, kernel, output = _contraction(layer)
+    size = dict(zip(kernel, _kernel_shape(layer)))
+    contracted = [c for c in inputs if c in kernel]
+    made = [c for c in kernel if c not in inputs]
+    rows = [c for c in inputs if c not in kernel]  # the first enumerates the identity's rows; any other is 1 long
+    if not rows or any(c in output for c in contracted) or any(c not in output for c in made):
+        raise ModelError(f"cannot read the quantized kernel of {layer.name} ({inputs},{kernel}->{output}) as floats")
+    count = math.prod(size[c] for c in contracted)
+    x = np.eye(count, dtype="float32").reshape([count] + [size[c] for c in contracted] + [1] * (len(rows) - 1))
+    x = np.transpose(x, [(rows[:1] + contracted + rows[1:]).index(c) for c in inputs])
+    kept, enabled = layer._dtype_policy, layer.lora_enabled
+    working = copy.copy(layer.dtype_policy)  # its quantized mode and layout as they are (by name, no way back:
+    working._compute_dtype = "float32"  # Keras 3.15 loses an int4 policy's name once the model is serialized)
+    try:
+        layer._dtype_policy, layer.lora_enabled = working, False
+        y = keras.ops.convert_to_numpy(layer(x)) - keras.ops.convert_to_numpy(layer(np.zeros_like(x)))
+    finally:
+        layer._dtype_policy, layer.lora_enabled = kept, enabled
+    y = np.transpose(y, [output.index(c) for c in rows[:1] + made + [c for c in output if c not in rows[:1] + made]])
+    y = y.reshape([size[c] for c in contracted + made])
+    return np.transpose(y, [(contracted + made).index(c) for c in kernel]).astype("float32")
+
+
+def _kernel_shape(layer) -> tuple:
+    """The shape of a quantized layer's float kernel (int4 packs two values in each int8 of its `_kernel`), as Keras'
+    `kernel` unpacks it, read with the adapters off: Keras 3.13 adds them to the int8 kernel there, which
+    TensorFlow refuses."""
+    enabled = layer.lora_enabled
+    try:
+        layer.lora_enabled = False
+        return tuple(int(d) for d in layer.kernel.shape)
+    finally:
+        layer.lora_enabled = enabled
+
+
+def _contraction(layer):
+    """The (inputs, kernel, output) axis letters of `layer`'s product: its einsum equation, `ai,io->ao` for a Dense
+    (Keras quantizes no EinsumDense whose equation has an ellipsis)."""
+    equation = getattr(layer, "equation", None)
+    if equation is None:
+        return "ai", "io", "ao"
+    inputs, rest = equation.replace(" ", "").split(",")
+    kernel, output = rest.split("->")
+    return inputs, kernel, output
 
 
 @functools.lru_cache(maxsize=None)
@@ -178,10 +243,15 @@ def merged_kernels(model, floats: Optional[dict] = None) -> dict:
 
 def trainable_note(model, rank: Optional[int], alpha: Optional[float] = None) -> str:
     """`LoRA rank 4: 704 of 7,696 parameters train (9.1%), frozen weights in bfloat16`: what trains, in one line
-    (`LoRA rank 4, alpha 8` where alpha is set; `QLoRA rank 4` on a quantized base, saying which weights are int8)."""
+    (`LoRA rank 4, alpha 8` where alpha is set; `QLoRA rank 4` on a quantized base, saying which weights are int8 or
+    int4, and counting an int4 kernel's values, not its packed bytes)."""
     trainable = sum(math.prod(w.shape) for w in model.trainable_weights)
-    total = sum(math.prod(w.shape) for w in model.weights)
-    frozen = {w.dtype for w in model.weights if not w.trainable and not w.path.endswith("_scale")}  # not int8's
+    kernels = _quantized_kernels(model)
+    total = sum({**{w.path: math.prod(w.shape) for w in model.weights}, **quantized_sizes(model)}.values())
+    extras = ("_scale", "_zero", "g_idx")  # a quantized kernel's scales, zero points and groups
+    frozen = {
+        w.dtype for w in model.weights if not w.trainable and w.path not in kernels and not w.path.endswith(extras)
+    }
     mode = quantized(model)
     lora = "QLoRA" if mode else "LoRA"
     what = (f"{lora} rank {rank}" + (f", alpha {alpha:g}" if alpha is not None else "")) if rank else "full fine-tuning"

@@ -19,6 +19,7 @@ import math
 from typing import Optional, Tuple
 
 from tpukit.errors import TpukitError, one_line
+from tpukit.models import lora
 
 GIB, MIB = 2**30, 2**20
 # A step "fits" in this share of the device's memory: XLA's own buffers, fragmentation and the estimate's error
@@ -35,6 +36,7 @@ HIDDEN_COPIES, HEADS_COPIES, FEEDFORWARD_COPIES = 5.5, 2, 3
 # say when a device runs out of memory.
 OUT_OF_MEMORY = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory", "OOM when allocating")
 OPTIMIZER_SLOTS = {"adam": 2, "adamw": 2, "rmsprop": 1, "sgd": 0}
+QUANTIZED_BYTES = {"int8": 1, "int4": 0.5}  # bytes per frozen projection weight under QLoRA (RunConfig.quantize)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +119,8 @@ def estimate(
     """
     if shape is None:
         return None
-    weights = sum(_bytes(w) + (4 * _size(w) if upcast and _upcast(w) else 0) for w in model.weights)
+    values = lora.quantized_sizes(model)  # an int4 kernel holds two values to a byte
+    weights = sum(_bytes(w) + (4 * values.get(w.path, _size(w)) if upcast and _upcast(w) else 0) for w in model.weights)
     return _step(
         shape,
         weights,
@@ -148,7 +151,7 @@ def estimate_unbuilt(
     upcast: bool = False,
 ) -> Optional[Estimate]:
     """`estimate` for a model not loaded yet, from its widths and parameter count (a preset's config.json and
-    metadata.json), as a run would build it: with LoRA, every weight in bfloat16 (the projections int8 with
+    metadata.json), as a run would build it: with LoRA, every weight in bfloat16 (the projections int8 or int4 with
     `quantize`) and adapters of `lora_rank` on the query and value projections (float32); without, every weight
     trains, in float32. None where the shape or the count is unknown."""
     if shape is None or parameters <= 0:
@@ -156,7 +159,7 @@ def estimate_unbuilt(
     if lora_rank:  # A: (hidden, heads, rank) and B: (rank, head_dim), for the query's heads and the value's
         adapters = shape.layers * lora_rank * ((shape.heads + shape.kv_heads) * shape.hidden + 2 * shape.head_dim)
         embedding = shape.vocabulary * shape.hidden  # stays bfloat16 under QLoRA (models.lora._quantize)
-        stored = 2 * parameters if quantize != "int8" else 2 * embedding + (parameters - embedding)
+        stored = 2 * embedding + QUANTIZED_BYTES.get(quantize, 2) * (parameters - embedding)
         weights, trainable, c = stored + (4 * parameters if upcast else 0) + 4 * adapters, 4 * adapters, 2
     else:
         weights = trainable = 4 * parameters
@@ -339,7 +342,8 @@ def xla_step_bytes(model, x, y) -> int:
 
 def _upcast(variable) -> bool:
     """Whether XLA computes with a float32 copy of `variable` where it upcasts (the CPU): a 16-bit weight, and a
-    quantized int8 one (QLoRA's base), measured so against `xla_step_bytes`."""
+    quantized one (QLoRA's base: int8, or int4 packed two to an int8, whose copy holds every value), measured so
+    against `xla_step_bytes`."""
     return _itemsize(variable.dtype) == 2 or str(getattr(variable.dtype, "name", variable.dtype)) == "int8"
 
 

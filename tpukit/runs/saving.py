@@ -379,12 +379,13 @@ def _has_inputs(model) -> bool:
 
 
 _OFF_FLOAT32 = ("mixed_", "bfloat16", "float16")  # the policies an export writes as float32
+_QUANTIZED_POLICIES = ("QuantizedDTypePolicy", "Int4DTypePolicy")  # int8, int4 (Keras 3.13's, 3.15's per group)
 
 
 def _float32(value):
     """A serialized model with every mixed, 16-bit or quantized dtype policy replaced by float32."""
     if isinstance(value, dict):
-        if value.get("class_name") == "QuantizedDTypePolicy":  # QLoRA's int8 base: a float copy holds floats there
+        if value.get("class_name") in _QUANTIZED_POLICIES:  # QLoRA's base: a float copy holds floats there
             return {**value, "module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}}
         if value.get("class_name") in ("DTypePolicy", "FloatDTypePolicy") and str(
             (value.get("config") or {}).get("name", "")
