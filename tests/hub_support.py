@@ -154,9 +154,10 @@ print(json.dumps({"whole": whole.fingerprint, "cut": [cut.status, cut.epochs_don
                   "extended": [extended.status, extended.fingerprint, sorted(os.listdir(short.run_dir))]}))
 """
 
-# QLoRA (sys.argv[3]: int8 or int4) on the preset at sys.argv[1] (JAX): a run stopped in its second epoch and resumed, against the same run
-# uninterrupted; the base's dtypes, the adapters', the loss; the export as a KerasHub preset and as a Hugging Face
-# folder, loaded back by KerasHub, against the float copy with the adapters merged. One JSON line.
+# QLoRA (sys.argv[3]: int8 or int4) on the preset at sys.argv[1] (JAX): a run stopped in its second epoch and
+# resumed, against the same run uninterrupted; the base's dtypes, the adapters', the loss; the export as a KerasHub
+# preset and as a Hugging Face folder, loaded back by KerasHub, against the float copy with the adapters merged. One
+# JSON line.
 QLORA = """
 import json, os, sys, threading
 sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
@@ -198,9 +199,9 @@ print(json.dumps({"status": [whole.status, cut.status, resumed.status], "loss": 
 """
 
 # For each size in sys.argv[1] (JSON: vocabulary, layers, hidden, heads, head_dim, intermediate, batch, sequence), a
-# Gemma with LoRA rank 4 and bfloat16 weights (a 9th item "int8" or "int4": QLoRA), compiled as tpukit compiles a preset: the
-# estimate before compiling
-# against XLA's own figure for the compiled step (on the CPU, where XLA computes bfloat16 in float32). JSON lines.
+# Gemma with LoRA rank 4 and bfloat16 weights (a 9th item "int8" or "int4": QLoRA), compiled as tpukit compiles a
+# preset: the estimate before compiling against XLA's own figure for the compiled step (on the CPU, where XLA
+# computes bfloat16 in float32). JSON lines.
 MEMORY = """
 import json, sys
 import numpy as np

@@ -148,12 +148,18 @@ def float_kernels(model) -> dict:
     return values
 
 
+# Rows of the identity per call of `_dequantized`: 64 MiB of float32 inputs for a 16,384-wide contraction (a 2B
+# model's feed-forward output), where the whole identity would be 1 GiB.
+_IDENTITY_ROWS = 1024
+
+
 def _dequantized(layer):
     """The float32 kernel a quantized Dense or EinsumDense `layer` computes with, read by running it: on inputs that
     hold the identity across the contracted axes, its output is the kernel, dequantized by the layer's own call.
     Int8's scales and int4's packing, groups and zero points (which differ between Keras 3.13 and 3.15) are then
     Keras' to read, not tpukit's. The call runs with the adapters off, in float32 (its quantized policy computing in
-    float32: one-hot rows quantize exactly), and the bias (the output for zeros) is taken away."""
+    float32: one-hot rows quantize exactly), on `_IDENTITY_ROWS` rows of the identity at a time, and the bias (the
+    output for zeros) is taken away."""
     import keras
     import numpy as np
 
@@ -165,14 +171,24 @@ def _dequantized(layer):
     if not rows or any(c in output for c in contracted) or any(c not in output for c in made):
         raise ModelError(f"cannot read the quantized kernel of {layer.name} ({inputs},{kernel}->{output}) as floats")
     count = math.prod(size[c] for c in contracted)
-    x = np.eye(count, dtype="float32").reshape([count] + [size[c] for c in contracted] + [1] * (len(rows) - 1))
-    x = np.transpose(x, [(rows[:1] + contracted + rows[1:]).index(c) for c in inputs])
+    shape = [size[c] for c in contracted] + [1] * (len(rows) - 1)  # after the row axis
+    order = [(rows[:1] + contracted + rows[1:]).index(c) for c in inputs]
+
+    def call(x):
+        return keras.ops.convert_to_numpy(layer(np.transpose(x.reshape([-1] + shape), order)))
+
+    def identity(start: int):
+        block = np.zeros((min(_IDENTITY_ROWS, count - start), count), dtype="float32")
+        block[np.arange(len(block)), start + np.arange(len(block))] = 1.0
+        return block
+
     kept, enabled = layer._dtype_policy, layer.lora_enabled
     working = copy.copy(layer.dtype_policy)  # its quantized mode and layout as they are (by name, no way back:
     working._compute_dtype = "float32"  # Keras 3.15 loses an int4 policy's name once the model is serialized)
     try:
         layer._dtype_policy, layer.lora_enabled = working, False
-        y = keras.ops.convert_to_numpy(layer(x)) - keras.ops.convert_to_numpy(layer(np.zeros_like(x)))
+        bias = call(np.zeros((1, count), dtype="float32"))  # the output for zeros, the same on every row
+        y = np.concatenate([call(identity(i)) for i in range(0, count, _IDENTITY_ROWS)], output.index(rows[0])) - bias
     finally:
         layer._dtype_policy, layer.lora_enabled = kept, enabled
     y = np.transpose(y, [output.index(c) for c in rows[:1] + made + [c for c in output if c not in rows[:1] + made]])
@@ -246,8 +262,8 @@ def trainable_note(model, rank: Optional[int], alpha: Optional[float] = None) ->
     (`LoRA rank 4, alpha 8` where alpha is set; `QLoRA rank 4` on a quantized base, saying which weights are int8 or
     int4, and counting an int4 kernel's values, not its packed bytes)."""
     trainable = sum(math.prod(w.shape) for w in model.trainable_weights)
-    kernels = _quantized_kernels(model)
-    total = sum({**{w.path: math.prod(w.shape) for w in model.weights}, **quantized_sizes(model)}.values())
+    kernels = quantized_sizes(model)
+    total = sum({**{w.path: math.prod(w.shape) for w in model.weights}, **kernels}.values())
     extras = ("_scale", "_zero", "g_idx")  # a quantized kernel's scales, zero points and groups
     frozen = {
         w.dtype for w in model.weights if not w.trainable and w.path not in kernels and not w.path.endswith(extras)

@@ -119,7 +119,7 @@ def estimate(
     """
     if shape is None:
         return None
-    values = lora.quantized_sizes(model)  # an int4 kernel holds two values to a byte
+    values = lora.quantized_sizes(model) if upcast else {}  # an int4 kernel holds two values to a byte
     weights = sum(_bytes(w) + (4 * values.get(w.path, _size(w)) if upcast and _upcast(w) else 0) for w in model.weights)
     return _step(
         shape,
