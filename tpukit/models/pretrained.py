@@ -13,18 +13,18 @@ float32 copy) and only the LoRA adapters (`models.lora`) train. Importing this m
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import functools
 import importlib.util
 import os
-import types
 from typing import TYPE_CHECKING, Optional, Tuple
 
 from tpukit.data import text as texts
 from tpukit.errors import one_line
 from tpukit import registry
-from tpukit.models import credentials, lora, modeling, preset_access
+from tpukit.models import credentials, hub_fit, lora, modeling, preset_access
 from tpukit.models.modeling import ModelError
 from tpukit.models.source import KIND_SETTINGS, ModelSource
 
@@ -327,13 +327,15 @@ class Preset(ModelSource):
         token_ids[0, : len(ids)] = ids
         mask = np.zeros((1, length), dtype="int32")
         mask[0, : len(ids)] = 1
-        self._greedy(model)
         preprocessor = getattr(model, "preprocessor", None)
         model.preprocessor = None
         try:
-            out = model.generate(
-                {"token_ids": token_ids, "padding_mask": mask}, max_length=length, stop_token_ids=tuple(stops) or None
-            )
+            with self._generating(model):
+                out = model.generate(
+                    {"token_ids": token_ids, "padding_mask": mask},
+                    max_length=length,
+                    stop_token_ids=tuple(stops) or None,
+                )
         finally:
             model.preprocessor = preprocessor
         written = [int(i) for i, on in zip(out["token_ids"][0][len(ids) :], out["padding_mask"][0][len(ids) :]) if on]
@@ -341,12 +343,22 @@ class Preset(ModelSource):
         return encoder.decode(written[:end])
 
     @staticmethod
-    def _greedy(model) -> None:
-        """Greedy sampling on `model`: the same weights write the same text."""
+    @contextlib.contextmanager
+    def _generating(model):
+        """Greedy sampling on `model` (the same weights write the same text), with no `keras.distribution` set:
+        under one, KerasHub's generate splits its batch, one prompt, over the devices' batch axis."""
+        import keras
+
         keras_hub = _keras_hub()
         if not isinstance(getattr(model, "sampler", None), keras_hub.samplers.GreedySampler):
             model.sampler = keras_hub.samplers.get("greedy")  # what compile(sampler=) sets, without a new optimizer
             model.generate_function = None  # built again for this sampler (else kept: a second call compiles nothing)
+        active = keras.distribution.distribution()
+        keras.distribution.set_distribution(None)
+        try:
+            yield
+        finally:
+            keras.distribution.set_distribution(active)
 
     def rematerialize(self, model) -> Optional[str]:
         """Each transformer block of `model` recomputes its activations in the backward pass, keeping only its
@@ -366,7 +378,7 @@ class Preset(ModelSource):
         """Keras' own fit and evaluate for `model`: KerasHub's (`PipelineModel`) turn every input into a tf.data
         or grain dataset, refusing the `keras.utils.PyDataset` tpukit feeds on JAX; with token ids to feed and
         nothing to preprocess, Keras' own are what KerasHub's end up calling."""
-        return _KerasFit(model)
+        return hub_fit.KerasFit(model)
 
     def rebuild(self, config, spec=None):
         model, _ = self.build(config)
@@ -431,8 +443,8 @@ class Preset(ModelSource):
                 f"this {type(model).__name__} has no preprocessor to turn text into token ids; attach the preset's: "
                 f"model.preprocessor = keras_hub.models.CausalLMPreprocessor.from_preset({self.source!r})."
             )
-        self._greedy(model)
-        text = model.generate(prompt, max_length=max_length, stop_token_ids=None, strip_prompt=True)
+        with self._generating(model):
+            text = model.generate(prompt, max_length=max_length, stop_token_ids=None, strip_prompt=True)
         return text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
 
     def prompt_from(self, token_ids, sequence_length: int) -> str:
@@ -462,33 +474,6 @@ class Preset(ModelSource):
             return keras_hub.models.CausalLM.from_preset(self.source, **({"dtype": dtype} if dtype else {}))
         except Exception as e:
             raise _not_loaded(self.source, " did not load as a causal language model", e) from e
-
-
-class _KerasFit:
-    """A KerasHub task seen through `keras.Model`'s own `fit` and `evaluate` (`Preset.trainer`)."""
-
-    def __init__(self, model):
-        self.model = model
-
-    def fit(self, *args, **kwargs):
-        """Keras' fit, whose validation calls `self.evaluate`: Keras' own too for the length of the fit, since
-        KerasHub's before 0.32 (Colab's CPU/GPU runtime has 0.26) turns the data fit already holds into tf.data
-        again, and fails on JAX."""
-        import keras
-
-        self.model.evaluate = types.MethodType(keras.Model.evaluate, self.model)
-        try:
-            return keras.Model.fit(self.model, *args, **kwargs)
-        finally:
-            del self.model.evaluate
-
-    def evaluate(self, *args, **kwargs):
-        import keras
-
-        return keras.Model.evaluate(self.model, *args, **kwargs)
-
-    def __getattr__(self, name):  # the rest is the model's (a multi-worker loop reads its train step)
-        return getattr(self.model, name)
 
 
 registry.add_name_provider("model", named, NAME_HINT, preset_access.listed_presets)
