@@ -6,6 +6,7 @@ SentencePiece tokenizer trained here on the help topics, at the backbone's vocab
 here calls `from_preset` on a remote name. Keras fixes its backend at import, so training runs in a JAX process.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -571,8 +572,15 @@ def test_model_parallel_on_tensorflow_or_not_dividing_the_devices_is_one_line():
     with pytest.raises(ConfigError) as info:
         jax_runtime.for_model(None, 3)
     assert str(info.value) == (
-        "RunConfig.model_parallel: expected one of [1, 2, 4, 8] (a divisor of this process's 8 "
-        "CPU devices). Received: model_parallel=3."
+        "RunConfig.model_parallel: expected one of [1, 2, 4, 8] (a divisor of this process's 8 CPU devices, over "
+        "which one copy of the model is split). Received: model_parallel=3."
+    )
+    two_processes = dataclasses.replace(jax_runtime, workers=2)  # 4 devices each: a copy is split within one
+    with pytest.raises(ConfigError) as info:
+        two_processes.for_model(None, 8)
+    assert str(info.value) == (
+        "RunConfig.model_parallel: expected one of [1, 2, 4] (a divisor of each of the 2 processes' 4 CPU "
+        "devices, over which one copy of the model is split). Received: model_parallel=8."
     )
 
 

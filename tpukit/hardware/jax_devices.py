@@ -54,7 +54,12 @@ class JaxRuntime(Runtime):
         model_parallel), the model's weights laid out over its "model" axis by the model's own layout map
         (`source.layout_map(mesh)`: a KerasHub preset's backbone `get_layout_map`), under
         `keras.distribution.ModelParallel`; the global batch is then split over the "batch" axis alone. A model
-        with no layout map trains with data parallelism over all the devices, and the note says so."""
+        with no layout map trains with data parallelism over all the devices, and the note says so.
+
+        Over several processes each copy of the model is split within one process (`model_parallel` divides the
+        devices each has), the mesh's rows taken process by process: each process's devices then hold whole rows
+        of the batch axis, which its feeder's share of every batch fills. Its weights are read through
+        `host_reads`."""
         if model_parallel == 1:
             return self, None
         import keras
@@ -62,22 +67,24 @@ class JaxRuntime(Runtime):
         from tpukit.config import ConfigError
 
         count = len(self.devices)
-        if self.workers > 1 or count % model_parallel:
-            divisors = [d for d in range(1, count + 1) if count % d == 0]
+        local = count // self.workers
+        if local % model_parallel:
+            divisors = [d for d in range(1, local + 1) if local % d == 0]
+            where = (
+                f"each of the {self.workers} processes' {local}" if self.multi_process else f"this process's {local}"
+            )
             raise ConfigError(
-                f"RunConfig.model_parallel: expected one of {divisors} (a divisor of this process's "
-                f"{count} {self.kind.upper()} devices{'; one process only' if self.workers > 1 else ''})"
-                f". Received: model_parallel={model_parallel}.",
+                f"RunConfig.model_parallel: expected one of {divisors} (a divisor of {where} "
+                f"{self.kind.upper()} devices, over which one copy of the model is split). "
+                f"Received: model_parallel={model_parallel}.",
                 field="model_parallel",
                 value=model_parallel,
                 choices=tuple(divisors),
             )
         devices = getattr(getattr(self.strategy, "device_mesh", None), "devices", None)
-        mesh = keras.distribution.DeviceMesh(
-            (count // model_parallel, model_parallel),
-            ("batch", "model"),
-            devices=list(devices.flatten()) if devices is not None else None,
-        )
+        if devices is not None:  # process by process: a row of the mesh (one copy of the model) in one process
+            devices = sorted(devices.flatten(), key=lambda d: (getattr(d, "process_index", 0), getattr(d, "id", 0)))
+        mesh = keras.distribution.DeviceMesh((count // model_parallel, model_parallel), ("batch", "model"), devices)
         layout, named = source.layout_map(mesh)
         if layout is None:
             return self, (
@@ -85,14 +92,58 @@ class JaxRuntime(Runtime):
                 f"data parallelism over all {count} devices"
             )
         distribution = keras.distribution.ModelParallel(layout_map=layout, batch_dim_name="batch")
+        distribution.auto_shard_dataset = not self.multi_process  # as in `connect`: the feeders cut the shares
         reason = (
-            f"keras.distribution.ModelParallel over {count} {self.kind.upper()} devices, a mesh of batch "
-            f"{count // model_parallel} x model {model_parallel}: the weights laid out by {named}, the "
-            f"global batch split over the batch axis"
+            f"keras.distribution.ModelParallel over {count} {self.kind.upper()} devices"
+            + (f" in {self.workers} processes" if self.multi_process else "")
+            + f", a mesh of batch {count // model_parallel} x model {model_parallel}: the weights laid out by "
+            f"{named}, the global batch split over the batch axis"
         )
         return dataclasses.replace(
             self, strategy=distribution, replicas=count // model_parallel, strategy_reason=reason
         ), None
+
+    def host_reads(self, model):
+        """Over several processes, `host_copies(model)`: a weight split over their devices is then gathered."""
+        return host_copies(model) if self.multi_process else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def host_copies(model):
+    """While open, each of `model`'s variables (its optimizer's too) whose value is split over devices of several
+    processes reads as one NumPy array, gathered from every process by JAX (`multihost_utils.process_allgather`);
+    at exit the split value is back.
+
+    Why: JAX fetches an array that spans other processes' devices only when every device holds all of it
+    (replicated, as under data parallelism). Under `ModelParallel` the weights are split, over the "model" axis and,
+    by KerasHub's layout maps, over the "batch" axis too (which spans the processes), so each read of Keras' and
+    KerasHub's (`get_weights`, `save_weights`, `save_lora_weights`) and tpukit's (backups, the fingerprint) would
+    fail in every process. The gather is a collective: every process opens this at the same points of the run (the
+    backups of whole epochs, the end), as every process runs the same callbacks; each gets the same values. Only
+    Keras' private slot for a variable's value (`_value`, in Keras 3.13 and 3.15) is swapped, for the reads.
+    """
+    import jax
+    from jax.experimental import multihost_utils
+
+    swapped = []
+    try:
+        for v in _variables(model):
+            value = getattr(v, "_value", None)
+            if isinstance(value, jax.Array) and not value.is_fully_addressable and not value.is_fully_replicated:
+                gathered = multihost_utils.process_allgather(value, tiled=True)
+                swapped.append((v, value))
+                v._value = gathered
+        yield
+    finally:
+        for v, value in swapped:
+            v._value = value
+
+
+def _variables(model) -> list:
+    """`model`'s variables and its optimizer's, each once, in the same order in every process."""
+    optimizer = getattr(model, "optimizer", None)
+    found = {id(v): v for v in list(model.variables) + list(getattr(optimizer, "variables", None) or [])}
+    return list(found.values())
 
 
 def _sync_steps():

@@ -13,12 +13,13 @@ dispatching the next one, as in a plain `fit`; one hook that is not
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import sys
 import threading
 import time
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import keras
 
@@ -123,14 +124,22 @@ class EpochBackup(StepSafe):
 
     `restore` is the weights file to load when training begins (after Keras has
     built the optimizer, so its state loads too); a file that does not fit the
-    model raises `backups.RestoreError` in one line.
+    model raises `backups.RestoreError` in one line. `reads(model)` is the
+    runtime's context for reading the weights (`Runtime.host_reads`).
     """
 
-    def __init__(self, backup_dir: str, steps_per_epoch: Optional[int], restore: Optional[str] = None):
+    def __init__(
+        self,
+        backup_dir: str,
+        steps_per_epoch: Optional[int],
+        restore: Optional[str] = None,
+        reads: Callable = lambda model: contextlib.nullcontext(),
+    ):
         super().__init__()
         self.backup_dir = backup_dir
         self.steps_per_epoch = steps_per_epoch
         self.restore = restore
+        self.reads = reads
         self._count = StepCount()
 
     def on_train_begin(self, logs=None):
@@ -145,8 +154,23 @@ class EpochBackup(StepSafe):
 
     def on_epoch_end(self, epoch, logs=None):
         if whole_epoch(self._count.seen, self.steps_per_epoch, self.model):
-            taken = model_state.take(self.model)  # on fit's thread, before the next step changes a variable
+            model = self.model  # on JAX, brings the training state back into the variables
+            with self.reads(model):
+                taken = model_state.take(model)  # on fit's thread, before the next step changes a variable
             backups.write(self.backup_dir, epoch + 1, taken.save, needed=taken.nbytes)
+
+
+class EarlyStopping(keras.callbacks.EarlyStopping):
+    """Keras' EarlyStopping, whose read of the best weights at an epoch's end (`restore_best_weights`) goes through
+    `reads(model)` (`Runtime.host_reads`: across processes, weights split over their devices are gathered)."""
+
+    def __init__(self, reads: Callable, **kwargs):
+        super().__init__(**kwargs)
+        self.reads = reads
+
+    def on_epoch_end(self, epoch, logs=None):
+        with self.reads(self.model):
+            super().on_epoch_end(epoch, logs)
 
 
 class RunRecorder(StepSafe):

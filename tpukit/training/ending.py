@@ -143,11 +143,15 @@ class RunEnding:
             self.run_dir, backups.size_needed(model_state.nbytes(self.model), backup_dir), "write the final weights"
         )
         adapters = self.model_source.adapters_only(self.model)
-        with directory.atomic(self.run_dir / (directory.ADAPTERS_FILE if adapters else directory.WEIGHTS_FILE)) as tmp:
-            model_state.save_final(self.model, tmp)
-        if adapters:  # what an extension continues from: the adapters with their optimizer's state
-            with directory.atomic(self.run_dir / directory.ADAPTERS_STATE_FILE) as tmp:
-                model_state.take(self.model).save(str(tmp))
+        with self.runtime.host_reads(self.model):
+            with directory.atomic(
+                self.run_dir / (directory.ADAPTERS_FILE if adapters else directory.WEIGHTS_FILE)
+            ) as t:
+                model_state.save_final(self.model, t)
+            if adapters:  # what an extension continues from: the adapters with their optimizer's state
+                with directory.atomic(self.run_dir / directory.ADAPTERS_STATE_FILE) as t:
+                    model_state.take(self.model).save(str(t))
+            fingerprint = determinism.fingerprint(self.model)
         self._sample("after")
         flops, flops_source = self._flops(self.model)
         examples_per_sec = self.recorder.examples_per_sec()
@@ -158,7 +162,7 @@ class RunEnding:
             status,
             message,
             **self._ended(),
-            fingerprint=determinism.fingerprint(self.model),
+            fingerprint=fingerprint,
             tokens_per_sec=examples_per_sec * tokens if examples_per_sec and tokens else None,
             flops_per_example=flops,
             flops_source=flops_source,

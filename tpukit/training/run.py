@@ -452,9 +452,9 @@ class Run(RunEnding):
         self.record.measure(self.compiles.fields)
         out = self.model_source.callbacks() + [
             self.recorder,  # records an epoch before its backup: a kill between them redoes the epoch, nothing lost
-            cb.EpochBackup(
-                str(self.run_dir / directory.BACKUP_DIR), steps, restore=weights
-            ),  # restores before any write
+            cb.EpochBackup(  # restores before any write
+                str(self.run_dir / directory.BACKUP_DIR), steps, restore=weights, reads=self.runtime.host_reads
+            ),
             keras.callbacks.LambdaCallback(on_train_begin=lambda logs: self.record.save("running")),
             self.stopper,
             _scalar_writer(str(self.run_dir)),
@@ -469,8 +469,8 @@ class Run(RunEnding):
         self.early_stopper = None
         if config.early_stopping:
             monitor = "val_loss" if self.source.validation is not None else "loss"
-            self.early_stopper = keras.callbacks.EarlyStopping(
-                monitor=monitor, patience=config.early_stopping, restore_best_weights=True
+            self.early_stopper = cb.EarlyStopping(
+                self.runtime.host_reads, monitor=monitor, patience=config.early_stopping, restore_best_weights=True
             )
             out.append(self.early_stopper)
         self.logger = None
