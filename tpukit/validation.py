@@ -173,7 +173,10 @@ MAX_EPOCHS = 1_000_000
 MAX_EXAMPLES = 100_000_000
 MAX_NAME = 100
 MAX_LORA_RANK = 4096
-QUANTIZE_MODES = ("int8", "int4")  # what `RunConfig.quantize` stores frozen weights in (Keras: models.lora)
+# What `RunConfig.quantize` stores frozen weights in (Keras: models.lora), and the bits each weight then takes
+# (models.memory counts them): a new mode joins here alone.
+QUANTIZE_BITS = {"int8": 8, "int4": 4}
+QUANTIZE_MODES = tuple(QUANTIZE_BITS)
 MAX_SEQUENCE_LENGTH = 1_048_576
 MAX_MODEL_PARALLEL = 4096
 _RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}

@@ -19,6 +19,7 @@ import math
 from typing import Optional, Tuple
 
 from tpukit.errors import TpukitError, one_line
+from tpukit.validation import QUANTIZE_BITS
 from tpukit.models import lora
 
 GIB, MIB = 2**30, 2**20
@@ -36,7 +37,8 @@ HIDDEN_COPIES, HEADS_COPIES, FEEDFORWARD_COPIES = 5.5, 2, 3
 # say when a device runs out of memory.
 OUT_OF_MEMORY = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory", "OOM when allocating")
 OPTIMIZER_SLOTS = {"adam": 2, "adamw": 2, "rmsprop": 1, "sgd": 0}
-QUANTIZED_BYTES = {"int8": 1, "int4": 0.5}  # bytes per frozen projection weight under QLoRA (RunConfig.quantize)
+# Bytes per frozen projection weight under QLoRA (RunConfig.quantize), from the bits of its mode.
+QUANTIZED_BYTES = {mode: bits / 8 for mode, bits in QUANTIZE_BITS.items()}
 
 
 @dataclasses.dataclass(frozen=True)
