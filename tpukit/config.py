@@ -105,7 +105,7 @@ class RunConfig:
     "auto" (`JAX_COMPILATION_CACHE_DIR` where set, else `<logdir>/.jax-cache`), a directory (on Colab, one on
     Drive survives a runtime restart), or None/"off" (`training.compile_cache`). `model_parallel` splits each copy of
     the model over that many devices (on JAX, by the model's layout map: `keras.distribution.ModelParallel`), so the
-    replicas are the devices divided by it; 1 is data parallelism.
+    copies of the model, over which the global batch is split, are the devices divided by it; 1 is data parallelism.
 
     >>> RunConfig(batch_size=32, replicas=8).global_batch_size
     256
@@ -303,8 +303,9 @@ class RunConfig:
     # ---- derived values -------------------------------------------------
     @property
     def global_batch_size(self) -> int:
-        """Examples per step over all replicas: batch_size x replicas (1 when replicas is unset)."""
-        return self.global_batch(self.replicas or 1)
+        """Examples per step over all replicas: batch_size x replicas (1 when replicas is unset), over
+        `model_parallel` where each copy of the model takes that many of the devices."""
+        return self.global_batch(max(1, (self.replicas or 1) // self.model_parallel))
 
     def global_batch(self, replicas: int) -> int:
         """Examples per step when this config runs on `replicas` replicas (`global_batch`)."""

@@ -120,8 +120,32 @@ def test_two_processes_of_four_devices_train_one_run_the_same_on_both_and_across
     assert one["final_metrics"]["loss"] == pytest.approx(chief["final_metrics"]["loss"], rel=1e-4)
 
 
+@pytest.fixture(scope="module")
+def tiny_gemma_kv2(tmp_path_factory):
+    """A tiny KerasHub Gemma preset built offline, with 2 key-value heads: a model axis of 2 divides every dimension
+    its layout map splits."""
+    pytest.importorskip("keras_hub")
+    from hub_support import BUILD
+
+    preset = tmp_path_factory.mktemp("presets") / "tiny_gemma_kv2"
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    build = BUILD.replace("num_key_value_heads=1", "num_key_value_heads=2")
+    subprocess.run([sys.executable, "-c", build, str(preset)], check=True, env=env, timeout=300, capture_output=True)
+    return preset
+
+
+def _lora(preset, *extra):
+    """train's arguments for a rank-4 LoRA fine-tune of `preset` on 64 help topics, 6 steps an epoch."""
+    return ["train", "--model", str(preset), "--dataset", "pydoc", "--dataset-size", "64", "--sequence-length"] + [
+        "16", "--steps-per-epoch", "6", "--deterministic", "--precision", "float32", "--validation-split", "none",
+        *extra
+    ]  # fmt: skip
+
+
 @pytest.mark.slow
-def test_a_lora_fine_tune_over_two_processes_data_and_model_parallel_trains_the_adapters_one_process_trains(tmp_path):
+def test_a_lora_fine_tune_over_two_processes_data_and_model_parallel_trains_the_adapters_one_process_trains(
+    tmp_path, tiny_gemma_kv2
+):
     """A tiny KerasHub Gemma (built offline), LoRA rank 4, over 2 workers x 4 devices: data parallel, and with
     model_parallel=2 (a mesh of batch 4 x model 2, each copy of the model split within one process, the weights
     also split over the batch axis by KerasHub's layout map, so every read gathers them from both processes),
@@ -130,30 +154,17 @@ def test_a_lora_fine_tune_over_two_processes_data_and_model_parallel_trains_the_
     Not against each other: splitting the model splits sums, whose parts meet in another order, and Adam turns the
     rounding of a gradient that is 0 in exact arithmetic (A's, while B is still 0) into steps of the learning
     rate's size. Measured: 3.3e-3 between the two layouts in one process, 3e-8 between one and two processes."""
-    pytest.importorskip("keras_hub")
-    from hub_support import BUILD
-
-    preset = tmp_path / "tiny_gemma_kv2"  # 2 key-value heads: the model axis of 2 divides every split dimension
-    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    build = BUILD.replace("num_key_value_heads=1", "num_key_value_heads=2")
-    subprocess.run([sys.executable, "-c", build, str(preset)], check=True, env=env, timeout=300, capture_output=True)
 
     def lora(batch_size, *extra):
-        return ["train", "--model", str(preset), "--dataset", "pydoc", "--dataset-size", "64", "--sequence-length"] + [
-            "16", "--batch-size", str(batch_size), "--epochs", "1", "--steps-per-epoch", "6", "--deterministic",
-            "--precision", "float32", "--validation-split", "none", "--json", *extra
-        ]  # fmt: skip
+        return _lora(tiny_gemma_kv2, "--batch-size", str(batch_size), "--epochs", "1", "--json", *extra)
 
-    for name, train, replicas in (
-        ("data", lora(2), 8),
-        ("split", lora(4, "--model-parallel", "2", "--early-stopping", "2"), 4),
-    ):
+    for name, train in (("data", lora(2)), ("split", lora(4, "--model-parallel", "2", "--early-stopping", "2"))):
         alone = run_cli(*train, "--backend", "jax", "--replicas", "8", "--logdir", str(tmp_path / name), timeout=300)
         assert alone.returncode == 0, alone.stderr[-3000:]
         one = json.loads(alone.stdout.strip().splitlines()[-1])
         chief, (other,) = _launch(tmp_path, f"{name}-launched", train=train)
         for run in (one, chief):
-            assert run["status"] == "completed" and run["replicas"] == replicas and run["global_batch_size"] == 16
+            assert run["status"] == "completed" and run["replicas"] == 8 and run["global_batch_size"] == 16
             record = json.loads((Path(run["run_dir"]) / "result.json").read_text())
             assert record["samples"].get("after"), record["notes"]  # a batch of one prompt, over 8 devices
         assert other["fingerprint"] == chief["fingerprint"]  # both processes hold the same adapters
@@ -216,6 +227,45 @@ def test_a_killed_worker_stops_the_job_in_one_line_and_the_run_resumes_in_one_pr
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     result = json.loads(resumed.stdout.strip().splitlines()[-1])
     assert result["status"] == "completed" and result["replicas"] == 4  # the run's 2 x 2 devices, in one process
+
+
+@pytest.mark.slow
+def test_a_model_parallel_launch_whose_chief_is_stopped_ends_and_resumes_in_one_process(tmp_path, tiny_gemma_kv2):
+    """SIGTERM to the chief of a model-parallel launch: it stops after its step while the other process waits in
+    the next step's all-reduce, so nothing at its end may need both (a gather of the split weights, a generate):
+    the job ends, the run is kept as stopped, and it resumes in one process from its last whole epoch."""
+    train = _lora(tiny_gemma_kv2, "--batch-size", "4", "--epochs", "60", "--model-parallel", "2", "--replicas", "4")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs", str(tmp_path / "logs"), "--"]
+    job = subprocess.Popen(
+        [*command, *train, "--logdir", str(tmp_path / "runs")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+    deadline = time.monotonic() + 300
+    while not glob.glob(str(tmp_path / "runs" / "*" / "backup" / "latest.json")):
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[1][-3000:]
+        time.sleep(0.2)
+    os.kill(_process_with(job.pid, "TPUKIT_LAUNCH_WORKER=0"), signal.SIGTERM)
+    _, err = job.communicate(timeout=120)  # the launcher gives the other worker 20 s, then another 20 after SIGTERM
+    assert job.returncode == 130, err[-3000:]
+
+    run_dir = glob.glob(str(tmp_path / "runs" / "*"))[0]
+    record = json.loads((Path(run_dir) / "result.json").read_text())
+    assert record["status"] == "stopped" and record["message"].startswith("terminated (SIGTERM)"), record["message"]
+    assert not (Path(run_dir) / "adapters.lora.h5").exists()  # split over both processes, which stopped apart
+    assert any(n.startswith("final weights: not written") for n in record["notes"]), record["notes"]
+    resumed = run_cli("train", "--resume", run_dir, "--json", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    result = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert result["status"] == "completed" and result["replicas"] == 8  # the run's 2 x 4 devices, in one process
+    assert result["global_batch_size"] == 16  # batch 4 x 4 copies of the model, each split over 2: as launched
+    resumed_record = json.loads((Path(run_dir) / "result.json").read_text())
+    assert "a mesh of batch 4 x model 2" in resumed_record["runtime"]["strategy_reason"]
+    assert record["epochs_done"] >= 1 and (Path(run_dir) / "adapters.lora.h5").is_file()
 
 
 def test_launch_refuses_what_it_cannot_run_in_one_line():

@@ -103,16 +103,23 @@ class JaxRuntime(Runtime):
             self, strategy=distribution, replicas=count // model_parallel, strategy_reason=reason
         ), None
 
-    def host_reads(self, model):
-        """Over several processes, `host_copies(model)`: a weight split over their devices is then gathered."""
-        return host_copies(model) if self.multi_process else contextlib.nullcontext()
+    def host_reads(self, model, together: bool = True):
+        """Over several processes, `host_copies(model, together)`: a weight split over their devices is gathered."""
+        return host_copies(model, together) if self.multi_process else contextlib.nullcontext(True)
+
+    def ends_together(self, status: str) -> bool:
+        """Several processes end together only when the run completed: each sees a stop request, SIGTERM or Ctrl-C
+        after its own step, and a process that ended first while the others wait in a step's all-reduce would wait
+        for them forever in a gather."""
+        return status == "completed" or not self.multi_process
 
 
 @contextlib.contextmanager
-def host_copies(model):
+def host_copies(model, together: bool = True):
     """While open, each of `model`'s variables (its optimizer's too) whose value is split over devices of several
     processes reads as one NumPy array, gathered from every process by JAX (`multihost_utils.process_allgather`);
-    at exit the split value is back.
+    at exit the split value is back. Gives whether the weights can be read: not where some are split and the other
+    processes are not at this point too (`together` False: a run that stopped), where nothing is gathered.
 
     Why: JAX fetches an array that spans other processes' devices only when every device holds all of it
     (replicated, as under data parallelism). Under `ModelParallel` the weights are split, over the "model" axis and,
@@ -125,15 +132,24 @@ def host_copies(model):
     import jax
     from jax.experimental import multihost_utils
 
+    split = [
+        v
+        for v in _variables(model)
+        if isinstance(getattr(v, "_value", None), jax.Array)
+        and not v._value.is_fully_addressable
+        and not v._value.is_fully_replicated
+    ]
+    if split and not together:
+        yield False
+        return
     swapped = []
     try:
-        for v in _variables(model):
-            value = getattr(v, "_value", None)
-            if isinstance(value, jax.Array) and not value.is_fully_addressable and not value.is_fully_replicated:
-                gathered = multihost_utils.process_allgather(value, tiled=True)
-                swapped.append((v, value))
-                v._value = gathered
-        yield
+        for v in split:
+            value = v._value
+            gathered = multihost_utils.process_allgather(value, tiled=True)
+            swapped.append((v, value))
+            v._value = gathered
+        yield True
     finally:
         for v, value in swapped:
             v._value = value

@@ -220,10 +220,17 @@ class Runtime:
             value=model_parallel,
         )
 
-    def host_reads(self, model):
-        """A context in which `model`'s weights read to the host (the backups, the final weights, the fingerprint):
-        here they read as they are; `JaxRuntime.host_reads` assembles weights split over several processes."""
-        return contextlib.nullcontext()
+    def host_reads(self, model, together: bool = True):
+        """A context in which `model`'s weights read to the host (the backups, the final weights, the fingerprint),
+        which gives whether they can: here always, as they are. `JaxRuntime.host_reads` gathers weights split over
+        several processes, which needs them all at this point (`together`)."""
+        return contextlib.nullcontext(True)
+
+    def ends_together(self, status: str) -> bool:
+        """Whether every process reaches the end of a run that ended with `status` at the same point, where what
+        needs them all (a gather of split weights, a generate over their devices) can run: with one process, and
+        with TensorFlow's workers, which agree on the step to stop after, always."""
+        return True
 
     def shard(self) -> Tuple[int, int]:
         """(this process, processes) for the feeds: each process cuts its share of every global batch."""

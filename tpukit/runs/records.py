@@ -139,7 +139,13 @@ class RunResult:
     @property
     def global_batch_size(self) -> int:
         """Examples per step over all replicas (the config's per-replica batch times its replicas)."""
-        return global_batch(self.config.get("batch_size") or 0, self.config.get("replicas") or 1)
+        return global_batch(self.config.get("batch_size") or 0, self._copies)
+
+    @property
+    def _copies(self) -> int:
+        """The replicas the global batch is split over: the devices, over those each copy of a model split over
+        several takes (`model_parallel`)."""
+        return max(1, (self.config.get("replicas") or 1) // (self.config.get("model_parallel") or 1))
 
     @property
     def resumable(self) -> bool:
@@ -185,7 +191,7 @@ class RunResult:
         c = self.config
         lines = [
             f"{self.status.upper()}: {c.get('model')} on {c.get('dataset')}, {self.epochs_done}/{c.get('epochs')} epochs, "
-            f"{c.get('precision')}, batch {c.get('batch_size')} x {c.get('replicas')} replicas -> run dir {self.run_dir}"
+            f"{c.get('precision')}, batch {c.get('batch_size')} x {self._copies} replicas -> run dir {self.run_dir}"
         ]
         if self.message:
             lines.append(self.message)

@@ -143,16 +143,23 @@ class RunEnding:
             self.run_dir, backups.size_needed(model_state.nbytes(self.model), backup_dir), "write the final weights"
         )
         adapters = self.model_source.adapters_only(self.model)
-        with self.runtime.host_reads(self.model):
-            with directory.atomic(
-                self.run_dir / (directory.ADAPTERS_FILE if adapters else directory.WEIGHTS_FILE)
-            ) as t:
-                model_state.save_final(self.model, t)
-            if adapters:  # what an extension continues from: the adapters with their optimizer's state
-                with directory.atomic(self.run_dir / directory.ADAPTERS_STATE_FILE) as t:
-                    model_state.take(self.model).save(str(t))
-            fingerprint = determinism.fingerprint(self.model)
-        self._sample("after")
+        together, fingerprint = self.runtime.ends_together(status), None
+        with self.runtime.host_reads(self.model, together) as readable:
+            if readable:
+                final = directory.ADAPTERS_FILE if adapters else directory.WEIGHTS_FILE
+                with directory.atomic(self.run_dir / final) as t:
+                    model_state.save_final(self.model, t)
+                if adapters:  # what an extension continues from: the adapters with their optimizer's state
+                    with directory.atomic(self.run_dir / directory.ADAPTERS_STATE_FILE) as t:
+                        model_state.take(self.model).save(str(t))
+                fingerprint = determinism.fingerprint(self.model)
+        apart = "the processes stopped after different steps"
+        if not readable:
+            self.notes.append(f"final weights: not written ({apart}, and the weights are split over them)")
+        if together:
+            self._sample("after")
+        elif self.model_source.writes_text():
+            self.notes.append(f"sample after training: not generated ({apart})")
         flops, flops_source = self._flops(self.model)
         examples_per_sec = self.recorder.examples_per_sec()
         precision = self.plan.config.precision
