@@ -103,6 +103,11 @@ class JaxRuntime(Runtime):
             self, strategy=distribution, replicas=count // model_parallel, strategy_reason=reason
         ), None
 
+    @property
+    def model_split(self) -> int:
+        """The devices (every process's) over the copies of the model: `model_parallel` where it was applied."""
+        return max(1, len(self.devices) // self.replicas)
+
     def host_reads(self, model, together: bool = True):
         """Over several processes, `host_copies(model, together)`: a weight split over their devices is gathered."""
         return host_copies(model, together) if self.multi_process else contextlib.nullcontext(True)

@@ -226,6 +226,11 @@ class Runtime:
         several processes, which needs them all at this point (`together`)."""
         return contextlib.nullcontext(True)
 
+    @property
+    def model_split(self) -> int:
+        """Over how many devices each copy of the model is split (`for_model`): 1, data parallelism, here."""
+        return 1
+
     def ends_together(self, status: str) -> bool:
         """Whether every process reaches the end of a run that ended with `status` at the same point, where what
         needs them all (a gather of split weights, a generate over their devices) can run: with one process, and

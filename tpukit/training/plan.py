@@ -52,11 +52,10 @@ def resolve(
     `replicas` is recorded as the devices the run trained on, and `model_parallel` as the split it had (1 where a
     model without a layout map trained data parallel), so that a resume, in one process too, connects the same
     devices and lays them out the same: the global batch is then the same (`RunConfig.global_batch_size`)."""
-    split = max(1, len(runtime.devices) // runtime.replicas)  # JAX's devices are every process's
     resolved = config.replace(
         backend=runtime.backend,
-        replicas=runtime.replicas * split,
-        model_parallel=split,
+        replicas=runtime.replicas * runtime.model_split,
+        model_parallel=runtime.model_split,
         precision=policy,
         steps_per_execution=steps_per_execution,
         jit_compile=jit_compile,
