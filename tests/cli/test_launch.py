@@ -177,42 +177,30 @@ def test_a_lora_fine_tune_over_two_processes_data_and_model_parallel_trains_the_
     assert "ModelParallel over 8 CPU devices in 2 processes, a mesh of batch 4 x model 2" in strategy, strategy
 
 
-@pytest.mark.slow
-def test_a_killed_worker_stops_the_job_in_one_line_and_the_run_resumes_in_one_process(tmp_path):
-    logs = tmp_path / "logs"
+def _launch_until_backup(tmp_path, train) -> subprocess.Popen:
+    """A 2-worker launch of `train` (logs and runs under `tmp_path`), returned once the chief has backed up a whole
+    epoch."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs", str(tmp_path / "logs"), "--"]
     job = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tpukit",
-            "launch",
-            "--workers",
-            "2",
-            "--logs",
-            str(logs),
-            "--",
-            *[a for a in TRAIN if a != "--json"],
-            "--replicas",
-            "2",
-            "--epochs",
-            "8",
-            "--steps-per-epoch",
-            "50",
-            "--logdir",
-            str(tmp_path / "runs"),
-        ],
+        [*command, *train, "--logdir", str(tmp_path / "runs")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
         cwd=REPO,
     )
-    # Kill worker 1 once the chief has backed up a whole epoch (so there is something to resume).
     deadline = time.monotonic() + 300
     while not glob.glob(str(tmp_path / "runs" / "*" / "backup" / "latest.json")):
         assert job.poll() is None and time.monotonic() < deadline, job.communicate()[1][-3000:]
         time.sleep(0.2)
+    return job
+
+
+@pytest.mark.slow
+def test_a_killed_worker_stops_the_job_in_one_line_and_the_run_resumes_in_one_process(tmp_path):
+    train = [a for a in TRAIN if a != "--json"] + ["--replicas", "2", "--epochs", "8", "--steps-per-epoch", "50"]
+    job = _launch_until_backup(tmp_path, train)  # kill worker 1 once there is something to resume
     worker = _process_with(job.pid, "TPUKIT_LAUNCH_WORKER=1")
     os.kill(worker, signal.SIGKILL)
     _, err = job.communicate(timeout=120)
@@ -235,20 +223,7 @@ def test_a_model_parallel_launch_whose_chief_is_stopped_ends_and_resumes_in_one_
     the next step's all-reduce, so nothing at its end may need both (a gather of the split weights, a generate):
     the job ends, the run is kept as stopped, and it resumes in one process from its last whole epoch."""
     train = _lora(tiny_gemma_kv2, "--batch-size", "4", "--epochs", "60", "--model-parallel", "2", "--replicas", "4")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "tpukit", "launch", "--workers", "2", "--logs", str(tmp_path / "logs"), "--"]
-    job = subprocess.Popen(
-        [*command, *train, "--logdir", str(tmp_path / "runs")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
-    deadline = time.monotonic() + 300
-    while not glob.glob(str(tmp_path / "runs" / "*" / "backup" / "latest.json")):
-        assert job.poll() is None and time.monotonic() < deadline, job.communicate()[1][-3000:]
-        time.sleep(0.2)
+    job = _launch_until_backup(tmp_path, train)
     os.kill(_process_with(job.pid, "TPUKIT_LAUNCH_WORKER=0"), signal.SIGTERM)
     _, err = job.communicate(timeout=120)  # the launcher gives the other worker 20 s, then another 20 after SIGTERM
     assert job.returncode == 130, err[-3000:]
