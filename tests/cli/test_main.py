@@ -727,7 +727,10 @@ def test_a_profiled_runs_summary_names_layers_and_states_its_coverage_once(tmp_p
     named = [op.name for op in summary.top_ops]
     assert len(named) >= 5 and len(set(named)) == len(named), named
     assert all(name in block for name in named), block
-    assert not [name for name in named if _PROFILER_NAME.search(name)], block
+    # judged without the path's end that tells apart ops of one name ("batch_normalization Sum (grad) (mul_1/Sum)"),
+    # which `names.distinct` adds where a busy machine raises two such ops into the top ops
+    readable = [re.sub(r" \((?!grad\))[^()]*\)$", "", name) for name in named]
+    assert not [name for name in readable if _PROFILER_NAME.search(name)], block
     # the profiler's own name, kept apart: an op named by its layer has its graph path or XLA name beside it (an op of
     # its own, such as "Iterator::Root", which a busy machine can raise into the top ops, is named as the profiler does)
     assert all(op.path for op in summary.top_ops), [(o.name, o.path) for o in summary.top_ops]
