@@ -284,7 +284,10 @@ def _train(args) -> int:
     logdir = result.config["logdir"]
     if args.json:
         _total_time(args.started, sys.stderr)  # stdout's last line stays the JSON object
-        print(json.dumps(_json_result(result)))
+        # In one write after what came before: a launched worker's log takes its stderr too, and a buffer flushed
+        # in the middle of the object let the filtered stderr's last line land inside it (CI saw it).
+        sys.stdout.flush()
+        nativelog.say(json.dumps(_json_result(result)), sys.stdout)
     else:
         _print_summary(result, logdir)
         _total_time(args.started, sys.stdout)
@@ -397,7 +400,7 @@ def _doctor(args) -> int:
     except (ConnectError, BackendError) as e:  # e.g. KERAS_BACKEND names a backend tpukit does not run
         info, text = {"error": str(e)}, f"cannot connect: {e}"
     if args.json:
-        print(json.dumps({"versions": versions, "runtime": info}))
+        nativelog.say(json.dumps({"versions": versions, "runtime": info}), sys.stdout)
     else:
         print(text)
         print("Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
