@@ -29,6 +29,7 @@ from tpukit.validation import (  # noqa: F401  (what config users import from he
     check_one_batch,
     check_precision,
     global_batch,
+    model_copies,
     padding_advice,
     padding_waste,
     window_fits,
@@ -305,7 +306,7 @@ class RunConfig:
     def global_batch_size(self) -> int:
         """Examples per step over all replicas: batch_size x replicas (1 when replicas is unset), over
         `model_parallel` where each copy of the model takes that many of the devices."""
-        return self.global_batch(max(1, (self.replicas or 1) // self.model_parallel))
+        return self.global_batch(model_copies(self.replicas or 1, self.model_parallel))
 
     def global_batch(self, replicas: int) -> int:
         """Examples per step when this config runs on `replicas` replicas (`global_batch`)."""

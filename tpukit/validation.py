@@ -345,6 +345,12 @@ def global_batch(batch_size: int, replicas: int) -> int:
     return batch_size * replicas
 
 
+def model_copies(devices: int, model_parallel: int) -> int:
+    """The copies of the model `devices` hold, over which the global batch is split: the devices over the ones each
+    copy is split across (`model_parallel`), at least 1. The one place that says it."""
+    return max(1, devices // model_parallel)
+
+
 def check_precision(name: str, kind: Optional[str]) -> None:
     """ConfigError where precision `name` cannot run on accelerator `kind`: the `Precision` says why and what to use
     instead ("auto" is resolved for the hardware, so it always can)."""

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from tpukit.config import global_batch
+from tpukit.config import global_batch, model_copies
 from tpukit.runs import backups, exporting, saving
 from tpukit.runs.comparison import compare, differences  # noqa: F401  (callers read them as records.compare, ...)
 from tpukit.runs.directory import (
@@ -145,7 +145,7 @@ class RunResult:
     def _copies(self) -> int:
         """The replicas the global batch is split over: the devices, over those each copy of a model split over
         several takes (`model_parallel`)."""
-        return max(1, (self.config.get("replicas") or 1) // (self.config.get("model_parallel") or 1))
+        return model_copies(self.config.get("replicas") or 1, self.config.get("model_parallel") or 1)
 
     @property
     def resumable(self) -> bool:
