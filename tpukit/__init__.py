@@ -18,6 +18,7 @@ _EXPORTS = {
     "RunConfig": "tpukit.config",
     "ConfigError": "tpukit.config",
     "PaddingWarning": "tpukit.config",
+    "PreferenceOptions": "tpukit.config",
     "connect": "tpukit.hardware.connect",
     "Runtime": "tpukit.hardware.runtime",
     "ConnectError": "tpukit.hardware.runtime",

@@ -21,8 +21,10 @@ from tpukit.validation import (  # noqa: F401  (what config users import from he
     ACCELERATORS,
     BACKENDS,
     OPTIMIZERS,
+    METHODS,
     QUANTIZE_MODES,
     ConfigError,
+    PreferenceOptions,
     PaddingWarning,
     advising,
     check_config,
@@ -52,6 +54,7 @@ FIELD_KINDS = (
     "window",
     "names",
     "bool",
+    "options",
 )
 
 
@@ -107,6 +110,9 @@ class RunConfig:
     Drive survives a runtime restart), or None/"off" (`training.compile_cache`). `model_parallel` splits each copy of
     the model over that many devices (on JAX, by the model's layout map: `keras.distribution.ModelParallel`), so the
     copies of the model, over which the global batch is split, are the devices divided by it; 1 is data parallelism.
+    `method` is what a pretrained model learns: "sft" its text's next tokens; "dpo" or "simpo" which of two answers
+    people prefer (`models.preference`), from data of a prompt, a chosen and a rejected answer; `preference`
+    holds that method's options (`PreferenceOptions`: beta, gamma, reference; None: the method's defaults).
 
     >>> RunConfig(batch_size=32, replicas=8).global_batch_size
     256
@@ -297,6 +303,21 @@ class RunConfig:
         "split each copy of the model over N devices by its layout map (JAX); default: 1, data parallelism",
         metavar="N",
     )
+    method: str = _field(
+        "sft",
+        "choice",
+        "what a pretrained model learns: sft, its text's next tokens; dpo, which of two answers people prefer "
+        "(data of prompt, chosen and rejected), against the model as it starts; simpo, the same without a reference",
+        label="method",
+        choices=METHODS,
+    )
+    preference: Optional[PreferenceOptions] = _field(
+        None,
+        "options",
+        "a preference method's options: beta (dpo 0.1, simpo 2.0), gamma (simpo's margin, 1.0), reference (dpo: "
+        "start or base, the preset with its adapters off)",
+        metavar="beta=B[,gamma=G][,reference=start|base]",
+    )
 
     def __post_init__(self):
         check_config(self)
@@ -369,6 +390,8 @@ class RunConfig:
         out = dataclasses.asdict(self)
         if self.profile is not None:
             out["profile"] = list(self.profile)
+        if self.preference is not None:
+            out["preference"] = self.preference.given()
         out["metrics"] = list(self.metrics)
         return out
 

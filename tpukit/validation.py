@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import math
 import warnings
 from typing import Any, Optional, Tuple
@@ -178,8 +179,94 @@ MAX_LORA_RANK = 4096
 QUANTIZE_BITS = {"int8": 8, "int4": 4}
 QUANTIZE_MODES = tuple(QUANTIZE_BITS)
 MAX_SEQUENCE_LENGTH = 1_048_576
+# What a run of a language model learns from (`RunConfig.method`): its next tokens (supervised fine-tuning), or which
+# of two answers people prefer (`models.preference`): DPO against a reference model, SimPO without one. Each
+# preference method's default options; a new method joins here and in `models.preference.METHODS`.
+PREFERENCE_DEFAULTS = {"dpo": {"beta": 0.1, "reference": "start"}, "simpo": {"beta": 2.0, "gamma": 1.0}}
+METHODS = ("sft",) + tuple(PREFERENCE_DEFAULTS)
+REFERENCES = ("start", "base")  # DPO's reference: the model as the run starts, or the preset without its adapters
 MAX_MODEL_PARALLEL = 4096
 _RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)), *(f"lpt{i}" for i in range(1, 10))}
+
+
+@dataclasses.dataclass(frozen=True)
+class PreferenceOptions:
+    """The options of a preference method (`RunConfig.preference`); None takes the method's default
+    (`PREFERENCE_DEFAULTS`).
+
+    `beta` scales the reward (DPO: the log-probability ratio to the reference, 0.1 as in Rafailov et al.; SimPO: the
+    length-normalized log-probability, 2.0 as in Meng et al.); `gamma` is SimPO's target margin (1.0); `reference`
+    is what DPO compares with: "start", the model as the run starts (the preset, or `init_from`'s fine-tune), or
+    "base", the preset with its LoRA adapters off.
+
+    >>> PreferenceOptions(beta=0.2)
+    PreferenceOptions(beta=0.2, gamma=None, reference=None)
+    """
+
+    beta: Optional[float] = None
+    gamma: Optional[float] = None
+    reference: Optional[str] = None
+
+    def given(self) -> dict:
+        """The options set, by name."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+def _check_preference(c) -> None:
+    """`method` and `preference`, which must agree: options only for a preference method, and only its own."""
+    check_choice("method", c.method, METHODS)
+    options = c.preference
+    if isinstance(options, dict):
+        unknown = sorted(set(options) - {f.name for f in dataclasses.fields(PreferenceOptions)})
+        if unknown:
+            fail("preference", options, "options among beta, gamma and reference; no " + ", ".join(map(repr, unknown)))
+        options = PreferenceOptions(**options)
+        object.__setattr__(c, "preference", options)
+    if options is not None and not isinstance(options, PreferenceOptions):
+        fail("preference", options, "None or PreferenceOptions(beta=..., gamma=..., reference=...)")
+    if options is None or not options.given():
+        return
+    if c.method == "sft":
+        fail(
+            "preference",
+            options,
+            f"None for method='sft' (these are a preference method's options: set method to one of "
+            f"{', '.join(map(repr, PREFERENCE_DEFAULTS))}, or leave preference unset)",
+        )
+    own = PREFERENCE_DEFAULTS[c.method]
+    for name in options.given():
+        if name not in own:
+            fail("preference", options, _NOT_ITS_OWN[name].format(method=c.method))
+    beta = options.beta
+    if beta is not None and (isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 < beta < math.inf):
+        fail("preference", options, f"beta > 0 (it scales the reward; {c.method}'s default is {own['beta']})")
+    gamma = options.gamma
+    if gamma is not None and (
+        isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma < math.inf
+    ):
+        fail("preference", options, "gamma >= 0 (SimPO's target margin between the two answers' rewards)")
+    if options.reference is not None:
+        check_choice("preference.reference", options.reference, REFERENCES)
+        if options.reference == "base" and c.lora_rank is None:
+            fail(
+                "preference",
+                options,
+                "reference='start' where every weight trains (lora_rank=None): 'base' turns LoRA adapters off, and "
+                "there are none",
+            )
+
+
+_NOT_ITS_OWN = {  # an option that the method has no use for, and why
+    "reference": "no reference for method='{method}': it is reference-free (each answer is scored by its own "
+    "length-normalized log-probability); leave reference unset, or use method='dpo'",
+    "gamma": "no gamma for method='{method}': gamma is SimPO's target margin; leave it unset, or use method='simpo'",
+}
+
+
+def preference_option(c, name: str):
+    """`c`'s preference option `name`, its method's default where unset (None where the method has none)."""
+    options = c.preference.given() if c.preference is not None else {}
+    return options.get(name, PREFERENCE_DEFAULTS.get(c.method, {}).get(name))
 
 
 def check_run_name(name: Any) -> None:
@@ -320,6 +407,7 @@ def _check_run_and_pretrained(c) -> None:
             "None (KerasHub's default: the attention's query and value "
             "projections) or layer names such as ('query', 'value')",
         )
+    _check_preference(c)
     check_choice("remat", c.remat, REMAT_CHOICES)
     steps = c.gradient_accumulation
     if steps != "auto" and (

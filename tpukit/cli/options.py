@@ -71,6 +71,20 @@ def _names(text: str):
     return tuple(name.strip() for name in text.split(",") if name.strip()) or None
 
 
+def _options(text: str):
+    """KEY=VALUE[,KEY=VALUE]: a preference method's options, numbers where they read as one."""
+    options = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, equals, value = part.partition("=")
+        if not equals or not key.strip() or not value.strip():
+            raise argparse.ArgumentTypeError(f"expected KEY=VALUE pairs such as beta=0.2. Received: {text!r}")
+        try:
+            options[key.strip()] = float(value)
+        except ValueError:
+            options[key.strip()] = value.strip()
+    return options or None
+
+
 # How each kind of field (`config.FIELD_KINDS`) is read from the command line.
 PARSERS: Dict[str, Callable] = {
     "choice": str,
@@ -86,6 +100,7 @@ PARSERS: Dict[str, Callable] = {
     "auto_on_off": _auto_on_off,
     "window": _window,
     "names": _names,
+    "options": _options,
 }
 _SHOWN = {True: "on", False: "off"}  # how --help shows an auto_on_off default
 
@@ -107,17 +122,21 @@ class DefaultsHelp(argparse.HelpFormatter):
         return f"{text} (default: {shown})" if text else f"default: {shown}"
 
 
+# Other names of a field's option: `--data`, as `train(data=...)` names what is trained on.
+_ALIASES = {"dataset": ("--data",)}
+
+
 def add_train_options(parser: argparse.ArgumentParser) -> None:
     """One option per RunConfig field, in the dataclass's order: `--field-name`, its kind's parser, its default."""
     facts = _placeholders()
     for field in dataclasses.fields(RunConfig):
         kind, text = field.metadata["kind"], field.metadata["help"].format(**facts)
-        flag = "--" + field.name.replace("_", "-")
+        flags = ("--" + field.name.replace("_", "-"), *_ALIASES.get(field.name, ()))
         if kind == "bool":
-            parser.add_argument(flag, action="store_true", help=text)
+            parser.add_argument(*flags, action="store_true", help=text)
             continue
         metavar = field.metadata.get("metavar") or {"auto_on_off": "auto|on|off", "int_or_auto": "N|auto"}.get(kind)
-        parser.add_argument(flag, type=PARSERS[kind], default=field.default, metavar=metavar, help=text)
+        parser.add_argument(*flags, type=PARSERS[kind], default=field.default, metavar=metavar, help=text)
 
 
 def typed(parser: argparse.ArgumentParser, argv: Iterable[str]) -> frozenset:

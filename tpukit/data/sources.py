@@ -27,7 +27,7 @@ from typing import Callable, Optional, Tuple
 from tpukit import registry
 from tpukit.data import builtin
 from tpukit.data import text as texts
-from tpukit.data import tfds, user_text
+from tpukit.data import preference, tfds, user_text
 from tpukit.data.builtin import DatasetUnavailable
 from tpukit.data.dataset_objects import (
     cardinality,
@@ -192,8 +192,11 @@ def prepare(
 def _tokenized(data, name: str, encoder):
     """(data, notes, the chat prompt): text (the user's own documents or conversations, or a `Text`) as token ids
     in rows, the rows' note, and the first conversation's prompt (None for documents); anything else as it is."""
-    if user_text.is_text(data):  # the user's own text: strings, pairs, conversations, a HF dataset
+    if user_text.is_text(data):  # the user's own text: strings, pairs, conversations, preferences, a HF dataset
         data = user_text.text_of(data, name)
+    if isinstance(data, preference.Preferences):
+        pairs, prompt = preference.tokenize(data, _encoder_for(encoder, name))
+        return pairs.arrays, (pairs.note(),), prompt
     if not isinstance(data, texts.Text):
         return data, (), None
     packed = texts.tokenize(data, _encoder_for(encoder, name))

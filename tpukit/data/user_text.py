@@ -15,13 +15,14 @@ run reads it again by itself. Bad input is one `DataError` line naming the value
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from typing import Iterable, Optional
 
 from tpukit import registry
 
-from tpukit.data import chat
+from tpukit.data import chat, preference
 from tpukit.data.text import Text
 from tpukit.data.types import DataError
 
@@ -112,8 +113,15 @@ def from_rows(rows: Iterable, name: str, *, where: str) -> Text:
     return _from_named_rows(((f"{where}[{i}]", row) for i, row in enumerate(rows)), name, where)
 
 
-def _from_named_rows(rows: Iterable, name: str, where: str) -> Text:
-    """`from_rows` of (what names the row in an error, row) pairs."""
+def _from_named_rows(rows: Iterable, name: str, where: str):
+    """`from_rows` of (what names the row in an error, row) pairs; rows of preference pairs (a chosen and a rejected
+    answer) as `preference.Preferences`."""
+    rows = iter(rows)
+    first = next(rows, None)
+    if first is not None:
+        rows = itertools.chain([first], rows)
+        if preference.is_row(first[1]):
+            return preference.from_named_rows(rows, name, where)
     documents, conversations = [], []
     kind = None
     for here, row in rows:
@@ -154,6 +162,18 @@ _ONE = {"strings": "a string", "conversations": "a conversation"}
 def conversation(messages, where: str) -> "chat.Conversation":
     """A conversation from a list of {'role', 'content'} dicts (the chat-dataset convention): DataError naming the
     turn that has no such fields, an unknown role, or a conversation with no assistant turn (nothing to learn)."""
+    turns = turns_of(messages, where)
+    if not any(role == "assistant" for role, _ in turns):
+        raise DataError(
+            f"{where}: a conversation with no assistant message leaves the model nothing to learn (the loss "
+            f"sees the assistant's tokens only). Received: roles {[r for r, _ in turns]}."
+        )
+    return turns
+
+
+def turns_of(messages, where: str) -> "chat.Conversation":
+    """The (role, content) turns of a list of {'role', 'content'} dicts: DataError naming the turn that has no such
+    fields, an unknown role or content that is not a string."""
     turns = []
     for j, message in enumerate(messages):
         at = f"{where} message {j}"
@@ -166,11 +186,6 @@ def conversation(messages, where: str) -> "chat.Conversation":
         if not isinstance(message["content"], str):
             raise DataError(f"{at}: content must be a string. Received: {_describe(message['content'])}.")
         turns.append((role, message["content"]))
-    if not any(role == "assistant" for role, _ in turns):
-        raise DataError(
-            f"{where}: a conversation with no assistant message leaves the model nothing to learn (the loss "
-            f"sees the assistant's tokens only). Received: roles {[r for r, _ in turns]}."
-        )
     return tuple(turns)
 
 
@@ -217,6 +232,9 @@ def _from_hugging_face(dataset, name: str) -> Text:
         )
     if columns is None:  # an IterableDataset whose columns are known only from its rows
         return from_rows(dataset, name, where="dataset")
+    if {"chosen", "rejected"} <= set(columns):  # preference pairs, with their prompt where it is a column
+        wanted = [c for c in ("prompt", "messages", "chosen", "rejected") if c in columns]
+        return from_rows(({k: row[k] for k in wanted} for row in dataset), name, where="dataset")
     wanted = next((w for w in (("text",), ("messages",), ("prompt", "response")) if set(w) <= set(columns)), None)
     if wanted is None:
         raise DataError(
@@ -304,7 +322,7 @@ def _describe(value) -> str:
 
 
 # The forms of text handed to train(), as a run records them (its dataset name): what each row is.
-_FORMS = (("text", "<strings>"), ("prompt", "<pairs>"), ("messages", "<messages>"))
+_FORMS = (("chosen", "<preferences>"), ("text", "<strings>"), ("prompt", "<pairs>"), ("messages", "<messages>"))
 
 
 def _label(data) -> Optional[str]:

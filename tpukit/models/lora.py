@@ -8,6 +8,7 @@ asked here, so the rest of tpukit says "adapted" and never reads a layer's LoRA 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import math
@@ -33,6 +34,22 @@ def adapters_only(model) -> bool:
     """Whether the adapters are all that trains in `model` (the rest frozen): a run then keeps the adapters alone."""
     trainable = list(getattr(model, "trainable_weights", None) or [])
     return bool(trainable) and is_adapted(model) and all("lora_kernel" in w.path for w in trainable)
+
+
+@contextlib.contextmanager
+def adapters_off(model):
+    """`model` as its base, for the length of the block: each adapter's B matrix zero (its update A B is then 0),
+    its value put back after."""
+    import keras
+
+    kept = [(layer.lora_kernel_b, keras.ops.convert_to_numpy(layer.lora_kernel_b)) for layer in adapted_layers(model)]
+    try:
+        for variable, value in kept:
+            variable.assign(keras.ops.zeros_like(value))
+        yield model
+    finally:
+        for variable, value in kept:
+            variable.assign(value)
 
 
 def enable(backbone, rank: int, alpha: Optional[float], targets, source: str, quantize: Optional[str] = None) -> None:

@@ -221,12 +221,21 @@ def _step(
 
 
 def advice(
-    model, shape: Optional[Shape], *, batch_size: int, sequence_length: int, remat: bool = False, **settings
+    model,
+    shape: Optional[Shape],
+    *,
+    batch_size: int,
+    sequence_length: int,
+    remat: bool = False,
+    rows: int = 1,
+    **settings,
 ) -> Tuple[Optional[str], Optional[Estimate]]:
     """(the settings that make a step fit, or None where it fits or nothing tried does; their estimate).
 
     Tried in order: remat on; a smaller batch with gradient accumulation making up the examples per update; batch
-    size 1 with a shorter sequence_length. `settings`: `estimate`'s other arguments (optimizer, device, upcast)."""
+    size 1 with a shorter sequence_length. `batch_size` counts rows of tokens, `rows` of them an example (2 for a
+    preference pair), and the advice is in examples. `settings`: `estimate`'s other arguments (optimizer, device,
+    upcast)."""
 
     def fits(**changes):
         found = estimate(
@@ -240,10 +249,11 @@ def advice(
         return None, None
     if not remat and fits(remat=True):
         return "remat=True", fits(remat=True)
-    smaller = batch_size // 2
+    examples = batch_size // rows
+    smaller = examples // 2
     while smaller >= 1:
-        steps = math.ceil(batch_size / smaller)
-        found = fits(remat=True, batch_size=smaller, accumulation=steps)
+        steps = math.ceil(examples / smaller)
+        found = fits(remat=True, batch_size=smaller * rows, accumulation=steps)
         if found:
             return (
                 f"remat=True, batch_size={smaller} and gradient_accumulation={steps} (the same examples per update)"
@@ -251,7 +261,7 @@ def advice(
         smaller //= 2
     length = sequence_length // 2
     while length >= 16:
-        found = fits(remat=True, batch_size=1, sequence_length=length)
+        found = fits(remat=True, batch_size=rows, sequence_length=length)
         if found:
             return f"remat=True, batch_size=1 and sequence_length={length}", found
         length //= 2
@@ -277,12 +287,13 @@ def remedy(fix: Optional[str], fixed: Optional[Estimate] = None) -> str:
     return f"{fix} brings it to about {fixed.total / GIB:.1f} GiB" if fixed else f"try {fix}"
 
 
-def decide(model, shape: Optional[Shape], config, runtime) -> Tuple[bool, Optional[str], Optional[str]]:
+def decide(model, shape: Optional[Shape], config, runtime, rows: int = 1) -> Tuple[bool, Optional[str], Optional[str]]:
     """(whether the run rematerializes, the notes' memory line, what to change where the step does not fit) for
-    `model` (of widths `shape`) built for `config` on `runtime`: `config.remat` where set; "auto" is on only where
-    the step does not fit without it. A model with no shape gets no line, and "auto" leaves it as it is."""
+    `model` (of widths `shape`) built for `config` on `runtime`, each example `rows` rows of tokens (2 for a
+    preference pair): `config.remat` where set; "auto" is on only where the step does not fit without it. A model
+    with no shape gets no line, and "auto" leaves it as it is."""
     settings = dict(
-        batch_size=config.batch_size,
+        batch_size=config.batch_size * rows,
         sequence_length=config.sequence_length,
         optimizer=config.optimizer,
         device=runtime.device_memory,
@@ -296,7 +307,7 @@ def decide(model, shape: Optional[Shape], config, runtime) -> Tuple[bool, Option
     if config.remat == "auto" and not found.fits:
         remat, chose = True, "; remat=auto turned remat on, since the step does not fit without it"
         found = estimate(model, shape, remat=True, accumulation=config.accumulation_steps, **settings)
-    fix, fixed = advice(model, shape, remat=remat, **settings)
+    fix, fixed = advice(model, shape, remat=remat, rows=rows, **settings)
     return remat, verdict(found, fix, fixed) + chose, None if found.fits else remedy(fix, fixed)
 
 

@@ -181,7 +181,7 @@ class Preset(ModelSource):
             parameters,
             lora_rank=config.lora_rank,
             quantize=config.quantize,
-            batch_size=config.batch_size,
+            batch_size=config.batch_size * self.rows_per_example,
             sequence_length=config.sequence_length,
             optimizer=config.optimizer,
             remat=config.remat is True,
@@ -217,6 +217,23 @@ class Preset(ModelSource):
             make(mesh, model_parallel_dim_name="model", data_parallel_dim_name="batch") if make else None,
             f"{named}.get_layout_map" if make else named,
         )
+
+    def for_method(self, config) -> ModelSource:
+        """This preset, or for a preference method (`RunConfig.method`) the same preset tuned on preference pairs
+        (`models.preference`)."""
+        if config.method == "sft":
+            return self
+        from tpukit.models import preference
+
+        return preference.PreferencePreset(self.source, preference.method_of(config))
+
+    def check_data(self, data) -> None:
+        x = getattr(data.train, "x", None)
+        if isinstance(x, dict) and "labels" in x:
+            raise ModelError(
+                f"dataset {data.name!r} holds preference pairs (a chosen and a rejected answer), and method='sft' "
+                "learns a text's next tokens: set method='dpo' (or 'simpo') to learn which answer is preferred."
+            )
 
     def __call__(self):
         """Build it as a plain factory would (no LoRA, the run's dtype policy), for callers that know no config."""

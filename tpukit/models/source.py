@@ -38,6 +38,8 @@ KIND_SETTINGS = {
     "sequence_length": "text laid out in rows of tokens",
     "sample_prompt": "text samples before and after training",
     "model_parallel": "a layout map that splits its weights over devices",
+    "method": "answers to score for preference tuning",
+    "preference": "answers to score for preference tuning",
 }
 
 
@@ -76,6 +78,30 @@ class ModelSource:
     def shape(self, model) -> Optional["memory.Shape"]:
         """The widths a training step's memory scales with (`models.memory`), or None: no estimate for this kind."""
         return None
+
+    rows_per_example = 1  # rows of the model's input an example is (a preference pair is 2)
+
+    def for_method(self, config) -> "ModelSource":
+        """The source of a run of `config.method` ("sft": this one; a preference method: a language model's)."""
+        return self
+
+    def check_data(self, data) -> None:
+        """A one-line DataError for loaded data (`sources.Source`) this kind of model cannot learn from."""
+
+    def check_fits(self, model, data, loss_name: str, user) -> None:
+        """A one-line error where `model` cannot take `data` or its labels (`modeling.check_fits`)."""
+        modeling.check_fits(model, data, loss_name, user)
+
+    def training_flops(self, model, sample) -> Tuple[Optional[int], str]:
+        """(training FLOPs per example or None, how counted) on a few examples' inputs (`models.flops`)."""
+        from tpukit.models import flops
+
+        return flops.training_flops_per_example(model, sample)
+
+    def ready_data(self, model, data, kept: Optional[dict], batch: int):
+        """(the data as the built `model`'s loss needs it, arrays the run keeps for a resume, a note): for most kinds
+        the data as it is. `kept`: what an earlier part of the run kept; `batch`: the global batch."""
+        return data, None, None
 
     def build(self, config, spec, *, in_place: bool, policy: str) -> Tuple["keras.Model", str]:
         """(the run's model, built under the current policy and scope but not compiled; a note on what was built)."""
@@ -227,6 +253,10 @@ def choose(model_arg, config) -> ModelSource:
     Raises:
         RegistryError: `config.model` names nothing.
     """
+    return _source(model_arg, config).for_method(config)
+
+
+def _source(model_arg, config) -> ModelSource:
     keras = sys.modules.get("keras")  # a keras.Model means Keras is loaded; never load it here, before connect
     if isinstance(model_arg, ModelSource):
         return model_arg

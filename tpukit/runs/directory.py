@@ -32,6 +32,8 @@ ADAPTERS_FILE = "adapters.lora.h5"
 # Beside it, the adapters and their optimizer's state (`model_state.take`; a few MB), from which an extension of the
 # run continues exactly as the uninterrupted run would: the adapters file alone holds no optimizer state.
 ADAPTERS_STATE_FILE = "adapters.state.npz"
+# What a run computed from its data once and keeps for a resume or an extension: a preference run's reference scores.
+KEPT_ARRAYS_FILE = "reference.npz"
 BACKUP_DIR = "backup"  # one file per whole epoch, named by backup/latest.json
 STATE_SUFFIX = (
     ".state.npz"  # an epoch backup's file (tpukit.runs.model_state); older runs' backups are Keras' .weights.h5
@@ -83,6 +85,30 @@ def _fsync(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def kept_arrays(run_dir, parent=None) -> Optional[dict]:
+    """The arrays `run_dir` keeps (`KEPT_ARRAYS_FILE`), else those of `parent`, the run it extends; None where
+    neither has them."""
+    import numpy as np
+
+    for where in (run_dir, parent):
+        path = Path(where) / KEPT_ARRAYS_FILE if where else None
+        if path is not None and path.is_file():
+            with np.load(str(path), allow_pickle=False) as stored:
+                return {name: stored[name] for name in stored.files}
+    return None
+
+
+def keep_arrays(run_dir: Path, arrays: dict) -> None:
+    """Write `arrays` as the run's kept arrays, atomically, where it has none yet."""
+    import numpy as np
+
+    path = Path(run_dir) / KEPT_ARRAYS_FILE
+    if path.is_file():
+        return
+    with atomic(path) as t, open(t, "wb") as f:
+        np.savez(f, **arrays)
 
 
 def write_json(path: Path, obj: Any) -> None:

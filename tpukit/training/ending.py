@@ -185,9 +185,9 @@ class RunEnding:
 
 
 def _tokens_per_example(inputs) -> Optional[int]:
-    """The tokens in one example of a language model's inputs (its `token_ids` row), else None."""
+    """The tokens in one example of a language model's inputs (its `token_ids` row, or a pair's two), else None."""
     ids = inputs.get("token_ids") if isinstance(inputs, dict) else None
-    return int(ids.shape[-1]) if getattr(ids, "ndim", 0) == 2 else None
+    return int(ids.size // len(ids)) if getattr(ids, "ndim", 0) >= 2 else None  # a preference pair: its two rows
 
 
 def _mfu(flops, examples_per_sec, peak, how: str):

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 from tpukit import precision as precisions
 from tpukit.config import ConfigError, PaddingWarning
-from tpukit.data import pipeline, sources
+from tpukit.data import pipeline
 from tpukit.hardware.connect import connect_for
 from tpukit.models import memory, modeling
 from tpukit.models import source as model_sources
@@ -32,14 +32,14 @@ from tpukit.training.plan import (
     check_profile_window,
     estimated_step_seconds,
     resolve_steps_per_execution,
-    steps_per_epoch,
 )
 from tpukit.training.plan import resolve as resolve_plan
 from tpukit.training.ending import RunEnding
+from tpukit.training.run_data import RunData
 from tpukit.training.signals import raise_if_interrupted, sigterm_stops
 
 
-class Run(RunEnding):
+class Run(RunData, RunEnding):
     """One execution of a run: the steps of `train`, each a small method.
 
     `self.config` is the run's RunConfig as the user wrote it (named models and data labelled); once the hardware,
@@ -220,63 +220,23 @@ class Run(RunEnding):
         held.callback(shutil.rmtree, aside, ignore_errors=True)
         return aside
 
-    def _load_data(self):
-        """The prepared data (`sources.Source`), checked against the run it continues."""
-        config = self.config
-        source = sources.prepare(
-            self.data_arg if self.data_arg is not None else config.dataset,
-            name=config.dataset,
-            seed=config.seed,
-            size=config.dataset_size,
-            validation_split=config.validation_split,
-            validation_data=self.validation_data,
-            test_data=self.test_data,
-            encoder=self._text_encoder,
-            writes_text=self.model_source.writes_text(),
-        )
-        self.notes.extend(source.notes)
-        if self.previous is not None:
-            recorded = self.previous.data.get("fingerprint")
-            if recorded and source.fingerprint and recorded != source.fingerprint:
-                raise sources.DataError(
-                    f"the data differs from the data this run trained on (fingerprint {source.fingerprint}, "
-                    f"recorded {recorded}); resume needs the same data. Received: dataset={config.dataset!r}."
-                )
-        self.feeder = pipeline.choose(self.runtime.feeder, fixed=self.runtime.feeder_fixed)
-        if source.validation_from == "split":
-            self.notes.append(
-                f"validation: {config.validation_split:.0%} of the training data "
-                f"({source.spec.num_validation} examples, split with seed {config.seed})"
-            )
-        return source
-
-    def _text_encoder(self):
-        """How the model turns text into token ids (a pretrained preset's tokenizer), or None; asked only for text."""
-        return self.model_source.encoder(self.config.sequence_length)
-
-    def _steps_per_epoch(self, config) -> Optional[int]:
-        """The steps in an epoch of `config`'s batch on the loaded data (None where only the run can count them);
-        at least one global batch must fit."""
-        source, replicas = self.source, self.runtime.replicas
-        if not source.ordered:
-            return config.steps_per_epoch or source.train.steps
-        config.check_examples(len(source.train), replicas, source.validation_from == "split")
-        return steps_per_epoch(config, len(source.train), replicas)
-
     def _build_model(self, config, in_place: bool):
         """The model, built under the run's policy and checked against the data (not compiled yet); `in_place`:
         a built model given to train() is trained itself where it can be (a trial builds its own)."""
         kind = self.model_source
         model, self.built_note = kind.build(config, self.source.spec, in_place=in_place, policy=self.policy)
         user = kind.user_compile(model)
-        modeling.check_fits(model, self.source, modeling.loss_name(config, user), user)  # builds it, symbolically
+        kind.check_fits(model, self.source, modeling.loss_name(config, user), user)  # builds it, symbolically
         return self._within_memory(model, config, in_place)
 
     def _within_memory(self, model, config, in_place: bool):
         """`model`, its transformer blocks rematerialized where `config.remat` asks or ("auto") the step's estimated
         memory does not fit the device without it (`models.memory`); the estimate goes into the run's notes, and
         what to change into `self.memory_fix` (said where the device runs out)."""
-        remat, line, self.memory_fix = memory.decide(model, self.model_source.shape(model), config, self.runtime)
+        kind = self.model_source
+        remat, line, self.memory_fix = memory.decide(
+            model, kind.shape(model), config, self.runtime, rows=kind.rows_per_example
+        )
         if in_place and line:
             self.notes.append(line)
         if remat:
@@ -331,9 +291,7 @@ class Run(RunEnding):
         """(training FLOPs per example or None, how counted), counted once a run (the step-time estimate for
         steps_per_execution on the CPU, and MFU at the end)."""
         if self.flops is None:
-            from tpukit.models import flops as flops_lib
-
-            self.flops = flops_lib.training_flops_per_example(model, self.source.sample(8))
+            self.flops = self.model_source.training_flops(model, self.source.sample(8))
         return self.flops
 
     def _open_run_dir(self, held):
@@ -371,6 +329,7 @@ class Run(RunEnding):
         held.enter_context(compile_cache.used(self.cache_dir))
 
     def _fit(self) -> RunResult:
+        self.source = self._ready_data()
         config, source, model = self.plan.config, self.source, self.model
         global_batch = config.global_batch_size
         shard = self.runtime.shard()
