@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from tpukit.data.types import DataError, describe
+
 ROLES = ("system", "user", "assistant")
 ALIASES = {"model": "assistant"}  # Gemma's name for the assistant's role, as Gemma chat datasets write it
 
@@ -153,3 +155,21 @@ def render(
         all_ids.append(ids)
         all_trained.append(trained)
     return all_ids, all_trained
+
+
+def turns_of(messages, where: str) -> Conversation:
+    """The (role, content) turns of a list of {'role', 'content'} dicts: DataError naming the turn that has no such
+    fields, an unknown role or content that is not a string."""
+    turns = []
+    for j, message in enumerate(messages):
+        at = f"{where} message {j}"
+        if not isinstance(message, dict) or "role" not in message or "content" not in message:
+            keys = sorted(map(str, message))[:6] if isinstance(message, dict) else describe(message)
+            raise DataError(f"{at}: a message is a dict with 'role' and 'content'. Received: {keys}.")
+        role = ALIASES.get(message["role"], message["role"])
+        if role not in ROLES:
+            raise DataError(f"{at}: role must be one of {', '.join(ROLES)}. Received: role={message['role']!r}.")
+        if not isinstance(message["content"], str):
+            raise DataError(f"{at}: content must be a string. Received: {describe(message['content'])}.")
+        turns.append((role, message["content"]))
+    return tuple(turns)

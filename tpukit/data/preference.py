@@ -20,7 +20,7 @@ from typing import Iterable, Tuple
 
 from tpukit.data import chat
 from tpukit.data.text import NO_LABEL
-from tpukit.data.types import Arrays, DataError, frozen
+from tpukit.data.types import Arrays, DataError, describe, frozen
 
 FIELDS = ("prompt", "chosen", "rejected")
 FORMS = (
@@ -65,12 +65,13 @@ def from_named_rows(rows: Iterable, name: str, where: str) -> Preferences:
 
 def pair_of(row, where: str) -> Pair:
     """The `Pair` in one row (`FORMS`): DataError naming the row and what is missing or wrong."""
-    from tpukit.data import user_text
-
-    if not is_row(row):
+    if isinstance(row, dict) and not is_row(row):
         raise DataError(
-            f"{where}: expected a preference row; preference data is {FORMS}. Received: {user_text._describe(row)}."
+            f"{where} has no 'chosen' and 'rejected' fields, among rows of preference pairs. Received: keys "
+            f"{sorted(map(str, row))[:6]}."
         )
+    if not is_row(row):
+        raise DataError(f"{where}: expected a preference row; preference data is {FORMS}. Received: {describe(row)}.")
     for field in ("chosen", "rejected"):
         if field not in row:
             raise DataError(
@@ -103,21 +104,15 @@ def pair_of(row, where: str) -> Pair:
 
 def _answer(value, where: str) -> chat.Conversation:
     """An answer: a string (one assistant turn) or a list of role/content messages."""
-    from tpukit.data import user_text
-
     if isinstance(value, str):
         return (("assistant", value),)
     if isinstance(value, (list, tuple)) and value:
-        return user_text.turns_of(value, where)
-    raise DataError(
-        f"{where}: expected a string or a list of role/content messages. Received: {user_text._describe(value)}."
-    )
+        return chat.turns_of(value, where)
+    raise DataError(f"{where}: expected a string or a list of role/content messages. Received: {describe(value)}.")
 
 
 def _prompt(row: dict, where: str) -> chat.Conversation:
     """The prompt's turns: 'prompt' (a string: one user turn, or messages) or 'messages'."""
-    from tpukit.data import user_text
-
     field = "prompt" if "prompt" in row else "messages" if "messages" in row else None
     if field is None:
         raise DataError(
@@ -128,10 +123,10 @@ def _prompt(row: dict, where: str) -> chat.Conversation:
     if isinstance(value, str) and value.strip():
         return (("user", value),)
     if isinstance(value, (list, tuple)) and value:
-        return user_text.turns_of(value, f"{where} field {field!r}")
+        return chat.turns_of(value, f"{where} field {field!r}")
     raise DataError(
         f"{where}: field {field!r} must be a non-empty string or a list of role/content messages. Received: "
-        f"{user_text._describe(value)}."
+        f"{describe(value)}."
     )
 
 

@@ -147,9 +147,9 @@ def prepare(
     data, notes, chat_prompt = _tokenized(data, name, encoder)
     splits = data if isinstance(data, Splits) else Splits(data)
     if validation_data is not None:
-        splits = dataclasses.replace(splits, validation=validation_data)
+        splits = dataclasses.replace(splits, validation=_held_out(validation_data, "validation_data", encoder))
     if test_data is not None:
-        splits = dataclasses.replace(splits, test=test_data)
+        splits = dataclasses.replace(splits, test=_held_out(test_data, "test_data", encoder))
     train = _part(splits.train, "data")
     if size is not None and not isinstance(train, Batched) and len(train) > size:
         train = train.head(size) if isinstance(train, Arrays) else Stream(train.dataset.take(size), size)
@@ -201,6 +201,14 @@ def _tokenized(data, name: str, encoder):
         return data, (), None
     packed = texts.tokenize(data, _encoder_for(encoder, name))
     return packed.arrays, (packed.note(),), packed.prompt
+
+
+def _held_out(data, field: str, encoder):
+    """`validation_data` or `test_data` as the training data is read: text (strings, conversations, preference
+    pairs, a `Text`) as token ids in the same rows; anything else as it is."""
+    if isinstance(data, texts.Text) or user_text.is_text(data):
+        return _tokenized(data, field, encoder)[0]
+    return data
 
 
 def _encoder_for(encoder, name: str) -> "texts.Encoder":

@@ -106,3 +106,9 @@ def frozen(*arrays):
     for a in arrays:
         a.setflags(write=False)
     return arrays
+
+
+def describe(value) -> str:
+    """A value as an error's "Received:" names it: its type and the start of its repr."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'…' if len(text) > 60 else ''}"

@@ -25,6 +25,7 @@ from tpukit import registry
 from tpukit.data import chat, preference
 from tpukit.data.text import Text
 from tpukit.data.types import DataError
+from tpukit.data.types import describe as _describe
 
 FORMS = (
     "a list of strings, of (prompt, response) pairs, of conversations (lists of {'role', 'content'} dicts) or of "
@@ -162,31 +163,13 @@ _ONE = {"strings": "a string", "conversations": "a conversation"}
 def conversation(messages, where: str) -> "chat.Conversation":
     """A conversation from a list of {'role', 'content'} dicts (the chat-dataset convention): DataError naming the
     turn that has no such fields, an unknown role, or a conversation with no assistant turn (nothing to learn)."""
-    turns = turns_of(messages, where)
+    turns = chat.turns_of(messages, where)
     if not any(role == "assistant" for role, _ in turns):
         raise DataError(
             f"{where}: a conversation with no assistant message leaves the model nothing to learn (the loss "
             f"sees the assistant's tokens only). Received: roles {[r for r, _ in turns]}."
         )
     return turns
-
-
-def turns_of(messages, where: str) -> "chat.Conversation":
-    """The (role, content) turns of a list of {'role', 'content'} dicts: DataError naming the turn that has no such
-    fields, an unknown role or content that is not a string."""
-    turns = []
-    for j, message in enumerate(messages):
-        at = f"{where} message {j}"
-        if not isinstance(message, dict) or "role" not in message or "content" not in message:
-            keys = sorted(map(str, message))[:6] if isinstance(message, dict) else _describe(message)
-            raise DataError(f"{at}: a message is a dict with 'role' and 'content'. Received: {keys}.")
-        role = chat.ALIASES.get(message["role"], message["role"])
-        if role not in chat.ROLES:
-            raise DataError(f"{at}: role must be one of {', '.join(chat.ROLES)}. Received: role={message['role']!r}.")
-        if not isinstance(message["content"], str):
-            raise DataError(f"{at}: content must be a string. Received: {_describe(message['content'])}.")
-        turns.append((role, message["content"]))
-    return tuple(turns)
 
 
 def _from_dict(row: dict, where: str):
@@ -314,11 +297,6 @@ def _json_array(content: str, path: str) -> Text:
     except ValueError as e:
         raise DataError(f"{path} is not JSON ({str(e).splitlines()[0][:80]}).") from None
     return from_rows(rows, os.path.basename(path), where=os.path.basename(path))
-
-
-def _describe(value) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text[:60]}{'…' if len(text) > 60 else ''}"
 
 
 # The forms of text handed to train(), as a run records them (its dataset name): what each row is.

@@ -5,4 +5,5 @@ zoo (`zoo`), compiling and checking against the data (`modeling`), LoRA (`lora`)
 """
 
 from tpukit.models import pretrained  # noqa: F401  (registers the preset names with the registry)
+from tpukit.models import preference  # noqa: F401  (adds the preference methods to source.TUNED)
 from tpukit.models.zoo import MODELS, build, describe, factory, flops_per_example  # noqa: F401

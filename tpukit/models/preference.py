@@ -27,7 +27,8 @@ from tpukit.data import text as texts
 from tpukit.data.types import Arrays, DataError
 from tpukit.models import lora
 from tpukit.models.pretrained import Preset
-from tpukit.validation import preference_option
+from tpukit.models.source import TUNED
+from tpukit.validation import PREFERENCE_DEFAULTS, preference_option
 
 REFERENCE_ARRAYS = ("train", "validation", "test")  # the parts of the data a reference scores, as kept
 
@@ -248,3 +249,10 @@ def _rows(sample):
     """A few pairs' inputs as the causal LM's rows: (2 x pairs, length)."""
     length = sample["token_ids"].shape[-1]
     return {k: sample[k].reshape(-1, length) for k in ("token_ids", "padding_mask")}
+
+
+def _tuned(preset: Preset, config) -> PreferencePreset:
+    return PreferencePreset(preset.source, method_of(config))
+
+
+TUNED.update({method: _tuned for method in PREFERENCE_DEFAULTS})

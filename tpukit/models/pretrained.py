@@ -26,7 +26,7 @@ from tpukit.errors import one_line
 from tpukit import registry
 from tpukit.models import credentials, hub_fit, lora, modeling, preset_access
 from tpukit.models.modeling import ModelError
-from tpukit.models.source import KIND_SETTINGS, ModelSource
+from tpukit.models.source import KIND_SETTINGS, TUNED, ModelSource
 
 if TYPE_CHECKING:
     import keras
@@ -221,11 +221,7 @@ class Preset(ModelSource):
     def for_method(self, config) -> ModelSource:
         """This preset, or for a preference method (`RunConfig.method`) the same preset tuned on preference pairs
         (`models.preference`)."""
-        if config.method == "sft":
-            return self
-        from tpukit.models import preference
-
-        return preference.PreferencePreset(self.source, preference.method_of(config))
+        return self if config.method == "sft" else TUNED[config.method](self, config)
 
     def check_data(self, data) -> None:
         x = getattr(data.train, "x", None)

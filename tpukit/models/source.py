@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
 
 from tpukit import registry
 from tpukit.config import ConfigError
@@ -41,6 +41,11 @@ KIND_SETTINGS = {
     "method": "answers to score for preference tuning",
     "preference": "answers to score for preference tuning",
 }
+
+
+# The model sources a method other than "sft" tunes (`RunConfig.method`): method -> (the source a run named, its config)
+# -> the source that tunes it. `models.preference` adds DPO and SimPO for presets (`pretrained.Preset.for_method`).
+TUNED: Dict[str, Callable] = {}
 
 
 class ModelSource:
