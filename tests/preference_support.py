@@ -36,6 +36,8 @@ reference = {k: v.tolist() for k, v in np.load(kept).items()} if os.path.exists(
 print(json.dumps({"status": result.status, "message": result.message, "backend": keras.backend.backend(),
                   "history": result.history, "notes": list(result.notes), "reference": reference,
                   "tokens_per_sec": result.tokens_per_sec, "flops_source": result.flops_source,
+                  "adapters": sorted({str(w.dtype) for w in result.model.weights if "lora_kernel" in w.path}),
+                  "modules": sorted(m for m in ("tensorflow", "tensorflow_text") if m in sys.modules),
                   "summary": result.summary()}))
 """
 

@@ -292,6 +292,7 @@ def test_zz_hub_setup_moves_keras_alone_and_a_preset_fine_tunes_without_tensorfl
     through train() on JAX. Last in the module, and it puts Colab's keras back: what runs after it (the notebooks)
     sees the set as Colab ships it."""
     from hub_support import BUILD, TRAIN
+    from preference_support import LEARNS as PREFERS
 
     from tpukit import colab
 
@@ -322,6 +323,10 @@ def test_zz_hub_setup_moves_keras_alone_and_a_preset_fine_tunes_without_tensorfl
         assert out["status"] == "completed" and out["backend"] == "jax", out["message"]
         assert out["loss"][-1] < out["loss"][0] and out["changed"] == [], out
         assert not out["tensorflow_for_text"]
+        # preference tuning too: DPO on pairs learns which answer is preferred, without TensorFlow
+        dpo = json.loads(python(PREFERS, str(preset), str(tmp_path / "dpo"), "dpo").strip().splitlines()[-1])
+        assert dpo["status"] == "completed" and dpo["history"]["val_reward_accuracy"][-1] >= 0.75, dpo
+        assert "tensorflow" not in dpo["modules"], dpo["modules"]
     finally:
         subprocess.run(
             [sys.executable, "-m", "pip", "install", "-q", "--no-deps", f"keras=={before['keras']}"], check=True
@@ -366,3 +371,34 @@ def test_a_lora_fine_tune_learns_on_colabs_keras_with_float32_adapters(tmp_path)
     assert out["status"] == "completed" and out["adapters"] == ["float32"] and "int8" in out["frozen"], out
     assert any("the projections' kernels in int4" in note for note in out["notes"]), out["notes"]
     assert out["val_loss"][-1] < out["val_loss"][0] - 0.02 and out["merged_vs_quantized"] < 0.1, out
+
+
+@cpu_set
+def test_preference_tuning_learns_on_colabs_keras_and_keras_hub(tmp_path):
+    """DPO and SimPO on Colab's CPU/GPU runtime as shipped (Keras 3.13.2, keras-hub 0.26, TensorFlow 2.20): a tiny
+    Gemma preset whose vocabulary has Gemma's turn tokens, tuned on pairs where "Yes:" is preferred to "No:", prefers
+    the chosen answer of most held-out pairs, on TensorFlow and on JAX, with float32 adapters over the bfloat16 base."""
+    from hub_support import BUILD, GEMMA_TURNS
+    from preference_support import LEARNS
+
+    def python(script, *args, backend):
+        done = subprocess.run(
+            [sys.executable, "-c", script, *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=REPO,
+            env={**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{REPO}"},
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+
+    preset = tmp_path / "tiny_gemma"
+    python(BUILD, str(preset), *GEMMA_TURNS, backend="tensorflow")
+    for backend, method in (("tensorflow", "dpo"), ("jax", "dpo"), ("tensorflow", "simpo")):
+        out = python(LEARNS, str(preset), str(tmp_path / f"{backend}-{method}"), method, backend=backend)
+        assert out["status"] == "completed" and out["backend"] == backend, out["message"]
+        history = out["history"]
+        assert history["val_reward_accuracy"][-1] >= 0.75, (backend, method, history)
+        assert history["val_reward_margin"][-1] > history["val_reward_margin"][0], (backend, method, history)
+        assert out["adapters"] == ["float32"], out["adapters"]
