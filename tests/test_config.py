@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from tpukit.config import ConfigError, PaddingWarning, RunConfig, padding_advice, padding_waste
+from tpukit.config import PreferenceOptions, ConfigError, PaddingWarning, RunConfig, padding_advice, padding_waste
 
 
 @pytest.mark.parametrize(
@@ -153,6 +153,53 @@ def test_quantize_is_int8_or_int4_under_lora_or_nothing_and_says_so_in_one_line(
     with pytest.raises(ConfigError, match=r"a quantized weight cannot train; set lora_rank") as info:
         RunConfig(quantize="int8", lora_rank=None)
     assert "\n" not in str(info.value) and info.value.field == "quantize"
+
+
+def test_a_preference_method_and_its_options_round_trip_and_the_defaults_are_the_papers():
+    from tpukit.validation import preference_option
+
+    config = RunConfig(method="dpo", preference=PreferenceOptions(beta=0.25))
+    assert RunConfig.from_json(config.to_json()) == config and config.to_dict()["preference"] == {"beta": 0.25}
+    assert RunConfig(method="dpo", preference={"beta": 0.25}) == config  # a dict, as JSON and the CLI give it
+    assert preference_option(config, "beta") == 0.25 and preference_option(config, "reference") == "start"
+    simpo = RunConfig(method="simpo")
+    assert (preference_option(simpo, "beta"), preference_option(simpo, "gamma")) == (2.0, 1.0)
+    assert preference_option(simpo, "reference") is None and RunConfig().method == "sft"
+    assert RunConfig(method="dpo", preference={"reference": "base"}).preference.reference == "base"
+
+
+@pytest.mark.parametrize(
+    "changes, shown",
+    [
+        (dict(method="ppo"), r"^RunConfig\.method: expected one of 'sft', 'dpo', 'simpo'\. Received: method='ppo'\.$"),
+        (
+            dict(preference={"beta": 0.2}),
+            r"^RunConfig\.preference: expected None for method='sft' \(these are a preference",
+        ),
+        (
+            dict(method="dpo", preference={"beta": 0}),
+            r"expected beta > 0 \(it scales the reward; dpo's default is 0\.1\)",
+        ),
+        (dict(method="dpo", preference={"beta": -1.0}), r"expected beta > 0"),
+        (
+            dict(method="simpo", preference={"reference": "start"}),
+            r"no reference for method='simpo': it is reference-free",
+        ),
+        (dict(method="dpo", preference={"gamma": 0.5}), r"no gamma for method='dpo': gamma is SimPO's target margin"),
+        (dict(method="simpo", preference={"gamma": -1}), r"expected gamma >= 0"),
+        (dict(method="dpo", preference={"reference": "sft"}), r"^RunConfig\.preference\.reference: expected one of"),
+        (dict(method="dpo", preference={"betta": 1}), r"expected options among beta, gamma and reference; no 'betta'"),
+        (
+            dict(method="dpo", lora_rank=None, preference={"reference": "base"}),
+            r"expected reference='start' where every weight trains \(lora_rank=None\)",
+        ),
+        (dict(method="dpo", preference="beta=1"), r"expected None or PreferenceOptions\(beta=\.\.\., gamma"),
+    ],
+)
+def test_a_preference_setting_the_method_cannot_use_is_one_line(changes, shown):
+    with pytest.raises(ConfigError, match=shown) as info:
+        RunConfig(**changes)
+    assert "\n" not in str(info.value)
 
 
 def test_remat_and_gradient_accumulation_round_trip_and_an_old_config_without_them_loads():

@@ -108,6 +108,27 @@ def test_the_cli_sets_only_the_options_typed():
     assert not any(config.is_set(name) for name in KIND_SETTINGS)
 
 
+def test_method_preference_and_data_are_options_of_train():
+    """`train --method dpo --data pairs.jsonl --preference beta=0.2`: --data is --dataset, as train(data=) names it."""
+    from tpukit.cli import main
+
+    argv = ["train", "--model", "./p", "--method", "dpo", "--data", "pairs.jsonl", "--preference", "beta=0.2"]
+    args = main._parser().parse_args(argv)
+    args.typed = main._typed(argv)
+    config = main._config_from(args)
+    assert (config.method, config.dataset, config.preference.beta) == ("dpo", "pairs.jsonl", 0.2)
+    assert config.is_set("dataset") and config.is_set("preference")
+    bad = run_cli("train", "--method", "dpo", "--preference", "beta")
+    assert bad.returncode == 2 and "expected KEY=VALUE pairs such as beta=0.2. Received: 'beta'" in bad.stderr
+
+
+def test_a_preference_method_on_a_model_that_is_no_preset_is_one_line():
+    out = run_cli("train", "--model", "mlp", "--dataset", "digits", "--method", "dpo", "--epochs", "1")
+    assert out.returncode == 2, out.stderr
+    line = out.stderr.strip().splitlines()[-1]
+    assert "RunConfig.method='dpo' applies to a model with answers to score for preference tuning" in line, out.stderr
+
+
 def test_import_tpukit_does_not_import_tensorflow_or_keras():
     code = (
         "import sys, tpukit, tpukit.config, tpukit.cli.main; tpukit.RunConfig();"

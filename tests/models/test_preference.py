@@ -133,3 +133,31 @@ def test_a_dpo_run_stops_resumes_extends_loads_generates_and_exports(gemma, tmp_
     history, (qlora_note,) = out["qlora"]
     assert history["loss"][-1] < history["loss"][0] and "QLoRA rank 4" in qlora_note and "int8" in qlora_note
     assert out["config"]["method"] == "dpo"
+
+
+MISMATCH = """
+import json, os, sys
+sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+import tpukit
+from preference_support import pairs
+
+preset, logdir = sys.argv[1], sys.argv[2]
+said = []
+for method, data in (("sft", pairs(0, 8)), ("dpo", ["plain text, no pairs"] * 8)):
+    config = tpukit.RunConfig(model=preset, method=method, sequence_length=48, batch_size=4, epochs=1, logdir=logdir)
+    try:
+        tpukit.train(config, data=data, verbose=0)
+        said.append(None)
+    except tpukit.TpukitError as e:
+        said.append([type(e).__name__, str(e)])
+print(json.dumps({"said": said, "left": os.listdir(logdir) if os.path.isdir(logdir) else []}))
+"""
+
+
+def test_pairs_for_a_supervised_run_and_text_for_a_preference_run_are_one_line_and_leave_no_run(gemma, tmp_path):
+    out = _python(MISMATCH, gemma, tmp_path / "runs")
+    (sft_kind, sft), (dpo_kind, dpo) = out["said"]
+    assert "holds preference pairs (a chosen and a rejected answer), and method='sft' learns a text's next " in sft
+    assert "set method='dpo' (or 'simpo')" in sft and sft_kind == "ModelError"
+    assert dpo.startswith("method='dpo' learns which of two answers is preferred, and dataset '<strings>' holds no ")
+    assert dpo_kind == "DataError" and out["left"] == []
