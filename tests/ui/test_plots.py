@@ -26,7 +26,7 @@ def test_a_language_model_gets_perplexity_and_axes_that_fit_its_curves():
     from tpukit.ui.plots import LiveCurves
 
     curves = LiveCurves()
-    curves.prepare(8, 6.0, perplexity=True)
+    curves.prepare(8, 6.0, chart="perplexity")
     curves.render([(4, 5.60, None), (8, 5.55, None)], [(4, {"val_loss": 5.58}), (8, {"val_loss": 5.54})])
     assert curves.acc_ax.get_title() == "perplexity" and curves.acc_ax.get_legend().get_visible()
     low, high = curves.loss_ax.get_ylim()

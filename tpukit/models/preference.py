@@ -148,6 +148,7 @@ class PreferencePreset(Preset):
     _scorers: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     rows_per_example = 2  # a pair: the chosen and the rejected answer, each a row of tokens
+    chart = "reward_accuracy"
 
     @property
     def description(self) -> str:

@@ -142,6 +142,7 @@ class Preset(ModelSource):
 
     source: str
     reads = tuple(KIND_SETTINGS)
+    chart = "perplexity"
 
     @property
     def description(self) -> str:

@@ -85,6 +85,7 @@ class ModelSource:
         return None
 
     rows_per_example = 1  # rows of the model's input an example is (a preference pair is 2)
+    chart = "accuracy"  # the figure a view charts beside the loss: a metric of the logs, or "perplexity" (exp(loss))
 
     def for_method(self, config) -> "ModelSource":
         """The source of a run of `config.method` ("sft": this one; a preference method: a language model's)."""

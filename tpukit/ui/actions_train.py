@@ -201,9 +201,11 @@ class TrainActions:
         images = config.dataset in data.DATASETS
         first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if images else 1.0
         sink = status  # the view's progress sink, and the status line's phase, from one progress model
-        sink.start(config.run_name, self.context == _context.COLAB, first_loss, _writes_text(inputs, config))
+        chart = _chart(inputs, config)
+        sink.start(config.run_name, self.context == _context.COLAB, first_loss, chart)
         callback = progress.make_callback(
             sink,
+            figure="accuracy" if chart == "perplexity" else chart,  # perplexity is drawn from the loss
             global_batch=config.global_batch(runtime.replicas),
             clock=self.clock,
             earlier=_history(run_dir),
@@ -273,14 +275,14 @@ class TrainActions:
         self.render_runs()
 
 
-def _writes_text(inputs, config) -> bool:
-    """Whether the run's model is a language model (its charts: loss and perplexity), from its source."""
+def _chart(inputs, config) -> str:
+    """The figure of the run's right chart beside its loss, from its source (`ModelSource.chart`)."""
     from tpukit.models import source
 
     try:
-        return source.choose(inputs.get("model"), config).writes_text()
+        return source.choose(inputs.get("model"), config).chart
     except Exception:  # noqa: BLE001 - a model that names nothing fails in the run, which says why
-        return False
+        return "accuracy"
 
 
 def _history(run_dir: Optional[str]) -> Optional[Dict[str, List[float]]]:

@@ -158,7 +158,8 @@ class Form:
         """The model's line; for a pretrained model (a KerasHub preset) its LoRA and text settings, shown only then,
         and its step's memory estimate."""
         target = registry.provided("model", config.model)
-        settings = target.settings_note(config) if isinstance(target, ModelSource) else None
+        target = target.for_method(config) if isinstance(target, ModelSource) else None  # what a run would train
+        settings = target.settings_note(config) if target is not None else None
         for name in KIND_FIELDS:
             self.rows[name].layout.display = "" if settings else "none"
         if not settings:

@@ -40,6 +40,7 @@ CORE_FIELDS = (
     "lora_rank",
     "sequence_length",
     "quantize",
+    "method",
     "precision",
     "batch_size",
     "epochs",

@@ -142,8 +142,8 @@ class RunStatus:
     def latest(self):
         return self.sink.latest
 
-    def start(self, name: str, foreground: bool, loss_top: float, perplexity: bool = False) -> None:
-        self.sink.start(name, foreground, loss_top, lead=self.lead(), perplexity=perplexity)
+    def start(self, name: str, foreground: bool, loss_top: float, chart: str = "accuracy") -> None:
+        self.sink.start(name, foreground, loss_top, lead=self.lead(), chart=chart)
         self.building()
 
     def sized(self, total_steps: int) -> None:

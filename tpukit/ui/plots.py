@@ -86,15 +86,18 @@ class LiveCurves:
         )
         self._snug = None  # a language model's (loss axis, perplexity axis), fitted to the curves
         self._perplexity = False
+        self._title = "accuracy"
         self._limits = (0, 0.0)
         self._background = None
         self._means = None  # whether the legend names the epoch means (only where some are drawn)
 
-    def prepare(self, total_steps: int, loss_top: float = 1.0, perplexity: bool = False) -> bytes:
-        """Start a run: empty curves on axes sized for it (the one full draw, before training starts). `perplexity`:
-        a language model's run, whose right chart is perplexity, exp(loss), both axes fitted to the curves."""
+    def prepare(self, total_steps: int, loss_top: float = 1.0, chart: str = "accuracy") -> bytes:
+        """Start a run: empty curves on axes sized for it (the one full draw, before training starts). `chart`: the
+        right chart's figure (`ModelSource.chart`): "perplexity" for a language model's run, exp(loss), both axes
+        fitted to the curves; else the metric its accuracy line shows ("accuracy", "reward_accuracy")."""
         self._limits = (max(1, total_steps), _nice_ceiling(loss_top))
-        self._snug, self._perplexity = None, perplexity
+        self._snug, self._perplexity = None, chart == "perplexity"
+        self._title = chart.replace("_", " ")
         self._background = None  # a new run's axes: without this, a second run drew on the first run's x range
         return self.render([], [])
 
@@ -142,7 +145,7 @@ class LiveCurves:
         if redraw or snugged != self._snug or none != self._none_note.get_text():
             self._none_note.set_text(none)
             self._limits, self._means, self._snug = limits, means, snugged
-            self.acc_ax.set_title("perplexity" if snug else "accuracy", fontsize=10)
+            self.acc_ax.set_title("perplexity" if snug else self._title, fontsize=10)
             shown = ["accuracy", "val_accuracy"] + (["mean_accuracy"] if means else [])
             self.acc_ax.legend(
                 [self.lines[k] for k in shown],

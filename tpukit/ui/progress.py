@@ -81,7 +81,7 @@ class ProgressRecord:
         self.curves = None
         self.total_steps = None  # the run's steps, as Keras counts them when fit begins (`sized`)
 
-    def start(self, name: str, foreground: bool, loss_top: float, lead: str = "", perplexity: bool = False) -> None:
+    def start(self, name: str, foreground: bool, loss_top: float, lead: str = "", chart: str = "accuracy") -> None:
         self.latest, self.line = None, f"{lead or 'Starting ' + name}: building the model and the input pipeline…"
         self.total_steps = None
 
@@ -115,16 +115,16 @@ class ProgressView:
         self.curves = None
         self.latest = None
 
-    def start(self, name: str, foreground: bool, loss_top: float, lead: str = "", perplexity: bool = False) -> None:
+    def start(self, name: str, foreground: bool, loss_top: float, lead: str = "", chart: str = "accuracy") -> None:
         """Before a run: reset, and draw empty axes at once (the last run's curves give way). `lead` names the run
-        as the status line does ("Resuming mlp-digits from epoch 2"; default "Starting <name>"); `perplexity`: a
-        language model's run, whose right chart is perplexity (`plots.LiveCurves`)."""
+        as the status line does ("Resuming mlp-digits from epoch 2"; default "Starting <name>"); `chart`: the right
+        chart's figure, "perplexity" for a language model's run (`plots.LiveCurves`)."""
         from tpukit.ui import plots, tables
 
         if self.curves is None:
             self.curves = plots.LiveCurves()
-        self._loss_top, self._perplexity = loss_top, perplexity
-        self.image.value = self.curves.prepare(1, loss_top, perplexity)
+        self._loss_top, self._chart = loss_top, chart
+        self.image.value = self.curves.prepare(1, loss_top, chart)
         self.image.layout.width = plots.css_width(self.image.value)  # 2x pixels at their size: never stretched
         self.image.layout.max_width, self.image.layout.display = "100%", ""
         self.latest = None
@@ -136,7 +136,7 @@ class ProgressView:
     def sized(self, total_steps: int) -> None:
         """Fit has begun and Keras says how many steps the run has: the axes span them, drawn now so that redraws
         during the run are cheap blits."""
-        self.image.value = self.curves.prepare(total_steps, self._loss_top, self._perplexity)
+        self.image.value = self.curves.prepare(total_steps, self._loss_top, self._chart)
 
     def waiting(self, text: str) -> None:
         """A run was asked for: the last run's line and bar give way to `text` at once (before anything slow)."""
@@ -240,10 +240,13 @@ def make_callback(
     budget: float = 0.01,
     earlier: Optional[Dict[str, List[float]]] = None,
     before: Optional[Drawn] = None,
+    figure: str = "accuracy",
 ):
     """A Keras callback that reports a run's progress to `sink` (see the module docstring).
 
     Args:
+        figure: the metric the curves' accuracy line shows (`ModelSource.chart`; "reward_accuracy" for a
+            preference run).
         earlier: a resumed run's history (per-epoch metrics, as `RunResult.history`): its kept epochs start the
             curves, and the step axis goes on from them. An epoch drawn only from it shows its mean train loss
             and accuracy as a marker at its end (as Keras' history and TensorBoard's epoch scalars have them),
@@ -260,6 +263,7 @@ def make_callback(
         budget=budget,
         earlier=earlier,
         before=before,
+        figure=figure,
     )
 
 
@@ -329,9 +333,22 @@ class _Tracker:
     """
 
     def __init__(
-        self, sink, *, params, stopping, global_batch, clock, text_every, plot_every, budget, earlier, before=None
+        self,
+        sink,
+        *,
+        params,
+        stopping,
+        global_batch,
+        clock,
+        text_every,
+        plot_every,
+        budget,
+        earlier,
+        before=None,
+        figure="accuracy",
     ):
         self.sink = sink
+        self.figure = figure
         self._params = params
         self._stopping = stopping
         self.global_batch = global_batch
@@ -383,9 +400,16 @@ class _Tracker:
         now = self.clock()
         with self._lock:
             self.meter.step(batch + 1, now)
-            self._pending.append((batch + 1, logs))
+            self._pending.append((batch + 1, self._as_accuracy(logs)))
+
+    def _as_accuracy(self, logs):
+        """`logs` with the run's own figure (`figure`: reward_accuracy for a preference run) as its accuracy line."""
+        if self.figure == "accuracy" or not logs:
+            return logs
+        return {**logs, "accuracy": logs.get(self.figure), "val_accuracy": logs.get("val_" + self.figure)}
 
     def epoch_end(self, logs):
+        logs = self._as_accuracy(logs)
         self._draw_pending()
         # Keras ends an epoch cut short by a stop with validation too; the run keeps no such epoch (resume
         # redoes it, the record and the status line end at the last whole one), so neither do the curves.
