@@ -30,6 +30,15 @@ caps each epoch at N steps, to keep a CPU check short.
     python benchmarks/llm.py --architecture gemma3_1b --steps 2 --rounds 1           # offline, on a CPU
     python benchmarks/llm.py --architecture gemma3_1b --batch-size 8 --sequence-length 512 --rounds 3   # a GPU
     python benchmarks/llm.py --preset DIR_OR_NAME --batch-size 8 --sequence-length 512 [--rounds 3]
+    python benchmarks/llm.py --dry-run --method dpo           # preference tuning (DPO), the same comparison
+
+With `--method dpo` both sides tune the preset on preference pairs (the help topics: each topic's opening words
+chosen, the same words reversed rejected, after a prompt naming the topic), each answer in a row of
+`--sequence-length` tokens, chosen and rejected in one batch. The baseline is the careful user's DPO on Keras' JAX
+trainer: the reference log-probabilities computed once with `predict` before training (the adapters start at zero,
+so that is the base), then a `keras.Model` around the causal LM whose `train_step` takes the DPO loss's gradient with
+`stateless_call` and `jax.value_and_grad`, as Keras' guide to customizing `fit` on JAX writes it. Tokens count both
+rows of a pair, and MFU is on tpukit's basis for a pair: two sequences, forward and backward.
 """
 
 import argparse
@@ -145,6 +154,7 @@ def _parse(argv=None):
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--method", choices=("sft", "dpo"), default="sft", help="what both sides train (default: sft)")
     parser.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -240,13 +250,106 @@ def plain_keras_hub(args):
     }
 
 
+def preference_pairs():
+    """The --method dpo data: for each help topic, its opening words preferred to the same words reversed."""
+    from pydoc_data.topics import topics
+
+    out = []
+    for name in sorted(topics):
+        words = topics[name].split()[:48]
+        out.append({"prompt": f"Explain {name}.", "chosen": " ".join(words), "rejected": " ".join(words[::-1])})
+    return out
+
+
+def plain_dpo(args):
+    """The careful user's DPO on JAX: the pairs tokenized by the preset's tokenizer, the reference scored once with
+    predict, a `train_step` taking the DPO loss's gradient with `stateless_call`, fit."""
+    import jax
+    import keras
+    import keras_hub
+    import numpy as np
+
+    from tpukit.training import compiles  # the instrument only: JAX's compile events, counted as for tpukit
+
+    keras.utils.set_random_seed(args.seed)
+    lm = keras_hub.models.CausalLM.from_preset(args.preset, dtype="bfloat16", preprocessor=None)
+    lm.backbone.enable_lora(args.rank)
+    tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(args.preset)
+    length, beta = args.sequence_length, 0.1
+    start = tokenizer.start_token_id if tokenizer.start_token_id is not None else tokenizer.end_token_id
+    rows = preference_pairs()
+    count = len(rows) // args.batch_size * args.batch_size
+    if args.steps:
+        count = min(count, args.steps * args.batch_size)
+    ids = np.full((count, 2, length), tokenizer.pad_token_id, "int32")
+    labels = np.full((count, 2, length), -1, "int32")
+    for i, row in enumerate(rows[:count]):
+        prompt = [start] + np.asarray(tokenizer(row["prompt"])).tolist()
+        for side, answer in enumerate((row["chosen"], row["rejected"])):
+            whole = (prompt + np.asarray(tokenizer(answer)).tolist() + [tokenizer.end_token_id])[: length + 1]
+            ids[i, side, : len(whole) - 1] = whole[:-1]
+            labels[i, side, len(prompt) - 1 : len(whole) - 1] = whole[len(prompt) :]
+    x = {"token_ids": ids, "padding_mask": (ids != tokenizer.pad_token_id).astype("int32"), "labels": labels}
+
+    class DPO(keras.Model):
+        def __init__(self, lm):
+            super().__init__()
+            self.lm = lm
+
+        def call(self, x, training=False):
+            ops = keras.ops
+            logits = self.lm(
+                {
+                    "token_ids": ops.reshape(x["token_ids"], (-1, length)),
+                    "padding_mask": ops.reshape(x["padding_mask"], (-1, length)),
+                },
+                training=training,
+            )
+            logits = ops.cast(logits, "float32")
+            target = ops.reshape(x["labels"], (-1, length))
+            kept = ops.cast(target >= 0, "float32")
+            picked = ops.take_along_axis(logits, ops.expand_dims(ops.maximum(target, 0), -1), axis=-1)[..., 0]
+            token = picked - ops.logsumexp(logits, axis=-1)
+            return ops.reshape(ops.sum(token * kept, axis=-1), (-1, 2))
+
+        def train_step(self, state, data):
+            trainable, non_trainable, optimizer_variables, metrics_variables = state
+            x, reference = data
+
+            def loss_of(variables):
+                scores, kept = self.stateless_call(variables, non_trainable, x, training=True)
+                margin = beta * ((scores[:, 0] - reference[:, 0]) - (scores[:, 1] - reference[:, 1]))
+                return keras.ops.mean(keras.ops.softplus(-margin)), kept
+
+            (loss, non_trainable), grads = jax.value_and_grad(loss_of, has_aux=True)(trainable)
+            trainable, optimizer_variables = self.optimizer.stateless_apply(optimizer_variables, grads, trainable)
+            return {"loss": loss}, (trainable, non_trainable, optimizer_variables, metrics_variables)
+
+    model = DPO(lm)
+    model.compile(optimizer=keras.optimizers.Adam(args.learning_rate))
+    reference = model.predict(x, batch_size=args.batch_size, verbose=0)
+    clock = _epoch_clock(args.batch_size * 2 * length)
+    watch = compiles.Watch(True)
+    watch.start()
+    model.fit(x, reference, batch_size=args.batch_size, epochs=args.epochs, shuffle=True, callbacks=[clock], verbose=0)
+    watch.stop()
+    return {
+        "tokens_per_sec": clock.tokens_per_sec(),
+        "compiles": watch.count,
+        "compile_s": watch.seconds,
+        "memory": _peak_memory(),
+    }
+
+
 def with_tpukit(args):
     import tpukit
 
+    dpo = args.method == "dpo"
     with tempfile.TemporaryDirectory() as logdir:
         config = tpukit.RunConfig(
             model=args.preset,
-            dataset="pydoc",
+            method=args.method,
+            dataset="<preferences>" if dpo else "pydoc",
             lora_rank=args.rank,
             sequence_length=args.sequence_length,
             batch_size=args.batch_size,
@@ -259,8 +362,10 @@ def with_tpukit(args):
             logdir=logdir,
             steps_per_epoch=args.steps,
         )
-        clock = _epoch_clock(args.batch_size * args.sequence_length)
-        result = tpukit.train(config, callbacks=[clock], verbose=0)
+        rows = 2 if dpo else 1  # a pair: two rows of tokens
+        clock = _epoch_clock(args.batch_size * rows * args.sequence_length)
+        data = preference_pairs() if dpo else None
+        result = tpukit.train(config, data=data, callbacks=[clock], verbose=0)
         assert result.status == "completed", result.message
         peak = result.flops_per_example * result.examples_per_sec / result.mfu if result.mfu else None
     return {
@@ -269,7 +374,9 @@ def with_tpukit(args):
         "memory": _peak_memory(),
         "estimate": next((n for n in result.notes if n.startswith("memory:")), None),
         "compile_note": next((n for n in result.notes if n.startswith("compile:")), None),
-        "flops_per_token": result.flops_per_example / args.sequence_length if result.flops_per_example else None,
+        "flops_per_token": result.flops_per_example / (rows * args.sequence_length)
+        if result.flops_per_example
+        else None,
         "peak": peak,
         "basis": result.mfu_basis,
     }
@@ -299,6 +406,8 @@ def _run(kind, args):
         str(args.learning_rate),
         "--seed",
         str(args.seed),
+        "--method",
+        args.method,
         *(["--steps", str(args.steps)] if args.steps else []),
     ]
     start = time.perf_counter()
@@ -339,7 +448,8 @@ print(f"built {family}Backbone: {{backbone.count_params():,}} parameters", flush
 def main(argv=None):
     args = _parse(argv)
     if args.child:
-        print(json.dumps((plain_keras_hub if args.child == "plain" else with_tpukit)(args)))
+        plain = plain_dpo if args.method == "dpo" else plain_keras_hub
+        print(json.dumps((plain if args.child == "plain" else with_tpukit)(args)))
         return
     with tempfile.TemporaryDirectory() as scratch:
         if args.dry_run:
@@ -372,7 +482,7 @@ def _compare(args):
     wall = statistics.median(p["wall"] / t["wall"] for p, t in zip(plain, ours))
     last = ours[-1]
     print(
-        f"\n{args.architecture or args.preset}: LoRA rank {args.rank}, batch {args.batch_size} x "
+        f"\n{args.architecture or args.preset}: {args.method}, LoRA rank {args.rank}, batch {args.batch_size} x "
         f"{args.sequence_length} tokens, "
         f"{args.epochs} epochs, JAX; {args.rounds} interleaved rounds in fresh processes, medians; above 1 "
         "means tpukit is faster\n"

@@ -161,3 +161,29 @@ def test_pairs_for_a_supervised_run_and_text_for_a_preference_run_are_one_line_a
     assert "set method='dpo' (or 'simpo')" in sft and sft_kind == "ModelError"
     assert dpo.startswith("method='dpo' learns which of two answers is preferred, and dataset '<strings>' holds no ")
     assert dpo_kind == "DataError" and out["left"] == []
+
+
+def test_the_readme_s_sft_then_dpo_chain_runs_as_written(gemma, tmp_path):
+    """README's two calls, as they stand there, beside a preset directory `./my_preset` and the two files."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### Preference tuning (DPO, SimPO)") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "my_preset").symlink_to(gemma)
+    from preference_support import pairs
+
+    rows = pairs(0, 80)
+    (tmp_path / "chat.jsonl").write_text(
+        "".join(json.dumps({"prompt": r["prompt"], "response": r["chosen"]}) + "\n" for r in rows)
+    )
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), "KERAS_BACKEND": "jax"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert len(runs) == 2 and runs[0].endswith("my_preset-chat.jsonl") and runs[1].endswith("my_preset-pairs.jsonl")
+    record = json.loads((tmp_path / "runs" / runs[1] / "result.json").read_text())
+    assert record["status"] == "completed" and record["config"]["init_from"].endswith(runs[0])
