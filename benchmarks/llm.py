@@ -374,6 +374,7 @@ def with_tpukit(args):
         "memory": _peak_memory(),
         "estimate": next((n for n in result.notes if n.startswith("memory:")), None),
         "compile_note": next((n for n in result.notes if n.startswith("compile:")), None),
+        "steps_per_execution": result.config["steps_per_execution"],
         "flops_per_token": result.flops_per_example / (rows * args.sequence_length)
         if result.flops_per_example
         else None,
@@ -474,7 +475,8 @@ def _compare(args):
         print(
             f"round {r + 1}: plain {p['tokens_per_sec']:9,.0f} tokens/s {p['wall']:5.1f} s   tpukit "
             f"{t['tokens_per_sec']:9,.0f} tokens/s {t['wall']:5.1f} s   ratios "
-            f"{t['tokens_per_sec'] / p['tokens_per_sec']:.3f}, {p['wall'] / t['wall']:.3f}",
+            f"{t['tokens_per_sec'] / p['tokens_per_sec']:.3f}, {p['wall'] / t['wall']:.3f}   (tpukit: "
+            f"{t['steps_per_execution']} steps a call)",
             flush=True,
         )
     plain, ours = runs["plain"], runs["tpukit"]

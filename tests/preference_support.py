@@ -124,6 +124,11 @@ for format in ("preset", "hf"):
     whole.export(path, format=format)
     back = keras_hub.models.CausalLM.from_preset(path, preprocessor=None)
     exported[format] = float(np.abs(np.asarray(back(x), "float32") - want).max() / np.abs(want).max())
+keras_file = os.path.join(logdir, "dpo.keras")
+whole.export(keras_file)
+import keras
+exported["keras"] = float(np.abs(np.asarray(keras.saving.load_model(keras_file)(x), "float32") - want).max()
+                          / np.abs(want).max())
 qlora = tpukit.train(config.replace(name="qlora", quantize="int8", epochs=2), data=data, verbose=0)
 sft = tpukit.train(config.replace(name="sft", method="sft", epochs=1),
                    data=[{"prompt": p["prompt"], "response": p["chosen"]} for p in data], verbose=0)
@@ -138,4 +143,48 @@ print(json.dumps({"status": [r.status for r in (whole, cut, resumed, short, exte
                   "said": said, "samples": whole.samples, "exported": exported, "history": whole.history,
                   "qlora": [qlora.history, [n for n in qlora.notes if n.startswith("model: ")]],
                   "chained_notes": list(chained.notes), "config": loaded.config}))
+"""
+
+# The panel (headless, JAX) on the preset at sys.argv[1] set to DPO: the method from its dropdown, Train, the right
+# chart's figure, the Runs table's validation figure, the settings' notes. One JSON line.
+PANEL = """
+import html, json, os, re, sys
+sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+import tpukit
+from preference_support import pairs
+from tpukit.ui import context
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, sequence_length=48, batch_size=8, epochs=2, learning_rate=1e-2,
+                          logdir=logdir, sample_prompt="", seed=3)
+panel = tpukit.panel(config, data=pairs(0, 48), display=False, context=context.JUPYTER, runs=[],
+                     display_fn=lambda *a: None)
+panel.form.widgets["method"].value = "dpo"  # as a person picks it from the dropdown
+notes = {name: panel.form.notes[name].value for name in ("model", "lora_rank", "sequence_length")}
+result = panel.train(wait=True)
+curves = panel._progress_view.curves
+table = html.unescape(panel.views["runs"].value)
+print(json.dumps({"method": panel.config.method, "options": [str(o) for o in panel.form.widgets["method"].options],
+                  "status": result.status if result else panel.message, "title": curves.acc_ax.get_title(),
+                  "validation": re.findall(r">(reward accuracy [0-9.]+%)<", table), "notes": notes,
+                  "message": panel.message}))
+panel.close()
+"""
+
+# DPO on the preset at sys.argv[1] over 4 simulated CPU devices, each copy of the model split over 2 of them by its
+# backbone's layout map (model_parallel=2), against the same run on one device. One JSON line.
+SPLIT = """
+import json, os, sys
+sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+import tpukit
+from preference_support import pairs
+
+preset, logdir = sys.argv[1], sys.argv[2]
+config = tpukit.RunConfig(model=preset, method="dpo", sequence_length=48, batch_size=8, epochs=2, learning_rate=1e-2,
+                          replicas=4, model_parallel=2, logdir=logdir, seed=3, sample_prompt="About assert?",
+                          backend="jax")
+split = tpukit.train(config, data=pairs(0, 48), verbose=0)
+print(json.dumps({"status": split.status, "message": split.message, "history": split.history,
+                  "notes": [n for n in split.notes if n.startswith(("strategy", "model_parallel", "reference"))],
+                  "samples": split.samples, "config": [split.config["replicas"], split.config["model_parallel"]]}))
 """

@@ -219,6 +219,7 @@ def test_a_preset_directory_or_url_names_a_run_by_its_last_part():
     assert RunConfig(model="/tmp/presets/tiny_gemma/", dataset="pydoc").run_name == "tiny_gemma-pydoc"
     assert RunConfig(model="hf://google/gemma-3-1b-it").run_name == "gemma-3-1b-it-mnist5k"
     assert RunConfig(model="pkg.models:build_cnn", dataset="pkg.data").run_name == "build_cnn-data"
+    assert RunConfig(model="./p", dataset="chat.jsonl").run_name == "p-chat.jsonl"  # a file, as in a directory
 
 
 def test_json_round_trip_and_replace():

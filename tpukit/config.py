@@ -461,7 +461,9 @@ RunConfig.__init__ = _init_with_field_check(RunConfig.__init__)
 
 def short_name(name: str) -> str:
     """A run-name-friendly form of a model or dataset name: `pkg.mod:build_cnn` -> `build_cnn`; a preset's directory
-    or URL -> its last part (`kaggle://keras/gemma3/keras/gemma3_instruct_1b` -> `gemma3_instruct_1b`)."""
+    or URL -> its last part (`kaggle://keras/gemma3/keras/gemma3_instruct_1b` -> `gemma3_instruct_1b`); a data file
+    -> its name (`chat.jsonl`)."""
     tail = name.rstrip("/\\").rsplit(":", 1)[-1]
-    tail = re.split(r"[/\\]", tail)[-1] if re.search(r"[/\\]", tail) else tail.rsplit(".", 1)[-1]
+    a_file = re.search(r"[/\\]", tail) or tail.lower().endswith((".jsonl", ".json"))  # `chat.jsonl` is no import path
+    tail = re.split(r"[/\\]", tail)[-1] if a_file else tail.rsplit(".", 1)[-1]
     return re.sub(r"[^A-Za-z0-9_.\-]+", "", tail).strip(".-") or "run"

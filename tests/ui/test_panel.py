@@ -741,6 +741,9 @@ def test_a_language_models_run_shows_its_preset_by_name_its_lora_rank_row_length
     assert '"/tmp/presets/tiny_gemma">tiny_gemma (LoRA r4, 16 tokens) / pydoc<' in page  # the path in the tooltip
     assert ">hf://google/gemma-3-1b-it (full, 16 tokens) / pydoc<" in page
     assert 'title="62,640 tokens/s">3,915<' in page and ">perplexity 262.4<" in page
+    preferred = {**row, "dataset": "<preferences>", "val_logp_chosen": -117.1, "val_reward_accuracy": 0.875}
+    del preferred["val_perplexity"]
+    assert ">reward accuracy 87.5%<" in html.unescape(tables.runs([preferred]))  # a DPO run's own figure
 
 
 def test_the_runs_table_is_narrow_names_never_wrap_and_numbers_line_up():

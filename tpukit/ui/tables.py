@@ -196,11 +196,13 @@ def compared(shown: str, differed: Sequence[str]) -> str:
 
 
 def validation_key(row: dict) -> Optional[str]:
-    """The run's validation figure: val_accuracy where it has one, else its first other validation metric,
-    else val_loss (a regression model of the user's has no accuracy); None without validation."""
+    """The run's validation figure: val_accuracy where it has one, else another accuracy (a preference run's
+    val_reward_accuracy), else its first other validation metric, else val_loss (a regression model of the user's
+    has no accuracy); None without validation."""
     if isinstance(row.get("val_accuracy"), (int, float)):
         return "val_accuracy"
     names = [k for k in row if k.startswith("val_") and k != "val_loss" and isinstance(row[k], (int, float))]
+    names.sort(key=lambda k: not k.endswith("accuracy"))  # stable: an accuracy first, the others as they came
     return names[0] if names else ("val_loss" if isinstance(row.get("val_loss"), (int, float)) else None)
 
 
@@ -208,6 +210,8 @@ def _validation(row: dict) -> str:
     key = validation_key(row)
     if key == "val_accuracy":
         return f"{row[key]:.1%}"
+    if key and key.endswith("accuracy"):
+        return f"{key[4:].replace('_', ' ')} {row[key]:.1%}"
     return f"{key[4:]} {row[key]:.4g}" if key else "–"
 
 
