@@ -47,14 +47,14 @@ HAND = """
 import json, sys
 import numpy as np
 import keras, keras_hub
-from tpukit.data import preference as data_preference
+from tpukit.data import pairs as data_pairs
 from tpukit.models import preference, pretrained
 
 preset = sys.argv[1]
 source = pretrained.Preset(preset)
 rows = [{"prompt": "What is a list?", "chosen": "A mutable sequence.", "rejected": "A number."},
         {"prompt": "What is a tuple?", "chosen": "An immutable sequence of items.", "rejected": "Nothing at all."}]
-packed, _ = data_preference.tokenize(data_preference.from_named_rows(enumerate(rows), "hand", "hand"),
+packed, _ = data_pairs.tokenize(data_pairs.from_named_rows(enumerate(rows), "hand", "hand"),
                                      source.encoder(40))
 x = packed.arrays.x
 model = keras_hub.models.CausalLM.from_preset(preset, preprocessor=None)

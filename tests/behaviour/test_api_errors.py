@@ -49,7 +49,7 @@ def test_an_unknown_runconfig_field_names_the_one_it_was_meant_to_be(call, field
 def test_an_unknown_field_with_no_close_name_lists_the_fields():
     with pytest.raises(
         ConfigError,
-        match=r"^RunConfig has no field 'colour'\. Fields: backend, .*, init_from, lora_rank, sequence_length, .*, model_parallel\.$",
+        match=r"^RunConfig has no field 'colour'\. Fields: backend, .*, init_from, lora_rank, sequence_length, .*, model_parallel, method, preference\.$",
     ):
         RunConfig(colour="red")
     assert RunConfig(epochs=2).epochs == 2 and RunConfig().replace(epochs=4).epochs == 4

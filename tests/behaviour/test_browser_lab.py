@@ -488,3 +488,35 @@ def test_in_jupyterlab_a_preset_typed_into_the_model_field_shows_its_lora_settin
     expect(ui.run_row("lab-hub")).to_contain_text("completed", timeout=RUN_TIMEOUT_MS)
     expect(ui.section("Run")).to_contain_text(re.compile(r"continued: before '.*', after '.*'"))
     _shot(ui, tmp_path, "lab-pretrained-trained.png")
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("keras_hub"), reason="KerasHub is not installed (tpukit[hub])")
+def test_in_jupyterlab_a_preset_tuned_by_dpo_from_the_method_dropdown_charts_its_reward_accuracy(
+    lab, browser, tmp_path
+):
+    """A tiny KerasHub Gemma (built offline) on a JSONL file of preference pairs: the method picked from its dropdown
+    as a person would, its notes say DPO and its reference, and the run's figure in the Runs table is its held-out
+    reward accuracy."""
+    from hub_support import BUILD, GEMMA_TURNS
+    from preference_support import pairs
+
+    preset = lab.root / "tiny_gemma_chat"
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    subprocess.run(
+        [sys.executable, "-c", BUILD, str(preset), *GEMMA_TURNS], check=True, env=env, timeout=300, capture_output=True
+    )
+    (lab.root / "pairs.jsonl").write_text("".join(json.dumps(row) + "\n" for row in pairs(0, 48)))
+    config = dict(model=str(preset), dataset=str(lab.root / "pairs.jsonl"), sequence_length=48, batch_size=8, epochs=2)
+    config.update(learning_rate=0.01, backend="jax", name="lab-dpo", logdir=str(lab.logdir), sample_prompt="")
+    _notebook(lab.root / "dpo.ipynb", config)
+    ui = _open(browser, lab, "dpo.ipynb")
+    settings = ui.section("Settings")
+    ui.field("method").select_option("dpo")
+    expect(settings).to_contain_text("DPO (beta 0.1) against the model as the run starts")
+    _main_view_fits(ui, "a preference run's settings")
+    ui.button("Train").click()
+    expect(ui.run_row("lab-dpo")).to_contain_text("completed", timeout=RUN_TIMEOUT_MS)
+    expect(ui.run_row("lab-dpo")).to_contain_text(re.compile(r"reward accuracy \d+\.\d%"))
+    _shot(ui, tmp_path, "lab-dpo-trained.png")
+    ui.show("Progress")
+    _shot(ui, tmp_path, "lab-dpo-progress.png")

@@ -297,3 +297,20 @@ def test_each_process_feeds_its_share_of_every_batch_and_together_the_whole():
     assert np.array_equal(np.concatenate([e[0][1] for e in evaluation]), np.arange(8))
     with pytest.raises(ConfigError, match="cannot be shared by 3 processes"):
         pipeline.train_feed(part, shard=(0, 3), **kwargs)
+
+
+@pytest.mark.slow
+def test_a_dpo_launch_across_processes_is_one_line_and_leaves_no_run(tmp_path, tiny_gemma_kv2):
+    """DPO scores its reference in one process: a launch of it over 2 processes is refused before any run
+    directory exists, naming what runs instead."""
+    from preference_support import pairs
+
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in pairs(0, 16)))
+    train = ["train", "--model", str(tiny_gemma_kv2), "--method", "dpo", "--data", str(data), "--sequence-length",
+             "48", "--batch-size", "2", "--epochs", "1", "--replicas", "2", "--logdir", str(tmp_path / "runs")]  # fmt: skip
+    done = run_cli("launch", "--workers", "2", "--logs", str(tmp_path / "logs"), "--", *train, timeout=400)
+    assert done.returncode != 0
+    line = done.stderr.strip().splitlines()[-1]
+    assert "method='dpo' scores its reference in one process, and this run spans several" in done.stderr, line
+    assert not any((tmp_path / "runs").glob("*/config.json"))

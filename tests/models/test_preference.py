@@ -201,10 +201,15 @@ def test_the_panel_offers_the_method_trains_dpo_and_charts_its_reward_accuracy(g
 
 
 @pytest.mark.slow
-def test_dpo_splits_each_copy_of_the_model_over_two_devices(gemma, tmp_path):
+def test_dpo_splits_each_copy_of_the_model_over_two_devices(tmp_path):
+    """A tiny Gemma of 2 key-value heads (a model axis of 2 divides what its layout map splits)."""
     from preference_support import SPLIT
 
-    out = _python(SPLIT, gemma, tmp_path / "runs")
+    preset = tmp_path / "tiny_gemma_kv2"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KERAS_BACKEND": "jax"}
+    build = BUILD.replace("num_key_value_heads=1", "num_key_value_heads=2")
+    subprocess.run([sys.executable, "-c", build, str(preset), *GEMMA_TURNS], check=True, env=env, cwd=REPO)
+    out = _python(SPLIT, preset, tmp_path / "runs")
     assert out["status"] == "completed", out["message"]
     assert out["config"] == [4, 2], out  # 4 devices, each copy of the model over 2: two copies of the batch
     assert out["history"]["reward_accuracy"][-1] > 0.5 and out["samples"]["after"] is not None, out

@@ -635,7 +635,9 @@ def test_tensorboard_embeds_for_each_front_end(monkeypatch):
 
 
 def test_redraws_are_throttled_by_wall_time_and_by_their_cost():
-    throttle = progress.Throttle(every=1.0, budget=0.01)
+    from tpukit.ui.throttle import Throttle
+
+    throttle = Throttle(every=1.0, budget=0.01)
     assert throttle.due(0.0)
     throttle.done(0.0, cost=0.002)  # cheap: every second
     assert not throttle.due(0.9) and throttle.due(1.0)

@@ -27,7 +27,7 @@ from typing import Callable, Optional, Tuple
 from tpukit import registry
 from tpukit.data import builtin
 from tpukit.data import text as texts
-from tpukit.data import preference, tfds, user_text
+from tpukit.data import pairs, tfds, user_text
 from tpukit.data.builtin import DatasetUnavailable
 from tpukit.data.dataset_objects import (
     cardinality,
@@ -194,9 +194,9 @@ def _tokenized(data, name: str, encoder):
     in rows, the rows' note, and the first conversation's prompt (None for documents); anything else as it is."""
     if user_text.is_text(data):  # the user's own text: strings, pairs, conversations, preferences, a HF dataset
         data = user_text.text_of(data, name)
-    if isinstance(data, preference.Preferences):
-        pairs, prompt = preference.tokenize(data, _encoder_for(encoder, name))
-        return pairs.arrays, (pairs.note(),), prompt
+    if isinstance(data, pairs.Preferences):
+        packed, prompt = pairs.tokenize(data, _encoder_for(encoder, name))
+        return packed.arrays, (packed.note(),), prompt
     if not isinstance(data, texts.Text):
         return data, (), None
     packed = texts.tokenize(data, _encoder_for(encoder, name))

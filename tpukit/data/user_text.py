@@ -22,7 +22,7 @@ from typing import Iterable, Optional
 
 from tpukit import registry
 
-from tpukit.data import chat, preference
+from tpukit.data import chat, pairs
 from tpukit.data.text import Text
 from tpukit.data.types import DataError
 from tpukit.data.types import describe as _describe
@@ -116,13 +116,13 @@ def from_rows(rows: Iterable, name: str, *, where: str) -> Text:
 
 def _from_named_rows(rows: Iterable, name: str, where: str):
     """`from_rows` of (what names the row in an error, row) pairs; rows of preference pairs (a chosen and a rejected
-    answer) as `preference.Preferences`."""
+    answer) as `pairs.Preferences`."""
     rows = iter(rows)
     first = next(rows, None)
     if first is not None:
         rows = itertools.chain([first], rows)
-        if preference.is_row(first[1]):
-            return preference.from_named_rows(rows, name, where)
+        if pairs.is_row(first[1]):
+            return pairs.from_named_rows(rows, name, where)
     documents, conversations = [], []
     kind = None
     for here, row in rows:

@@ -2,7 +2,7 @@
 
 `RunConfig(method="dpo")` on a preset makes its run's source a `PreferencePreset`: the same preset (built, LoRA,
 QLoRA, samples, export, `load` and `generate` as a supervised run has them) trained on preference pairs
-(`data.preference`) through `PairScores`, a Keras model around it that scores each answer by its log-probability
+(`data.pairs`) through `PairScores`, a Keras model around it that scores each answer by its log-probability
 (summed over the answer's tokens for DPO, their mean for SimPO), chosen and rejected in one batch of 2 x pairs rows.
 The loss and the metrics are Keras functions of (the reference's scores, the model's scores), so Keras' own `fit`
 trains it, with every callback, on both backends:
@@ -26,6 +26,7 @@ from typing import Optional, Tuple
 from tpukit.data import text as texts
 from tpukit.data.types import Arrays, DataError
 from tpukit.models import lora
+from tpukit.models.modeling import ModelError
 from tpukit.models.pretrained import Preset
 from tpukit.models.source import TUNED
 from tpukit.validation import PREFERENCE_DEFAULTS, preference_option
@@ -109,7 +110,7 @@ def pair_scores(model, mean: bool):
 
     class PairScores(keras.Model):
         """Each answer's log-probability under the causal LM `language_model`: inputs of shape (pairs, 2, length)
-        (`data.preference`), output (pairs, 2); chosen and rejected run as one batch of 2 x pairs rows."""
+        (`data.pairs`), output (pairs, 2); chosen and rejected run as one batch of 2 x pairs rows."""
 
         def __init__(self, language_model, mean: bool):
             super().__init__(name="pair_scores")
@@ -162,6 +163,12 @@ class PreferencePreset(Preset):
         )
 
     def check_data(self, data) -> None:
+        if self.method.reference is not None and _processes() > 1:
+            raise ModelError(
+                f"method={self.method.name!r} scores its reference in one process, and this run spans several: "
+                "train it in one process on all of its devices (train --replicas N, without launch), or use "
+                "method='simpo', which needs no reference."
+            )
         if not _pairs(data.train):
             raise DataError(
                 f"method={self.method.name!r} learns which of two answers is preferred, and dataset "
@@ -239,6 +246,17 @@ class PreferencePreset(Preset):
             chunk = {k: v[index] for k, v in part.x.items()}
             out[start : start + batch] = np.asarray(scorer.predict_on_batch(chunk), dtype=np.float32)[: count - start]
         return out
+
+
+def _processes() -> int:
+    """The processes a JAX run spans (1 on TensorFlow, whose workers each feed a whole batch)."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return 1
+    import jax
+
+    return jax.process_count()
 
 
 def _pairs(part) -> bool:

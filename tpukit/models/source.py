@@ -57,6 +57,8 @@ class ModelSource:
 
     description = "a Keras model"
     reads: Tuple[str, ...] = ()
+    rows_per_example = 1  # rows of the model's input an example is (a preference pair is 2)
+    chart = "accuracy"  # the figure a view charts beside the loss: a metric of the logs, or "perplexity" (exp(loss))
 
     def check(self, config) -> None:
         """A one-line ConfigError for a setting of `config` the user set that this kind of model has no use for."""
@@ -83,9 +85,6 @@ class ModelSource:
     def shape(self, model) -> Optional["memory.Shape"]:
         """The widths a training step's memory scales with (`models.memory`), or None: no estimate for this kind."""
         return None
-
-    rows_per_example = 1  # rows of the model's input an example is (a preference pair is 2)
-    chart = "accuracy"  # the figure a view charts beside the loss: a metric of the logs, or "perplexity" (exp(loss))
 
     def for_method(self, config) -> "ModelSource":
         """The source of a run of `config.method` ("sft": this one; a preference method: a language model's)."""

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tpukit import RunConfig, registry
-from tpukit.data import chat, preference, sources, text
+from tpukit.data import chat, pairs, sources, text
 from tpukit.data.types import DataError
 
 
@@ -94,7 +94,7 @@ def test_a_jsonl_file_and_a_json_array_of_pairs_are_read_as_pairs(tmp_path):
     array.write_text(json.dumps(rows))
     found = [sources.prepare(str(p), name=str(p), encoder=chat_encoder, validation_split=None) for p in (lines, array)]
     assert found[0].fingerprint == found[1].fingerprint == prepared(rows).fingerprint
-    assert isinstance(registry.entry("dataset", str(lines)).target(), preference.Preferences)
+    assert isinstance(registry.entry("dataset", str(lines)).target(), pairs.Preferences)
 
 
 def test_an_answer_longer_than_the_row_is_cut_and_said():
