@@ -200,6 +200,23 @@ def _peak_memory():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "process peak RSS"
 
 
+def _timed_fit(model, x, y, args, tokens_per_step):
+    """A baseline's `fit` (shuffled each epoch), timed as tpukit's is: steady tokens/s, its compiles, peak memory."""
+    from tpukit.training import compiles  # the instrument only: JAX's compile events, counted as for tpukit
+
+    clock = _epoch_clock(tokens_per_step)
+    watch = compiles.Watch(True)
+    watch.start()
+    model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, shuffle=True, callbacks=[clock], verbose=0)
+    watch.stop()
+    return {
+        "tokens_per_sec": clock.tokens_per_sec(),
+        "compiles": watch.count,
+        "compile_s": watch.seconds,
+        "memory": _peak_memory(),
+    }
+
+
 def plain_keras_hub(args):
     """The careful user's script: from_preset in bfloat16, enable_lora, sentencepiece, packed rows, fit."""
     import keras
@@ -207,8 +224,6 @@ def plain_keras_hub(args):
     import numpy as np
     import sentencepiece
     from pydoc_data.topics import topics
-
-    from tpukit.training import compiles  # the instrument only: JAX's compile events, counted as for tpukit
 
     keras.utils.set_random_seed(args.seed)
     model = keras_hub.models.CausalLM.from_preset(args.preset, dtype="bfloat16", preprocessor=None)
@@ -229,25 +244,7 @@ def plain_keras_hub(args):
     y = stream[1 : rows * length + 1].reshape(rows, length)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=tokenizer.pad_token_id)
     model.compile(optimizer=keras.optimizers.Adam(args.learning_rate), loss=loss, weighted_metrics=[])
-    clock = _epoch_clock(args.batch_size * length)
-    watch = compiles.Watch(True)
-    watch.start()
-    model.fit(
-        {"token_ids": x, "padding_mask": np.ones_like(x)},
-        y,
-        batch_size=args.batch_size,
-        epochs=args.epochs,
-        shuffle=True,
-        callbacks=[clock],
-        verbose=0,
-    )
-    watch.stop()
-    return {
-        "tokens_per_sec": clock.tokens_per_sec(),
-        "compiles": watch.count,
-        "compile_s": watch.seconds,
-        "memory": _peak_memory(),
-    }
+    return _timed_fit(model, {"token_ids": x, "padding_mask": np.ones_like(x)}, y, args, args.batch_size * length)
 
 
 def preference_pairs():
@@ -268,8 +265,6 @@ def plain_dpo(args):
     import keras
     import keras_hub
     import numpy as np
-
-    from tpukit.training import compiles  # the instrument only: JAX's compile events, counted as for tpukit
 
     keras.utils.set_random_seed(args.seed)
     lm = keras_hub.models.CausalLM.from_preset(args.preset, dtype="bfloat16", preprocessor=None)
@@ -328,17 +323,7 @@ def plain_dpo(args):
     model = DPO(lm)
     model.compile(optimizer=keras.optimizers.Adam(args.learning_rate))
     reference = model.predict(x, batch_size=args.batch_size, verbose=0)
-    clock = _epoch_clock(args.batch_size * 2 * length)
-    watch = compiles.Watch(True)
-    watch.start()
-    model.fit(x, reference, batch_size=args.batch_size, epochs=args.epochs, shuffle=True, callbacks=[clock], verbose=0)
-    watch.stop()
-    return {
-        "tokens_per_sec": clock.tokens_per_sec(),
-        "compiles": watch.count,
-        "compile_s": watch.seconds,
-        "memory": _peak_memory(),
-    }
+    return _timed_fit(model, x, reference, args, args.batch_size * 2 * length)
 
 
 def with_tpukit(args):

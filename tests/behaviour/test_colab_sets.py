@@ -335,6 +335,20 @@ def test_zz_hub_setup_moves_keras_alone_and_a_preset_fine_tunes_without_tensorfl
     assert colab._installed() == before
 
 
+def _python_in_repo(script, *args, backend):
+    """The stdout of `script` run with `args` in a fresh process on `backend`, tests/ and the repository importable."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env={**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{REPO}"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
 @cpu_set
 def test_a_lora_fine_tune_learns_on_colabs_keras_with_float32_adapters(tmp_path):
     """Colab's CPU/GPU runtime as shipped (Keras 3.13.2, keras-hub 0.26, TensorFlow 2.20): a tiny Gemma preset (built
@@ -343,17 +357,7 @@ def test_a_lora_fine_tune_learns_on_colabs_keras_with_float32_adapters(tmp_path)
     makes bfloat16 adapters here, and the validation loss stayed at 5.6005 for three epochs."""
     from hub_support import BUILD, LEARNS
 
-    def python(script, *args, backend):
-        done = subprocess.run(
-            [sys.executable, "-c", script, *args],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            cwd=REPO,
-            env={**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{REPO}"},
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return done.stdout
+    python = _python_in_repo
 
     preset = tmp_path / "tiny_gemma"
     python(BUILD, str(preset), backend="tensorflow")
@@ -382,16 +386,8 @@ def test_preference_tuning_learns_on_colabs_keras_and_keras_hub(tmp_path):
     from preference_support import LEARNS
 
     def python(script, *args, backend):
-        done = subprocess.run(
-            [sys.executable, "-c", script, *args],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            cwd=REPO,
-            env={**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{REPO}"},
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+        out = _python_in_repo(script, *args, backend=backend).strip()
+        return json.loads(out.splitlines()[-1]) if out else None
 
     preset = tmp_path / "tiny_gemma"
     python(BUILD, str(preset), *GEMMA_TURNS, backend="tensorflow")

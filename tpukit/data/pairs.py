@@ -152,7 +152,7 @@ class PackedPairs:
         return line
 
 
-def tokenize(preferences: Preferences, encoder, where: str = "data") -> Tuple[PackedPairs, str]:
+def tokenize(preferences: Preferences, encoder) -> Tuple[PackedPairs, str]:
     """(the pairs as token ids in the tokenizer's chat template, the first pair's prompt: what a run's samples
     answer). DataError naming the first pair whose prompt leaves its answers no room in a row."""
     import numpy as np
