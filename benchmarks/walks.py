@@ -5,19 +5,19 @@ Why: a call path that goes down a layer, comes back up and goes down again (the 
 planning, and then `train` doing all three again) is code a maintainer must read twice and keep in step. This
 counts it, the same way every time, instead of by reading.
 
-The walk is the sequence of calls, in the order they are made, into tpukit functions that are handed the user's
-settings: a `RunConfig`, the CLI's parsed arguments, or the run directory being resumed. Consecutive calls in one
-module are one stay. Counted:
+The walk follows one argument: the first one (after self) of the face's entry, the function the face hands the
+user's settings to (`ENTRIES`: the CLI's `_train(args)`, `resume(run_dir)`, the panel's `_train_work(config)`,
+`tune_batch_size(config)`, `train(config)`). It is the sequence of calls, in the order they are made, into tpukit
+functions handed that value (the object itself, or for a path any str or PathLike naming it). Consecutive calls in
+one module are one stay. Counted:
     stays    the walk's stays;
     modules  the distinct modules it stays in;
     climbs   steps from a module to one in a higher layer (pyproject's import-linter layers, top first): the
              walk came back up to go down again;
-    returns  steps into a module the walk had already left;
-    again    the modules visited both before the settings reach the engine (`train`, `resume`,
-             `tune_batch_size`) and after: what the caller checks, connects or plans that the engine does anew.
-A straight walk goes down once: stays == modules, no climbs, no returns. A run's own walk is not straight (the run
-asks the plan, the model's source and the hardware in turn, coming back between them); what a caller adds to it
-is the measure of the caller: the CLI's walk should be train()'s with one more stay, and nothing again.
+    returns  steps into a module the walk had already left.
+A straight walk goes down once: stays == modules, no climbs, no returns. A face that builds what it needs once
+(the CLI its RunConfig, resume its decision) and hands that down walks its own argument straight; a layer below
+that asks back for the argument, or re-checks it, shows as a climb or a return.
 
     python benchmarks/walks.py              # all five, a tiny run each (digits, mlp, one epoch)
     python benchmarks/walks.py --show cli   # and the CLI's walk, stay by stay
@@ -52,19 +52,29 @@ def layer_of(module: str, order: list) -> int:
     return -1
 
 
-# Where a caller hands the settings to the engine: what the walk visits before it and again after is done twice.
-ENGINE = ("tpukit.training.api", "tpukit.training.tuning")
 # Never handed the settings: the CLI's option table, and its native-log filter, whose thread swaps file descriptors
 # (reading a frame's locals there crashed an older CLI).
 _UNFOLLOWED = ("tpukit.cli.options", "tpukit.cli.nativelog", "tpukit.native_lines")
 
 
 class Walk:
-    """Records the modules of the calls handed a followed value, while active (every thread)."""
+    """Records the modules of the calls handed the followed value, while active (every thread).
 
-    def __init__(self, followed, threads: bool = True):
-        self.followed, self.threads = followed, threads
-        self.modules = []
+    The followed value is the first argument (after self) of the walk's entry, the function a face hands the
+    user's settings to (`ENTRIES`), taken when the entry is called: that one object, by identity, or, for a path,
+    any str or PathLike naming it. A value made from it (the CLI's RunConfig built from its arguments) is not
+    followed: a face that builds what it needs once and hands it down shows as one straight walk."""
+
+    def __init__(self, entry: tuple, threads: bool = True):
+        self.entry, self.threads = entry, threads
+        self.value, self.following, self.modules = None, False, []
+
+    def _is_followed(self, value) -> bool:
+        if value is self.value:
+            return True
+        if isinstance(self.value, (str, os.PathLike)) and isinstance(value, (str, os.PathLike)):
+            return os.fspath(value) == os.fspath(self.value)
+        return False
 
     def _profile(self, frame, event, arg):
         if event != "call":
@@ -73,10 +83,14 @@ class Walk:
         if not module.startswith("tpukit") or module.startswith(_UNFOLLOWED):
             return
         code = frame.f_code
-        count = code.co_argcount + code.co_kwonlyargcount
-        names = code.co_varnames[:count]
-        values = [frame.f_locals.get(n) for n in names if n not in ("self", "cls")]
-        if any(self.followed(v) for v in values):
+        names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        names = [n for n in names if n not in ("self", "cls")]
+        if not self.following:
+            if (module, code.co_name) == self.entry and names:
+                self.value, self.following = frame.f_locals.get(names[0]), True
+                self.modules.append(module)
+            return
+        if any(self._is_followed(frame.f_locals.get(n)) for n in names):
             self.modules.append(module)
 
     def __enter__(self):
@@ -93,32 +107,22 @@ class Walk:
         stays = [m for i, m in enumerate(self.modules) if i == 0 or m != self.modules[i - 1]]
         climbs = sum(1 for a, b in zip(stays, stays[1:]) if layer_of(b, order) < layer_of(a, order))
         returns = sum(1 for i, m in enumerate(stays) if m in stays[:i])
-        engine = next((i for i, m in enumerate(stays) if m in ENGINE), len(stays))
-        again = sorted(set(stays[:engine]) & set(stays[engine:]) - set(ENGINE))
-        return {
-            "stays": len(stays),
-            "modules": len(set(stays)),
-            "climbs": climbs,
-            "returns": returns,
-            "again": again,
-            "walk": stays,
-        }
+        return {"stays": len(stays), "modules": len(set(stays)), "climbs": climbs, "returns": returns, "walk": stays}
 
 
-def _settings(run_dir=None):
-    from tpukit.config import RunConfig
-
-    def followed(value):
-        if isinstance(value, (RunConfig, argparse.Namespace)):
-            return True
-        return run_dir is not None and isinstance(value, (str, os.PathLike)) and os.fspath(value) == run_dir
-
-    return followed
+# Each face's entry: the function it hands the user's settings to, whose first argument the walk follows.
+ENTRIES = {
+    "train": ("tpukit.training.api", "train"),
+    "cli": ("tpukit.cli.main", "_train"),
+    "resume": ("tpukit.training.api", "resume"),
+    "panel": ("tpukit.ui.actions_train", "_train_work"),
+    "tune_batch_size": ("tpukit.training.tuning", "tune_batch_size"),
+}
 
 
 def scenarios(logdir: str) -> dict:
-    """name -> (a function that runs it, the run directory it follows, if any). What the user does before (a
-    config, a panel, a first run) is done here, outside the walk."""
+    """name -> a function that runs it. What the user does before (a config, a panel, a first run) is done here,
+    outside the walk."""
     import tpukit
     from tpukit.cli import main as cli
     from tpukit.config import RunConfig
@@ -130,12 +134,26 @@ def scenarios(logdir: str) -> dict:
     argv = ["train", "--model", "mlp", "--dataset", "digits", "--epochs", "1", "--batch-size", "32"]
     argv += ["--logdir", logdir, "--name", "cli", "--verbose"]  # --verbose: no native-log filter thread
     return {
-        "train": (lambda: tpukit.train(train_config, verbose=0), None),
-        "cli": (lambda: cli.main(argv), None),
-        "resume": (lambda: tpukit.resume(first.run_dir, epochs=2, verbose=0), first.run_dir),
-        "panel": (lambda: panel.train(wait=True), None),
-        "tune_batch_size": (lambda: tpukit.tune_batch_size(config, max_batch_size=64, steps=2), None),
+        "train": lambda: tpukit.train(train_config, verbose=0),
+        "cli": lambda: cli.main(argv),
+        "resume": lambda: tpukit.resume(first.run_dir, epochs=2, verbose=0),
+        "panel": lambda: panel.train(wait=True),
+        "tune_batch_size": lambda: tpukit.tune_batch_size(config, max_batch_size=64, steps=2),
     }
+
+
+def measure(only=None) -> dict:
+    """name -> counts, each walk run once in a fresh log directory."""
+    order = layers()
+    found = {}
+    with tempfile.TemporaryDirectory() as logdir:
+        for name, run in scenarios(logdir).items():
+            if only and name not in only:
+                continue
+            with Walk(ENTRIES[name], threads=name != "cli") as walk:  # the CLI trains in its main thread
+                run()
+            found[name] = walk.counts(order)
+    return found
 
 
 def main() -> None:
@@ -143,19 +161,10 @@ def main() -> None:
     parser.add_argument("--show", default=None, help="print this walk stay by stay (train, cli, resume, ...)")
     parser.add_argument("--only", default=None, help="comma-separated walks to count (default: all)")
     args = parser.parse_args()
-    order = layers()
-    with tempfile.TemporaryDirectory() as logdir:
-        found = {}
-        for name, (run, run_dir) in scenarios(logdir).items():
-            if args.only and name not in args.only.split(","):
-                continue
-            with Walk(_settings(run_dir), threads=name != "cli") as walk:  # the CLI trains in its main thread
-                run()
-            found[name] = walk.counts(order)
-    print(f"{'walk':<16}{'stays':>6}{'modules':>9}{'climbs':>8}{'returns':>9}  again")
+    found = measure(args.only.split(",") if args.only else None)
+    print(f"{'walk':<16}{'stays':>6}{'modules':>9}{'climbs':>8}{'returns':>9}")
     for name, c in found.items():
-        again = ", ".join(m.replace("tpukit.", "") for m in c["again"]) or "-"
-        print(f"{name:<16}{c['stays']:>6}{c['modules']:>9}{c['climbs']:>8}{c['returns']:>9}  {again}")
+        print(f"{name:<16}{c['stays']:>6}{c['modules']:>9}{c['climbs']:>8}{c['returns']:>9}")
     if args.show in found:
         print()
         print("\n".join(found[args.show]["walk"]))

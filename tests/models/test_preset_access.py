@@ -63,16 +63,18 @@ def test_no_network_while_downloading_a_kaggle_preset_is_one_line_simulated(nobo
         error.__cause__ = cause
     _download_fails(nobody, error)
     assert _refused(GEMMA) == (
-        f"preset {GEMMA!r} must be downloaded from www.kaggle.com, which this machine cannot reach (no network): "
-        "connect it, or load the preset where there is a network, save it with save_to_preset(DIR) and pass "
-        "model=DIR."
+        f"cannot download preset {GEMMA!r}: no network (www.kaggle.com cannot be reached); no preset is on this "
+        "machine (kagglehub's and Hugging Face's caches hold none): where there is a network, load it and "
+        "save_to_preset(DIR), bring DIR here and pass model=DIR; or train a zoo model."
     )
 
 
 def test_a_failed_fetch_with_the_hub_unreachable_is_no_network_too_simulated(nobody):
     # huggingface_hub offline: KerasHub turns its LocalEntryNotFoundError into "has no config.json"
     _download_fails(nobody, FileNotFoundError("`config.json` doesn't exist"), reachable=False)
-    assert "must be downloaded from huggingface.co, which this machine cannot reach" in _refused("hf://google/gemma")
+    assert "cannot download preset 'hf://google/gemma': no network (huggingface.co cannot" in _refused(
+        "hf://google/gemma"
+    )
 
 
 def test_a_gated_kaggle_preset_without_credentials_names_the_variables_and_the_terms_page_simulated(nobody):
@@ -267,6 +269,7 @@ def test_a_kaggle_preset_says_whether_it_was_downloaded_on_disk_or_served_by_col
 
     nobody.setattr(preset_utils, "get_file", get_file)
     nobody.setattr("keras_hub.src.tokenizers.tokenizer.get_file", get_file)  # imported there by name
+    nobody.setattr(preset_access, "reachable", lambda host: True)  # the simulated download needs Kaggle
     _, said = pretrained.Preset(GEMMA + "/3").build(RunConfig(model=GEMMA + "/3", lora_rank=None))
     expected = {
         "downloaded": f"downloaded from Kaggle into {local.parent}",

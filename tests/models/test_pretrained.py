@@ -523,7 +523,7 @@ def test_the_memory_estimate_from_a_presets_files_is_the_one_its_built_model_get
 
     backbone = json.loads((preset / "config.json").read_text())
     parameters = json.loads((preset / "metadata.json").read_text())["parameter_count"]
-    shape = pretrained._shape(backbone["class_name"], backbone["config"])
+    shape = memory.backbone_shape(backbone["class_name"], backbone["config"])
     assert shape.feedforward == backbone["config"]["intermediate_dim"] // 2  # Gemma's gates halve it
     source = pretrained.Preset(str(preset))
     for rank, upcast in ((4, False), (4, True), (None, False)):

@@ -257,7 +257,7 @@ def _config_from(args):
 
 def _resume_refusal(args) -> Optional[str]:
     """The line for settings typed beside --resume: a resume continues a run as it was set up (--epochs extends it)."""
-    ignored = sorted(getattr(args, "typed", frozenset()) - _NOT_FIELDS - {"epochs"})
+    ignored = sorted(getattr(args, "typed", frozenset()) - _NOT_FIELDS - {"epochs", "model"})  # model: moved preset
     if not ignored:
         return None
     flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
@@ -278,7 +278,8 @@ def _train(args) -> int:
     say = functools.partial(print, file=sys.stderr)
     if args.resume:  # a path that is not a run: resume's one line (NotARunDir, exit 2)
         epochs = args.epochs if "epochs" in args.typed else None
-        result = training.resume(args.resume, progress=sys.stderr, epochs=epochs, announce=say)
+        model = args.model if "model" in args.typed else None  # where a run's preset directory is now
+        result = training.resume(args.resume, progress=sys.stderr, epochs=epochs, model=model, announce=say)
     else:
         result = training.train(_config_from(args), progress=sys.stderr, announce=say)
     logdir = result.config["logdir"]

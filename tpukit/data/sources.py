@@ -194,13 +194,15 @@ def _tokenized(data, name: str, encoder):
     in rows, the rows' note, and the first conversation's prompt (None for documents); anything else as it is."""
     if user_text.is_text(data):  # the user's own text: strings, pairs, conversations, preferences, a HF dataset
         data = user_text.text_of(data, name)
+    if not isinstance(data, (texts.Text, pairs.Preferences)):
+        return data, (), None
+    # a file named as the dataset: what it held and how it was read, said (a .json array is read as rows)
+    read = (user_text.file_note(name, data),) if user_text.named(name) and os.path.isfile(name) else ()
     if isinstance(data, pairs.Preferences):
         packed, prompt = pairs.tokenize(data, _encoder_for(encoder, name))
-        return packed.arrays, (packed.note(),), prompt
-    if not isinstance(data, texts.Text):
-        return data, (), None
+        return packed.arrays, read + (packed.note(),), prompt
     packed = texts.tokenize(data, _encoder_for(encoder, name))
-    return packed.arrays, (packed.note(),), packed.prompt
+    return packed.arrays, read + (packed.note(),), packed.prompt
 
 
 def _held_out(data, field: str, encoder):

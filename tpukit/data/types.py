@@ -112,3 +112,19 @@ def describe(value) -> str:
     """A value as an error's "Received:" names it: its type and the start of its repr."""
     text = repr(value)
     return f"{type(value).__name__} {text[:60]}{'…' if len(text) > 60 else ''}"
+
+
+def not_token_ids(sample) -> Optional[str]:
+    """What a few examples' inputs are, where they are not the token ids a causal language model trains on (a dict
+    with `token_ids`, as text becomes once tokenized), or None where they are: "float32 arrays of shape (8, 8, 1)
+    an example (images, by their shape)"."""
+    import numpy as np
+
+    if isinstance(sample, dict):
+        if "token_ids" in sample:
+            return None
+        return f"a dict of inputs {sorted(sample)} without 'token_ids'"
+    array = np.asarray(sample)
+    per = tuple(array.shape[1:])
+    kind = " (images, by their shape)" if len(per) in (2, 3) and array.dtype.kind in "fu" else ""
+    return f"{array.dtype} arrays of shape {per} an example{kind}"

@@ -264,8 +264,24 @@ def read_jsonl(path: str) -> Text:
             content = f.read()
         if content.lstrip().startswith("["):
             return _json_array(content, path)
+        _refuse_wrapped_rows(content, path)
     with open(path, encoding="utf-8") as f:
         return _from_named_rows(_json_lines(f, path), name, path)
+
+
+def file_note(path: str, data) -> str:
+    """What was read from a JSON or JSONL dataset file, for the run's notes and the line said before training: how
+    the file held its rows (one JSON array or a row a line), how many, and as what they train."""
+    with open(path, encoding="utf-8") as f:
+        array = path.lower().endswith(".json") and f.read(4096).lstrip().startswith("[")
+    held = "one JSON array of" if array else "JSON Lines:"
+    if isinstance(data, pairs.Preferences):
+        what = "preference pairs (prompt, chosen, rejected)"
+    elif getattr(data, "conversations", None) is not None:
+        what = "conversations (only the assistant's tokens are labels)"
+    else:
+        what = "documents (every token a label)"
+    return f"data: {path} holds {held} {len(data)} rows, read as {what}"
 
 
 def _json_lines(lines, path: str):
@@ -287,6 +303,23 @@ def _json_lines(lines, path: str):
                 f"field. Received: a JSON {type(row).__name__}."
             )
         yield f"{path} line {number}", row
+
+
+def _refuse_wrapped_rows(content: str, path: str) -> None:
+    """DataError for a `.json` file that is one object holding the rows under a key (`{"data": [...]}`, as some
+    exports write): read as one JSONL row it would say only that the row has no 'text'."""
+    try:
+        whole = json.loads(content)
+    except ValueError:
+        return  # JSON Lines in a .json file: read line by line
+    lists = [k for k, v in whole.items() if isinstance(v, list) and v] if isinstance(whole, dict) else []
+    if lists and not any(k in whole for k in ("text", "messages", "prompt", "chosen")):
+        key = lists[0]
+        raise DataError(
+            f"{path} holds one JSON object whose {key!r} is a list of {len(whole[key])} rows; a dataset file holds "
+            f"one JSON array of rows or a row a line (JSONL): pass the rows themselves, "
+            f"data=json.load(open({path!r}))[{key!r}], or write them as JSONL."
+        )
 
 
 def _json_array(content: str, path: str) -> Text:

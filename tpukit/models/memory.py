@@ -57,6 +57,26 @@ class Shape:
     kv_heads: int
 
 
+# Backbones whose config's intermediate_dim is twice their feed-forward layers' width (their gates halve it:
+# KerasHub's Gemma and Gemma 2; Gemma 3's `gate_dim_reduction` is 1).
+_HALVED_FEEDFORWARD = ("GemmaBackbone",)
+
+
+def backbone_shape(backbone_class: str, config: dict) -> Optional[Shape]:
+    """A KerasHub backbone's widths (`Shape`) from its class name and config (config.json's, or
+    `get_config()`), whatever its family calls them (GPT-2's `num_heads`; Llama's and Qwen's head_dim is
+    hidden_dim / heads), or None where one is missing."""
+    heads, hidden = config.get("num_query_heads") or config.get("num_heads"), config.get("hidden_dim")
+    if not all(isinstance(v, int) and v > 0 for v in (heads, hidden)):
+        return None
+    feedforward = config.get("intermediate_dim")
+    if isinstance(feedforward, int) and backbone_class in _HALVED_FEEDFORWARD:
+        feedforward //= 2
+    widths = (config.get("vocabulary_size"), config.get("num_layers"), hidden, heads)
+    widths += (config.get("head_dim") or hidden // heads, feedforward, config.get("num_key_value_heads") or heads)
+    return Shape(*widths) if all(isinstance(v, int) and v > 0 for v in widths) else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Estimate:
     """A training step's memory on one device, in bytes, by term; `device`: the device's memory, None where unknown

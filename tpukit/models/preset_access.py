@@ -15,7 +15,7 @@ import os
 import socket
 from typing import Callable, Optional, Tuple
 
-from tpukit.models import credentials
+from tpukit.models import credentials, preset_files
 
 HOSTS = {"kaggle": "www.kaggle.com", "hf": "huggingface.co"}
 # What the download libraries' errors say when the network is missing (requests, httpx, urllib3, socket; kagglehub and
@@ -33,6 +33,7 @@ _OFFLINE = (
     "timed out",
 )
 _REFUSED = ("403", "401", "forbidden", "unauthorized", "consent", "not accessible", "gated", "accept its terms")
+_LIBRARIES = {"kaggle": ("kagglehub",), "hf": ("huggingface_hub",)}  # what KerasHub downloads through
 SETUP_HUB = "tpukit.colab.setup(hub=True), first in a fresh runtime"
 
 
@@ -59,7 +60,39 @@ def not_a_preset_dir(path: str, files) -> str:
     if not os.path.isdir(full):
         return f"model={path!r} is a file, not a directory; {expected}."
     missing = [f for f in files if not os.path.isfile(os.path.join(full, f))]
+    if len(missing) < len(files):  # some of a preset's files are there: a preset cut short, not another directory
+        return preset_files.incomplete(path, " and no ".join(missing))
     return f"model={path!r}: the directory has no {' and no '.join(missing)}, so it is not a preset; {expected}."
+
+
+def offline_line(source: str, environ=None) -> str:
+    """The line for a preset that must be downloaded on a machine without a network: what is on disk instead."""
+    here = preset_files.on_disk(environ)
+    if here:
+        instead = "presets on this machine: " + ", ".join(f"model={p!r}" for p in here)
+    else:
+        instead = (
+            "no preset is on this machine (kagglehub's and Hugging Face's caches hold none): where there is a "
+            "network, load it and save_to_preset(DIR), bring DIR here and pass model=DIR; or train a zoo model"
+        )
+    return f"cannot download preset {source!r}: no network ({HOSTS[hub_of(source)]} cannot be reached); {instead}."
+
+
+def refuse_offline(source: str, handle: Optional[str], reach: Optional[Callable[[str], bool]] = None) -> Optional[str]:
+    """Before KerasHub tries (and retries, for half a minute): the no-network line for a preset that must be
+    downloaded, is not in kagglehub's cache yet (`handle`: its Kaggle handle) and whose hub cannot be reached."""
+    hub = hub_of(source)
+    if hub is None or (handle and Arrival(handle).had) or (hub == "hf" and _hf_cached(source)):
+        return None
+    return None if (reach or reachable)(HOSTS[hub]) else offline_line(source)
+
+
+def _hf_cached(source: str, environ=None) -> bool:
+    environ = os.environ if environ is None else environ
+    home = environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    hub = environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+    repo = source.removeprefix("hf://").strip("/").replace("/", "--")
+    return os.path.isdir(os.path.join(hub, f"models--{repo}", "snapshots"))
 
 
 def reachable(host: str, timeout: float = 3.0) -> bool:
@@ -105,17 +138,30 @@ def download_problem(
         return None
     said = _chain_text(error)
     host = HOSTS[hub]
+    library = next(
+        (
+            name
+            for name in _LIBRARIES[hub]
+            if f"requires the `{name}` package" in said or f"no module named '{name}'" in said
+        ),
+        None,
+    )
+    if library:  # KerasHub fetches through it: a missing library is no problem of the files or the network
+        return (
+            offline_line(source)
+            if not reach(host)
+            else (
+                f"cannot download preset {source!r}: {library} is not installed (KerasHub fetches {host}'s files "
+                f"through it): pip install {library}, then run again."
+            )
+        )
     refused = any(marker in said for marker in _REFUSED)
     missing = "has no config.json" in said or "doesn't exist" in said  # KerasHub's words for any failed fetch
     offline = any(marker in said for marker in _OFFLINE)
     if not (offline or refused or missing):
         return None  # the files came; something else failed (KerasHub's own words say what)
     if offline or not reach(host):
-        return (
-            f"preset {source!r} must be downloaded from {host}, which this machine cannot reach (no network): "
-            f"connect it, or load the preset where there is a network, save it with save_to_preset(DIR) and "
-            f"pass model=DIR."
-        )
+        return offline_line(source)
     page = terms_page(source, kaggle_handle)
     found = credentials.find(hub)
     if not found:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Optional, Tuple
 from tpukit.data import text as texts
 from tpukit.errors import one_line
 from tpukit import registry
-from tpukit.models import credentials, hub_fit, lora, modeling, preset_access
+from tpukit.models import credentials, hub_fit, lora, modeling, preset_access, preset_files
 from tpukit.models.modeling import ModelError
 from tpukit.models.source import KIND_SETTINGS, TUNED, ModelSource
 
@@ -51,7 +51,12 @@ def named(name: str) -> Optional["Preset"]:
     A directory or a URL is taken as it is; a bare name is looked up in KerasHub's list of presets, which
     loads KerasHub (where it is installed), so this is asked only about names the registry does not know.
     """
-    if name.startswith(SCHEMES) or is_preset_dir(name):
+    if is_preset_dir(name):
+        damaged = preset_files.problem(name)  # before a run directory: which file, not what its reader raised
+        if damaged:
+            raise registry.RegistryError(damaged)
+        return Preset(name)
+    if name.startswith(SCHEMES):
         return Preset(name)
     if os.sep in name or name.startswith(("~", ".")):
         raise registry.RegistryError(preset_access.not_a_preset_dir(name, _PRESET_FILES))
@@ -99,28 +104,6 @@ def _keras_hub():
     return keras_hub
 
 
-# Backbones whose config's intermediate_dim is twice their feed-forward layers' width (their gates halve it:
-# KerasHub's Gemma and Gemma 2; Gemma 3's `gate_dim_reduction` is 1).
-_HALVED_FEEDFORWARD = ("GemmaBackbone",)
-
-
-def _shape(backbone_class: str, config: dict) -> Optional["memory.Shape"]:
-    """A KerasHub backbone's widths (`memory.Shape`) from its class name and config (config.json's, or
-    `get_config()`), whatever its family calls them (GPT-2's `num_heads`; Llama's and Qwen's head_dim is
-    hidden_dim / heads), or None where one is missing."""
-    from tpukit.models import memory
-
-    heads, hidden = config.get("num_query_heads") or config.get("num_heads"), config.get("hidden_dim")
-    if not all(isinstance(v, int) and v > 0 for v in (heads, hidden)):
-        return None
-    feedforward = config.get("intermediate_dim")
-    if isinstance(feedforward, int) and backbone_class in _HALVED_FEEDFORWARD:
-        feedforward //= 2
-    widths = (config.get("vocabulary_size"), config.get("num_layers"), hidden, heads)
-    widths += (config.get("head_dim") or hidden // heads, feedforward, config.get("num_key_value_heads") or heads)
-    return memory.Shape(*widths) if all(isinstance(v, int) and v > 0 for v in widths) else None
-
-
 def _kaggle_handle(name: str) -> Optional[str]:
     """A KerasHub preset name's Kaggle handle (`kaggle://keras/gemma3/keras/gemma3_instruct_1b/3`), or None."""
     try:
@@ -133,6 +116,8 @@ def _not_loaded(source: str, what: str, error: BaseException) -> ModelError:
     """The one-line ModelError for a preset (or its tokenizer) that did not load: why the download failed where it
     did (`preset_access`), else KerasHub's own words."""
     problem = preset_access.download_problem(source, error, reach=preset_access.reachable, kaggle_handle=_kaggle_handle)
+    if problem is None and os.path.isdir(source):
+        problem = preset_files.loading_problem(source, error)
     return ModelError(problem or f"preset {source!r}{what}: {one_line(error)}")
 
 
@@ -174,7 +159,7 @@ class Preset(ModelSource):
                 backbone = json.load(f)
             with open(os.path.join(self.source, "metadata.json")) as f:
                 parameters = int(json.load(f)["parameter_count"])
-            shape = _shape(backbone["class_name"], backbone["config"])
+            shape = memory.backbone_shape(backbone["class_name"], backbone["config"])
         except (OSError, ValueError, KeyError, TypeError):
             return ""
         found = memory.estimate_unbuilt(
@@ -197,8 +182,10 @@ class Preset(ModelSource):
         return memory.verdict(found, None, None)
 
     def shape(self, model) -> Optional["memory.Shape"]:
-        """The widths of `model`'s backbone, from its config (`_shape`)."""
-        return _shape(type(model.backbone).__name__, model.backbone.get_config())
+        """The widths of `model`'s backbone, from its config (`memory.backbone_shape`)."""
+        from tpukit.models import memory
+
+        return memory.backbone_shape(type(model.backbone).__name__, model.backbone.get_config())
 
     def layout_map(self, mesh) -> Tuple[Optional["keras.distribution.LayoutMap"], str]:
         """(how this preset's weights lie over `mesh`'s "model" axis: its backbone's `get_layout_map`, or None where
@@ -225,11 +212,21 @@ class Preset(ModelSource):
         return self if config.method == "sft" else TUNED[config.method](self, config)
 
     def check_data(self, data) -> None:
+        from tpukit.data import sources, types
+
         x = getattr(data.train, "x", None)
         if isinstance(x, dict) and "labels" in x:
             raise ModelError(
                 f"dataset {data.name!r} holds preference pairs (a chosen and a rejected answer), and method='sft' "
                 "learns a text's next tokens: set method='dpo' (or 'simpo') to learn which answer is preferred."
+            )
+        received = types.not_token_ids(sources.inputs_of(data.train, 2))
+        if received:  # images or features: Keras would say only that the model wants two named inputs
+            named = "the data" if data.name.startswith("<") else f"dataset {data.name!r}"
+            raise types.DataError(
+                f"preset {self.source!r} is a causal language model, which trains on text, and {named} holds "
+                f"{received}: give it text (a list of strings, prompt/response pairs, a JSONL file, "
+                "dataset='pydoc'), or train a model made for such data (model='cnn' for images, or your own)."
             )
 
     def __call__(self):
@@ -468,9 +465,17 @@ class Preset(ModelSource):
         skip = {encoder.pad_id, encoder.bos_id, encoder.eos_id}
         return encoder.decode([int(i) for i in token_ids if int(i) not in skip][:PROMPT_TOKENS]).strip()
 
+    def _refuse_offline(self) -> None:
+        """No network and nothing cached: one line before KerasHub's downloader retries for half a minute."""
+        handle = self.source if self.source.startswith("kaggle://") else _kaggle_handle(self.source)
+        line = preset_access.refuse_offline(self.source, handle, preset_access.reachable)
+        if line:
+            raise ModelError(line)
+
     @functools.cached_property
     def _tokenizer(self):
         keras_hub = _keras_hub()
+        self._refuse_offline()
         try:
             return keras_hub.tokenizers.Tokenizer.from_preset(self.source)
         except Exception as e:
@@ -482,6 +487,7 @@ class Preset(ModelSource):
 
     def _load(self, dtype: Optional[str]):
         keras_hub = _keras_hub()
+        self._refuse_offline()
         try:
             # With the preset's preprocessor, so that `generate("text")` works on the trained model as on any
             # KerasHub task; training feeds token ids through Keras' own fit (`trainer`), which never calls it.

@@ -8,6 +8,7 @@ then what they say. Each refusal is one line naming the run and what to do inste
 from __future__ import annotations
 
 import json
+import os
 from typing import NamedTuple, Optional
 
 from tpukit.config import ConfigError, RunConfig
@@ -50,6 +51,9 @@ def decide(run_dir, epochs: Optional[int] = None, model=None, settings: Optional
     found = records.resume_check(run_dir, previous, verify=True)
     config = directory.load_config(run_dir)
     named = model if isinstance(model, str) else getattr(model, "source", None)
+    moved = _moved_preset(run_dir, config.model, named)
+    if moved:  # where the run's preset directory is now: it trains from there (the run's config.json then says so)
+        named = None
     if isinstance(named, str) and named != config.model:  # a run rebuilds its own model; another would fail later
         raise ConfigError(
             f"resume(model={named!r}): {run_dir} trained the model {config.model!r}, and a resume continues that "
@@ -72,7 +76,7 @@ def decide(run_dir, epochs: Optional[int] = None, model=None, settings: Optional
                 f"further, extend it into a new run: resume(run_dir, epochs=N) or --resume DIR --epochs N, with N > "
                 f"{previous.epochs_done}. Received: epochs={epochs}."
             )
-        return Resumption(config.replace(epochs=epochs), previous, None)
+        return Resumption(config.replace(epochs=epochs, **moved), previous, None)
     if not found.ok and not found.in_use:  # in use: taking the lock says by whom
         raise directory.RunDirError(f"{run_dir}: {found.reason}")
     if epochs is not None and epochs != config.epochs:
@@ -80,7 +84,25 @@ def decide(run_dir, epochs: Optional[int] = None, model=None, settings: Optional
             f"{run_dir} is a {previous.status} run of {config.epochs} epochs; resume finishes it as it was set up, "
             f"and epochs= extends only completed runs. Received: epochs={epochs}."
         )
-    return Resumption(config, previous, found)
+    return Resumption(config.replace(**moved), previous, found)
+
+
+def _is_path(model: str) -> bool:
+    return os.sep in model or model.startswith(("~", "."))
+
+
+def _moved_preset(run_dir, recorded: str, named) -> dict:
+    """{"model": where the run's preset directory is now} where the directory it was trained from is gone and
+    `named` (resume's model=) is a directory; {} where it is still there; else the one-line refusal."""
+    if not _is_path(recorded) or os.path.isdir(os.path.expanduser(recorded)):
+        return {}
+    if isinstance(named, str) and named != recorded and os.path.isdir(os.path.expanduser(named)):
+        return {"model": named}
+    raise directory.RunDirError(
+        f"{run_dir} was trained from the preset directory {recorded!r}, which is no longer there (moved or "
+        "deleted): put it back there, or say where it is now: resume(run_dir, model=DIR), or --resume RUN --model "
+        f"DIR.{f' Received: model={named!r}, no such directory.' if isinstance(named, str) else ''}"
+    )
 
 
 def _refuse_settings(run_dir, settings: dict) -> None:

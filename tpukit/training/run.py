@@ -297,9 +297,14 @@ class Run(RunData, RunEnding):
     def _open_run_dir(self, held):
         """The run's directory (a new one, or the one a resume continues) and its `Recording`."""
         config = self.plan.config
+        was = (self.previous.config or {}).get("model", config.model) if self.previous is not None else config.model
+        if was != config.model:  # resume(model=DIR): the preset directory the run trained from moved there
+            self.notes.append(f"the preset directory moved from {was} to {config.model}: the run trains from there")
         if self.run_dir is None:
             self.run_dir = directory.new_run_dir(config.logdir, config.run_name)
             held.enter_context(directory.locked(self.run_dir))
+            directory.write_json(self.run_dir / directory.CONFIG_FILE, config.to_dict())
+        elif was != config.model:  # and its config.json says so, as its record will: a later resume finds it there
             directory.write_json(self.run_dir / directory.CONFIG_FILE, config.to_dict())
         self._use_compile_cache(held)
         self.record = Recording(

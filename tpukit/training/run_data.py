@@ -30,6 +30,9 @@ class RunData:
             writes_text=self.model_source.writes_text(),
         )
         self.notes.extend(source.notes)
+        for note in source.notes:
+            if note.startswith("data: "):  # what a dataset file held and how it was read: said before training
+                self.announce(note)
         self.model_source.check_data(source)
         if self.previous is not None:
             recorded = self.previous.data.get("fingerprint")
