@@ -67,7 +67,7 @@ class Walk:
 
     def __init__(self, entry: tuple, threads: bool = True):
         self.entry, self.threads = entry, threads
-        self.value, self.following, self.modules = None, False, []
+        self.value, self.following, self.stopped, self.modules = None, False, False, []
 
     def _is_followed(self, value) -> bool:
         if value is self.value:
@@ -90,8 +90,11 @@ class Walk:
                 self.value, self.following = frame.f_locals.get(names[0]), True
                 self.modules.append(module)
             return
-        if any(self._is_followed(frame.f_locals.get(n)) for n in names):
-            self.modules.append(module)
+        if self.stopped or not any(self._is_followed(frame.f_locals.get(n)) for n in names):
+            return
+        self.modules.append(module)
+        if (module, code.co_name) in ENGINE and (module, code.co_name) != self.entry:
+            self.stopped = True  # handed to the engine, whose own walk is its own row
 
     def __enter__(self):
         if self.threads:
@@ -110,6 +113,12 @@ class Walk:
         return {"stays": len(stays), "modules": len(set(stays)), "climbs": climbs, "returns": returns, "walk": stays}
 
 
+# The engine's entries: a face's walk ends where it hands its argument to one (the engine's walk is its own row).
+ENGINE = {
+    ("tpukit.training.api", "train"),
+    ("tpukit.training.api", "resume"),
+    ("tpukit.training.tuning", "tune_batch_size"),
+}
 # Each face's entry: the function it hands the user's settings to, whose first argument the walk follows.
 ENTRIES = {
     "train": ("tpukit.training.api", "train"),

@@ -325,7 +325,11 @@ def load(run_dir) -> RunResult:
         FileNotFoundError: not a run directory (no config.json).
         RunDirError: result.json or config.json is not readable JSON of the expected form.
     """
-    values = recorded(run_dir)
+    return from_recorded(recorded(run_dir), run_dir)
+
+
+def from_recorded(values: dict, run_dir) -> RunResult:
+    """The RunResult of what `directory.recorded` read from `run_dir`; RunDirError where it is not one."""
     try:
         return RunResult.from_dict(values)
     except TypeError as e:

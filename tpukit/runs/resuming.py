@@ -43,15 +43,20 @@ def decide(run_dir, epochs: Optional[int] = None, model=None, settings: Optional
             (`records.BackupError` where its backup is damaged).
     """
     _refuse_settings(run_dir, settings or {})
+    # The directory read once (is it a run, holding no symlink; its result.json as it stands; config.json), then
+    # its records made from what was read.
     directory.check_run_dir(run_dir, "resume")
     directory.check_contained(run_dir)
-    previous = records.load(run_dir)
+    values = directory.recorded(run_dir)
+    config = directory.load_config(run_dir)
+    previous = records.from_recorded(values, run_dir)
     # A completed run is not resumed in place: the check says so without reading its backup. Otherwise a damaged
     # backup raises its BackupError here, before anything changes.
     found = records.resume_check(run_dir, previous, verify=True)
-    config = directory.load_config(run_dir)
     named = model if isinstance(model, str) else getattr(model, "source", None)
-    moved = _moved_preset(run_dir, config.model, named)
+    moved, gone = _moved_preset(config.model, named)
+    if gone:
+        raise directory.RunDirError(f"{run_dir} {gone}")
     if moved:  # where the run's preset directory is now: it trains from there (the run's config.json then says so)
         named = None
     if isinstance(named, str) and named != config.model:  # a run rebuilds its own model; another would fail later
@@ -87,24 +92,6 @@ def decide(run_dir, epochs: Optional[int] = None, model=None, settings: Optional
     return Resumption(config.replace(**moved), previous, found)
 
 
-def _is_path(model: str) -> bool:
-    return os.sep in model or model.startswith(("~", "."))
-
-
-def _moved_preset(run_dir, recorded: str, named) -> dict:
-    """{"model": where the run's preset directory is now} where the directory it was trained from is gone and
-    `named` (resume's model=) is a directory; {} where it is still there; else the one-line refusal."""
-    if not _is_path(recorded) or os.path.isdir(os.path.expanduser(recorded)):
-        return {}
-    if isinstance(named, str) and named != recorded and os.path.isdir(os.path.expanduser(named)):
-        return {"model": named}
-    raise directory.RunDirError(
-        f"{run_dir} was trained from the preset directory {recorded!r}, which is no longer there (moved or "
-        "deleted): put it back there, or say where it is now: resume(run_dir, model=DIR), or --resume RUN --model "
-        f"DIR.{f' Received: model={named!r}, no such directory.' if isinstance(named, str) else ''}"
-    )
-
-
 def _refuse_settings(run_dir, settings: dict) -> None:
     """ConfigError, in one line, for settings passed to resume(): it continues the run as it was set up."""
     if not settings:
@@ -121,3 +108,22 @@ def _refuse_settings(run_dir, settings: dict) -> None:
 def _differing(written: dict, recorded: dict) -> list:
     """The settings on which config.json (`written`) and result.json (`recorded`) disagree, sorted."""
     return sorted(k for k in set(written) | set(recorded) if written.get(k) != recorded.get(k))
+
+
+def _is_path(model: str) -> bool:
+    return os.sep in model or model.startswith(("~", "."))
+
+
+def _moved_preset(recorded: str, named) -> tuple:
+    """({"model": where the run's preset directory is now}, None) where the directory it was trained from is gone
+    and `named` (resume's model=) is a directory; ({}, None) where it is still there; else ({}, the refusal's words
+    after the run's path)."""
+    if not _is_path(recorded) or os.path.isdir(os.path.expanduser(recorded)):
+        return {}, None
+    if isinstance(named, str) and named != recorded and os.path.isdir(os.path.expanduser(named)):
+        return {"model": named}, None
+    return {}, (
+        f"was trained from the preset directory {recorded!r}, which is no longer there (moved or deleted): put it "
+        "back there, or say where it is now: resume(run_dir, model=DIR), or --resume RUN --model DIR."
+        + (f" Received: model={named!r}, no such directory." if isinstance(named, str) else "")
+    )
