@@ -27,7 +27,7 @@ still cover the whole vocabulary). Speed, memory and compiles do not depend on t
 caps each epoch at N steps, to keep a CPU check short.
 
     python benchmarks/llm.py --dry-run                       # a tiny Gemma built here, on this CPU
-    python benchmarks/llm.py --architecture gemma3_1b --steps 2 --rounds 1           # offline, on a CPU
+    python benchmarks/llm.py --architecture gemma3_1b --steps 2         # offline, on a CPU (1 round, 2 epochs)
     python benchmarks/llm.py --architecture gemma3_1b --batch-size 8 --sequence-length 512 --rounds 3   # a GPU
     python benchmarks/llm.py --preset DIR_OR_NAME --batch-size 8 --sequence-length 512 [--rounds 3]
     python benchmarks/llm.py --dry-run --method dpo           # preference tuning (DPO), the same comparison
@@ -150,13 +150,19 @@ def _parse(argv=None):
     parser.add_argument("--rank", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--sequence-length", type=int, default=64)
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, help="epochs a run (default: 3 for --dry-run, else 2)")
     parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default: 3 for --dry-run, else 1)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--method", choices=("sft", "dpo"), default="sft", help="what both sides train (default: sft)")
     parser.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    # A real-size model on a CPU is minutes a process (loading and compiling 1 B parameters): its defaults are the
+    # fewest runs that give both ratios (2 epochs: the second is the steady one), so a 2-core check ends in minutes.
+    small = args.dry_run or args.child
+    args.epochs = args.epochs or (3 if small else 2)
+    args.rounds = args.rounds or (3 if small else 1)
+    return args
 
 
 # ---- one run (a child process) ---------------------------------------------------------------------------------
@@ -451,11 +457,20 @@ def main(argv=None):
 
 
 def _compare(args):
-    _run("tpukit", args)  # untimed: fills the caches both use (the CPU probe, the OS file cache)
+    start = time.perf_counter()
+
+    def say(line):
+        print(f"[{time.perf_counter() - start:6.0f} s] {line}", flush=True)
+
+    # Untimed, one step: fills the caches both sides use (the CPU probe, the OS file cache, JAX's own).
+    say(f"warm-up: tpukit, one step ({args.rounds} rounds of plain and tpukit, {args.epochs} epochs each, follow)")
+    _run("tpukit", argparse.Namespace(**{**vars(args), "steps": 1, "epochs": 1}))
     runs = {kind: [] for kind in KINDS}
     for r in range(args.rounds):
         for kind in KINDS if r % 2 == 0 else KINDS[::-1]:
+            say(f"round {r + 1}/{args.rounds}: {kind}…")
             runs[kind].append(_run(kind, args))
+            say(f"round {r + 1}/{args.rounds}: {kind} {runs[kind][-1]['wall']:.0f} s")
         p, t = runs["plain"][-1], runs["tpukit"][-1]
         print(
             f"round {r + 1}: plain {p['tokens_per_sec']:9,.0f} tokens/s {p['wall']:5.1f} s   tpukit "
