@@ -78,7 +78,7 @@ def test_bad_arguments_exit_2_with_a_short_message(args, expected):
     "extra",
     [
         ["--lora-rank", "8"],
-        ["--model", "./other_preset"],
+        ["--dataset", "other.jsonl"],  # --model is taken: where the run's preset directory moved (resume decides)
         ["--lora-alpha=16"],
         ["--sequence-length", "64", "--learning-rate", "1e-4"],
     ],
