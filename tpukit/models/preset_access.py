@@ -82,17 +82,9 @@ def refuse_offline(source: str, handle: Optional[str], reach: Optional[Callable[
     """Before KerasHub tries (and retries, for half a minute): the no-network line for a preset that must be
     downloaded, is not in kagglehub's cache yet (`handle`: its Kaggle handle) and whose hub cannot be reached."""
     hub = hub_of(source)
-    if hub is None or (handle and Arrival(handle).had) or (hub == "hf" and _hf_cached(source)):
+    if hub is None or (handle and Arrival(handle).had) or (hub == "hf" and preset_files.hf_cached(source)):
         return None
     return None if (reach or reachable)(HOSTS[hub]) else offline_line(source)
-
-
-def _hf_cached(source: str, environ=None) -> bool:
-    environ = os.environ if environ is None else environ
-    home = environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    hub = environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
-    repo = source.removeprefix("hf://").strip("/").replace("/", "--")
-    return os.path.isdir(os.path.join(hub, f"models--{repo}", "snapshots"))
 
 
 def reachable(host: str, timeout: float = 3.0) -> bool:
@@ -259,7 +251,7 @@ class Arrival:
 
     def __init__(self, handle: str, environ=None):
         environ = os.environ if environ is None else environ
-        root = environ.get("KAGGLEHUB_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "kagglehub")
+        root = preset_files.cache_roots(environ)[0]
         parts = handle.removeprefix("kaggle://").strip("/").split("/")
         self.local = os.path.join(root, "models", *parts[:4])  # any version of the variation
         self.mount = environ.get("COLAB_CACHE_MOUNT_FOLDER") or "/kaggle/input"

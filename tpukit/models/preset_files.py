@@ -109,20 +109,30 @@ def loading_problem(path: str, error: BaseException) -> Optional[str]:
     return None
 
 
-def on_disk(environ=None, limit: int = 3) -> list:
-    """Preset directories already on this machine's disk, for a line that cannot download one: KerasHub presets in
-    kagglehub's cache (`$KAGGLEHUB_CACHE`, else `~/.cache/kagglehub`: models/OWNER/MODEL/keras/VARIATION/VERSION)
-    and in Hugging Face's (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`: each repository's
-    snapshots), newest first, at most `limit`."""
+def cache_roots(environ=None) -> tuple:
+    """(kagglehub's cache, Hugging Face's hub cache): `$KAGGLEHUB_CACHE`, else `~/.cache/kagglehub`; `$HF_HUB_CACHE`,
+    else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`."""
     environ = os.environ if environ is None else environ
     home = os.path.expanduser("~")
     kaggle = environ.get("KAGGLEHUB_CACHE") or os.path.join(home, ".cache", "kagglehub")
-    hf = environ.get("HF_HUB_CACHE") or os.path.join(
-        environ.get("HF_HOME") or os.path.join(home, ".cache", "huggingface"), "hub"
-    )
-    patterns = [os.path.join(kaggle, "models", *["*"] * 5), os.path.join(hf, "models--*", "snapshots", "*")]
+    hf_home = environ.get("HF_HOME") or os.path.join(home, ".cache", "huggingface")
+    return kaggle, environ.get("HF_HUB_CACHE") or os.path.join(hf_home, "hub")
+
+
+def hf_cached(source: str, environ=None) -> bool:
+    """Whether Hugging Face's cache holds a snapshot of the `hf://OWNER/NAME` repository."""
+    repo = source.removeprefix("hf://").strip("/").replace("/", "--")
+    return os.path.isdir(os.path.join(cache_roots(environ)[1], f"models--{repo}", "snapshots"))
+
+
+def on_disk(environ=None, limit: int = 3) -> list:
+    """Preset directories already on this machine's disk, for a line that cannot download one: KerasHub presets in
+    kagglehub's cache (models/OWNER/MODEL/keras/VARIATION/VERSION) and in Hugging Face's (each repository's
+    snapshots), newest first, at most `limit`."""
     import glob
 
+    kaggle, hf = cache_roots(environ)
+    patterns = [os.path.join(kaggle, "models", *["*"] * 5), os.path.join(hf, "models--*", "snapshots", "*")]
     found = [p for pattern in patterns for p in glob.glob(pattern)]
     found = [p for p in found if all(os.path.isfile(os.path.join(p, f)) for f in ("config.json", "metadata.json"))]
     return sorted(found, key=os.path.getmtime, reverse=True)[:limit]
