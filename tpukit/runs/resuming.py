@@ -23,6 +23,7 @@ class Resumption(NamedTuple):
     config: RunConfig
     previous: RunResult
     found: Optional[ResumeCheck]
+    moved_from: Optional[str] = None  # the preset directory the run trained from, where it has moved since
 
     @property
     def extends(self) -> bool:
@@ -81,7 +82,7 @@ def decide(run_dir, epochs: Optional[int] = None, model=None, settings: Optional
                 f"further, extend it into a new run: resume(run_dir, epochs=N) or --resume DIR --epochs N, with N > "
                 f"{previous.epochs_done}. Received: epochs={epochs}."
             )
-        return Resumption(config.replace(epochs=epochs, **moved), previous, None)
+        return Resumption(config.replace(epochs=epochs, **moved), previous, None, config.model if moved else None)
     if not found.ok and not found.in_use:  # in use: taking the lock says by whom
         raise directory.RunDirError(f"{run_dir}: {found.reason}")
     if epochs is not None and epochs != config.epochs:
@@ -89,7 +90,7 @@ def decide(run_dir, epochs: Optional[int] = None, model=None, settings: Optional
             f"{run_dir} is a {previous.status} run of {config.epochs} epochs; resume finishes it as it was set up, "
             f"and epochs= extends only completed runs. Received: epochs={epochs}."
         )
-    return Resumption(config.replace(**moved), previous, found)
+    return Resumption(config.replace(**moved), previous, found, config.model if moved else None)
 
 
 def _refuse_settings(run_dir, settings: dict) -> None:

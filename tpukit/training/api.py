@@ -115,4 +115,5 @@ def resume(
         where = dict(parent=decided.previous)
     else:
         where = dict(run_dir=Path(run_dir), previous=decided.previous, resume_from=decided.found)
+    where["moved_from"] = decided.moved_from
     return Run(decided.config, runtime, callbacks, stop, progress, inputs=inputs, announce=announce, **where).execute()

@@ -60,6 +60,7 @@ class Run(RunData, RunEnding):
         previous: Optional[RunResult] = None,
         resume_from=None,
         announce: Optional[Callable[[str], None]] = None,
+        moved_from: Optional[str] = None,
     ):
         model, data, self.validation_data, self.test_data = inputs
         self.config, self.model_arg, self.data_arg = with_labels(config, model, data)
@@ -75,6 +76,7 @@ class Run(RunData, RunEnding):
         self.previous = previous if previous is not None else (records.load(run_dir) if self.resuming else parent)
         self.parent = parent.run_dir if parent is not None else (self.previous.parent if self.resuming else None)
         self.resume_from = resume_from  # a resume: where `records.resume_check` found it continues (checked once)
+        self.moved_from = moved_from  # a resume: the preset directory the run trained from, since moved
         self.started = time.time()
         self.policy = self.precision_reason = self.logdir = None  # resolved by `prepare`
         self.initial_epoch, self.kept_history, self.restore_from = 0, {}, None  # where a resume or extension starts
@@ -297,14 +299,15 @@ class Run(RunData, RunEnding):
     def _open_run_dir(self, held):
         """The run's directory (a new one, or the one a resume continues) and its `Recording`."""
         config = self.plan.config
-        was = (self.previous.config or {}).get("model", config.model) if self.previous is not None else config.model
-        if was != config.model:  # resume(model=DIR): the preset directory the run trained from moved there
-            self.notes.append(f"the preset directory moved from {was} to {config.model}: the run trains from there")
+        if self.moved_from:  # resume(model=DIR): the preset directory the run trained from moved there
+            self.notes.append(
+                f"the preset directory moved from {self.moved_from} to {config.model}: the run trains from there"
+            )
         if self.run_dir is None:
             self.run_dir = directory.new_run_dir(config.logdir, config.run_name)
             held.enter_context(directory.locked(self.run_dir))
             directory.write_json(self.run_dir / directory.CONFIG_FILE, config.to_dict())
-        elif was != config.model:  # and its config.json says so, as its record will: a later resume finds it there
+        elif self.moved_from:  # and its config.json says so, as its record will: a later resume finds it there
             directory.write_json(self.run_dir / directory.CONFIG_FILE, config.to_dict())
         self._use_compile_cache(held)
         self.record = Recording(
