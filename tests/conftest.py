@@ -73,6 +73,28 @@ def cpu_probe_says(monkeypatch, tmp_path):
         yield use
 
 
+def save_tiny_gemma(path, *, num_query_heads=1, hidden_dim=4, intermediate_dim=8):
+    """A tiny Gemma preset at `path` with its tokenizer (a SentencePiece model of 256 pieces trained on 20 help
+    topics), as KerasHub's save_to_preset writes it: one layer, head_dim 4, one key-value head."""
+    import keras_hub
+
+    from tpukit.data import text
+
+    proto = text.train_sentencepiece(text.pydoc_topics().documents[:20], 256)
+    backbone = keras_hub.models.GemmaBackbone(
+        vocabulary_size=256,
+        num_layers=1,
+        num_query_heads=num_query_heads,
+        num_key_value_heads=1,
+        hidden_dim=hidden_dim,
+        intermediate_dim=intermediate_dim,
+        head_dim=4,
+    )
+    preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(keras_hub.models.GemmaTokenizer(proto=proto))
+    keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(str(path))
+    return path
+
+
 def unset_env(monkeypatch, *names):
     """Unset `names` for one test, so that what the code under test writes to them is undone after it too.
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import tpukit
-from conftest import REPO
+from conftest import REPO, save_tiny_gemma
 from tpukit import RunConfig
 from tpukit.errors import TpukitError
 
@@ -30,23 +30,10 @@ SMALL = dict(dataset="pydoc", dataset_size=32, sequence_length=32, batch_size=8,
 
 @pytest.fixture(scope="module")
 def tiny_gemma(tmp_path_factory):
-    """A tiny Gemma preset with its SentencePiece tokenizer (256 pieces of the help topics), as save_to_preset writes."""
-    from tpukit.data import text
-
+    """A tiny Gemma preset with its SentencePiece tokenizer, as save_to_preset writes (its attention 4 wide, its
+    feed-forward 8)."""
     path = tmp_path_factory.mktemp("gemma") / "tiny_gemma"
-    proto = text.train_sentencepiece(text.pydoc_topics().documents[:20], 256)
-    backbone = keras_hub.models.GemmaBackbone(
-        vocabulary_size=256,
-        num_layers=1,
-        num_query_heads=2,
-        num_key_value_heads=1,
-        hidden_dim=8,
-        intermediate_dim=16,
-        head_dim=4,
-    )
-    preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(keras_hub.models.GemmaTokenizer(proto=proto))
-    keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(str(path))
-    return path
+    return save_tiny_gemma(path, num_query_heads=2, hidden_dim=8, intermediate_dim=16)
 
 
 @pytest.fixture

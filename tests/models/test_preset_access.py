@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from conftest import unset_env
+from conftest import save_tiny_gemma, unset_env
 
 from tpukit import RunConfig
 from tpukit.models import credentials, pretrained, preset_access
@@ -221,23 +221,7 @@ def test_kerashub_loading_tensorflow_keeps_its_banners_out_of_a_jax_cell(tmp_pat
 @pytest.fixture(scope="module")
 def tiny_gemma(tmp_path_factory):
     """A tiny Gemma preset with its tokenizer (a SentencePiece model of 256 pieces trained on the help topics)."""
-    from tpukit.data import text
-
-    path = tmp_path_factory.mktemp("gemma") / "tiny_gemma"
-    proto = text.train_sentencepiece(text.pydoc_topics().documents[:20], 256)
-    backbone = keras_hub.models.GemmaBackbone(
-        vocabulary_size=256,
-        num_layers=1,
-        num_query_heads=1,
-        num_key_value_heads=1,
-        hidden_dim=4,
-        intermediate_dim=8,
-        head_dim=4,
-    )
-    tokenizer = keras_hub.models.GemmaTokenizer(proto=proto)
-    preprocessor = keras_hub.models.GemmaCausalLMPreprocessor(tokenizer)
-    keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=preprocessor).save_to_preset(str(path))
-    return path
+    return save_tiny_gemma(tmp_path_factory.mktemp("gemma") / "tiny_gemma")
 
 
 @pytest.mark.parametrize("where", ["downloaded", "on disk", "colab cache"])
