@@ -3,7 +3,7 @@
 
 It exists to keep the actions that train out of the controller's core. `TrainActions` is mixed into
 `tpukit.ui.controller.Controller` and uses its state: `_config`, `_invalid`, `_runs`, `_runs_lock`, `_jobs`,
-`view`, `context`, `clock`, `_say`, `refresh`, `_connect`, `_connecting_line`, `_matching_runtime`, `_run_status`,
+`view`, `context`, `clock`, `_say`, `refresh`, `_connect`, `_settle_settings`, `_connecting_line`, `_matching_runtime`, `_run_status`,
 `_runtime_for`, `_run_dir`, `render_runs` and `_after_profiled_run`.
 """
 
@@ -41,9 +41,10 @@ class TrainActions:
             raise ConfigError(self.train_off())
         config = self._config
         status = self._run_status_for(config.run_name)
+        work = functools.partial(self._train_work, config, None, status=status, chart=self._chart_for(config))
         once = self._profile_once
         result = self._start(
-            "train", functools.partial(self._train_work, config, None, status=status), wait, config, status=status
+            "train", work, wait, config, status=status
         )  # PanelBusy: nothing started, and "Profile next run" still holds
         if once is not None:  # it was for this run only
             self._profile_once = None
@@ -95,7 +96,9 @@ class TrainActions:
             resumed_from=recorded.epochs_done + 1,
             extends_to=epochs if recorded.status == "completed" else None,
         )
-        work = functools.partial(self._train_work, config, run_dir, runtime, epochs, status=status)
+        work = functools.partial(
+            self._train_work, config, run_dir, runtime, epochs, status=status, chart=self._chart_for(config)
+        )
         return self._start("resume", work, wait, config, runtime, status=status)
 
     def stop(self) -> bool:
@@ -173,8 +176,25 @@ class TrainActions:
             self.view.progress_sink, self._say, name, self.clock, ticking=self.context != _context.COLAB, **run
         )
 
+    def _chart_for(self, config: RunConfig) -> str:
+        """The figure of the run's right chart beside its loss, from its source (`ModelSource.chart`), chosen by
+        the action before its job starts: the job then connects and trains without asking for it."""
+        from tpukit.models import source
+
+        try:
+            return source.choose(self.inputs_for(config).get("model"), config).chart
+        except Exception:  # noqa: BLE001 - a model that names nothing fails in the run, which says why
+            return "accuracy"
+
     def _train_work(
-        self, config: RunConfig, run_dir: Optional[str], runtime=None, epochs: Optional[int] = None, *, status=None
+        self,
+        config: RunConfig,
+        run_dir: Optional[str],
+        runtime=None,
+        epochs: Optional[int] = None,
+        *,
+        status=None,
+        chart: Optional[str] = None,
     ):
         from tpukit.ui import jobs
 
@@ -182,26 +202,26 @@ class TrainActions:
         self._run_status = status
         ticker = jobs.Ticker(status.tick) if status.ticking else None
         try:
-            return self._train(config, run_dir, runtime, epochs, status)
+            return self._train(config, run_dir, runtime, epochs, status, chart or self._chart_for(config))
         finally:
             status.close()  # before the job's end is said (a failure's line among them)
             if ticker is not None:
                 ticker.stop()
             self._run_status = None
+            self._settle_settings()  # a connect in this job left them for now
 
-    def _train(self, config: RunConfig, run_dir: Optional[str], runtime, epochs: Optional[int], status):
+    def _train(self, config: RunConfig, run_dir: Optional[str], runtime, epochs: Optional[int], status, chart: str):
         from tpukit.data import builtin as data
         from tpukit.training import api as training
         from tpukit.ui import progress
 
-        runtime = runtime or self._connect(config)
         inputs = self.inputs_for(config)
+        runtime = runtime or self._connect(config, recheck=False)
         # A fresh classifier's loss sets the plot's first height; the axes grow for anything else (the user's data,
         # text). A built-in image set's name cannot be registered over, so the name alone says which it is.
         images = config.dataset in data.DATASETS
         first_loss = 1.1 * math.log(data.info(config.dataset).num_classes) if images else 1.0
         sink = status  # the view's progress sink, and the status line's phase, from one progress model
-        chart = _chart(inputs, config)
         sink.start(config.run_name, self.context == _context.COLAB, first_loss, chart)
         callback = progress.make_callback(
             sink,
@@ -229,9 +249,15 @@ class TrainActions:
         return result
 
     def _tune_work(self, config: RunConfig):
+        try:
+            return self._tune(config)
+        finally:
+            self._settle_settings()  # a connect in this job left them for now
+
+    def _tune(self, config: RunConfig):
         from tpukit.training import tuning
 
-        runtime = self._matching_runtime(config) or self._connect(config)
+        runtime = self._matching_runtime(config) or self._connect(config, recheck=False)
         sink = self.view.progress_sink
         sink.waiting("Tuning the batch size: a few steps at each size…")
         inputs = self.inputs_for(config)
@@ -273,16 +299,6 @@ class TrainActions:
             )
         self._say(sentences_line(sentences), kind)
         self.render_runs()
-
-
-def _chart(inputs, config) -> str:
-    """The figure of the run's right chart beside its loss, from its source (`ModelSource.chart`)."""
-    from tpukit.models import source
-
-    try:
-        return source.choose(inputs.get("model"), config).chart
-    except Exception:  # noqa: BLE001 - a model that names nothing fails in the run, which says why
-        return "accuracy"
 
 
 def _history(run_dir: Optional[str]) -> Optional[Dict[str, List[float]]]:

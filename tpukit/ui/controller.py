@@ -100,6 +100,7 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
         self._config = config
         self._runtime = None
         self._runtime_key: Optional[tuple] = None
+        self._unsettled = False  # connected to new hardware, and the settings not yet checked against it
         self._invalid: Dict[str, str] = {}  # field (or "" for none) -> a sentence: why the settings are refused
         self._errors = ErrorLog()
         self._jobs = Runner(self.explain, self._job_failed, self.refresh)
@@ -140,21 +141,34 @@ class Controller(SettingsActions, TrainActions, RunsActions, ProfileActions):
         )
         return runtime
 
-    def _connect(self, config: RunConfig):
+    def _connect(self, config: RunConfig, *, recheck: bool = True):
+        """Connect for `config` and show the accelerator. New hardware may not fit the settings: Connect checks
+        them against it at once (`recheck`); a job that connects to train or tune leaves the form as it is until
+        it ends (`_settle_settings`), so the settings never move under a run that trains what was clicked."""
         from tpukit.hardware.connect import connect_for
 
+        key = runtime_key(config)
         try:
             runtime = connect_for(config)
         except Exception as e:
             self.view.accelerator(self._runtime, text=short_error(e), kind="error")
             raise
         self.view.accelerator(runtime)
-        if runtime is not self._runtime or self._runtime_key != runtime_key(config):
-            self._runtime, self._runtime_key = runtime, runtime_key(config)
+        if runtime is not self._runtime or self._runtime_key != key:
+            self._runtime, self._runtime_key = runtime, key
             self.view.connected(runtime)
-            self.view.show_config(self._config)  # the settings may not fit this hardware: say so under the field
-            self.propose(self._form_values())
+            self._unsettled = True
+        if recheck:
+            self._settle_settings()
         return runtime
+
+    def _settle_settings(self) -> None:
+        """After connecting to new hardware: the settings shown again, each that does not fit it refused under
+        its field (nothing if they were checked since)."""
+        if self._unsettled:
+            self._unsettled = False
+            self.view.show_config(self._config)
+            self.propose(self._form_values())
 
     def _connecting_line(self, config: RunConfig) -> str:
         """What an action that connects says at once: connecting, and loading the framework the first time."""
