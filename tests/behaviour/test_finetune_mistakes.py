@@ -249,6 +249,25 @@ def test_a_preset_in_kagglehubs_cache_is_loaded_without_asking_the_network_simul
     assert preset_access.refuse_offline(handle.replace("gemma3_instruct", "other"), None, lambda h: False)
 
 
+def test_a_run_of_a_preset_to_download_asks_the_network_once_simulated(tmp_path, nobody, tiny_gemma):
+    """The tokenizer and the model both load through the offline check; it is asked once a run (offline with a
+    hanging name lookup, each ask can wait its 3 s timeout). The download is simulated: KerasHub's `get_file`
+    hands out the tiny preset's files."""
+    preset_utils = pytest.importorskip("keras_hub.src.utils.preset_utils")
+    asked = _offline(nobody, reachable=True)
+
+    def get_file(preset, path):
+        if not (tiny_gemma / path).exists():
+            raise FileNotFoundError(f"{path} is not in {preset}")  # as kagglehub says it
+        return str(tiny_gemma / path)
+
+    nobody.setattr(preset_utils, "get_file", get_file)
+    nobody.setattr("keras_hub.src.tokenizers.tokenizer.get_file", get_file)
+    result = _train(tmp_path, "kaggle://keras/gemma/keras/tiny/1")
+    assert result.status == "completed", result.message
+    assert asked == ["www.kaggle.com"], asked
+
+
 def test_kagglehub_missing_with_the_network_there_says_install_it_simulated(tmp_path, nobody):
     """KerasHub fetches Kaggle's files through kagglehub; without it (not Colab's case) its ImportError was read as
     'its tokenizer did not load'."""

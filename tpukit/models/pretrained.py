@@ -465,17 +465,19 @@ class Preset(ModelSource):
         skip = {encoder.pad_id, encoder.bos_id, encoder.eos_id}
         return encoder.decode([int(i) for i in token_ids if int(i) not in skip][:PROMPT_TOKENS]).strip()
 
-    def _refuse_offline(self) -> None:
-        """No network and nothing cached: one line before KerasHub's downloader retries for half a minute."""
+    @functools.cached_property
+    def _hub(self):
+        """KerasHub, to load this preset. Offline with nothing cached: one line, before KerasHub's downloader retries
+        for half a minute. Asked once a preset (the tokenizer and the model both load through it)."""
         handle = self.source if self.source.startswith("kaggle://") else _kaggle_handle(self.source)
         line = preset_access.refuse_offline(self.source, handle, preset_access.reachable)
         if line:
             raise ModelError(line)
+        return _keras_hub()
 
     @functools.cached_property
     def _tokenizer(self):
-        keras_hub = _keras_hub()
-        self._refuse_offline()
+        keras_hub = self._hub
         try:
             return keras_hub.tokenizers.Tokenizer.from_preset(self.source)
         except Exception as e:
@@ -486,8 +488,7 @@ class Preset(ModelSource):
         return self._tokenizer
 
     def _load(self, dtype: Optional[str]):
-        keras_hub = _keras_hub()
-        self._refuse_offline()
+        keras_hub = self._hub
         try:
             # With the preset's preprocessor, so that `generate("text")` works on the trained model as on any
             # KerasHub task; training feeds token ids through Keras' own fit (`trainer`), which never calls it.
