@@ -253,15 +253,18 @@ def plain_keras_hub(args):
     return _timed_fit(model, {"token_ids": x, "padding_mask": np.ones_like(x)}, y, args, args.batch_size * length)
 
 
-def preference_pairs():
-    """The --method dpo data: for each help topic, its opening words preferred to the same words reversed."""
+def preference_pairs(args):
+    """The --method dpo data, the same pairs for both sides: for each help topic, its opening words preferred to the
+    same words reversed; whole batches, and with --steps only the pairs those steps train (a DPO run scores the
+    reference of every pair it is given, so both are given the same)."""
     from pydoc_data.topics import topics
 
     out = []
     for name in sorted(topics):
         words = topics[name].split()[:48]
         out.append({"prompt": f"Explain {name}.", "chosen": " ".join(words), "rejected": " ".join(words[::-1])})
-    return out
+    count = len(out) // args.batch_size * args.batch_size
+    return out[: min(count, args.steps * args.batch_size) if args.steps else count]
 
 
 def plain_dpo(args):
@@ -278,13 +281,11 @@ def plain_dpo(args):
     tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(args.preset)
     length, beta = args.sequence_length, 0.1
     start = tokenizer.start_token_id if tokenizer.start_token_id is not None else tokenizer.end_token_id
-    rows = preference_pairs()
-    count = len(rows) // args.batch_size * args.batch_size
-    if args.steps:
-        count = min(count, args.steps * args.batch_size)
+    rows = preference_pairs(args)
+    count = len(rows)
     ids = np.full((count, 2, length), tokenizer.pad_token_id, "int32")
     labels = np.full((count, 2, length), -1, "int32")
-    for i, row in enumerate(rows[:count]):
+    for i, row in enumerate(rows):
         prompt = [start] + np.asarray(tokenizer(row["prompt"])).tolist()
         for side, answer in enumerate((row["chosen"], row["rejected"])):
             whole = (prompt + np.asarray(tokenizer(answer)).tolist() + [tokenizer.end_token_id])[: length + 1]
@@ -355,7 +356,7 @@ def with_tpukit(args):
         )
         rows = 2 if dpo else 1  # a pair: two rows of tokens
         clock = _epoch_clock(args.batch_size * rows * args.sequence_length)
-        data = preference_pairs() if dpo else None
+        data = preference_pairs(args) if dpo else None
         result = tpukit.train(config, data=data, callbacks=[clock], verbose=0)
         assert result.status == "completed", result.message
         peak = result.flops_per_example * result.examples_per_sec / result.mfu if result.mfu else None

@@ -188,3 +188,36 @@ print(json.dumps({"status": split.status, "message": split.message, "history": s
                   "notes": [n for n in split.notes if n.startswith(("strategy", "model_parallel", "reference"))],
                   "samples": split.samples, "config": [split.config["replicas"], split.config["model_parallel"]]}))
 """
+
+# A DPO run of the preset at sys.argv[1] (logdir sys.argv[2]) on JAX that records each call of the pair scorer:
+# whether its inputs were concrete arrays (an eager pass of the whole model), traced (a compiled step) or Keras'
+# symbolic tensors (a build, no computation). One JSON line.
+EAGER = """
+import json, sys, os
+sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+import jax
+import keras
+import tpukit
+from tpukit.models import preference
+from preference_support import pairs
+
+calls = []
+made = preference.pair_scores
+
+def recording(model, mean):
+    scorer = made(model, mean)
+    call = type(scorer).call
+    def recorded(self, inputs, training=False):
+        x = inputs["token_ids"]
+        calls.append("traced" if isinstance(x, jax.core.Tracer) else "symbolic" if keras.KerasTensor in type(x).__mro__
+                     else "eager")
+        return call(self, inputs, training)
+    type(scorer).call = recorded
+    return scorer
+
+preference.pair_scores = recording
+config = tpukit.RunConfig(model=sys.argv[1], method="dpo", sequence_length=48, batch_size=8, epochs=1,
+                          logdir=sys.argv[2], sample_prompt="")
+result = tpukit.train(config, data=pairs(0, 32), verbose=0)
+print(json.dumps({"status": result.status, "calls": calls}))
+"""

@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 from hub_support import BUILD, BUILD_BPE, GEMMA_TURNS  # noqa: E402
-from preference_support import HAND, LEARNS, LIFECYCLE  # noqa: E402
+from preference_support import EAGER, HAND, LEARNS, LIFECYCLE  # noqa: E402
 
 
 def _python(code, *args, backend="jax", timeout=600):
@@ -110,6 +110,14 @@ def test_the_scores_and_the_losses_are_the_papers_to_float32_precision(gemma):
         assert case["loss"] <= 1e-6, (name, case)
     # the reference moves DPO's margins: -0.05 is beta (0.1) x ((c - (c + 0.3)) - (r - (r - 0.2)))
     assert out["cases"]["dpo"]["margin"] == pytest.approx([-0.05, 0.09], abs=1e-9)
+
+
+def test_scoring_the_reference_runs_the_compiled_step_never_an_eager_pass_of_the_model(gemma, tmp_path):
+    """Keras' predict_on_batch runs the whole model eagerly, at every call, while one of its layers is unbuilt (the
+    preset's preprocessor, kept for generate): at 1 B parameters that pass cost more than the batch it scores."""
+    out = _python(EAGER, gemma, tmp_path)
+    assert out["status"] == "completed"
+    assert "eager" not in out["calls"] and "traced" in out["calls"], out["calls"]
 
 
 @pytest.mark.slow

@@ -115,6 +115,9 @@ def pair_scores(model, mean: bool):
         def __init__(self, language_model, mean: bool):
             super().__init__(name="pair_scores")
             self.language_model, self.mean = language_model, mean
+            # Nothing of its own to build (the language model is built): unbuilt, Keras' predict would build it by
+            # running the whole model eagerly on the first batch.
+            self.built = True
 
         def call(self, inputs, training=False):
             ops = keras.ops
@@ -239,6 +242,7 @@ class PreferencePreset(Preset):
         import numpy as np
 
         scorer = self._scorers[id(model)]
+        _build_preprocessor(model)
         count = len(part)
         out = np.empty((count, 2), dtype=np.float32)
         for start in range(0, count, batch):
@@ -246,6 +250,19 @@ class PreferencePreset(Preset):
             chunk = {k: v[index] for k, v in part.x.items()}
             out[start : start + batch] = np.asarray(scorer.predict_on_batch(chunk), dtype=np.float32)[: count - start]
         return out
+
+
+def _build_preprocessor(model) -> None:
+    """Keras' `predict_on_batch` runs the whole model eagerly on its batch, at every call, while a layer it holds is
+    unbuilt, and a preset's preprocessor (kept for `generate("text")`) is built by its first text: built here the
+    same way, on one string, so that scoring the reference runs the compiled step alone."""
+    preprocessor = getattr(model, "preprocessor", None)
+    if preprocessor is None or preprocessor.built:
+        return
+    try:
+        preprocessor(["a"])
+    except Exception:  # noqa: BLE001 - one that takes no plain text: Keras runs the eager pass instead, slower
+        pass
 
 
 def _processes() -> int:
