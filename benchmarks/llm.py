@@ -30,7 +30,7 @@ caps each epoch at N steps, to keep a CPU check short.
     python benchmarks/llm.py --architecture gemma3_1b --steps 2         # offline, on a CPU (1 round, 2 epochs)
     python benchmarks/llm.py --architecture gemma3_1b --batch-size 8 --sequence-length 512 --rounds 3   # a GPU
     python benchmarks/llm.py --preset DIR_OR_NAME --batch-size 8 --sequence-length 512 [--rounds 3]
-    python benchmarks/llm.py --dry-run --method dpo           # preference tuning (DPO), the same comparison
+    python benchmarks/llm.py --dry-run --method dpo --epochs 40   # preference tuning (DPO), the same comparison
 
 With `--method dpo` both sides tune the preset on preference pairs (the help topics: each topic's opening words
 chosen, the same words reversed rejected, after a prompt naming the topic), each answer in a row of
