@@ -3,8 +3,8 @@
 
 It exists to keep the actions that train out of the controller's core. `TrainActions` is mixed into
 `tpukit.ui.controller.Controller` and uses its state: `_config`, `_invalid`, `_runs`, `_runs_lock`, `_jobs`,
-`view`, `context`, `clock`, `_say`, `refresh`, `_connect`, `_settle_settings`, `_connecting_line`, `_matching_runtime`, `_run_status`,
-`_runtime_for`, `_run_dir`, `render_runs` and `_after_profiled_run`.
+`view`, `context`, `clock`, `_say`, `refresh`, `_connect`, `_settle_settings`, `_connecting_line`,
+`_matching_runtime`, `_run_status`, `_runtime_for`, `_run_dir`, `render_runs` and `_after_profiled_run`.
 """
 
 from __future__ import annotations
@@ -43,9 +43,8 @@ class TrainActions:
         status = self._run_status_for(config.run_name)
         work = functools.partial(self._train_work, config, None, status=status, chart=self._chart_for(config))
         once = self._profile_once
-        result = self._start(
-            "train", work, wait, config, status=status
-        )  # PanelBusy: nothing started, and "Profile next run" still holds
+        # PanelBusy: nothing started, and "Profile next run" still holds
+        result = self._start("train", work, wait, config, status=status)
         if once is not None:  # it was for this run only
             self._profile_once = None
             if self._config.profile == once:
